@@ -1,0 +1,260 @@
+"""Token view benchmark: a synthetic 5,000 tokens/s stream and key latency during it.
+
+    python benchmarks/tokenview.py [--rate 5000] [--tokens 20000] [--headless] [--json]
+
+By default the app runs in a real pseudo-terminal (the Linux driver, output drained by
+this process) and this process types F6/F5 (k up/down) every 150 ms while the reply
+streams. The app records when each key's action ran; CLOCK_MONOTONIC is shared by both
+processes, so latency = action time − write time. --headless runs it in-process with
+Textual's headless driver instead (no terminal output is produced there).
+
+It reports: the rate the engine produced and the rate the view showed, the largest
+backlog (tokens produced but not yet drawn), the lag between the engine's last token
+and the view showing it, frame (flush) times, and key latencies (p50/p95/max).
+A benchmark, not a test: the numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+KEYS = {"f6": "\x1b[17~", "f5": "\x1b[15~"}
+KEY_INTERVAL = 0.15
+
+
+def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Path | None):
+    """A SpectuiApp whose engine, frame flush and k action write timestamps into `record`."""
+    from spectui.config import ChatConfig
+    from spectui.tui.app import SpectuiApp
+    from spectui.tui.demo_engine import SCRIPT, ScriptedEngine
+    from spectui.tui.screens.chat import ChatScreen
+
+    engine = ScriptedEngine(alpha=0.8, tokens_per_s=rate, script=(SCRIPT + "\n\n") * (tokens // 100 + 1), echo_prompt=False)
+    produced: list[tuple[float, int]] = record.setdefault("produced", [])
+    inner_stream = engine.stream
+
+    def stream(messages, params, control):
+        total = 0
+        for event in inner_stream(messages, params, control):
+            if hasattr(event, "token_ids"):
+                total += len(event.token_ids)
+                produced.append((time.perf_counter(), total))
+            yield event
+
+    engine.stream = stream
+    flushes: list[tuple[float, float, int]] = record.setdefault("flushes", [])
+    actions: list[float] = record.setdefault("actions", [])
+    original_flush, original_k, original_end = ChatScreen.flush_steps, ChatScreen.action_k, ChatScreen.on_reply_ended
+
+    def flush_steps(self):
+        start = time.perf_counter()
+        original_flush(self)
+        if self.current is not None:
+            flushes.append((start, time.perf_counter() - start, self.current.tracker.clock.num_tokens))
+
+    def action_k(self, delta):
+        actions.append(time.perf_counter())
+        original_k(self, delta)
+
+    def on_reply_ended(self, message):
+        original_end(self, message)
+        record["shown_all"] = time.perf_counter()
+        record["cpu_end"] = time.process_time()
+        record["ui_cpu_end"] = time.thread_time()
+        record["shown_tokens"] = self.last_reply.stats().num_tokens if self.last_reply else 0
+        self.app.exit()
+
+    ChatScreen.flush_steps, ChatScreen.action_k, ChatScreen.on_reply_ended = flush_steps, action_k, on_reply_ended
+
+    class BenchApp(SpectuiApp):
+        def on_engine_ready(self, message):
+            super().on_engine_ready(message)
+            record["stream_start"] = time.perf_counter()
+            record["cpu_start"] = time.process_time()
+            record["ui_cpu_start"] = time.thread_time()
+            if started_marker is not None:
+                started_marker.write_text("go")
+            self.chat_screen.send("stream please")
+
+    config = ChatConfig(k=4, max_tokens=tokens, ghosts=False)
+    return BenchApp(lambda progress: engine, config, None, cursor_blink=False)
+
+
+def child(out: Path, rate: float, tokens: int, marker: Path) -> None:
+    record: dict = {}
+    app = instrumented_app(rate, tokens, record, marker)
+    app.run()
+    out.write_text(json.dumps(record))
+
+
+def run_in_pty(rate: float, tokens: int, size=(120, 40)) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        out, marker = Path(scratch) / "record.json", Path(scratch) / "started"
+        master, slave = pty.openpty()
+        import fcntl
+        import termios
+
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", HF_HUB_OFFLINE="1")
+        process = subprocess.Popen(
+            [sys.executable, __file__, "--child", str(out), "--rate", str(rate), "--tokens", str(tokens), "--marker", str(marker)],
+            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, cwd=str(ROOT),
+        )
+        os.close(slave)
+        drained = {"bytes": 0}
+        stop = threading.Event()
+
+        def drain() -> None:  # a terminal that reads everything, as fast as it comes
+            while not stop.is_set():
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if ready:
+                    try:
+                        drained["bytes"] += len(os.read(master, 1 << 16))
+                    except OSError:
+                        return
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.01)
+        writes: list[float] = []
+        time.sleep(0.3)  # let the stream get going
+        while process.poll() is None and time.monotonic() < deadline:
+            key = KEYS["f6"] if len(writes) % 2 == 0 else KEYS["f5"]
+            writes.append(time.perf_counter())
+            os.write(master, key.encode())
+            time.sleep(KEY_INTERVAL)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)
+            raise
+        stop.set()
+        reader.join(1)
+        os.close(master)
+        if not out.exists():
+            raise SystemExit("the app did not write its record (see --headless)")
+        record = json.loads(out.read_text())
+        record["writes"] = writes
+        record["terminal_bytes"] = drained["bytes"]
+        return record
+
+
+def run_headless(rate: float, tokens: int, size=(120, 40)) -> dict:
+    import asyncio
+
+    record: dict = {}
+    app = instrumented_app(rate, tokens, record, None)
+    writes: list[float] = []
+
+    async def drive() -> None:
+        async with app.run_test(size=size, headless=True) as pilot:
+            from textual import events
+
+            while "stream_start" not in record:
+                await pilot.pause(0.01)
+            await asyncio.sleep(0.3)
+            while "shown_all" not in record:
+                key = "f6" if len(writes) % 2 == 0 else "f5"
+                writes.append(time.perf_counter())
+                app.post_message(events.Key(key, None))
+                await asyncio.sleep(KEY_INTERVAL)
+
+    asyncio.run(drive())
+    record["writes"] = writes
+    return record
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def summarize(record: dict, rate: float) -> dict:
+    produced = record["produced"]
+    flushes = record["flushes"]
+    start = record["stream_start"]
+    end_produced = produced[-1][0]
+    total = produced[-1][1]
+    # Backlog at each frame: tokens the engine had produced by then minus tokens shown.
+    backlog = []
+    index = 0
+    for frame_start, duration, shown in flushes:
+        while index + 1 < len(produced) and produced[index + 1][0] <= frame_start + duration:
+            index += 1
+        backlog.append(max(0, produced[index][1] - shown))
+    stream_seconds = end_produced - start
+    writes, actions = record["writes"], record["actions"]
+    latencies = [(a - w) * 1000 for w, a in zip(writes, actions)]
+    during = [lat for w, lat in zip(writes, latencies) if w <= end_produced]
+    frame_ms = [d * 1000 for _, d, _ in flushes]
+    return {
+        "target_tokens_per_s": rate,
+        "tokens": total,
+        "engine_tokens_per_s": round(total / stream_seconds, 1),
+        "shown_tokens": record.get("shown_tokens"),
+        "frames": len(flushes),
+        "frames_per_s": round(len(flushes) / stream_seconds, 1),
+        "frame_ms_p50": round(percentile(frame_ms, 0.5), 2),
+        "frame_ms_p95": round(percentile(frame_ms, 0.95), 2),
+        "frame_ms_max": round(max(frame_ms), 2),
+        "backlog_tokens_max": max(backlog) if backlog else 0,
+        "backlog_ms_max_at_rate": round(1000 * (max(backlog) if backlog else 0) / rate, 1),
+        "end_lag_ms": round((record["shown_all"] - end_produced) * 1000, 1),
+        "keys_sent": len(writes),
+        "keys_handled": len(actions),
+        "keys_during_stream": len(during),
+        "key_latency_ms_p50": round(percentile(during, 0.5), 2),
+        "key_latency_ms_p95": round(percentile(during, 0.95), 2),
+        "key_latency_ms_max": round(max(during), 2) if during else None,
+        "terminal_bytes": record.get("terminal_bytes"),
+        # CPU seconds the app process used per wall second of streaming (both threads):
+        # well under 1 means the machine, not the app, was the limit.
+        "ui_thread_cpu_s": round(record["ui_cpu_end"] - record["ui_cpu_start"], 3),
+        "process_cpu_per_wall_s": round(
+            (record["cpu_end"] - record["cpu_start"]) / (record["shown_all"] - start), 2
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=5000.0)
+    parser.add_argument("--tokens", type=int, default=20000)
+    parser.add_argument("--headless", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--marker", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.rate, args.tokens, args.marker)
+        return
+    record = run_headless(args.rate, args.tokens) if args.headless else run_in_pty(args.rate, args.tokens)
+    summary = summarize(record, args.rate)
+    summary["driver"] = "headless" if args.headless else "pty (Linux driver)"
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        width = max(len(k) for k in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""spectui: a terminal chat client that makes speculative decoding visible."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,213 @@
+"""`spectui chat`, `config path`, `history list/export` and `screenshots`.
+
+Only typer at import: textual, the engine and the store load inside the commands. The
+lead's cli/app.py calls `register(app)`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from spectui.errors import SpectuiError, UsageError
+
+config_app = typer.Typer(help="The config file: defaults, keys, theme.", no_args_is_help=True)
+history_app = typer.Typer(help="Saved conversations and their per-step traces.", no_args_is_help=True)
+
+
+class EngineName(str, Enum):
+    embedded = "embedded"
+    scripted = "scripted"
+
+
+class ExportFormat(str, Enum):
+    md = "md"
+    jsonl = "jsonl"
+
+
+def _fail(error: BaseException) -> None:
+    typer.echo(f"spectui: error: {error}", err=True)
+    raise typer.Exit(getattr(error, "exit_code", 1))
+
+
+def engine_factory_for(config):
+    """engine_factory(progress) -> Engine for the configured engine; called in a thread."""
+    if config.engine == "scripted":
+        from spectui.tui.demo_engine import scripted_engine_factory
+
+        return scripted_engine_factory(step_delay=0.03)
+    if config.engine == "embedded":
+
+        def build(progress):
+            from spectui.cli.options import EngineOptions
+            from spectui.engines.embedded.build import build_embedded_engine
+
+            options = EngineOptions.checked(
+                model=config.model, draft=config.draft, method=config.method, k=config.k,
+                temperature=config.temperature, top_p=config.top_p,
+                max_tokens=config.max_tokens, seed=config.seed,
+            )
+            return build_embedded_engine(options, progress=progress)
+
+        return build
+    raise UsageError(f"--engine must be embedded or scripted, got {config.engine!r}")
+
+
+def chat_command(
+    conversation_id: Optional[int] = typer.Argument(None, metavar="[ID]", help="With --resume: the conversation to reopen (default: the latest)."),
+    resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
+    method: Optional[str] = typer.Option(None, "--method", help="draft or ngram."),
+    k: Optional[int] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
+    engine: Optional[EngineName] = typer.Option(None, "--engine", help="embedded (default) or scripted (a demo, no weights)."),
+    theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Longest reply in tokens."),
+    system: Optional[str] = typer.Option(None, "--system", help="A system message for new chats."),
+    no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
+) -> None:
+    """Chat in the terminal, every token coloured by where it came from."""
+    try:
+        code = run_chat(
+            dict(model=model, draft=draft, method=method, k=k, temperature=temperature,
+                 engine=engine.value if engine else None, theme=theme, max_tokens=max_tokens, system=system),
+            resume=resume, conversation_id=conversation_id, history=not no_history,
+        )
+    except SpectuiError as error:
+        _fail(error)
+    raise typer.Exit(code)
+
+
+def run_chat(
+    overrides: dict,
+    resume: bool = False,
+    conversation_id: int | None = None,
+    history: bool = True,
+    engine_factory=None,
+) -> int:
+    """Config file < CLI options; open history; run the app. engine_factory overrides --engine."""
+    from spectui.config import load_config
+    from spectui.store import Store, StoreError, default_store_path
+
+    if conversation_id is not None and not resume:
+        raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
+    config = load_config().with_overrides(**overrides)
+    factory = engine_factory or engine_factory_for(config)
+    store = Store(default_store_path()) if history else None
+    conversation = None
+    if resume:
+        if store is None:
+            raise UsageError("--resume needs history (drop --no-history)")
+        wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
+        if wanted is None:
+            raise StoreError("no saved conversation to resume yet")
+        conversation = store.load_conversation(wanted)
+
+    from spectui.tui.app import SpectuiApp
+
+    app = SpectuiApp(factory, config, store, resume=conversation)
+    try:
+        app.run()
+    finally:
+        if store is not None:
+            store.close()
+    return app.return_code or 0
+
+
+@config_app.command("path")
+def config_path_command() -> None:
+    """Print where the config file is (it may not exist yet)."""
+    from spectui.config import config_path
+
+    typer.echo(str(config_path()))
+
+
+@config_app.command("init")
+def config_init_command(force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+    """Write a commented config file with every default."""
+    from spectui.config import config_path, example_config
+
+    path = config_path()
+    if path.exists() and not force:
+        _fail(UsageError(f"{path} exists (use --force to overwrite)"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(example_config(), encoding="utf-8")
+    typer.echo(str(path))
+
+
+@history_app.command("list")
+def history_list_command(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")) -> None:
+    """Saved conversations, newest first."""
+    import time
+
+    from spectui.store import Store, default_store_path
+
+    try:
+        store = Store(default_store_path())
+    except SpectuiError as error:
+        _fail(error)
+    for summary in store.list_conversations():
+        if as_json:
+            typer.echo(json.dumps(summary.__dict__))
+        else:
+            updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
+            typer.echo(f"{summary.id:>5}  {updated}  {summary.num_messages:>3} msgs  {summary.title}")
+    store.close()
+
+
+@history_app.command("export")
+def history_export_command(
+    conversation_id: int = typer.Argument(..., help="The conversation id (see history list)."),
+    fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f", help="md: the conversation; jsonl: its per-step trace."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+) -> None:
+    """Export a conversation as Markdown, or its trace as JSONL (one line per step)."""
+    from spectui.store import Store, default_store_path, export_markdown, export_trace_jsonl
+
+    try:
+        store = Store(default_store_path())
+        conversation = store.load_conversation(conversation_id)
+    except SpectuiError as error:
+        _fail(error)
+    if fmt is ExportFormat.md:
+        text = export_markdown(conversation)
+    else:
+        text = "".join(line + "\n" for line in export_trace_jsonl(conversation))
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(str(output), err=True)
+
+
+def screenshots_command(
+    out: Path = typer.Option(Path("screenshots"), "--out", "-o", help="Folder for the SVG (and PNG) files."),
+    engine: EngineName = typer.Option(EngineName.scripted, "--engine", help="scripted (default, no weights) or embedded."),
+) -> None:
+    """Regenerate screenshots of the main screens in every theme from a scripted run."""
+    from spectui.screenshots import take_screenshots
+
+    factory = None
+    if engine is EngineName.embedded:
+        from spectui.config import load_config
+
+        try:
+            factory = engine_factory_for(load_config().with_overrides(engine="embedded"))
+        except SpectuiError as error:
+            _fail(error)
+    for path in take_screenshots(out, engine_factory=factory):
+        typer.echo(str(path))
+
+
+def register(app: typer.Typer) -> None:
+    """Add chat, screenshots, config and history to the main `spectui` app."""
+    app.command("chat")(chat_command)
+    app.command("screenshots")(screenshots_command)
+    app.add_typer(config_app, name="config")
+    app.add_typer(history_app, name="history")

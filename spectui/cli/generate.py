@@ -1,0 +1,94 @@
+"""`spectui generate`: one reply, headless."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from spectui.options import EngineOptions
+from spectui.models.fetch import rich_progress
+from spectui.events import Control, GenerationParams, Message, Source, Step
+from spectui.run import run_reply
+
+# The terminal's own palette: headless output should read on any background.
+SOURCE_STYLES = {
+    Source.DRAFT: "green",
+    Source.RECOVERED: "bold red",
+    Source.BONUS: "bold cyan",
+    Source.TARGET: "default",
+}
+
+
+def step_text(step: Step, tokenizer) -> Text:
+    """One Step as rich Text, each token in its source's style.
+
+    Token boundaries come from decoding each id on its own; the Step's own text (which
+    is exact across multi-byte characters) is used whenever the per-token pieces do not
+    add up to it.
+    """
+    pieces = [tokenizer.decode([t], skip_special_tokens=True) for t in step.token_ids]
+    if "".join(pieces) != step.text:
+        style = SOURCE_STYLES[step.sources[-1]] if step.sources else "default"
+        return Text(step.text, style=style)
+    text = Text()
+    for piece, source in zip(pieces, step.sources):
+        text.append(piece, style=SOURCE_STYLES[source])
+    return text
+
+
+def summary_line(reply, options: EngineOptions, engine) -> str:
+    stats = reply.stats
+    gamma = f"{stats.gamma:.2f}" if stats.gamma is not None else "–"
+    tau = f"{stats.tau:.2f}" if stats.tau is not None else "–"
+    speed = f"{stats.tokens_per_s:.1f}" if stats.tokens_per_s else "–"
+    info = engine.info
+    drafting = f"{info.method} {info.draft or ''}".strip() if info.method != "none" else "no drafting"
+    return (
+        f"γ {gamma} · τ {tau} · {speed} tok/s · {stats.num_tokens} tokens in {stats.num_steps} steps"
+        f" · {info.target} ← {drafting}, k={options.k}, {info.dtype}, {info.device}"
+        f" · {reply.done.finish_reason if reply.done else '?'}"
+    )
+
+
+def run_generate(options: EngineOptions, prompt: str, system: str | None, as_json: bool) -> int:
+    from spectui.engines.embedded.build import build_embedded_engine
+
+    err = Console(stderr=True)
+    out = Console(highlight=False)
+    with rich_progress() as progress:
+        engine = build_embedded_engine(options, progress=progress)
+    messages: list[Message] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": prompt})
+    params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
+    control = Control(k=options.k, temperature=options.temperature)
+
+    legend = Text.assemble(
+        ("accepted draft", SOURCE_STYLES[Source.DRAFT]), " · ",
+        ("recovered", SOURCE_STYLES[Source.RECOVERED]), " · ",
+        ("bonus", SOURCE_STYLES[Source.BONUS]), " · ",
+        ("target", SOURCE_STYLES[Source.TARGET]),
+    )
+    if not as_json:
+        err.print(legend)
+
+    def show(step: Step) -> None:
+        if not as_json:
+            out.print(step_text(step, engine.tokenizer), end="")
+
+    reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
+    engine.close()
+    if as_json:
+        json.dump(reply.as_dict(engine, options.k), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        out.print()
+        err.print(summary_line(reply, options, engine), style="dim")
+    if reply.done is not None and reply.done.finish_reason == "error":
+        err.print(f"spectui: error: {reply.done.error}", style="red")
+        return 1
+    return 0

@@ -1,0 +1,237 @@
+"""The user's config file: defaults for `spectui chat`, key remapping, the theme.
+
+TOML in platformdirs' user config dir (SPECTUI_CONFIG_DIR overrides it). A bad file is a
+one-line error that names the file and the line, never a traceback. Stdlib + platformdirs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from spectui.errors import UsageError
+from spectui.events import K_MAX
+
+CONFIG_FILE_NAME = "config.toml"
+
+# Binding id -> default keys (comma-separated alternatives, Textual key names).
+# Function and ctrl keys only: printable keys belong to the prompt input.
+DEFAULT_KEYS: dict[str, str] = {
+    "k_down": "f5,ctrl+down",
+    "k_up": "f6,ctrl+up",
+    "temperature_down": "f7",
+    "temperature_up": "f8",
+    "engine_info": "f3",
+    "ghosts": "ctrl+g",
+    "markdown": "ctrl+r",
+    "compare": "f4",
+    "cancel": "escape",
+    "new_chat": "ctrl+n",
+    "history": "f2",
+    "help": "f1",
+    "theme": "ctrl+t",
+    "screenshot": "ctrl+s",
+}
+
+KEY_DESCRIPTIONS: dict[str, str] = {
+    "k_down": "k −1",
+    "k_up": "k +1",
+    "temperature_down": "T −0.1",
+    "temperature_up": "T +0.1",
+    "engine_info": "engine info",
+    "ghosts": "show rejected drafts",
+    "markdown": "Markdown / tokens",
+    "compare": "compare view",
+    "cancel": "cancel the reply",
+    "new_chat": "new chat",
+    "history": "history",
+    "help": "help",
+    "theme": "next theme",
+    "screenshot": "save a screenshot",
+}
+
+
+class ConfigError(UsageError):
+    """The config file cannot be used as it is."""
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """Everything `spectui chat` takes from the config file; CLI options override it."""
+
+    model: str | None = None
+    draft: str | None = None
+    method: str = "draft"
+    engine: str = "embedded"
+    k: int = 4
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+    system: str | None = None
+    theme: str = "dark"
+    ghosts: bool = False
+    keys: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KEYS))
+
+    def with_overrides(self, **values) -> "ChatConfig":
+        """CLI options win; None means 'not given on the command line'."""
+        given = {name: value for name, value in values.items() if value is not None}
+        unknown = set(given) - {f.name for f in fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        merged = replace(self, **given)
+        check_values(merged)
+        return merged
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "draft": (str,),
+    "method": (str,),
+    "engine": (str,),
+    "k": (int,),
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "max_tokens": (int,),
+    "seed": (int,),
+    "system": (str,),
+    "theme": (str,),
+    "ghosts": (bool,),
+}
+
+
+def config_dir() -> Path:
+    override = os.environ.get("SPECTUI_CONFIG_DIR")
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("spectui"))
+
+
+def config_path() -> Path:
+    return config_dir() / CONFIG_FILE_NAME
+
+
+def load_config(path: Path | None = None) -> ChatConfig:
+    """The config file's settings over the defaults; a missing file is the defaults."""
+    path = path or config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ChatConfig()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where}: {_toml_message(error, text)}") from None
+
+    values: dict = {}
+    keys = dict(DEFAULT_KEYS)
+    for name, value in data.items():
+        line = _line_of(text, name)
+        if name == "keys":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where} line {line}: [keys] must be a table")
+            keys.update(_check_keys(value, text, where))
+            continue
+        if name not in _TYPES:
+            known = ", ".join([*_TYPES, "keys"])
+            raise ConfigError(f"{where} line {line}: unknown setting {name!r} (known: {known})")
+        expected = _TYPES[name]
+        # bool is an int to Python; a TOML true is never a valid k.
+        if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            type_name = " or ".join(t.__name__ for t in expected)
+            raise ConfigError(f"{where} line {line}: {name} must be {type_name}, got {value!r}")
+        values[name] = float(value) if float in expected else value
+
+    config = replace(ChatConfig(), keys=keys, **values)
+    try:
+        check_values(config)
+    except _ValueError as error:
+        raise ConfigError(f"{where} line {_line_of(text, error.setting)}: {error}") from None
+    return config
+
+
+class _ValueError(ConfigError):
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+def check_values(config: ChatConfig) -> None:
+    if not 0 <= config.k <= K_MAX:
+        raise _ValueError("k", f"k must be from 0 to {K_MAX}, got {config.k}")
+    if not config.temperature >= 0:
+        raise _ValueError("temperature", f"temperature must be >= 0, got {config.temperature}")
+    if not 0 < config.top_p <= 1:
+        raise _ValueError("top_p", f"top_p must be in (0, 1], got {config.top_p}")
+    if config.max_tokens <= 0:
+        raise _ValueError("max_tokens", f"max_tokens must be > 0, got {config.max_tokens}")
+    if config.method not in ("draft", "ngram"):
+        raise _ValueError("method", f"method must be draft or ngram, got {config.method!r}")
+
+
+def _check_keys(table: dict, text: str, where: str) -> dict[str, str]:
+    checked = {}
+    for action, keys in table.items():
+        line = _line_of(text, action)
+        if action not in DEFAULT_KEYS:
+            raise ConfigError(
+                f"{where} line {line}: unknown key action {action!r} (known: {', '.join(DEFAULT_KEYS)})"
+            )
+        if not isinstance(keys, str) or not keys.strip():
+            raise ConfigError(f"{where} line {line}: keys.{action} must be a key name such as \"f6\"")
+        checked[action] = ",".join(part.strip() for part in keys.split(","))
+    return checked
+
+
+def _toml_message(error: tomllib.TOMLDecodeError, text: str) -> str:
+    # Python 3.11's message ends "(at line 3, column 5)" or "(at end of document)":
+    # turn it into our "line 3: ..." form.
+    message = str(error)
+    match = re.search(r"\(at line (\d+), column \d+\)$", message)
+    if match:
+        return f"line {match.group(1)}: {message[: match.start()].strip()}"
+    match = re.search(r"\(at end of document\)$", message)
+    if match:
+        last_line = max(1, len(text.rstrip("\n").splitlines()))
+        return f"line {last_line}: {message[: match.start()].strip()} (at the end of the file)"
+    return message
+
+
+def _line_of(text: str, key: str) -> int:
+    """The first line that assigns `key` (or opens a [key] table); 1 if none is found."""
+    pattern = re.compile(rf"^\s*(\[\s*{re.escape(key)}\s*\]|\"?{re.escape(key)}\"?\s*=)")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return 1
+
+
+def example_config() -> str:
+    """A commented config file with every setting at its default."""
+    lines = [
+        "# spectui config: every setting is optional; command-line options override these.",
+        "# model = \"qwen-1.5b\"",
+        "# draft = \"qwen-0.5b\"",
+        "method = \"draft\"        # draft or ngram",
+        "engine = \"embedded\"",
+        "k = 4                   # draft tokens per step, 0-16",
+        "temperature = 0.0",
+        "max_tokens = 512",
+        "theme = \"dark\"          # dark, light, colorblind or a file in themes/ here",
+        "ghosts = false          # show rejected drafts from the start",
+        "",
+        "[keys]                  # Textual key names; several keys separated by commas",
+    ]
+    lines += [f"# {action} = \"{keys}\"" for action, keys in DEFAULT_KEYS.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Engines: ways to run a model that yield spectui Steps."""

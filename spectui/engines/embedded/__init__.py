@@ -1,0 +1,1 @@
+"""The embedded engine: a speculative decoding loop on PyTorch + transformers models."""

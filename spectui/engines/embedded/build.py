@@ -1,0 +1,70 @@
+"""Build an embedded engine from CLI options: resolve, check, load, wire the proposer."""
+
+from __future__ import annotations
+
+from spectui.options import EngineOptions
+from spectui.engine import EngineInfo
+from spectui.errors import UsageError
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA device is available here")
+    return device
+
+
+def draft_for(target: str, draft: str | None) -> str:
+    from spectui.models.registry import get_spec
+
+    spec = get_spec(target)
+    chosen = draft or (spec.default_draft if spec else None)
+    if chosen is None:
+        raise UsageError(
+            f"{target} has no preset draft model: pass --draft NAME (same tokenizer) or use --method ngram"
+        )
+    return chosen
+
+
+def build_embedded_engine(options: EngineOptions, progress=None):
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.models.load import check_same_vocab, load_model, resolve_dtype
+    from spectui.models.registry import DEFAULT_TARGET
+
+    target_name = options.model or DEFAULT_TARGET
+    device = resolve_device(options.device)
+    target_dtype = resolve_dtype(options.dtype, device)
+    draft_name = None
+    if options.method == "draft":
+        draft_name = draft_for(target_name, options.draft)
+        check_same_vocab(target_name, draft_name)  # before any weights load
+    target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
+    proposer = None
+    if options.method == "draft":
+        draft_model, _ = load_model(draft_name, draft_dtype(target_dtype, device), device, progress)
+        proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    else:
+        proposer = NgramProposer(options.lookup_min, options.lookup_max)
+    info = EngineInfo(
+        name="embedded",
+        target=target_name,
+        draft=draft_name,
+        method=options.method,
+        dtype=target_dtype,
+        device=device,
+        live_k=True,
+    )
+    return EmbeddedEngine(target_model, tokenizer, proposer, info)
+
+
+def draft_dtype(target_dtype: str, device: str) -> str:
+    """The draft may round differently from the target: that changes acceptance, not output."""
+    return target_dtype
+
+
+def logit_width(model) -> int:
+    return model.config.vocab_size

@@ -1,0 +1,90 @@
+"""The embedded engine: the project's own speculative loop on transformers models."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator, Sequence
+
+from spectui.engine import EngineInfo
+from spectui.engines.embedded.detokenize import IncrementalDetokenizer
+from spectui.engines.embedded.kv import CachedModel
+from spectui.engines.embedded.loop import decode_steps
+from spectui.engines.embedded.proposers import Proposer
+from spectui.events import Control, Done, GenerationParams, Message, Step
+
+
+class EmbeddedEngine:
+    def __init__(self, target_model, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
+        self.target = CachedModel(target_model)
+        self.tokenizer = tokenizer
+        self.proposer = proposer
+        self.info = info
+        self.stop_ids = stop_token_ids(target_model, tokenizer)
+
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        return chat_prompt_ids(self.tokenizer, messages)
+
+    def stream(
+        self, messages: Sequence[Message], params: GenerationParams, control: Control
+    ) -> Iterator[Step | Done]:
+        try:
+            prompt_ids = self.prompt_ids(messages)
+        except Exception as error:  # a template that rejects the messages is the user's to fix
+            yield Done("error", error=f"chat template failed: {error}")
+            return
+        yield from self.stream_ids(prompt_ids, params, control)
+
+    def stream_ids(
+        self, prompt_ids: Sequence[int], params: GenerationParams, control: Control
+    ) -> Iterator[Step | Done]:
+        """The loop on raw prompt ids: no chat template (tests, benchmarks)."""
+        detokenizer = IncrementalDetokenizer(self.tokenizer, list(prompt_ids))
+        stop_ids = self.stop_ids | set(params.stop_token_ids)
+        try:
+            yield from decode_steps(
+                self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer
+            )
+        except Exception as error:
+            # Everything already yielded stays with the caller; the reply ends marked.
+            yield Done(
+                "error",
+                tuple(prompt_ids),
+                error=f"{type(error).__name__}: {error}",
+                engine_stats={"traceback": traceback.format_exc()},
+            )
+
+    def close(self) -> None:
+        self.target.reset()
+        if self.proposer is not None:
+            self.proposer.reset()
+
+
+# End-of-turn markers of common chat templates. A converted generation config may list
+# only one of a model's markers (Qwen GGUFs keep <|im_end|> and drop <|endoftext|>).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
+
+
+def stop_token_ids(model, tokenizer) -> set[int]:
+    stop: set[int] = set()
+    vocab = tokenizer.get_vocab()
+    candidates = [tokenizer.eos_token_id, *(vocab.get(token) for token in END_OF_TURN_TOKENS)]
+    generation_config = getattr(model, "generation_config", None)
+    if generation_config is not None:
+        candidates.append(generation_config.eos_token_id)
+    for candidate in candidates:
+        if isinstance(candidate, int):
+            stop.add(candidate)
+        elif candidate:
+            stop.update(int(c) for c in candidate)
+    return stop
+
+
+def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=False
+        )
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    # A model without a template gets the plain text of the conversation.
+    text = "\n".join(m["content"] for m in messages)
+    return tokenizer(text)["input_ids"]

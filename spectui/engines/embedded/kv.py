@@ -1,0 +1,50 @@
+"""A model with its KV cache, kept in step with a token list.
+
+Callers say which tokens the model should have seen; the cache keeps the longest common
+prefix with what it saw before and runs only the rest. Rolling back rejected drafts and
+catching the draft up after a full accept (it never saw its own last draft) are then the
+same operation, and no caller does cache arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class CachedModel:
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.reset()
+
+    def reset(self) -> None:
+        from transformers import DynamicCache
+
+        self.cache = DynamicCache()
+        self.seen: list[int] = []
+
+    @torch.inference_mode()
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:
+        """Float32 logits [num_rows, V] predicting the tokens after the last num_rows positions.
+
+        Row -1 predicts the token after token_ids[-1].
+        """
+        keep = common_prefix_len(self.seen, token_ids)
+        # At least num_rows tokens must run through the model to produce their logits.
+        keep = min(keep, len(token_ids) - num_rows)
+        if keep < len(self.seen):
+            self.cache.crop(keep - len(self.seen))
+        new_ids = torch.tensor([list(token_ids[keep:])], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=new_ids, cache=self.cache, use_cache=True, logits_to_keep=num_rows)
+        self.seen = list(token_ids)
+        return out.logits[0, -num_rows:].float()

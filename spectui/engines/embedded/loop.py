@@ -1,0 +1,106 @@
+"""The speculative decoding loop: draft, verify, emit one Step, repeat.
+
+k = 0 is the same loop with nothing drafted, so a baseline is measured by the very code
+that speculates. k and temperature are read from the live control before every step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from spectui.engines.embedded.detokenize import IncrementalDetokenizer
+from spectui.engines.embedded.kv import CachedModel
+from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
+from spectui.events import Control, Done, GenerationParams, Source, Step
+
+
+def decode_steps(
+    target: CachedModel,
+    proposer: Proposer | None,
+    prompt_ids: Sequence[int],
+    params: GenerationParams,
+    control: Control,
+    stop_ids: set[int],
+    detokenizer: IncrementalDetokenizer,
+) -> Iterator[Step | Done]:
+    generator = None
+    if params.seed is not None:
+        generator = torch.Generator(device=target.device).manual_seed(params.seed)
+    token_ids = list(prompt_ids)
+    num_generated = 0
+    started = time.perf_counter()
+    first_token_at = 0.0
+    while True:
+        if control.cancelled:
+            yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
+            return
+        k, temperature = control.snapshot()
+        # The first token comes from the prefill alone, as in vLLM: nothing to draft from yet.
+        if num_generated == 0 or proposer is None:
+            k = 0
+        k = min(k, params.max_tokens - num_generated - 1)
+
+        draft_started = time.perf_counter()
+        drafted: list[int] = []
+        p_draft = None
+        if k > 0:
+            proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
+            drafted, p_draft = proposal.drafted, proposal.p_draft
+        verify_started = time.perf_counter()
+        target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
+        verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+        finished = time.perf_counter()
+
+        accepted = drafted[: verdict.num_accepted]
+        emitted = accepted + [verdict.next_token]
+        sources = [Source.DRAFT] * len(accepted) + [verdict.next_source]
+        finish_reason = None
+        for i, token in enumerate(emitted):
+            if token in stop_ids:
+                emitted, sources, finish_reason = emitted[:i], sources[:i], "stop"
+                break
+        if finish_reason is None and num_generated + len(emitted) >= params.max_tokens:
+            finish_reason = "length"
+
+        token_ids += emitted
+        num_generated += len(emitted)
+        if not first_token_at:
+            first_token_at = finished - started
+        text = detokenizer.add(emitted)
+        if finish_reason:
+            text += detokenizer.flush()
+        yield Step(
+            token_ids=tuple(emitted),
+            sources=tuple(sources),
+            text=text,
+            drafted=tuple(drafted),
+            k=k,
+            temperature=temperature,
+            draft_seconds=verify_started - draft_started,
+            verify_seconds=finished - verify_started,
+            method=proposer.method if drafted else "",
+        )
+        if finish_reason:
+            yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)
+            return
+
+
+def _verify(
+    drafted: list[int],
+    p_draft: torch.Tensor | None,
+    target_logits: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None,
+) -> Verdict:
+    if temperature == 0.0:
+        return verify_greedy(drafted, target_logits)
+    p_target = target_probs(target_logits, temperature, top_p)
+    if not drafted:
+        return Verdict(0, sample(p_target[0], generator), Source.TARGET)
+    return verify_sampled(drafted, p_target, p_draft, generator)

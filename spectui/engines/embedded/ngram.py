@@ -1,0 +1,54 @@
+"""Prompt lookup: draft by copying what followed the current suffix the last time it appeared.
+
+Free (no model) and strong wherever the reply repeats its context: summaries, edits of
+given code, quoted text. The same idea as vLLM's `ngram` speculative method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spectui.errors import UsageError
+
+
+def propose_ngram(
+    token_ids: Sequence[int], k: int, lookup_min: int = 1, lookup_max: int = 4
+) -> list[int]:
+    """Up to k tokens that followed the longest suffix n-gram seen earlier in token_ids.
+
+    n runs from lookup_max down to lookup_min; a longer match is more likely to be the
+    passage being copied. Among equally long matches the most recent one wins (vLLM v1
+    takes the earliest): a reply usually copies the part of its context it is working on
+    now (the latest message, the code it just restated), and the backward scan can stop
+    at the first full-length match instead of reading the whole history. Returns fewer
+    than k tokens when the match sits near the end, and [] when nothing matches.
+
+    One backward scan, O(len(token_ids) * lookup_max), stopping at the most recent
+    occurrence of the full lookup_max suffix.
+    """
+    if not 1 <= lookup_min <= lookup_max:
+        raise UsageError(
+            f"n-gram lookup needs 1 <= lookup_min <= lookup_max, got {lookup_min} and {lookup_max}"
+        )
+    if k < 0:
+        raise UsageError(f"k must be >= 0, got {k}")
+    last = len(token_ids) - 1
+    if k == 0 or last < 1:
+        return []
+    best_end, best_length = -1, 0
+    # `end` is where an earlier occurrence of the suffix ends; it needs a token after it.
+    for end in range(last - 1, -1, -1):
+        length = 0
+        while (
+            length < lookup_max
+            and length <= end
+            and token_ids[end - length] == token_ids[last - length]
+        ):
+            length += 1
+        if length > best_length:
+            best_end, best_length = end, length
+            if length == lookup_max:
+                break
+    if best_length < lookup_min:
+        return []
+    return list(token_ids[best_end + 1 : best_end + 1 + k])

@@ -1,0 +1,87 @@
+"""Proposers: where the k drafted tokens of a step come from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from spectui.engines.embedded.kv import CachedModel
+from spectui.engines.embedded.ngram import propose_ngram
+from spectui.engines.embedded.sampling import sample, target_probs
+
+
+@dataclass(frozen=True)
+class Proposal:
+    drafted: list[int]
+    # Distributions the drafts were sampled from, [len(drafted), V]; None when the
+    # proposer is deterministic (a point mass on each drafted id) or at T = 0.
+    p_draft: torch.Tensor | None
+
+
+class Proposer(Protocol):
+    method: str
+
+    def propose(
+        self,
+        token_ids: Sequence[int],
+        k: int,
+        temperature: float,
+        top_p: float,
+        generator: torch.Generator | None,
+    ) -> Proposal: ...
+
+    def reset(self) -> None: ...
+
+
+class DraftModelProposer:
+    """A smaller model with the target's tokenizer drafts k tokens autoregressively."""
+
+    method = "draft"
+
+    def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
+        self.draft = CachedModel(draft_model)
+        # Draft and target may pad their vocabularies differently (the shared ids mean the
+        # same tokens). The draft never proposes an id the target lacks, and gives the
+        # target's extra ids probability 0: the rejection rule stays exact.
+        self.target_width = target_width
+
+    def reset(self) -> None:
+        self.draft.reset()
+
+    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+        drafted: list[int] = []
+        rows: list[torch.Tensor] = []
+        context = list(token_ids)
+        for _ in range(k):
+            logits = self.draft.logits(context, num_rows=1)[0][: self.target_width]
+            if temperature == 0.0:
+                token = int(torch.argmax(logits))
+            else:
+                p_draft = target_probs(logits, temperature, top_p)
+                if self.target_width and p_draft.shape[0] < self.target_width:
+                    p_draft = torch.nn.functional.pad(p_draft, (0, self.target_width - p_draft.shape[0]))
+                rows.append(p_draft)
+                token = sample(p_draft, generator)
+            drafted.append(token)
+            context.append(token)
+        return Proposal(drafted, torch.stack(rows) if rows else None)
+
+
+class NgramProposer:
+    """Prompt lookup: copy what followed the last n-gram the last time it appeared."""
+
+    method = "ngram"
+
+    def __init__(self, lookup_min: int = 1, lookup_max: int = 4) -> None:
+        self.lookup_min = lookup_min
+        self.lookup_max = lookup_max
+
+    def reset(self) -> None:
+        pass
+
+    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+        drafted = propose_ngram(token_ids, k, self.lookup_min, self.lookup_max)
+        return Proposal(drafted, None)

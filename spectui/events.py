@@ -1,0 +1,147 @@
+"""The one contract between engines and everything above them.
+
+Stdlib only: the CLI, the TUI, the store and every engine import this module, and
+none of them should pay for torch or textual to do so.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
+
+
+class Source(enum.Enum):
+    """Where an emitted token came from (vLLM's RejectionSampler vocabulary)."""
+
+    DRAFT = "draft"  # drafted and accepted by the target
+    RECOVERED = "recovered"  # the target's token at the first rejected position
+    BONUS = "bonus"  # the target's extra token after all k drafts were accepted
+    TARGET = "target"  # a plain target token: baseline, k = 0, the first token
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One verify step: one target forward pass and what it emitted."""
+
+    token_ids: tuple[int, ...]
+    sources: tuple[Source, ...]
+    text: str  # decoded text delta for these tokens (may lag on partial UTF-8)
+    drafted: tuple[int, ...] = ()  # every proposed id, rejected ones included
+    k: int = 0  # k in force for this step (the control's value when it started)
+    temperature: float = 0.0
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    exact: bool = True  # False when provenance was inferred (vLLM chunk sizes)
+    method: str = ""  # proposer that drafted this step ("draft", "ngram", "" for none)
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.sources):
+            raise ValueError("a Step needs one source per token")
+
+    @property
+    def num_drafted(self) -> int:
+        return len(self.drafted)
+
+    @property
+    def num_accepted(self) -> int:
+        return sum(1 for s in self.sources if s is Source.DRAFT)
+
+    @property
+    def rejected(self) -> tuple[int, ...]:
+        """Drafted ids the target did not keep (for the ghost view)."""
+        return self.drafted[self.num_accepted :]
+
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+@dataclass(frozen=True)
+class Done:
+    """End of one reply: why it ended, and engine-side numbers to reconcile with."""
+
+    finish_reason: FinishReason
+    prompt_token_ids: tuple[int, ...] = ()
+    seconds: float = 0.0  # first step start to last step end (prefill included)
+    time_to_first_token: float = 0.0
+    error: str | None = None  # one line, for finish_reason == "error"
+    engine_stats: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """What is fixed for one reply. k and temperature live in `Control`."""
+
+    max_tokens: int = 256
+    top_p: float = 1.0
+    seed: int | None = 0
+    stop_token_ids: tuple[int, ...] = ()
+
+
+K_MAX = 16
+
+
+class Control:
+    """Live knobs, read by the engine before every step.
+
+    The UI thread writes, the engine thread reads; a lock keeps k and temperature
+    a consistent pair for one step.
+    """
+
+    def __init__(self, k: int = 4, temperature: float = 0.0) -> None:
+        self._lock = threading.Lock()
+        self._k = check_k(k)
+        self._temperature = check_temperature(temperature)
+        self._cancelled = threading.Event()
+
+    @property
+    def k(self) -> int:
+        with self._lock:
+            return self._k
+
+    @k.setter
+    def k(self, value: int) -> None:
+        with self._lock:
+            self._k = check_k(value)
+
+    @property
+    def temperature(self) -> float:
+        with self._lock:
+            return self._temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        with self._lock:
+            self._temperature = check_temperature(value)
+
+    def snapshot(self) -> tuple[int, float]:
+        with self._lock:
+            return self._k, self._temperature
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def reset(self) -> None:
+        self._cancelled.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or not 0 <= k <= K_MAX:
+        raise ValueError(f"k must be an integer from 0 to {K_MAX}, got {k!r}")
+    return k
+
+
+def check_temperature(temperature: float) -> float:
+    if not temperature >= 0.0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    return float(temperature)

@@ -1,0 +1,49 @@
+"""Models: names and aliases, weights from the package index, GGUF conversion, loading.
+
+Importing this package is cheap (no torch, no transformers): those load inside the functions
+that need them.
+"""
+
+from spectui.models.fetch import ProgressFn, no_progress, rich_progress
+from spectui.models.load import (
+    DTYPES,
+    VocabCheck,
+    check_same_vocab,
+    ensure_local,
+    load_model,
+    load_tokenizer,
+    resolve_dtype,
+)
+from spectui.models.registry import (
+    DEFAULT_DRAFT,
+    DEFAULT_TARGET,
+    MODELS,
+    ModelSpec,
+    ResolvedModel,
+    cache_dir,
+    get_spec,
+    list_models,
+    resolve,
+)
+
+__all__ = [
+    "DEFAULT_DRAFT",
+    "DEFAULT_TARGET",
+    "DTYPES",
+    "MODELS",
+    "ModelSpec",
+    "ProgressFn",
+    "ResolvedModel",
+    "VocabCheck",
+    "cache_dir",
+    "check_same_vocab",
+    "ensure_local",
+    "get_spec",
+    "list_models",
+    "load_model",
+    "load_tokenizer",
+    "no_progress",
+    "resolve",
+    "resolve_dtype",
+    "rich_progress",
+]

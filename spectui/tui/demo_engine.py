@@ -1,0 +1,190 @@
+"""A scripted engine: real Steps from a fixed text, no weights.
+
+For screenshots, the token-view benchmark, tests and `spectui chat --engine scripted`.
+Tokens are words (with their leading space); acceptance is drawn with probability α per
+draft from a seeded generator, so a run is the same every time. It honours Control's k,
+temperature and cancel between steps, as the embedded engine does. Its timings are
+virtual (each step's pretend draft + verify time), so its numbers repeat exactly too;
+the real wall time is in Done.engine_stats["wall_seconds"].
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Iterator, Sequence
+
+from spectui.engine import EngineInfo
+from spectui.events import Control, Done, GenerationParams, Message, Source, Step
+
+SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
+large **target** model checks all of them in one forward pass.
+
+- Accepted drafts cost almost nothing: the target only verified them.
+- At the first rejected draft the target puts in its own token, the *recovered* one.
+- When every draft is accepted the target adds one more, the *bonus* token.
+
+The output is exactly what the target alone would have written; only the speed changes.
+With an acceptance rate near 0.8 and k = 4, each target pass yields about 3.4 tokens."""
+
+_TOKEN = re.compile(r"\n|[ \t]*[^\s]+")
+
+
+class ScriptedEngine:
+    def __init__(
+        self,
+        alpha: float = 0.8,
+        seed: int = 0,
+        tokens_per_s: float | None = None,
+        step_delay: float = 0.0,
+        live_k: bool = True,
+        method: str = "draft",
+        script: str = SCRIPT,
+        echo_prompt: bool = True,
+        fail_after_steps: int | None = None,
+        error_after_steps: int | None = None,
+        target_seconds: float = 0.02,  # pretend one target decode step takes this long
+        draft_cost: float = 0.1,  # and one draft token this fraction of it
+        verify_slope: float = 0.1,
+    ) -> None:
+        self.alpha = alpha
+        self.seed = seed
+        self.tokens_per_s = tokens_per_s
+        self.step_delay = step_delay
+        self.script = script
+        self.echo_prompt = echo_prompt
+        self.fail_after_steps = fail_after_steps
+        self.error_after_steps = error_after_steps
+        self.target_seconds = target_seconds
+        self.draft_cost = draft_cost
+        self.verify_slope = verify_slope
+        self.vocab: list[str] = []
+        self._ids: dict[str, int] = {}
+        self.closed = False
+        self.info = EngineInfo(
+            name="scripted",
+            target="scripted-target",
+            draft="scripted-draft" if method == "draft" else None,
+            method=method,
+            dtype="n/a",
+            device="cpu",
+            live_k=live_k,
+        )
+        self.encode(script)
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for piece in _TOKEN.findall(text):
+            if piece not in self._ids:
+                self._ids[piece] = len(self.vocab)
+                self.vocab.append(piece)
+            ids.append(self._ids[piece])
+        return ids
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return "".join(self.vocab[i] for i in token_ids)
+
+    def reply_ids(self, messages: Sequence[Message]) -> list[int]:
+        prompt = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        text = self.script
+        if self.echo_prompt and prompt.strip():
+            turn = sum(1 for m in messages if m["role"] == "user")
+            text = f"Turn {turn}. You asked: *{prompt.strip()}*\n\n{self.script}"
+        return self.encode(text)
+
+    def stream(
+        self, messages: Sequence[Message], params: GenerationParams, control: Control
+    ) -> Iterator[Step | Done]:
+        target_ids = self.reply_ids(messages)
+        limit = min(len(target_ids), params.max_tokens)
+        rng = random.Random(self.seed)
+        started = time.perf_counter()
+        emitted = 0
+        num_steps = 0
+        virtual = {"seconds": 0.0, "first_token": 0.0}
+        while emitted < limit:
+            if control.cancelled:
+                yield self._done("cancelled", started, virtual)
+                return
+            if self.fail_after_steps is not None and num_steps >= self.fail_after_steps:
+                raise RuntimeError("scripted failure inside engine.stream")
+            if self.error_after_steps is not None and num_steps >= self.error_after_steps:
+                yield Done("error", seconds=virtual["seconds"], error="scripted engine error")
+                return
+            k, temperature = control.snapshot()
+            if num_steps == 0:
+                k = 0  # the first token comes from prefill
+            step = self._step(target_ids, emitted, limit, k, temperature, rng)
+            emitted += len(step.token_ids)
+            num_steps += 1
+            self._pace(started, emitted)
+            virtual["seconds"] += step.draft_seconds + step.verify_seconds
+            if num_steps == 1:
+                virtual["first_token"] = virtual["seconds"]
+            yield step
+        yield self._done("stop" if limit == len(target_ids) else "length", started, virtual)
+
+    def _step(self, target_ids, emitted, limit, k, temperature, rng) -> Step:
+        k = min(k, len(target_ids) - emitted - 1)  # no drafting past the script's end
+        correct = target_ids[emitted : emitted + k + 1]
+        if k == 0:
+            ids, sources, drafted = correct[:1], (Source.TARGET,), ()
+        else:
+            num_accepted = 0
+            while num_accepted < k and rng.random() < self.alpha:
+                num_accepted += 1
+            drafted = list(correct[:num_accepted])
+            while len(drafted) < k:
+                drafted.append(rng.randrange(len(self.vocab)))  # a wrong guess
+            if num_accepted < k and drafted[num_accepted] == correct[num_accepted]:
+                drafted[num_accepted] = (drafted[num_accepted] + 1) % len(self.vocab)
+            if num_accepted == k:
+                ids = correct[: k + 1]
+                sources = (Source.DRAFT,) * k + (Source.BONUS,)
+            else:
+                ids = correct[: num_accepted + 1]
+                sources = (Source.DRAFT,) * num_accepted + (Source.RECOVERED,)
+            drafted = tuple(drafted)
+        room = limit - emitted
+        ids, sources = list(ids)[:room], tuple(sources)[: min(room, len(ids))]
+        return Step(
+            token_ids=tuple(ids),
+            sources=sources,
+            text=self.decode(ids),
+            drafted=drafted,
+            k=k,
+            temperature=temperature,
+            draft_seconds=k * self.draft_cost * self.target_seconds,
+            verify_seconds=self.target_seconds * (1 + self.verify_slope * k),
+            method=self.info.method if k else "",
+        )
+
+    def _pace(self, started: float, emitted: int) -> None:
+        if self.step_delay:
+            time.sleep(self.step_delay)
+        if self.tokens_per_s:
+            wait = started + emitted / self.tokens_per_s - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+
+    def _done(self, reason, started, virtual) -> Done:
+        return Done(
+            reason,
+            seconds=virtual["seconds"],
+            time_to_first_token=virtual["first_token"],
+            engine_stats={"wall_seconds": round(time.perf_counter() - started, 6)},
+        )
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def scripted_engine_factory(**options):
+    """An engine_factory for SpectuiApp: progress(stage, done, total) is reported once."""
+
+    def factory(progress):
+        progress("scripted engine", 1, 1)
+        return ScriptedEngine(**options)
+
+    return factory

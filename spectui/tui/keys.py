@@ -1,0 +1,51 @@
+"""Key bindings by id, so the config file's [keys] table can remap any of them."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+from spectui.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
+
+# id -> (action, footer label)
+ACTIONS: dict[str, tuple[str, str]] = {
+    "help": ("app.help", "help"),
+    "history": ("app.history", "history"),
+    "engine_info": ("engine_info", "info"),
+    "compare": ("compare", "compare"),
+    "k_down": ("k(-1)", "k−"),
+    "k_up": ("k(1)", "k+"),
+    "temperature_down": ("temperature(-1)", "T−"),
+    "temperature_up": ("temperature(1)", "T+"),
+    "ghosts": ("toggle_ghosts", "ghosts"),
+    "markdown": ("toggle_markdown", "md"),
+    "cancel": ("cancel", "cancel"),
+    "new_chat": ("new_chat", "new"),
+    "theme": ("app.next_theme", "theme"),
+    "screenshot": ("app.screenshot", "shot"),
+}
+APP_LEVEL = ("help", "history", "theme", "screenshot")
+
+
+def bindings(ids) -> list[Binding]:
+    return [
+        Binding(DEFAULT_KEYS[i], ACTIONS[i][0], ACTIONS[i][1], id=i, tooltip=KEY_DESCRIPTIONS[i])
+        for i in ids
+    ]
+
+
+def chat_bindings() -> list[Binding]:
+    return bindings([i for i in ACTIONS if i not in APP_LEVEL])
+
+
+def app_bindings() -> list[Binding]:
+    return bindings([i for i in ACTIONS if i in APP_LEVEL])
+
+
+def key_display(keys: str) -> str:
+    """'f5,ctrl+down' -> 'F5 / Ctrl+Down', for the help screen."""
+    shown = []
+    for key in keys.split(","):
+        parts = [p for p in key.strip().split("+") if p]
+        named = [{"escape": "Esc", "ctrl": "Ctrl", "alt": "Alt", "shift": "Shift"}.get(p, p.capitalize()) for p in parts]
+        shown.append("+".join(named))
+    return " / ".join(shown)

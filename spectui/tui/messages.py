@@ -1,0 +1,65 @@
+"""What the loader and generation threads send to the UI.
+
+Steps do not go through Textual's message pump: at thousands of tokens a second its
+per-message cost (a thread-safe wake-up and a dispatch each) starves the keys. The
+generation thread appends one StepArrived per Step to the screen's inbox (a deque),
+and the frame timer drains it; the end of a reply is a real message, posted after the
+last step was queued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from spectui.events import Done, Step
+
+
+class EngineProgress(Message):
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__()
+        self.stage = stage
+        self.done = done
+        self.total = total
+
+
+class EngineReady(Message):
+    def __init__(self, engine, seconds: float) -> None:
+        super().__init__()
+        self.engine = engine
+        self.seconds = seconds
+
+
+class EngineFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class StepArrived:
+    """One verify step of reply `reply_id`, already split into per-token pieces."""
+
+    reply_id: int
+    step: Step
+    pieces: list[str]
+    ghost: str
+    arrived: float
+
+
+class ReplyEnded(Message):
+    """The stream ended: with its Done, or with an exception raised inside the engine."""
+
+    def __init__(self, reply_id: int, done: Done | None, error: str | None, ended: float) -> None:
+        super().__init__()
+        self.reply_id = reply_id
+        self.done = done
+        self.error = error
+        self.ended = ended
+
+
+class StoreFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error

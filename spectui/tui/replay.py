@@ -1,0 +1,48 @@
+"""A stored reply back on screen: its token view from the saved steps, its numbers."""
+
+from __future__ import annotations
+
+from spectui.events import Done
+from spectui.store import StoredMessage
+from spectui.tui.session import ReplyTracker
+from spectui.tui.token_pieces import display_chunks
+from spectui.tui.widgets.conversation import ReplyView
+
+
+def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tuple[ReplyView, ReplyTracker]:
+    if stored.steps:
+        chunks = []
+        for saved in stored.steps:
+            chunks.extend(display_chunks(saved.step, saved.pieces, saved.ghost))
+    else:
+        chunks = [(stored.content, "target")] if stored.content else []
+    view = ReplyView(reply_id, chunks, show_ghosts=show_ghosts)
+    tracker = ReplyTracker(0.0)
+    for saved in stored.steps:
+        tracker.add(saved.step, saved.arrived)
+    seconds = stored.stats.get("seconds") or 0.0
+    tracker.finish(Done("stop", seconds=seconds), tracker.clock.last_token or 0.0)
+    reason = stored.finish_reason or "interrupted"
+    view.finish(reason, reply_summary(tracker.stats()), problem_text(reason, stored.error))
+    return view, tracker
+
+
+def reply_summary(stats) -> str:
+    parts = [f"{stats.num_tokens} tokens in {stats.num_steps} steps"]
+    if stats.gamma is not None:
+        parts.append(f"γ {stats.gamma:.2f}")
+    if stats.tau is not None:
+        parts.append(f"τ {stats.tau:.2f}")
+    if stats.tokens_per_s:
+        parts.append(f"{stats.tokens_per_s:.1f} tok/s")
+    return " · ".join(parts)
+
+
+def problem_text(finish_reason: str, error: str | None) -> str | None:
+    if finish_reason in ("stop", "length"):
+        return None
+    if finish_reason == "cancelled":
+        return "cancelled"
+    if finish_reason == "interrupted":
+        return "interrupted (the app stopped mid-reply)"
+    return f"error: {error or 'unknown'}"

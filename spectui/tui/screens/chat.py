@@ -1,0 +1,435 @@
+"""The chat screen: conversation and prompt on the left, live panels on the right.
+
+Steps arrive from the generation thread in `inbox` (a deque: appends are thread-safe);
+a frame timer (30 fps) draws whatever is there in one go, so a fast stream costs one
+redraw per frame and keys stay responsive.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from spectui.events import K_MAX, Control, GenerationParams, Message
+from spectui.store import Conversation
+from spectui.tui.keys import chat_bindings
+from spectui.tui.messages import ReplyEnded, StepArrived, StoreFailed
+from spectui.tui.replay import problem_text, reply_summary, stored_reply
+from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
+from spectui.tui.token_pieces import display_chunks
+from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
+from spectui.tui.widgets.param_bar import BarState, ParamBar
+from spectui.tui.widgets.stats_panel import StatsPanel
+from spectui.tui.worker import start_thread, stream_reply
+
+FRAME_SECONDS = 1 / 30
+PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
+TEMPERATURE_STEP = 0.1
+TEMPERATURE_MAX = 2.0
+
+
+@dataclass
+class ActiveReply:
+    reply_id: int
+    view: ReplyView
+    tracker: ReplyTracker
+    control: Control
+    message_id: int | None
+    status: str = "streaming"
+
+
+@dataclass
+class DetachedReply:
+    """A reply still running in its thread after a new chat: only its history row is kept."""
+
+    message_id: int | None
+    text: list[str] = field(default_factory=list)
+
+
+class ChatScreen(Screen):
+    BINDINGS = chat_bindings()
+    DEFAULT_CSS = """
+    ChatScreen { layout: vertical; }
+    ChatScreen #body { height: 1fr; }
+    ChatScreen #main { width: 1fr; height: 1fr; }
+    ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
+    ChatScreen #prompt { margin: 0 1; border: round $primary 40%; background: $surface; }
+    ChatScreen #prompt:focus { border: round $primary; }
+    """
+
+    def __init__(self, conversation: Conversation | None = None) -> None:
+        super().__init__()
+        config = self.app.config
+        self.k = config.k
+        self.temperature = config.temperature
+        self.show_ghosts = config.ghosts
+        self.markdown = False
+        self.messages: list[Message] = self._opening_messages()
+        self.conversation_id: int | None = None
+        self.session = SessionTracker()
+        self.current: ActiveReply | None = None
+        self.last_reply: ReplyTracker | None = None
+        self.detached: dict[int, DetachedReply] = {}
+        self.inbox: deque[StepArrived] = deque()
+        self._next_reply_id = 0
+        self._frames = 0
+        self._initial_conversation = conversation
+        self.param_bar = ParamBar(BarState(), id="params")
+        self.stats_panel = StatsPanel(PanelData(self.k, self.temperature), id="stats")
+
+    def compose(self) -> ComposeResult:
+        yield self.param_bar
+        with Horizontal(id="body"):
+            with Vertical(id="main"):
+                yield VerticalScroll(id="conversation")
+                yield Input(placeholder="Message the model · Enter sends · F1 help", id="prompt")
+            yield self.stats_panel
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.set_interval(FRAME_SECONDS, self.flush_steps, name="frame")
+        self.set_interval(1.0, self.refresh_panels, name="panels")
+        if self._initial_conversation is not None:
+            self.show_conversation(self._initial_conversation)
+        self.engine_changed()
+        prompt = self.query_one("#prompt", Input)
+        prompt.cursor_blink = self.app.cursor_blink
+        prompt.focus()
+
+    # state shown in the bar and the panel
+
+    def _opening_messages(self) -> list[Message]:
+        system = self.app.config.system
+        return [{"role": "system", "content": system}] if system else []
+
+    @property
+    def conversation(self) -> VerticalScroll:
+        return self.query_one("#conversation", VerticalScroll)
+
+    def engine_changed(self) -> None:
+        """The app's engine state moved (loading, ready, failed): redraw the bar."""
+        self.refresh_bar()
+        if self.app.engine_status == "failed" and not self.query(".-load-error"):
+            note = SystemNote(f"Could not load the engine: {self.app.engine_error}", error=True)
+            note.add_class("-load-error")
+            self.conversation.mount(note)
+
+    def refresh_bar(self) -> None:
+        app = self.app
+        info = app.engine.info if app.engine is not None else None
+        config = app.config
+        if self.current is not None:
+            status, detail = self.current.status, ""
+        elif app.engine_status == "loading":
+            status, detail = "loading", app.loading_detail
+        elif app.engine_status == "failed":
+            status, detail = "failed", "see the message; F1 help, Ctrl+Q quits"
+        else:
+            status, detail = "ready", ""
+        self.param_bar.show(
+            BarState(
+                target=info.target if info else (config.model or "default model"),
+                draft=info.draft if info else config.draft,
+                method=info.method if info else config.method,
+                engine=info.name if info else config.engine,
+                k=self.k,
+                temperature=self.temperature,
+                ghosts=self.show_ghosts,
+                markdown=self.markdown,
+                status=status,
+                detail=detail,
+                inferred=info is not None and not info.exact,
+            )
+        )
+
+    def refresh_panels(self) -> None:
+        reply = self.current.tracker if self.current is not None else self.last_reply
+        status = self.current.status if self.current is not None else "idle"
+        self.stats_panel.show(
+            panel_data(reply, self.session, self.k, self.temperature, self.app.clock(), self.app.read_memory(), status)
+        )
+
+    # sending
+
+    @on(Input.Submitted, "#prompt")
+    def submit(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        app = self.app
+        if app.engine is None:
+            if app.engine_status == "failed":
+                self.notify(f"No engine: {app.engine_error}", severity="error")
+            else:
+                self.notify("The engine is still loading; your message stays in the box.")
+            return
+        if self.current is not None:
+            self.notify("A reply is streaming; Esc cancels it.")
+            return
+        event.input.clear()
+        self.send(text)
+
+    def send(self, text: str) -> None:
+        app = self.app
+        config = app.config
+        self.conversation.mount(UserMessage(text))
+        self.messages.append({"role": "user", "content": text})
+        message_id = self._record_user_message(text)
+        reply_id = self._next_reply_id
+        self._next_reply_id += 1
+        view = ReplyView(reply_id, show_ghosts=self.show_ghosts)
+        view.token_view.streaming = True
+        self.conversation.mount(view)
+        self.conversation.scroll_end(animate=False)
+        control = Control(k=self.k, temperature=self.temperature)
+        self.current = ActiveReply(reply_id, view, ReplyTracker(app.clock()), control, message_id)
+        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
+        engine, messages = app.engine, list(self.messages)
+        start_thread(
+            lambda: stream_reply(
+                engine, messages, params, control, reply_id, self.post_message, self.inbox.append,
+                clock=app.clock, store=app.store, message_id=message_id,
+            ),
+            name=f"spectui-reply-{reply_id}",
+        )
+        self.refresh_bar()
+        self.refresh_panels()
+
+    def _record_user_message(self, text: str) -> int | None:
+        """Save the user's message and open the reply's row; returns that row's id."""
+        store = self.app.store
+        if store is None:
+            return None
+        try:
+            if self.conversation_id is None:
+                self.conversation_id = store.new_conversation(self.app.settings_record())
+                for message in self.messages[:-1]:  # the system message, if any
+                    store.add_message(self.conversation_id, message["role"], message["content"])
+            store.add_message(self.conversation_id, "user", text)
+            return store.add_message(
+                self.conversation_id, "assistant", "", settings={"k": self.k, "temperature": self.temperature}
+            )
+        except Exception as error:
+            self.notify(f"History not saved: {error}", severity="warning")
+            return None
+
+    # receiving
+
+    def _drain_inbox(self) -> list[StepArrived]:
+        """Steps of the current reply, in order; a detached reply's only keep their text."""
+        batch = []
+        inbox = self.inbox
+        current_id = self.current.reply_id if self.current is not None else None
+        while inbox:
+            arrived = inbox.popleft()
+            if arrived.reply_id == current_id:
+                batch.append(arrived)
+            elif arrived.reply_id in self.detached:
+                self.detached[arrived.reply_id].text.append(arrived.step.text)
+        return batch
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.inbox)
+
+    def flush_steps(self) -> None:
+        if not self.inbox:
+            return
+        batch = self._drain_inbox()
+        current = self.current
+        if current is None or not batch:
+            return
+        chunks: list[tuple[str, str]] = []
+        for arrived in batch:
+            current.tracker.add(arrived.step, arrived.arrived)
+            chunks.extend(display_chunks(arrived.step, arrived.pieces, arrived.ghost))
+        token_view = current.view.token_view
+        following = self._text_end_visible(token_view)
+        token_view.append_chunks(chunks)
+        if following:
+            self.call_after_refresh(self._follow, token_view)
+        self._frames += 1
+        if self._frames % PANEL_EVERY_FRAMES == 0:
+            self.refresh_panels()
+
+    def _text_end_scroll_y(self, token_view) -> int:
+        """The scroll offset that puts the reply's last line of text at the bottom."""
+        conversation = self.conversation
+        top = token_view.region.y - conversation.content_region.y + conversation.scroll_y
+        return max(0, top + token_view.num_text_lines - conversation.content_region.height)
+
+    def _text_end_visible(self, token_view) -> bool:
+        return self.conversation.scroll_y >= self._text_end_scroll_y(token_view) - 1
+
+    def _follow(self, token_view) -> None:
+        target = self._text_end_scroll_y(token_view)
+        if target > self.conversation.scroll_y:
+            self.conversation.scroll_to(y=target, animate=False)
+
+    def on_reply_ended(self, message: ReplyEnded) -> None:
+        if message.reply_id in self.detached:
+            self._drain_inbox()
+            self._finish_detached(message)
+            return
+        if self.current is None or message.reply_id != self.current.reply_id:
+            return
+        following = self._text_end_visible(self.current.view.token_view)
+        self.flush_steps()
+        current, self.current = self.current, None
+        done = message.done
+        finish_reason = done.finish_reason if done is not None else "error"
+        error = (done.error if done is not None else None) or message.error
+        tracker = current.tracker
+        tracker.finish(done, message.ended)
+        self.session.add_reply(tracker)
+        self.last_reply = tracker
+        content = current.view.token_view.text
+        self.messages.append({"role": "assistant", "content": content})
+        stats = tracker.stats()
+        self._record_reply(current.message_id, content, finish_reason, error, stats.as_dict())
+        summary = reply_summary(stats) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        current.view.finish(finish_reason, summary, problem_text(finish_reason, error))
+        if self.markdown:
+            current.view.set_markdown(True)
+        if finish_reason == "error":
+            self.notify(f"The engine failed: {error}", severity="error", timeout=8)
+        if following:
+            self.call_after_refresh(self.conversation.scroll_end, animate=False)
+        self.refresh_bar()
+        self.refresh_panels()
+
+    def _record_reply(self, message_id, content, finish_reason, error, stats) -> None:
+        if self.app.store is None or message_id is None:
+            return
+        try:
+            self.app.store.finish_message(message_id, content, finish_reason, error, stats)
+        except Exception as failure:
+            self.notify(f"History not saved: {failure}", severity="warning")
+
+    def _finish_detached(self, message: ReplyEnded) -> None:
+        detached = self.detached.pop(message.reply_id)
+        done = message.done
+        reason = done.finish_reason if done is not None else "error"
+        self._record_reply(detached.message_id, "".join(detached.text), reason, message.error, {})
+
+    def on_store_failed(self, message: StoreFailed) -> None:
+        self.notify(f"History stopped saving steps: {message.error}", severity="warning")
+
+    # actions
+
+    def action_k(self, delta: int) -> None:
+        new_k = min(max(self.k + delta, 0), K_MAX)
+        if new_k == self.k:
+            self.notify(f"k stays within 0..{K_MAX}")
+            return
+        self.k = new_k
+        self._apply_live("k", new_k)
+
+    def action_temperature(self, direction: int) -> None:
+        new_t = round(min(max(self.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX), 2)
+        if new_t == self.temperature:
+            return
+        self.temperature = new_t
+        self._apply_live("temperature", new_t)
+
+    def _apply_live(self, name: str, value) -> None:
+        current = self.current
+        engine = self.app.engine
+        if current is not None and engine is not None:
+            if engine.info.live_k:
+                setattr(current.control, name, value)  # the engine reads it before its next step
+            else:
+                shown = f"{value:.2f}" if name == "temperature" else value
+                self.notify(
+                    f"The {engine.info.name} engine cannot change {name} during a reply: "
+                    f"{name} = {shown} applies from the next reply."
+                )
+        self.refresh_bar()
+        self.refresh_panels()
+
+    def action_cancel(self) -> None:
+        if self.current is None:
+            return
+        self.current.control.cancel()
+        self.current.status = "cancelling"
+        self.refresh_bar()
+
+    def action_toggle_ghosts(self) -> None:
+        self.show_ghosts = not self.show_ghosts
+        for view in self.query(ReplyView):
+            view.token_view.show_ghosts = self.show_ghosts
+        engine = self.app.engine
+        if self.show_ghosts and engine is not None and engine.info.method == "none":
+            self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
+        self.refresh_bar()
+
+    def action_toggle_markdown(self) -> None:
+        self.markdown = not self.markdown
+        for view in self.query(ReplyView):
+            view.set_markdown(self.markdown)
+        if self.markdown and self.current is not None:
+            self.notify("The streaming reply stays as tokens until it ends.")
+        self.refresh_bar()
+
+    def action_new_chat(self) -> None:
+        self._detach_current()
+        self.conversation.remove_children()
+        self.messages = self._opening_messages()
+        self.conversation_id = None
+        self.session = SessionTracker()
+        self.last_reply = None
+        self.refresh_bar()
+        self.refresh_panels()
+        self.query_one("#prompt", Input).focus()
+
+    def _detach_current(self) -> None:
+        if self.current is None:
+            return
+        current, self.current = self.current, None
+        current.control.cancel()
+        self.detached[current.reply_id] = DetachedReply(current.message_id, [current.view.token_view.text])
+        self._drain_inbox()  # what was queued but not drawn joins the detached text
+
+    def action_engine_info(self) -> None:
+        from spectui.tui.screens.info import InfoScreen
+
+        self.app.push_screen(InfoScreen(self.session.engine_stats))
+
+    def action_compare(self) -> None:
+        from spectui.tui.screens.compare import CompareScreen
+
+        self.app.push_screen(CompareScreen())
+
+    # history
+
+    def show_conversation(self, conversation: Conversation) -> None:
+        """Replace what is shown with a stored conversation; new messages continue it."""
+        self._detach_current()
+        self.conversation.remove_children()
+        self.session = SessionTracker()
+        self.messages = []
+        self.conversation_id = conversation.id
+        widgets = []
+        for stored in conversation.messages:
+            if stored.role == "system":
+                self.messages.append({"role": "system", "content": stored.content})
+            elif stored.role == "user":
+                widgets.append(UserMessage(stored.content))
+                self.messages.append({"role": "user", "content": stored.content})
+            elif stored.role == "assistant":
+                view, tracker = stored_reply(stored, self._next_reply_id, self.show_ghosts)
+                self._next_reply_id += 1
+                self.session.add_reply(tracker)
+                self.last_reply = tracker
+                widgets.append(view)
+                self.messages.append({"role": "assistant", "content": stored.content})
+        widgets.append(SystemNote(f"Resumed conversation {conversation.id}: {conversation.title}"))
+        self.conversation.mount_all(widgets)
+        self.call_after_refresh(self.conversation.scroll_end, animate=False)
+        self.refresh_panels()

@@ -1,0 +1,78 @@
+"""Help: the keys (as remapped), the token legend in the current theme, the words."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from spectui.config import KEY_DESCRIPTIONS
+from spectui.tui.keys import ACTIONS, key_display
+from spectui.tui.widgets.token_view import TokenView
+
+LEGEND = [
+    (" accepted draft ", "draft"),
+    ("  ", "target"),
+    (" recovered ", "recovered"),
+    ("  ", "target"),
+    (" bonus ", "bonus"),
+    ("  ", "target"),
+    (" target ", "target"),
+    ("  ", "target"),
+    (" rejected draft ", "ghost"),
+]
+
+GLOSSARY = """\
+k   draft tokens proposed per step (vLLM: num_speculative_tokens)
+γ   draft acceptance rate = accepted drafts / drafted tokens
+τ   mean acceptance length = 1 + accepted / steps (tokens per target pass)
+α   per-token acceptance, estimated from the steps (est.)
+    Leviathan et al. write γ for k and α for the per-token acceptance.
+E(α,k) = (1 − α^(k+1)) / (1 − α): tokens per step the theory predicts;
+best k maximises E / (k·c + v(k)), c = draft cost per token (est. from timings).
+accepted draft: drafted and kept · recovered: the target's token at the first
+rejected draft · bonus: the target's extra token after all k were accepted ·
+target: a plain target token (first token, k = 0)."""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,f1,q", "app.pop_screen", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 84; height: 90%; padding: 1 2;
+        background: $panel; border: round $primary;
+    }
+    HelpScreen .title { text-style: bold; color: $primary; margin-top: 1; }
+    HelpScreen #help-title { text-style: bold; color: $accent; }
+    HelpScreen TokenView { margin: 1 0; }
+    """
+
+    def compose(self) -> ComposeResult:
+        keys = self.app.config.keys
+        parts: list = []
+        for binding_id in ACTIONS:
+            parts += [(f"{key_display(keys[binding_id]):<20}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
+        parts += [(f"{'Ctrl+Q':<20}", "bold $accent"), "quit"]
+        with VerticalScroll():
+            yield Static("spectui help · Esc closes", id="help-title")
+            yield Static("Tokens", classes="title")
+            yield TokenView(LEGEND, show_ghosts=True, id="legend")
+            yield Static(f"Theme: {self.app.theme} (Ctrl+T cycles; themes/ in the config dir adds more)", id="theme-name")
+            yield Static("Keys", classes="title")
+            yield Static(Content.assemble(*parts), id="keys")
+            yield Static("Words and numbers", classes="title")
+            yield Static(Content(GLOSSARY), id="glossary")
+            yield Static("Keys are remapped in the [keys] table of the config file (spectui config path).")
+
+    def on_mount(self) -> None:
+        # Follow theme changes made while help is open, so the legend is always current.
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme) -> None:
+        self.query_one("#theme-name", Static).update(
+            f"Theme: {theme.name} (Ctrl+T cycles; themes/ in the config dir adds more)"
+        )

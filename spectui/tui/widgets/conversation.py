@@ -1,0 +1,93 @@
+"""One user message and one assistant reply, as they sit in the conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Markdown, Static
+
+from spectui.tui.widgets.token_view import TokenView
+
+
+class UserMessage(Static):
+    DEFAULT_CSS = """
+    UserMessage {
+        margin: 1 0 0 0;
+        padding: 0 1;
+        background: $boost;
+        border-left: outer $primary;
+        color: $foreground;
+    }
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(Content(text))  # never markup: the user typed it
+        self.text = text
+
+
+class SystemNote(Static):
+    """A line from the app itself (a loading error, a resumed chat)."""
+
+    DEFAULT_CSS = """
+    SystemNote { margin: 1 0 0 0; padding: 0 1; color: $text-muted; }
+    SystemNote.-error { color: $error; border-left: outer $error; }
+    """
+
+    def __init__(self, text: str, error: bool = False) -> None:
+        super().__init__(Content(text), classes="-error" if error else "")
+
+
+class ReplyView(Vertical):
+    DEFAULT_CSS = """
+    ReplyView {
+        height: auto;
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border-left: outer $accent 60%;
+    }
+    ReplyView > Markdown { display: none; margin: 0; padding: 0; background: transparent; }
+    ReplyView.-markdown > Markdown { display: block; }
+    ReplyView.-markdown > TokenView { display: none; }
+    ReplyView > .reply-note { color: $text-muted; height: auto; }
+    ReplyView > .reply-note.-problem { color: $warning; }
+    """
+
+    def __init__(self, reply_id: int, chunks: Iterable[tuple[str, str]] = (), show_ghosts: bool = False) -> None:
+        super().__init__()
+        self.reply_id = reply_id
+        self.token_view = TokenView(chunks, show_ghosts)
+        self.note = Static("", classes="reply-note")
+        self.finished = False
+        self.finish_reason: str | None = None
+        self._markdown: Markdown | None = None
+
+    def compose(self):
+        yield self.token_view
+        yield self.note
+
+    def finish(self, finish_reason: str, summary: str, problem: str | None = None) -> None:
+        """Mark the reply done; a problem (cancelled, error) keeps the partial text and says so."""
+        self.finished = True
+        self.finish_reason = finish_reason
+        self.token_view.streaming = False
+        if problem:
+            self.note.update(Content(f"⚠ {problem} · partial reply kept · {summary}"))
+            self.note.add_class("-problem")
+        else:
+            self.note.update(Content(summary))
+
+    def set_markdown(self, on: bool) -> None:
+        """Rendered Markdown for a finished reply; a streaming one stays as tokens."""
+        if on and self.finished:
+            if self._markdown is None:
+                self._markdown = Markdown(self.token_view.text)
+                self.mount(self._markdown, before=self.note)
+            self.add_class("-markdown")
+        else:
+            self.remove_class("-markdown")
+
+    @property
+    def markdown_shown(self) -> bool:
+        return self.has_class("-markdown")

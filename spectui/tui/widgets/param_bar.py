@@ -1,0 +1,81 @@
+"""The one-line bar on top: what runs (target ← draft, engine), k, T, and the state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.content import Content
+from textual.widgets import Static
+
+STATUS_STYLES = {
+    "loading": "bold $warning",
+    "ready": "$success",
+    "streaming": "bold $accent",
+    "cancelling": "$warning",
+    "failed": "bold $error",
+}
+
+
+@dataclass(frozen=True)
+class BarState:
+    target: str = "…"
+    draft: str | None = None
+    method: str = ""
+    engine: str = ""
+    k: int = 4
+    temperature: float = 0.0
+    ghosts: bool = False
+    markdown: bool = False
+    status: str = "loading"
+    detail: str = ""  # loading progress, an error line
+    inferred: bool = False  # sources guessed from chunk sizes (EngineInfo.exact False)
+
+
+def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
+    drafting = f" ← {state.draft}" if state.draft else ""
+    method = f" ({state.method})" if state.method and state.method != "none" else ""
+    parts: list[str | tuple[str, str]] = [
+        (" spectui ", "bold $background on $primary"),
+        " ",
+        (f"{state.target}{drafting}{method}", "bold"),
+    ]
+    if state.engine:
+        parts += [("  ·  ", "$text-muted"), (state.engine, "$text-muted")]
+    parts += [
+        ("  ·  k ", "$text-muted"), (str(state.k), "bold $accent"),
+        ("  T ", "$text-muted"), (f"{state.temperature:.2f}", "bold $accent"),
+    ]
+    if state.inferred:
+        parts += [("  ·  ", "$text-muted"), ("sources inferred", "$warning")]
+    toggles = [name for name, on in (("ghosts", state.ghosts), ("markdown", state.markdown)) if on]
+    if toggles:
+        parts += [("  ·  ", "$text-muted"), (" ".join(toggles), "$secondary")]
+    parts += [("  ·  ", "$text-muted"), (f"● {state.status}", STATUS_STYLES.get(state.status, "bold"))]
+    if state.detail:
+        parts += [" ", (state.detail, "$text-muted")]
+    return parts
+
+
+class ParamBar(Static):
+    DEFAULT_CSS = """
+    ParamBar {
+        dock: top;
+        height: 1;
+        background: $panel;
+        color: $foreground;
+    }
+    """
+
+    def __init__(self, state: BarState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.plain = ""
+
+    def on_mount(self) -> None:
+        self.show(self.state)
+
+    def show(self, state: BarState) -> None:
+        self.state = state
+        content = Content.assemble(*bar_parts(state))
+        self.plain = content.plain
+        self.update(content, layout=False)  # fixed size: no layout pass per frame

@@ -1,0 +1,139 @@
+"""The live panel on the right: speculation, speed, memory and the theory line."""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from spectui.metrics import format_bytes
+from spectui.tui.charts import bar, sparkline
+from spectui.tui.session import PanelData
+
+# Roles, styled by the panel's component classes (theme variables in CSS): resolving
+# "$variable" styles span by span on every frame cost more than the rest of the frame.
+HEADING, LABEL, VALUE, NOTE, BAR, SPARK = "heading", "label", "value", "note", "bar", "spark"
+ROLES = (HEADING, LABEL, VALUE, NOTE, BAR, SPARK)
+MAX_POSITIONS = 8
+
+
+def fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{unit}"
+
+
+def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]]:
+    """The panel as lines of (text, role) parts; kept apart from Textual for tests."""
+    inner = max(16, width)
+    chart = max(8, inner - 12)
+    lines: list[list[tuple[str, str] | str]] = []
+    add = lines.append
+
+    add([("Speculation", HEADING)])
+    add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
+    add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" tokens/step", LABEL)])
+    add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])
+    if data.per_position:
+        add([(" acceptance by position", LABEL)])
+        for index, rate in enumerate(data.per_position[:MAX_POSITIONS], start=1):
+            add([(f" {index:>2} ", LABEL), (bar(rate, chart), BAR), (f" {rate:4.2f}", VALUE)])
+        if len(data.per_position) > MAX_POSITIONS:
+            add([(f"    … {len(data.per_position) - MAX_POSITIONS} more", NOTE)])
+    add([(" α per step", LABEL)])
+    add([" ", (sparkline(data.alpha_series, inner - 2) or "–", SPARK)])
+    add([])
+
+    add([("Speed", HEADING)])
+    add([(" now     ", LABEL), (fmt(data.rate_now, ".1f"), VALUE), (" tok/s", LABEL)])
+    add([(" reply   ", LABEL), (fmt(data.rate_reply, ".1f"), VALUE), (" tok/s", LABEL)])
+    add([(" TTFT    ", LABEL), (fmt(data.time_to_first_token, ".2f", " s"), VALUE)])
+    add([(" tokens  ", LABEL), (str(data.num_tokens), VALUE), (" in ", LABEL), (str(data.num_steps), VALUE), (" steps", LABEL)])
+    add([])
+
+    add([("Memory", HEADING)])
+    memory = data.memory
+    if memory is None:
+        add([(" –", LABEL)])
+    else:
+        total = f" / {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
+        add([(f" {memory.kind:<7} ", LABEL), (format_bytes(memory.used_bytes), VALUE), (total, LABEL)])
+        if memory.draft_bytes is not None:
+            add([(" draft   ", LABEL), (format_bytes(memory.draft_bytes), VALUE)])
+    add([])
+
+    add([("Theory", HEADING)])
+    theory = data.theory
+    if theory is None:
+        add([(" waits for drafted steps", NOTE)])
+    else:
+        add([(f" E(α,k={theory.k}) ", LABEL), (f"{theory.expected_tokens:.2f}", VALUE), (" tokens/step", LABEL)])
+        add([(" best k  ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f}", VALUE), (f" (k={theory.k}: ×{theory.speedup:.2f})", LABEL)])
+        label = " est." if theory.cost.estimated else ""
+        add([(" c ", LABEL), (f"{theory.cost.draft_cost:.3f}{label}", VALUE), (f"  v(k)=1+{theory.cost.verify_slope:.2f}k", LABEL)])
+    return lines
+
+
+class StatsPanel(Widget):
+    """Drawn line by line from cached strips: it changes every frame while a reply streams."""
+
+    COMPONENT_CLASSES = {f"statspanel--{role}" for role in ROLES}
+    DEFAULT_CSS = """
+    StatsPanel {
+        width: 38;
+        height: 1fr;
+        padding: 0 1;
+        background: $panel;
+        border-left: vkey $primary 40%;
+    }
+    StatsPanel > .statspanel--heading { color: $primary; text-style: bold; }
+    StatsPanel > .statspanel--label { color: $text-muted; }
+    StatsPanel > .statspanel--value { color: $foreground; text-style: bold; }
+    StatsPanel > .statspanel--note { color: $text-muted; text-style: italic; }
+    StatsPanel > .statspanel--bar { color: $success; }
+    StatsPanel > .statspanel--spark { color: $accent; }
+    """
+
+    def __init__(self, data: PanelData, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.data = data
+        self.plain = ""
+        self._lines: list[list[tuple[str, str | None]]] = []
+        self._base_style = None  # self.rich_style walks the DOM: once per style change, not per line
+
+    def on_mount(self) -> None:
+        self.show(self.data)
+
+    def show(self, data: PanelData) -> None:
+        self.data = data
+        width = self.content_region.width if self.is_mounted and self.content_region.width else 34
+        lines = [
+            [part if isinstance(part, tuple) else (part, None) for part in line]
+            for line in panel_lines(data, width)
+        ]
+        old, self._lines = self._lines, lines
+        self.plain = "\n".join("".join(text for text, _ in line) for line in lines)
+        if len(old) != len(lines):
+            self.refresh()
+            return
+        # Redraw only the rows that changed: Textual's per-line cost is most of a frame.
+        top = self.styles.gutter.top
+        changed = [Region(0, top + y, self.outer_size.width, 1) for y, line in enumerate(lines) if line != old[y]]
+        if changed:
+            self.refresh(*changed)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base_style = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._base_style is None:
+            self._base_style = self.rich_style
+        base = self._base_style
+        if y >= len(self._lines):
+            return Strip.blank(width, base)
+        segments = [
+            Segment(text, self.get_component_rich_style(f"statspanel--{role}") if role else base)
+            for text, role in self._lines[y]
+        ]
+        return Strip(segments).extend_cell_length(width, base).crop(0, width)

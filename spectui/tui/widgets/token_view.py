@@ -1,0 +1,175 @@
+"""The token view: a reply drawn token by token, each in its source's theme style.
+
+A Line API widget over an incremental wrapper: appending redraws only the lines that
+changed, so thousands of tokens a second cost little. Its height is its line count; the
+conversation around it scrolls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.segment import Segment
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from spectui.tui.wrap import StyledWrapper
+
+KINDS = ("draft", "recovered", "bonus", "target", "ghost")
+# While a reply streams its height grows ahead of the text, doubling (by at least
+# this many): a layout pass re-renders the screen, so one per new line would cost more
+# than the text itself. The conversation scrolls to the text's end, not to the spare.
+GROWTH_LINES = 16
+
+
+class TokenView(Widget):
+    COMPONENT_CLASSES = {f"tokenview--{kind}" for kind in KINDS}
+    DEFAULT_CSS = """
+    TokenView { height: auto; width: 1fr; }
+    TokenView > .tokenview--draft { color: $spectui-draft; text-style: $spectui-draft-style; }
+    TokenView > .tokenview--recovered { color: $spectui-recovered; text-style: $spectui-recovered-style; }
+    TokenView > .tokenview--bonus { color: $spectui-bonus; text-style: $spectui-bonus-style; }
+    TokenView > .tokenview--target { color: $spectui-target; text-style: $spectui-target-style; }
+    TokenView > .tokenview--ghost { color: $spectui-ghost; text-style: $spectui-ghost-style; }
+    """
+
+    def __init__(
+        self,
+        chunks: Iterable[tuple[str, str]] = (),
+        show_ghosts: bool = False,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.chunks: list[tuple[str, str]] = list(chunks)
+        self._show_ghosts = show_ghosts
+        self._streaming = False
+        self._reserved_height = 0
+        # Wrapped lines per width: layout may ask for a width other than the one drawn
+        # (a scrollbar coming and going); rebuilding for each would cost O(reply) a frame.
+        self._wrappers: dict[int, StyledWrapper] = {}
+        # Drawn lines, reused until their text, the width or the styles change.
+        self._strips: dict[int, Strip] = {}
+        self._strips_width = -1
+        self._base_style = None
+
+    # content
+
+    def append_chunks(self, chunks: Iterable[tuple[str, str]]) -> None:
+        chunks = list(chunks)
+        if not chunks:
+            return
+        self.chunks.extend(chunks)
+        shown = self._wrappers.get(self.size.width)
+        before = (len(shown.lines) - 1, shown.num_lines) if shown is not None else None
+        for wrapper in self._wrappers.values():
+            wrapper.extend(chunks)
+        if shown is None or before is None:
+            self.refresh(layout=True)
+            return
+        first_changed, lines_before = before
+        for y in [y for y in self._strips if y >= first_changed]:
+            del self._strips[y]
+        if shown.num_lines != lines_before and (not self._streaming or shown.num_lines >= self._reserved_height):
+            self.refresh(layout=True)  # taller: the conversation must make room
+        # The old last line and everything after it (a word may have moved down).
+        self.refresh(Region(0, first_changed, self.size.width, shown.num_lines - first_changed + 1))
+
+    def clear(self) -> None:
+        self.chunks = []
+        self._wrappers.clear()
+        self._strips.clear()
+        self.refresh(layout=True)
+
+    @property
+    def streaming(self) -> bool:
+        return self._streaming
+
+    @streaming.setter
+    def streaming(self, value: bool) -> None:
+        if value != self._streaming:
+            self._streaming = value
+            self._reserved_height = 0
+            self.refresh(layout=True)  # a finished reply gives back its spare lines
+
+    def _height(self, num_lines: int) -> int:
+        if not self._streaming:
+            return max(1, num_lines)
+        if num_lines >= self._reserved_height:
+            self._reserved_height = num_lines + max(GROWTH_LINES, num_lines)
+        return self._reserved_height
+
+    @property
+    def num_text_lines(self) -> int:
+        """Lines of text now (without the spare lines kept while streaming)."""
+        return self._wrapped(self.size.width).num_lines
+
+    @property
+    def show_ghosts(self) -> bool:
+        return self._show_ghosts
+
+    @show_ghosts.setter
+    def show_ghosts(self, value: bool) -> None:
+        if value != self._show_ghosts:
+            self._show_ghosts = value
+            self._wrappers.clear()
+            self._strips.clear()
+            self.refresh(layout=True)
+
+    @property
+    def text(self) -> str:
+        """The reply's text as displayed, ghosts left out."""
+        return "".join(text for text, kind in self.chunks if kind != "ghost")
+
+    # layout and drawing
+
+    def _wrapped(self, width: int) -> StyledWrapper:
+        wrapper = self._wrappers.get(width)
+        if wrapper is None:
+            hidden = () if self._show_ghosts else ("ghost",)
+            wrapper = StyledWrapper(width, hidden)
+            wrapper.extend(self.chunks)
+            if len(self._wrappers) >= 2:  # keep the newest two widths
+                self._wrappers.pop(next(iter(self._wrappers)))
+            self._wrappers[width] = wrapper
+        return wrapper
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self._height(self._wrapped(width).num_lines)
+
+    def on_resize(self) -> None:
+        self._wrapped(self.size.width)
+
+    def rendered_lines(self) -> list[list[tuple[str, str]]]:
+        """(text, kind) runs of each wrapped line, as drawn now: for tests and the benchmark."""
+        wrapper = self._wrapped(self.size.width or 80)
+        return [line.runs() for line in wrapper.lines[: wrapper.num_lines]]
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # a new theme: every line is drawn again
+        self._base_style = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if width != self._strips_width:
+            self._strips.clear()
+            self._strips_width = width
+        strip = self._strips.get(y)
+        if strip is not None:
+            return strip
+        if self._base_style is None:
+            self._base_style = self.rich_style  # walks the DOM: once per style change
+        base = self._base_style
+        wrapper = self._wrapped(width)
+        if y >= wrapper.num_lines:
+            return Strip.blank(width, base)
+        segments = [
+            Segment(text, self.get_component_rich_style(f"tokenview--{kind}"))
+            for text, kind in wrapper.lines[y].runs()
+        ]
+        strip = Strip(segments).extend_cell_length(width, base).crop(0, width)
+        self._strips[y] = strip
+        return strip

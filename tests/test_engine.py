@@ -1,0 +1,189 @@
+"""The embedded loop on tiny random models: losslessness, the Step contract, live control."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spectui.engine import EngineInfo
+from spectui.engines.embedded.engine import EmbeddedEngine
+from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.events import Control, Done, GenerationParams, Source, Step
+from spectui.run import run_reply
+from spectui.stats import per_position_acceptance
+
+PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown fox"]
+
+
+def make_engine(target, tokenizer, proposer):
+    info = EngineInfo("embedded", "tiny", None, proposer.method if proposer else "none", "float32", "cpu", live_k=True)
+    return EmbeddedEngine(target, tokenizer, proposer, info)
+
+
+def greedy_reference(model, prompt_ids, max_new_tokens, eos_id):
+    input_ids = torch.tensor([prompt_ids])
+    output = model.generate(
+        input_ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos_id, pad_token_id=eos_id
+    )
+    new = output[0, len(prompt_ids):].tolist()
+    return new[: new.index(eos_id)] if eos_id in new else new
+
+
+def collect(engine, prompt_ids, params, control):
+    events = list(engine.stream_ids(prompt_ids, params, control))
+    steps = [e for e in events if isinstance(e, Step)]
+    assert isinstance(events[-1], Done) and all(isinstance(e, Step) for e in events[:-1])
+    return steps, events[-1]
+
+
+@pytest.fixture(scope="module")
+def proposers(tiny_draft):
+    return {"draft": DraftModelProposer(tiny_draft), "ngram": NgramProposer(1, 3)}
+
+
+@pytest.mark.parametrize("method", ["draft", "ngram"])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_speculation_equals_plain_greedy(tiny_target, tiny_tokenizer, proposers, method, prompt):
+    prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+    expected = greedy_reference(tiny_target, prompt_ids, 48, tiny_tokenizer.eos_token_id)
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers[method])
+    params = GenerationParams(max_tokens=48)
+    drafted_any = accepted_any = rejected_any = False
+    for k in range(0, 9):
+        steps, done = collect(engine, prompt_ids, params, Control(k=k, temperature=0.0))
+        emitted = [t for s in steps for t in s.token_ids]
+        assert emitted == expected, f"k={k} diverged from greedy"
+        assert done.finish_reason in ("stop", "length")
+        for step in steps:
+            assert len(step.token_ids) == len(step.sources) <= k + 1
+            assert len(step.drafted) <= k
+            if k == 0:
+                assert set(step.sources) == {Source.TARGET}
+            drafted_any |= bool(step.drafted)
+            accepted_any |= step.num_accepted > 0
+            rejected_any |= any(s is Source.RECOVERED for s in step.sources)
+    assert drafted_any and accepted_any
+    if method == "draft":
+        assert rejected_any, "the noisy draft should be rejected sometimes"
+
+
+def test_sources_describe_the_verify(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
+    prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=64), Control(k=4))
+    assert steps[0].sources == (Source.TARGET,) and steps[0].drafted == ()
+    for step in steps[1:]:
+        n = step.num_accepted
+        # Accepted drafts are a prefix of what was drafted, then one target token.
+        assert step.token_ids[:n] == step.drafted[:n]
+        assert all(s is Source.DRAFT for s in step.sources[:n])
+        if len(step.token_ids) == n + 1:
+            last = step.sources[-1]
+            assert last is (Source.BONUS if n == len(step.drafted) else Source.RECOVERED)
+            if last is Source.RECOVERED:
+                assert step.token_ids[n] != step.drafted[n]
+
+
+def test_stats_match_steps(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
+    prompt_ids = tiny_tokenizer(PROMPTS[1])["input_ids"]
+    control = Control(k=3)
+    reply = run_reply_ids(engine, prompt_ids, GenerationParams(max_tokens=40), control)
+    stats = reply.stats
+    drafted = sum(len(s.drafted) for s in reply.steps)
+    accepted = sum(s.sources.count(Source.DRAFT) for s in reply.steps)
+    assert stats.num_drafted == drafted and stats.num_accepted == accepted
+    assert stats.gamma == pytest.approx(accepted / drafted)
+    assert stats.tau == pytest.approx(1 + accepted / len(reply.steps))
+    assert stats.num_tokens == len(reply.token_ids) <= 40
+    per_position = per_position_acceptance(reply.steps)
+    assert len(per_position) == 3 and all(0.0 <= a <= 1.0 for a in per_position)
+
+
+def run_reply_ids(engine, prompt_ids, params, control):
+    class RawPrompt:
+        info = engine.info
+
+        def stream(self, messages, params, control):
+            return engine.stream_ids(prompt_ids, params, control)
+
+    return run_reply(RawPrompt(), [], params, control)
+
+
+def test_k_and_temperature_change_applies_to_the_next_step(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
+    control = Control(k=6, temperature=0.0)
+    prompt_ids = tiny_tokenizer(PROMPTS[2])["input_ids"]
+    stream = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=200, seed=3), control)
+    first, second = next(stream), next(stream)
+    assert second.k == 6 and len(second.drafted) == 6
+    control.k = 2
+    control.temperature = 0.9
+    third = next(stream)
+    assert third.k == 2 and len(third.drafted) == 2 and third.temperature == 0.9
+    control.k = 0
+    fourth = next(stream)
+    assert fourth.drafted == () and fourth.sources == (Source.TARGET,)
+    control.cancel()
+    assert isinstance(next(stream), Done)
+
+
+def test_cancel_ends_the_reply_and_keeps_steps(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["ngram"])
+    control = Control(k=3)
+    events = []
+    for event in engine.stream_ids(tiny_tokenizer("hello")["input_ids"], GenerationParams(max_tokens=100), control):
+        events.append(event)
+        if len(events) == 3:
+            control.cancel()
+    assert [type(e) for e in events] == [Step, Step, Step, Done]
+    assert events[-1].finish_reason == "cancelled"
+
+
+def test_a_crash_inside_the_engine_ends_the_reply_with_an_error(tiny_target, tiny_tokenizer):
+    class Exploding:
+        method = "draft"
+        calls = 0
+
+        def reset(self):
+            pass
+
+        def propose(self, token_ids, k, temperature, top_p, generator):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("draft worker died")
+            from spectui.engines.embedded.proposers import Proposal
+
+            return Proposal([token_ids[-1]] * k, None)
+
+    engine = make_engine(tiny_target, tiny_tokenizer, Exploding())
+    steps, done = collect(engine, tiny_tokenizer("hi")["input_ids"], GenerationParams(max_tokens=50), Control(k=2))
+    assert len(steps) == 3  # the prefill step and two drafted steps survive
+    assert done.finish_reason == "error" and "draft worker died" in done.error
+
+
+def test_max_tokens_is_exact(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["ngram"])
+    for max_tokens in (1, 2, 7):
+        steps, done = collect(engine, tiny_tokenizer("abc abc abc")["input_ids"], GenerationParams(max_tokens=max_tokens), Control(k=8))
+        total = sum(len(s.token_ids) for s in steps)
+        assert total <= max_tokens
+        assert done.finish_reason == "stop" or total == max_tokens
+
+
+def test_sampling_is_reproducible_with_a_seed(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
+    prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
+    params = GenerationParams(max_tokens=30, seed=11)
+    runs = [collect(engine, prompt_ids, params, Control(k=3, temperature=1.0))[0] for _ in range(2)]
+    assert [s.token_ids for s in runs[0]] == [s.token_ids for s in runs[1]]
+    other = collect(engine, prompt_ids, GenerationParams(max_tokens=30, seed=12), Control(k=3, temperature=1.0))[0]
+    assert [s.token_ids for s in other] != [s.token_ids for s in runs[0]]
+
+
+def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, proposers):
+    engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
+    prompt_ids = tiny_tokenizer(PROMPTS[2])["input_ids"]
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=60, seed=5), Control(k=4, temperature=1.2))
+    ids = [t for s in steps for t in s.token_ids]
+    assert "".join(s.text for s in steps) == tiny_tokenizer.decode(ids, skip_special_tokens=True)

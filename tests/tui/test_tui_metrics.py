@@ -1,0 +1,99 @@
+"""Rolling tokens/s, TTFT, memory, and the numbers the panels derive from Steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectui.events import Done, Source, Step
+from spectui.metrics import ReplyClock, RollingRate, format_bytes, read_memory
+from spectui.theory import best_k, expected_tokens, linear_verify_cost
+from spectui.tui.session import (
+    ReplyTracker,
+    SessionTracker,
+    alpha_estimate,
+    estimate_costs,
+    panel_data,
+)
+
+
+def drafted_step(k, accepted, draft_seconds=0.0, verify_seconds=0.0):
+    ids = tuple(range(accepted + 1))
+    last = Source.BONUS if accepted == k else Source.RECOVERED
+    return Step(ids, (Source.DRAFT,) * accepted + (last,), "x" * len(ids),
+                drafted=tuple(range(k)), k=k, draft_seconds=draft_seconds, verify_seconds=verify_seconds)
+
+
+def plain_step(verify_seconds=0.0):
+    return Step((0,), (Source.TARGET,), "x", verify_seconds=verify_seconds)
+
+
+def test_rolling_rate_counts_only_the_window():
+    rate = RollingRate(window_s=2.0)
+    assert rate.rate(0.0) is None
+    for t in range(5):
+        rate.add(float(t), 10)  # 10 tokens a second
+    assert rate.rate(4.0) == pytest.approx(10.0)
+    rate.add(4.5, 100)  # a burst: the window now shows it
+    assert rate.rate(4.5) == pytest.approx((10 + 100) / 1.5)
+    assert rate.rate(10.0) is None  # everything expired
+
+
+def test_reply_clock_ttft_and_rate():
+    clock = ReplyClock(started=10.0)
+    clock.on_tokens(10.5, 1)
+    clock.on_tokens(11.0, 4)
+    assert clock.time_to_first_token == pytest.approx(0.5)
+    assert clock.tokens_per_s() == pytest.approx(5 / 1.0)
+
+
+def test_memory_on_cpu_is_process_rss():
+    reading = read_memory("cpu")
+    assert reading.kind == "RSS" and reading.source == "psutil"
+    assert 10 * 2**20 < reading.used_bytes < reading.total_bytes
+    assert read_memory("cuda:0").kind in ("RSS", "VRAM")  # no GPU here: falls back
+    assert format_bytes(1536 * 2**20) == "1.5 GiB"
+
+
+def test_alpha_estimate_is_the_iid_maximum_likelihood():
+    # Accept with probability a: successes / (successes + failures).
+    steps = [drafted_step(4, 4), drafted_step(4, 1), drafted_step(2, 0), plain_step()]
+    assert alpha_estimate(steps) == pytest.approx(5 / (5 + 2))
+    assert alpha_estimate([plain_step()]) is None
+
+
+def test_costs_from_timings_with_and_without_a_plain_step():
+    steps = [drafted_step(4, 2, draft_seconds=0.004, verify_seconds=0.014)] * 3
+    with_plain = estimate_costs(steps + [plain_step(0.010)])
+    assert with_plain.draft_cost == pytest.approx(0.1)  # 1 ms per draft / 10 ms per target step
+    assert with_plain.verify_slope == pytest.approx(0.1)  # 14 ms at k=4 = 1 + 0.1*4
+    guessed = estimate_costs(steps)
+    assert guessed.estimated and guessed.verify_slope == pytest.approx(0.1)
+    assert guessed.draft_cost == pytest.approx(0.1)
+    engine_given = estimate_costs(steps, {"draft_cost": 0.05, "verify_slope": 0.2})
+    assert (engine_given.draft_cost, engine_given.verify_slope, engine_given.estimated) == (0.05, 0.2, False)
+
+
+def test_panel_data_from_a_reply_matches_stats_and_theory():
+    reply = ReplyTracker(started=0.0)
+    steps = [plain_step(0.01)] + [drafted_step(4, a, 0.004, 0.014) for a in (4, 3, 0, 4)]
+    for t, step in enumerate(steps, start=1):
+        reply.add(step, t * 0.1)
+    session = SessionTracker()
+    data = panel_data(reply, session, k=4, temperature=0.0, now=0.5)
+    assert data.gamma_reply == pytest.approx(11 / 16)
+    assert data.gamma_session == pytest.approx(11 / 16)  # the streaming reply counts
+    assert data.tau == pytest.approx(1 + 11 / 5)
+    assert data.per_position == pytest.approx((0.75, 0.75, 0.75, 0.5))
+    assert data.alpha_series == (None, 1.0, 0.75, 0.0, 1.0)
+    assert data.time_to_first_token == pytest.approx(0.1)
+    alpha = 11 / 13
+    assert data.alpha == pytest.approx(alpha)
+    assert data.theory.expected_tokens == pytest.approx(expected_tokens(alpha, 4))
+    assert data.theory.best_k == best_k(alpha, data.theory.cost.draft_cost, linear_verify_cost(0.1))[0]
+    reply.finish(Done("stop", seconds=2.0, time_to_first_token=0.2), 0.6)
+    session.add_reply(reply)
+    done = panel_data(reply, session, k=4, temperature=0.0, now=9.0)
+    assert done.rate_reply == pytest.approx(reply.stats().num_tokens / 2.0)  # the engine's seconds
+    assert done.rate_now is None
+    assert done.time_to_first_token == pytest.approx(0.2)
+    assert session.gamma() == pytest.approx(11 / 16)

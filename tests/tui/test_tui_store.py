@@ -1,0 +1,78 @@
+"""History in SQLite: each step committed as it arrives, resume, exports."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from spectui.events import Source, Step
+from spectui.store import Store, StoreError, export_markdown, export_trace_jsonl
+
+
+def step(i, sources=(Source.DRAFT, Source.RECOVERED)):
+    ids = tuple(range(i * 10, i * 10 + len(sources)))
+    return Step(ids, tuple(sources), f"<{i}>", drafted=ids[:-1] + (999,), k=2, draft_seconds=0.1, verify_seconds=0.2, method="draft")
+
+
+def test_wal_mode_and_each_step_is_committed_at_once(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    store = Store(path)
+    conversation = store.new_conversation({"k": 2})
+    store.add_message(conversation, "user", "hi there\nsecond line")
+    reply = store.add_message(conversation, "assistant", "")
+    store.add_step(reply, 0, step(0), ["a", "b"], " ghost", 0.25)
+    # Another connection (another process after a crash) sees the step already.
+    other = sqlite3.connect(path)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 1
+    other.close()
+    store.add_step(reply, 1, step(1), ["c", "d"], "", 0.5)
+    # The app "dies" here: no finish_message. A new Store rebuilds the reply from its steps.
+    reopened = Store(path)
+    loaded = reopened.load_conversation(conversation)
+    assert loaded.title == "hi there"
+    assistant = loaded.messages[1]
+    assert assistant.finish_reason == "interrupted"
+    assert assistant.content == "<0><1>"
+    assert [s.step for s in assistant.steps] == [step(0), step(1)]
+    assert assistant.steps[0].pieces == ("a", "b") and assistant.steps[0].ghost == " ghost"
+    store.close()
+    reopened.close()
+
+
+def test_finish_list_latest_and_exports(tmp_path):
+    store = Store(tmp_path / "h.sqlite3")
+    first = store.new_conversation({"k": 4, "engine": "embedded"})
+    store.add_message(first, "user", "old")
+    second = store.new_conversation({"k": 4})
+    store.add_message(second, "user", "Explain **this**")
+    reply = store.add_message(second, "assistant", "")
+    store.add_step(reply, 0, step(0), ["<", "0>"], "", 0.1)
+    store.finish_message(reply, "<0>", "cancelled", None, {"gamma": 0.5, "tau": 1.5, "tokens_per_s": 12.0})
+    assert store.latest_conversation_id() == second
+    summaries = store.list_conversations()
+    assert [s.id for s in summaries] == [second, first]
+    assert summaries[0].num_messages == 2
+    conversation = store.load_conversation(second)
+    markdown = export_markdown(conversation)
+    assert "# Explain **this**" in markdown
+    assert "## user\n\nExplain **this**" in markdown
+    assert "γ 0.50 · τ 1.50 · 12.0 tok/s · ended: cancelled" in markdown
+    lines = [json.loads(line) for line in export_trace_jsonl(conversation)]
+    assert len(lines) == 1
+    assert lines[0]["sources"] == ["draft", "recovered"] and lines[0]["num_accepted"] == 1
+    assert lines[0]["drafted"] == [0, 999] and lines[0]["pieces"] == ["<", "0>"]
+    store.set_setting("theme", "light")
+    assert store.get_setting("theme") == "light" and store.get_setting("nope", "x") == "x"
+    with pytest.raises(StoreError, match="no conversation 99"):
+        store.load_conversation(99)
+    store.close()
+
+
+def test_unopenable_path_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot open history"):
+        Store(blocker / "sub" / "h.sqlite3")

@@ -1,0 +1,146 @@
+"""Fakes and helpers for the TUI tests: engines that yield chosen Steps, a poller.
+
+A plain module (not conftest) so test files can import it by name."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+
+from spectui.config import ChatConfig
+from spectui.engine import EngineInfo
+from spectui.events import Control, Done, GenerationParams, Message, Source, Step
+from spectui.metrics import MemoryReading
+
+
+class PlanEngine:
+    """Yields one Step per entry of `plan` (accepted drafts that step; None = a target token).
+
+    The k of each step is read from Control when the step starts, like the real engine.
+    With gated=True every step after the first waits for `release()`, so a test can act
+    between two steps. Token i decodes to " w<i>".
+    """
+
+    def __init__(
+        self,
+        plan: Sequence[int | None],
+        live_k: bool = True,
+        gated: bool = False,
+        raise_after: int | None = None,
+        error_after: int | None = None,
+        name: str = "fake",
+    ) -> None:
+        self.plan = list(plan)
+        self.gated = gated
+        self.raise_after = raise_after
+        self.error_after = error_after
+        self.info = EngineInfo(name, "fake-target", "fake-draft", "draft", "fp32", "cpu", live_k)
+        self.steps: list[Step] = []  # what it yielded, in order, across replies
+        self.messages_seen: list[list[Message]] = []
+        self._gate = threading.Semaphore(0)
+        self._next_id = 0
+        self.closed = False
+
+    def release(self, steps: int = 1) -> None:
+        for _ in range(steps):
+            self._gate.release()
+
+    def decode(self, token_ids) -> str:
+        return "".join(f" w{i}" for i in token_ids)
+
+    def _ids(self, n: int) -> list[int]:
+        ids = list(range(self._next_id, self._next_id + n))
+        self._next_id += n
+        return ids
+
+    def stream(self, messages, params: GenerationParams, control: Control):
+        self.messages_seen.append([dict(m) for m in messages])
+        for index, accepted in enumerate(self.plan):
+            if self.gated and index > 0:
+                self._gate.acquire(timeout=20)
+            if control.cancelled:
+                yield Done("cancelled")
+                return
+            if self.raise_after is not None and index >= self.raise_after:
+                raise RuntimeError("boom inside stream")
+            if self.error_after is not None and index >= self.error_after:
+                yield Done("error", error="the fake engine gave up")
+                return
+            k, temperature = control.snapshot()
+            if accepted is None or k == 0:
+                ids = self._ids(1)
+                step = Step(tuple(ids), (Source.TARGET,), self.decode(ids), k=k, temperature=temperature,
+                            draft_seconds=0.0, verify_seconds=0.01)
+            else:
+                accepted = min(accepted, k)
+                ids = self._ids(accepted + 1)
+                last = Source.BONUS if accepted == k else Source.RECOVERED
+                rejected = [10_000 + j for j in range(k - accepted)]
+                step = Step(
+                    tuple(ids), (Source.DRAFT,) * accepted + (last,), self.decode(ids),
+                    drafted=tuple(ids[:accepted]) + tuple(rejected), k=k, temperature=temperature,
+                    draft_seconds=0.001 * k, verify_seconds=0.01 * (1 + 0.1 * k), method="draft",
+                )
+            self.steps.append(step)
+            yield step
+        yield Done("stop", seconds=0.5, time_to_first_token=0.05)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def factory_for(engine) -> Callable:
+    return lambda progress: engine
+
+
+def fixed_memory(device: str) -> MemoryReading:
+    return MemoryReading("RSS", 100 * 2**20, 8 * 2**30, "psutil")
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.02)
+
+
+async def send(pilot, text: str) -> None:
+    app = pilot.app
+    prompt = app.chat_screen.query_one("#prompt")
+    prompt.value = text
+    prompt.focus()
+    await pilot.press("enter")
+
+
+async def ready(pilot) -> None:
+    await wait_for(pilot, lambda: pilot.app.engine is not None or pilot.app.engine_status == "failed")
+    await pilot.pause()
+
+
+async def reply_done(pilot) -> None:
+    chat = pilot.app.chat_screen
+    await wait_for(pilot, lambda: chat.current is None and not chat.pending)
+    await pilot.pause()
+
+
+def make_app_fixture(tmp_path):
+    from spectui.store import Store
+    from spectui.tui.app import SpectuiApp
+
+    stores = []
+
+    def make(engine_factory, config: ChatConfig | None = None, store=True, **options):
+        the_store = None
+        if store:
+            the_store = Store(tmp_path / "history.sqlite3")
+            stores.append(the_store)
+        options.setdefault("memory_probe", fixed_memory)
+        options.setdefault("screenshot_dir", tmp_path / "shots")
+        options.setdefault("cursor_blink", False)
+        return SpectuiApp(engine_factory, config or ChatConfig(), the_store, **options)
+
+    yield make
+    for the_store in stores:
+        the_store.close()
