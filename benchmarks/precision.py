@@ -19,8 +19,9 @@ it (the cache is cropped back after each). The forms and m are interleaved in ev
 the medians taken; v(k) is the median over rounds of t(k+1)/t(1) within the round, which is what
 survives a shared, noisy machine. Batch invariance: 16 greedy tokens decoded one at a time
 versus the same tokens verified in chunks of 9, 2 and 4 (k = 8, 1, 3): are the logits bitwise
-equal, how far apart, do the argmaxes agree. Accuracy: teacher-forced logits over a ~300-token
-text against fp32 (top-1 agreement, mean KL(fp32 || form)).
+equal, how far apart, do the argmaxes agree. Accuracy: logits over a ~300-token text read as a
+target reads it (64 tokens, then chunks of 9) against one fp32 forward: top-1 agreement and
+mean KL(fp32 || form) over the chunked tokens.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ out of range or not an integer (ValueError). A list comprehension such as
 {"name": "spectui", "version": "0.1.0", "dependencies": ["torch", "transformers", "textual"]}
 '''
 
+# Greedy acceptance of a draft: its argmax against the target's own greedy continuations.
+ACCEPTANCE_PROMPTS = (
+    "Explain what this function does and how it can fail:\n\n" + CONTEXT_TEXT.split("\n\n\n")[0],
+    "Write a Python function is_palindrome(text) that ignores case and punctuation, "
+    "with a docstring and two doctests.",
+)
+ACCEPTANCE_NEW_TOKENS = 64
+
 VERIFY_CHUNKS = (9, 2, 4)  # verify forwards of k + 1 = 9, 2 and 4 tokens over 15 decoded tokens
 MAX_M = 9  # t(m) for m = 1..9, so v(k) for k = 1..8
 
@@ -105,42 +114,73 @@ def copy_sharing_tensors(model: nn.Module, convert=None) -> nn.Module:
 
 
 class RowByRowLinear(nn.Module):
-    """fp32 Linear computed one row at a time: M=1 kernels only, so batch-invariant."""
+    """fp32 Linear computed one row at a time: M=1 kernels only, so batch-invariant.
 
-    def __init__(self, linear: nn.Linear):
+    Forwards of more than `max_rows` rows (a prefill, which the baseline and the speculative
+    run share) stay batched, to keep this benchmark's prefills affordable.
+    """
+
+    def __init__(self, linear: nn.Linear, max_rows: int = 32):
         super().__init__()
         self.linear = linear
+        self.max_rows = max_rows
 
     def forward(self, x):
         rows = x.reshape(-1, x.shape[-1])
+        if rows.shape[0] > self.max_rows:
+            return self.linear(x)
         out = torch.cat([self.linear(rows[i:i + 1]) for i in range(rows.shape[0])])
         return out.reshape(*x.shape[:-1], -1)
 
 
-def make_forms(model: nn.Module, wanted: list[str]) -> dict[str, nn.Module]:
+# rough extra memory of each form, as a fraction of the fp32 model's size
+MEMORY_FRACTION = {"fp32": 0.0, "fp32-rows": 0.0, "bf16": 0.5, "int8-dyn": 0.25, "int8-row": 0.25,
+                   "int8-row-fp32head": 0.2}
+
+
+def enough_memory(model: nn.Module, form: str, log) -> bool:
+    import psutil
+
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    needed = MEMORY_FRACTION.get(form, 1.0) * size + 2 * 2**30
+    available = psutil.virtual_memory().available
+    if available < needed:
+        log(f"  skipping {form}: {available / 2**30:.1f} GiB available, {needed / 2**30:.1f} needed")
+        return False
+    return True
+
+
+def build_form(model: nn.Module, form: str) -> nn.Module:
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    forms: dict[str, nn.Module] = {}
-    if "fp32" in wanted:
-        forms["fp32"] = model
-    if "fp32-rows" in wanted:
+    if form == "fp32":
+        return model
+    if form == "fp32-rows":
         rows = copy_sharing_tensors(model)
         for name, module in list(rows.named_modules()):
             if isinstance(module, nn.Linear):
                 parent, _, child = name.rpartition(".")
                 setattr(rows.get_submodule(parent) if parent else rows, child, RowByRowLinear(module))
-        forms["fp32-rows"] = use_batch_invariant_attention(rows)
-    if "bf16" in wanted:
-        forms["bf16"] = copy_sharing_tensors(model, lambda t: t.to(torch.bfloat16))
-    if "int8-dyn" in wanted:
-        dynamic = copy_sharing_tensors(model)
-        forms["int8-dyn"] = quantize_dynamic(dynamic, {nn.Linear: per_channel_dynamic_qconfig},
-                                             dtype=torch.qint8, inplace=True)
-    if "int8-row" in wanted:
-        forms["int8-row"] = use_batch_invariant_attention(quantize_int8(copy_sharing_tensors(model)))
-    if "int8-row-fp32head" in wanted:
-        forms["int8-row-fp32head"] = use_batch_invariant_attention(
+        return use_batch_invariant_attention(rows)
+    if form == "bf16":
+        return copy_sharing_tensors(model, lambda t: t.to(torch.bfloat16))
+    if form == "int8-dyn":
+        return quantize_dynamic(copy_sharing_tensors(model), {nn.Linear: per_channel_dynamic_qconfig},
+                                dtype=torch.qint8, inplace=True)
+    if form == "int8-row":
+        return use_batch_invariant_attention(quantize_int8(copy_sharing_tensors(model)))
+    if form == "int8-row-fp32head":
+        return use_batch_invariant_attention(
             quantize_int8(copy_sharing_tensors(model), skip=("lm_head",)))
+    raise SystemExit(f"unknown form {form!r}; known: {', '.join(MEMORY_FRACTION)}")
+
+
+def make_forms(model: nn.Module, wanted: list[str], log=print) -> dict[str, nn.Module]:
+    forms = {}
+    for form in wanted:
+        if enough_memory(model, form, log):
+            forms[form] = build_form(model, form)
+            gc.collect()
     return forms
 
 
@@ -220,15 +260,32 @@ def measure_invariance(model, context_ids) -> dict:
     }
 
 
+ACCURACY_PREFILL = 64  # tokens read in one forward, not scored; the rest in verify-sized chunks
+
+
+@torch.inference_mode()
+def chunked_logits(model, text_ids, chunk: int = MAX_M):
+    """Logits for text_ids[ACCURACY_PREFILL:] computed the way a target sees them: k+1 at a time."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    forward(model, text_ids[:, :ACCURACY_PREFILL], cache)
+    rows = [forward(model, text_ids[:, start:start + chunk], cache).float()
+            for start in range(ACCURACY_PREFILL, text_ids.shape[1], chunk)]
+    return torch.cat(rows)
+
+
 @torch.inference_mode()
 def measure_accuracy(forms, text_ids) -> dict[str, dict]:
-    reference = forms["fp32"](text_ids).logits[0].float() if "fp32" in forms else None
+    if "fp32" not in forms:
+        return {}
+    reference = forms["fp32"](text_ids).logits[0, ACCURACY_PREFILL:].float()
+    log_p_ref = torch.log_softmax(reference, -1)
     results = {}
     for name, model in forms.items():
-        if reference is None or name in ("fp32", "fp32-rows"):
+        if name in ("fp32", "fp32-rows"):
             continue
-        logits = model(text_ids).logits[0].float()
-        log_p_ref = torch.log_softmax(reference, -1)
+        logits = chunked_logits(model, text_ids)
         log_p = torch.log_softmax(logits, -1)
         kl = (log_p_ref.exp() * (log_p_ref - log_p)).sum(-1).mean().item()
         agree = (logits.argmax(-1) == reference.argmax(-1)).float().mean().item()
@@ -249,12 +306,50 @@ def machine_line() -> str:
             f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.python_version()}")
 
 
-def benchmark_model(label, path, wanted, rounds, log):
+def prompt_ids(tokenizer, prompt: str):
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                            add_generation_prompt=True, return_tensors="pt")
+        return ids if isinstance(ids, torch.Tensor) else ids["input_ids"]
+    return tokenizer(prompt, return_tensors="pt").input_ids
+
+
+@torch.inference_mode()
+def greedy_continuations(model, tokenizer) -> list[tuple[int, torch.Tensor]]:
+    """(prompt length, prompt + greedy tokens) for each acceptance prompt, decoded by `model`."""
+    sequences = []
+    for prompt in ACCEPTANCE_PROMPTS:
+        ids = prompt_ids(tokenizer, prompt)
+        cache, logits = prefilled_cache(model, ids)
+        tokens = []
+        for _ in range(ACCEPTANCE_NEW_TOKENS):
+            tokens.append(int(logits.argmax()))
+            if tokens[-1] == tokenizer.eos_token_id:
+                break
+            logits = forward(model, torch.tensor([[tokens[-1]]]), cache)[-1]
+        sequences.append((ids.shape[1], torch.cat([ids, torch.tensor([tokens])], dim=1)))
+    return sequences
+
+
+@torch.inference_mode()
+def greedy_acceptance(draft, sequences) -> float:
+    """Share of the target's greedy tokens that the draft's argmax (decoding one at a time) hits."""
+    hits = total = 0
+    for prompt_length, ids in sequences:
+        cache, logits = prefilled_cache(draft, ids[:, :prompt_length])
+        for position in range(prompt_length, ids.shape[1]):
+            hits += int(logits.argmax()) == int(ids[0, position])
+            total += 1
+            logits = forward(draft, ids[:, position:position + 1], cache)[-1]
+    return hits / total
+
+
+def benchmark_model(label, path, wanted, rounds, log, target_sequences=None):
     log(f"loading {label}: {path}")
     tokenizer, model = load_fp32(path)
     context_ids = tokenizer(CONTEXT_TEXT, return_tensors="pt").input_ids
     text_ids = tokenizer(ACCURACY_TEXT, return_tensors="pt").input_ids
-    forms = make_forms(model, wanted)
+    forms = make_forms(model, wanted, log)
     log(f"  forms: {', '.join(forms)}; context {context_ids.shape[1]} tokens, "
         f"accuracy text {text_ids.shape[1]} tokens")
     invariance = {}
@@ -269,12 +364,20 @@ def benchmark_model(label, path, wanted, rounds, log):
         use_batch_invariant_attention(form)
     accuracy = measure_accuracy(forms, text_ids)
     log(f"  accuracy: {accuracy}")
+    sequences, acceptance = None, {}
+    if target_sequences is None and "int8-row" in forms:
+        sequences = greedy_continuations(forms["int8-row"], tokenizer)
+        log(f"  greedy continuations of the int8-row target: {[ids.shape[1] - n for n, ids in sequences]}")
+    if target_sequences is not None:
+        for name, form in forms.items():
+            acceptance[name] = greedy_acceptance(form, target_sequences)
+            log(f"  greedy acceptance of {name} against the int8-row target: {acceptance[name]:.3f}")
     speed = measure_speed(forms, context_ids, rounds, log)
     del forms, model
     gc.collect()
     return {"label": label, "path": path, "context": context_ids.shape[1],
             "text": text_ids.shape[1], "speed": speed, "invariance": invariance,
-            "accuracy": accuracy}
+            "accuracy": accuracy, "sequences": sequences, "acceptance": acceptance}
 
 
 def render(results, command) -> str:
@@ -284,8 +387,8 @@ def render(results, command) -> str:
              "t(m): one forward of m tokens over a KV cache of the context; tok/s = 1/t(1); "
              "v(k) = t(k+1)/t(1), median of per-round ratios. Invariant: the logits of 16 greedy "
              "tokens decoded one at a time equal, bit for bit, those of verify forwards of "
-             f"{', '.join(map(str, VERIFY_CHUNKS))} tokens. Accuracy: teacher-forced over a text, "
-             "against fp32.", ""]
+             f"{', '.join(map(str, VERIFY_CHUNKS))} tokens. Accuracy: a text read in verify chunks of "
+             f"{MAX_M} tokens after a {ACCURACY_PREFILL}-token prefill, against one fp32 forward.", ""]
     for result in results:
         lines += [f"## {result['label']} (`{result['path']}`)", "",
                   f"Context {result['context']} tokens; accuracy text {result['text']} tokens.", "",
@@ -307,7 +410,36 @@ def render(results, command) -> str:
                              + f" {'yes' if inv['bitwise'] else 'no'} | {inv['max_abs_diff']:.2g} | "
                              f"{inv['argmax_agree']}/{inv['rows']} | | |")
         lines.append("")
+    if len(results) == 2 and results[1]["acceptance"]:
+        lines += render_speedups(*results)
     return "\n".join(lines) + "\n"
+
+
+def render_speedups(target, draft) -> list[str]:
+    """Predicted speedup S = E(alpha, k) / (k c + v(k)) from the numbers above (spectui.theory)."""
+    from spectui.theory import best_k
+
+    lines = ["## Draft forms against the int8-row target", "",
+             f"alpha: share of the int8-row target's greedy tokens ({len(target['sequences'])} "
+             f"prompts, up to {ACCEPTANCE_NEW_TOKENS} tokens each, chat template) that the draft's "
+             "argmax hits, decoding one token at a time. c = t_draft(1) / t_target(1) (measured in "
+             "the two phases above, so only roughly comparable). Best k and S from "
+             "spectui.theory.best_k with the target's measured v(k), k <= 8. Speedup is against "
+             "the same target decoding alone.", "",
+             "| target | draft form | alpha | c | best k | predicted S |", "|---|---|---|---|---|---|"]
+    for target_form in ("int8-row", "fp32", "int8-dyn"):
+        if target_form not in target["speed"]:
+            continue
+        target_speed = target["speed"][target_form]
+        v = target_speed["v"]
+        for draft_form, alpha in draft["acceptance"].items():
+            draft_cost = draft["speed"][draft_form]["t1"] / target_speed["t1"]
+            k, predicted = best_k(alpha, draft_cost, lambda k: 1.0 if k == 0 else v[k], k_max=MAX_M - 1)
+            lines.append(f"| {target_form} | {draft_form} | {alpha:.3f} | {draft_cost:.2f} | {k} | "
+                         f"{predicted:.2f} |")
+    lines += ["", "(alpha is measured against the int8-row target only; the fp32 and int8-dyn "
+              "target rows reuse it as an approximation.)", ""]
+    return lines
 
 
 def main(argv=None):
@@ -326,7 +458,8 @@ def main(argv=None):
 
     results = [benchmark_model("target", args.model, wanted, args.rounds, log)]
     if args.draft:
-        results.append(benchmark_model("draft", args.draft, wanted, args.rounds, log))
+        results.append(benchmark_model("draft", args.draft, wanted, args.rounds, log,
+                                       target_sequences=results[0]["sequences"]))
     text = render(results, command)
     Path(args.out).write_text(text)
     print(text)

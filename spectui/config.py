@@ -71,6 +71,8 @@ class ChatConfig:
     top_p: float = 1.0
     max_tokens: int = 512
     seed: int = 0
+    dtype: str = "auto"
+    device: str = "auto"
     system: str | None = None
     theme: str = "dark"
     ghosts: bool = False

@@ -402,7 +402,7 @@ def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
 
 @pytest.fixture
 def tiny_folder(tmp_path, tiny_tokenizer):
-    from conftest import make_tiny_model
+    from tiny_models import make_tiny_model
 
     folder = tmp_path / "tiny"
     make_tiny_model(len(tiny_tokenizer), seed=3).save_pretrained(folder)

@@ -120,17 +120,47 @@ def _tiny_qwen2(seed=0):
 
 
 def test_quantize_int8_replaces_linears_and_honours_skip():
-    model = quantize_int8(_tiny_qwen2(), skip=("lm_head", "layers.0.mlp.down_proj"))
+    model = quantize_int8(_tiny_qwen2(), skip=("lm_head", "layers.0.mlp.down_proj"), fuse=False)
     kinds = {name: type(module).__name__ for name, module in model.named_modules()}
     assert kinds["model.layers.0.self_attn.q_proj"] == "Int8Linear"
     assert kinds["model.layers.1.mlp.down_proj"] == "Int8Linear"
     assert kinds["model.layers.0.mlp.down_proj"] == "Linear"
     assert kinds["lm_head"] == "Linear"
     assert sum(kind == "Linear" for kind in kinds.values()) == 2
+    fused = quantize_int8(_tiny_qwen2())
+    kinds = {name: type(module).__name__ for name, module in fused.named_modules()}
+    assert kinds["model.layers.0.self_attn.k_proj"] == "Int8LinearPart"
+    assert kinds["model.layers.0.mlp.up_proj"] == "Int8LinearPart"
+    assert kinds["model.layers.0.self_attn.o_proj"] == "Int8Linear"
     tied = quantize_int8(_tiny_qwen2())
     assert type(tied.lm_head).__name__ == "Int8Linear"
     # the embedding table stays float for the lookup
     assert tied.get_input_embeddings().weight.dtype == torch.float32
+
+
+@torch.no_grad()
+def test_fused_projections_change_no_bit():
+    separate = quantize_int8(_tiny_qwen2(seed=7), fuse=False)
+    fused = quantize_int8(_tiny_qwen2(seed=7), fuse=True)
+    tokens = torch.randint(0, 100, (1, 40), generator=torch.Generator().manual_seed(8))
+    assert torch.equal(separate(tokens).logits, fused(tokens).logits)
+    # the fused product is computed once per input, and dropped after its last part is taken
+    attention = fused.model.layers[0].self_attn
+    shared = attention.q_proj.shared
+    calls = []
+    original = shared.fused.forward
+    shared.fused.forward = lambda x: calls.append(x.shape) or original(x)
+    hidden = torch.randn(1, 3, 64)
+    q, k, v = attention.q_proj(hidden), attention.k_proj(hidden), attention.v_proj(hidden)
+    assert len(calls) == 1 and shared._output is None
+    assert (q.shape[-1], k.shape[-1], v.shape[-1]) == (64, 32, 32)
+    # an input changed in place between siblings is not served from the old product
+    attention.q_proj(hidden)
+    hidden.add_(1.0)
+    k_after_change = attention.k_proj(hidden)
+    assert len(calls) == 3
+    assert not torch.equal(k_after_change, k)
+    assert torch.equal(k_after_change, attention.k_proj(hidden))
 
 
 def _greedy_one_at_a_time(model, prompt, num_new):
@@ -185,6 +215,17 @@ def test_verify_in_chunks_of_any_size_equals_sequential():
         start += chunk
     assert start == 19
     assert torch.equal(torch.cat(rows), sequential_logits)
+
+
+@torch.no_grad()
+def test_a_prompt_longer_than_the_kept_buffer_gives_the_same_rows():
+    # more rows than RowQuantizer.capacity take the fresh-buffer path
+    model = use_batch_invariant_attention(quantize_int8(_tiny_qwen2(seed=9)))
+    prompt = torch.randint(0, 100, (1, 40), generator=torch.Generator().manual_seed(10))
+    tokens, sequential_logits = _greedy_one_at_a_time(model, prompt, num_new=8)
+    full = model(torch.cat([prompt, torch.tensor([tokens[:-1]])], dim=1)).logits[0, 39:]
+    assert full.shape[0] == 8
+    assert torch.equal(full, sequential_logits)
 
 
 def test_batch_invariant_attention_refuses_a_batch():

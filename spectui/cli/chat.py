@@ -44,13 +44,14 @@ def engine_factory_for(config):
     if config.engine == "embedded":
 
         def build(progress):
-            from spectui.cli.options import EngineOptions
+            from spectui.options import EngineOptions
             from spectui.engines.embedded.build import build_embedded_engine
 
             options = EngineOptions.checked(
                 model=config.model, draft=config.draft, method=config.method, k=config.k,
                 temperature=config.temperature, top_p=config.top_p,
-                max_tokens=config.max_tokens, seed=config.seed,
+                max_tokens=config.max_tokens, seed=config.seed, dtype=config.dtype,
+                device=config.device,
             )
             return build_embedded_engine(options, progress=progress)
 
@@ -67,6 +68,8 @@ def chat_command(
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16."),
     temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
     engine: Optional[EngineName] = typer.Option(None, "--engine", help="embedded (default) or scripted (a demo, no weights)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="auto, float32, bfloat16, float16 or int8."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N or auto."),
     theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Longest reply in tokens."),
     system: Optional[str] = typer.Option(None, "--system", help="A system message for new chats."),
@@ -76,7 +79,7 @@ def chat_command(
     try:
         code = run_chat(
             dict(model=model, draft=draft, method=method, k=k, temperature=temperature,
-                 engine=engine.value if engine else None, theme=theme, max_tokens=max_tokens, system=system),
+                 engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system),
             resume=resume, conversation_id=conversation_id, history=not no_history,
         )
     except SpectuiError as error:

@@ -18,12 +18,13 @@ from spectui.errors import ModelError, UsageError
 from spectui.models.fetch import ProgressFn, fetch_gguf, no_progress
 from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
 
-DTYPES = ("float32", "bfloat16", "float16", "int8")
+DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
 _DTYPE_ALIASES = {
     "fp32": "float32", "float": "float32", "float32": "float32",
     "bf16": "bfloat16", "bfloat16": "bfloat16",
     "fp16": "float16", "half": "float16", "float16": "float16",
     "int8": "int8", "i8": "int8",
+    "int8-dynamic": "int8-dynamic", "int8-dyn": "int8-dynamic",
 }  # fmt: skip
 
 # Files a snapshot needs; Llama repos also carry original/*.pth, a second full copy.
@@ -38,8 +39,10 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
             return "bfloat16"
         if device.startswith("mps"):
             return "float16"
-        # On CPU bf16 matmuls are emulated (slower than fp32, and speculation stops paying).
-        return "float32"
+        # On CPU bf16 matmuls are emulated (slower than fp32, and speculation stops paying),
+        # and fp32 is not batch-invariant; batch-invariant int8 is both fast and exact
+        # (benchmarks/precision.md).
+        return "int8"
     if key not in _DTYPE_ALIASES:
         raise UsageError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
     return _DTYPE_ALIASES[key]
@@ -327,7 +330,8 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
     """(model, tokenizer) for `name`, in eval mode with gradients off, on `device`.
 
     dtype: auto or one of DTYPES. int8 loads float32 weights and hands the model to
-    spectui.models.quantize.quantize_int8 (batch-invariant weight+activation int8).
+    spectui.models.quantize.quantize_int8 (batch-invariant weight+activation int8) with
+    batch-invariant attention; int8-dynamic is torch's dynamic quantisation.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -355,11 +359,13 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
     model.eval()
     model.requires_grad_(False)
     if concrete == "int8":
-        try:
-            from spectui.models.quantize import quantize_int8
-        except ImportError:
-            raise ModelError("int8 is not available: spectui.models.quantize is missing") from None
-        model = quantize_int8(model)
+        from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+
+        model = use_batch_invariant_attention(quantize_int8(model))
         model.eval()
+    elif concrete == "int8-dynamic":
+        # One activation scale per tensor: fastest on CPU, but a row's result depends on the
+        # other rows, so it is for drafts (it changes acceptance, never the output).
+        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     report("load", 1, 1)
     return model, tokenizer

