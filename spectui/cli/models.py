@@ -22,7 +22,8 @@ def print_models(as_json: bool) -> None:
         print(json.dumps(rows, indent=2))
         return
     table = Table(title="spectui models", title_justify="left")
-    for column in ("alias", "params", "from", "default draft", "cached", "size"):
+    table.add_column("alias", no_wrap=True)
+    for column in ("params", "default draft", "cached", "size", "from"):
         table.add_column(column)
     for row in rows:
         alias = row["alias"]
@@ -31,10 +32,10 @@ def print_models(as_json: bool) -> None:
         table.add_row(
             alias,
             row["params"] or "",
-            row["origin"] or "",
             row["default_draft"] or "",
             "yes" if row["cached"] else "",
             _size(row["size_bytes"]),
+            row["origin"] or "",
         )
     console = Console()
     console.print(table)

@@ -61,6 +61,9 @@ def rich_progress() -> Iterator[ProgressFn]:
     tasks: dict[str, int] = {}
 
     def update(stage: str, done: int, total: int) -> None:
+        if not tasks:
+            # Started on the first report: a cached model draws nothing at all.
+            progress.start()
         if stage not in tasks:
             tasks[stage] = progress.add_task(stage, total=total or None, amount="")
         if stage in byte_stages and total:
@@ -69,8 +72,10 @@ def rich_progress() -> Iterator[ProgressFn]:
             amount = f"{done}/{total}" if total else ""
         progress.update(tasks[stage], completed=done, total=total or None, amount=amount)
 
-    with progress:
+    try:
         yield update
+    finally:
+        progress.stop()
 
 
 def fetch_gguf(spec: ModelSpec, dest_dir: Path, progress: ProgressFn | None = None) -> Path:

@@ -12,7 +12,7 @@ from spectui.stats import summarize
 from spectui.tui.token_pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView
 
-from tui_fakes import ready, reply_done, send
+from tui_fakes import ready, reply_done, send, wait_for
 
 
 class RecordingEngine:
@@ -63,6 +63,53 @@ def test_embedded_reply_shows_engine_sources_and_gamma(make_app, tiny_engine):
             panel = app.chat_screen.stats_panel
             assert panel.data.gamma_reply == pytest.approx(stats.gamma)
             assert panel.data.num_tokens == stats.num_tokens
+            assert f"γ reply {stats.gamma:.2f}" in panel.plain
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.real_weights
+def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
+    """SmolLM2 through the chat template, drafted by its own dynamic-int8 copy."""
+    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.options import EngineOptions
+
+    class ChatRecordingEngine(RecordingEngine):
+        def stream(self, messages, params, control):  # through the chat template
+            for event in self.inner.stream(messages, params, control):
+                if hasattr(event, "token_ids"):
+                    self.steps.append(event)
+                yield event
+
+    engine = ChatRecordingEngine(
+        build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", k=3))
+    )
+
+    async def scenario():
+        app = make_app(lambda progress: engine, ChatConfig(k=3, max_tokens=120), store=True)
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            await send(pilot, "Write a Python function that adds two numbers.")
+            await wait_for(pilot, lambda: len(engine.steps) >= 3, timeout=120)
+            before = len(engine.steps)
+            await pilot.press("f6")  # k 3 -> 4 while the reply streams
+            pressed_after = len(engine.steps)
+            chat = app.chat_screen
+            await wait_for(pilot, lambda: chat.current is None and not chat.pending, timeout=600)
+            await pilot.pause()
+            steps = engine.steps
+            # The step in flight at the key press keeps its k; the next one has the new k
+            # (the last steps may draft fewer: a reply never drafts past max_tokens).
+            assert len(steps) > pressed_after + 2
+            assert all(s.k == 3 for s in steps[1:before])
+            assert steps[pressed_after + 1].k == 4 and len(steps[pressed_after + 1].drafted) == 4
+            token_view = app.chat_screen.query_one(ReplyView).token_view
+            assert token_view.text == "".join(s.text for s in steps)
+            assert "def " in token_view.text
+            stats = summarize(steps, 1.0)
+            assert stats.num_accepted > 0
+            panel = app.chat_screen.stats_panel
+            assert panel.data.gamma_reply == pytest.approx(stats.gamma)
             assert f"γ reply {stats.gamma:.2f}" in panel.plain
 
     asyncio.run(scenario())

@@ -33,9 +33,10 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
     from spectui.models.load import check_same_vocab, load_model, resolve_dtype
-    from spectui.models.registry import DEFAULT_TARGET
+    from spectui.models.registry import DEFAULT_TARGET, resolve
 
     target_name = options.model or DEFAULT_TARGET
+    resolve(target_name)  # an unknown name is named as such, before any draft question
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = None
