@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from spectui.errors import UsageError
-from spectui.events import K_MAX
+from spectui.options import EngineOptions, OptionError
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -158,28 +158,22 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
     config = replace(ChatConfig(), keys=keys, **values)
     try:
         check_values(config)
-    except _ValueError as error:
+    except OptionError as error:
         raise ConfigError(f"{where} line {_line_of(text, error.setting)}: {error}") from None
     return config
 
 
-class _ValueError(ConfigError):
-    def __init__(self, setting: str, message: str) -> None:
-        super().__init__(message)
-        self.setting = setting
+def engine_options(config: ChatConfig) -> EngineOptions:
+    return EngineOptions(
+        model=config.model, draft=config.draft, method=config.method, k=config.k,
+        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
+        seed=config.seed, dtype=config.dtype, device=config.device,
+    )
 
 
 def check_values(config: ChatConfig) -> None:
-    if not 0 <= config.k <= K_MAX:
-        raise _ValueError("k", f"k must be from 0 to {K_MAX}, got {config.k}")
-    if not config.temperature >= 0:
-        raise _ValueError("temperature", f"temperature must be >= 0, got {config.temperature}")
-    if not 0 < config.top_p <= 1:
-        raise _ValueError("top_p", f"top_p must be in (0, 1], got {config.top_p}")
-    if config.max_tokens <= 0:
-        raise _ValueError("max_tokens", f"max_tokens must be > 0, got {config.max_tokens}")
-    if config.method not in ("draft", "ngram"):
-        raise _ValueError("method", f"method must be draft or ngram, got {config.method!r}")
+    """The same rules as the command line's (spectui.options)."""
+    engine_options(config).check()
 
 
 def _check_keys(table: dict, text: str, where: str) -> dict[str, str]:

@@ -8,6 +8,14 @@ from spectui.errors import UsageError
 from spectui.events import K_MAX
 
 
+class OptionError(UsageError):
+    """An option out of range; `setting` names it so a config file can point at its line."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     model: str | None = None
@@ -31,19 +39,20 @@ class EngineOptions:
 
     def check(self) -> None:
         if not 0 <= self.k <= K_MAX:
-            raise UsageError(f"-k must be from 0 to {K_MAX}, got {self.k}")
+            raise OptionError("k", f"k must be from 0 to {K_MAX}, got {self.k}")
         if not self.temperature >= 0:
-            raise UsageError(f"--temperature must be >= 0, got {self.temperature}")
+            raise OptionError("temperature", f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise UsageError(f"--top-p must be in (0, 1], got {self.top_p}")
+            raise OptionError("top_p", f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens <= 0:
-            raise UsageError(f"--max-tokens must be > 0, got {self.max_tokens}")
+            raise OptionError("max_tokens", f"max_tokens must be > 0, got {self.max_tokens}")
         if not 1 <= self.lookup_min <= self.lookup_max:
-            raise UsageError(
-                f"--lookup-min/--lookup-max must satisfy 1 <= min <= max, got {self.lookup_min}/{self.lookup_max}"
+            raise OptionError(
+                "lookup_min",
+                f"lookup_min/lookup_max must satisfy 1 <= min <= max, got {self.lookup_min}/{self.lookup_max}",
             )
         if self.method not in ("draft", "ngram"):
-            raise UsageError(f"--method must be draft or ngram, got {self.method!r}")
+            raise OptionError("method", f"method must be draft or ngram, got {self.method!r}")
 
     def with_k(self, k: int) -> "EngineOptions":
         return replace(self, k=k)

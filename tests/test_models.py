@@ -9,7 +9,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import types
 import zipfile
 from pathlib import Path
 
@@ -106,7 +105,7 @@ def test_unknown_alias_suggests_close_ones_in_one_line():
 
 @pytest.mark.parametrize(
     ("asked", "device", "expected"),
-    [("auto", "cpu", "float32"), ("auto", "cuda:0", "bfloat16"), ("BF16", "cpu", "bfloat16"), ("int8", "cpu", "int8")],
+    [("auto", "cpu", "int8"), ("auto", "cuda:0", "bfloat16"), ("BF16", "cpu", "bfloat16"), ("int8", "cpu", "int8")],
 )
 def test_resolve_dtype(asked, device, expected):
     assert load_module.resolve_dtype(asked, device) == expected
@@ -426,22 +425,22 @@ def test_load_model_casts_freezes_and_matches_the_saved_model(tiny_folder):
         )
 
 
-def test_int8_goes_through_quantize_int8(tiny_folder, monkeypatch):
+def test_int8_is_batch_invariant_int8_with_batch_invariant_attention(tiny_folder):
     import torch
 
-    seen = []
+    from spectui.models.quantize import BATCH_INVARIANT_ATTENTION
 
-    def fake_quantize_int8(model):
-        seen.append({p.dtype for p in model.parameters()})
-        model.quantized_by_test = True
-        return model
-
-    fake = types.ModuleType("spectui.models.quantize")
-    fake.quantize_int8 = fake_quantize_int8
-    monkeypatch.setitem(sys.modules, "spectui.models.quantize", fake)
     model, _ = load_module.load_model(str(tiny_folder), dtype="int8")
-    assert seen == [{torch.float32}], "int8 starts from the float32 weights"
-    assert model.quantized_by_test
+    assert not [m for m in model.modules() if type(m) is torch.nn.Linear], "every Linear is int8"
+    assert model.config._attn_implementation == BATCH_INVARIANT_ATTENTION
+    # Verifying 6 tokens at once gives bit for bit what 6 single-token forwards give.
+    from spectui.engines.embedded.kv import CachedModel
+
+    ids = list(range(3, 15))
+    batched = CachedModel(model).logits(ids, num_rows=6)
+    one_by_one = CachedModel(model)
+    single = torch.cat([one_by_one.logits(ids[: n + 1], num_rows=1) for n in range(len(ids) - 6, len(ids))])
+    assert torch.equal(batched, single)
 
 
 def test_cuda_on_a_cpu_build_is_a_usage_error(tiny_folder):

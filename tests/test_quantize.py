@@ -107,6 +107,8 @@ def test_bad_input_is_a_clear_error():
         layer(torch.zeros(1, 15))
     with pytest.raises(SpectuiError, match="-63..63"):
         Int8Linear(torch.full((2, 2), 100, dtype=torch.int8), torch.ones(2))
+    with pytest.raises(SpectuiError, match="-63..63"):
+        Int8Linear(torch.tensor([[-128, 1], [0, 0]], dtype=torch.int8), torch.ones(2))
 
 
 def _tiny_qwen2(seed=0):

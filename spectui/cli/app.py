@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from spectui.cli import fail
 from spectui.errors import SpectuiError
 
 app = typer.Typer(
@@ -37,13 +38,6 @@ class Dtype(str, Enum):
     bfloat16 = "bfloat16"
     float16 = "float16"
     int8 = "int8"
-
-
-def fail(error: BaseException) -> None:
-    """One line on stderr and a non-zero exit: what every bad input gets."""
-    code = getattr(error, "exit_code", 1)
-    typer.echo(f"spectui: error: {error}", err=True)
-    raise typer.Exit(code)
 
 
 @app.callback(invoke_without_command=True)

@@ -14,6 +14,8 @@ from typing import Optional
 
 import typer
 
+from spectui.cli import fail
+
 from spectui.errors import SpectuiError, UsageError
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", no_args_is_help=True)
@@ -30,11 +32,6 @@ class ExportFormat(str, Enum):
     jsonl = "jsonl"
 
 
-def _fail(error: BaseException) -> None:
-    typer.echo(f"spectui: error: {error}", err=True)
-    raise typer.Exit(getattr(error, "exit_code", 1))
-
-
 def engine_factory_for(config):
     """engine_factory(progress) -> Engine for the configured engine; called in a thread."""
     if config.engine == "scripted":
@@ -44,16 +41,10 @@ def engine_factory_for(config):
     if config.engine == "embedded":
 
         def build(progress):
-            from spectui.options import EngineOptions
+            from spectui.config import engine_options
             from spectui.engines.embedded.build import build_embedded_engine
 
-            options = EngineOptions.checked(
-                model=config.model, draft=config.draft, method=config.method, k=config.k,
-                temperature=config.temperature, top_p=config.top_p,
-                max_tokens=config.max_tokens, seed=config.seed, dtype=config.dtype,
-                device=config.device,
-            )
-            return build_embedded_engine(options, progress=progress)
+            return build_embedded_engine(engine_options(config), progress=progress)
 
         return build
     raise UsageError(f"--engine must be embedded or scripted, got {config.engine!r}")
@@ -83,7 +74,7 @@ def chat_command(
             resume=resume, conversation_id=conversation_id, history=not no_history,
         )
     except SpectuiError as error:
-        _fail(error)
+        fail(error)
     raise typer.Exit(code)
 
 
@@ -138,7 +129,7 @@ def config_init_command(force: bool = typer.Option(False, "--force", help="Overw
 
     path = config_path()
     if path.exists() and not force:
-        _fail(UsageError(f"{path} exists (use --force to overwrite)"))
+        fail(UsageError(f"{path} exists (use --force to overwrite)"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(example_config(), encoding="utf-8")
     typer.echo(str(path))
@@ -154,7 +145,7 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
     try:
         store = Store(default_store_path())
     except SpectuiError as error:
-        _fail(error)
+        fail(error)
     for summary in store.list_conversations():
         if as_json:
             typer.echo(json.dumps(summary.__dict__))
@@ -177,7 +168,7 @@ def history_export_command(
         store = Store(default_store_path())
         conversation = store.load_conversation(conversation_id)
     except SpectuiError as error:
-        _fail(error)
+        fail(error)
     if fmt is ExportFormat.md:
         text = export_markdown(conversation)
     else:
@@ -203,7 +194,7 @@ def screenshots_command(
         try:
             factory = engine_factory_for(load_config().with_overrides(engine="embedded"))
         except SpectuiError as error:
-            _fail(error)
+            fail(error)
     for path in take_screenshots(out, engine_factory=factory):
         typer.echo(str(path))
 

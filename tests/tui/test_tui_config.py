@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spectui.errors import UsageError
+
 from spectui.config import DEFAULT_KEYS, ChatConfig, ConfigError, config_path, load_config, parse_config
 from spectui.errors import SpectuiError
 
@@ -46,7 +48,8 @@ def test_bad_files_give_one_line_naming_the_line(text, expected):
 def test_cli_overrides_win_and_are_checked():
     config = ChatConfig(k=2, theme="dark").with_overrides(k=7, theme=None, model="m")
     assert (config.k, config.theme, config.model) == (7, "dark", "m")
-    with pytest.raises(ConfigError, match="k must be from 0 to 16"):
+    # A command-line value out of range is a usage error, with the command line's wording.
+    with pytest.raises(UsageError, match="k must be from 0 to 16"):
         ChatConfig().with_overrides(k=99)
 
 
