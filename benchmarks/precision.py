@@ -260,6 +260,7 @@ def measure_invariance(model, context_ids) -> dict:
     }
 
 
+NOTES_MARKER = "<!-- notes: kept when the script rewrites the tables above -->"
 ACCURACY_PREFILL = 64  # tokens read in one forward, not scored; the rest in verify-sized chunks
 
 
@@ -461,7 +462,12 @@ def main(argv=None):
         results.append(benchmark_model("draft", args.draft, wanted, args.rounds, log,
                                        target_sequences=results[0]["sequences"]))
     text = render(results, command)
-    Path(args.out).write_text(text)
+    out = Path(args.out)
+    # hand-written notes below the marker survive a rerun
+    old = out.read_text() if out.exists() else ""
+    if NOTES_MARKER in old:
+        text += "\n" + old[old.index(NOTES_MARKER):]
+    out.write_text(text)
     print(text)
 
 

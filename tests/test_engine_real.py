@@ -18,14 +18,15 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def smollm2():
+@pytest.fixture(scope="module", params=["float32", "int8"])
+def smollm2(request):
+    """fp32 as the reference precision, int8 as what `--dtype auto` runs on CPU."""
     from spectui.models.load import load_model
 
-    target, tokenizer = load_model("smollm2-135m", "float32", "cpu")
-    # A real second opinion: the same weights in int8 round differently and disagree
-    # now and then, so acceptance is high but not 100%.
-    draft, _ = load_model("smollm2-135m", "int8", "cpu")
+    target, tokenizer = load_model("smollm2-135m", request.param, "cpu")
+    # A real second opinion: the same weights in dynamic int8 round differently and
+    # disagree now and then, so acceptance is high but not 100%.
+    draft, _ = load_model("smollm2-135m", "int8-dynamic", "cpu")
     return target, draft, tokenizer
 
 
@@ -44,7 +45,7 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
         "ngram": EmbeddedEngine(target, tokenizer, NgramProposer(1, 4), info),
     }
     prompt_ids = engines["draft"].prompt_ids(messages)
-    max_tokens = 48
+    max_tokens = 40
     generated = target.generate(torch.tensor([prompt_ids]), max_new_tokens=max_tokens, do_sample=False)
     expected = generated[0, len(prompt_ids):].tolist()
     baseline, _ = tokens_of(engines["draft"], messages, 0, max_tokens)
@@ -60,3 +61,18 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
         assert accepted > 0, f"{method} never had a draft accepted"
         if method == "draft":
             assert rejected > 0, "an int8 draft should disagree with the fp32 target sometimes"
+
+
+def test_default_pair_greedy_speculation_is_token_identical():
+    """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate` builds them by default."""
+    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.options import EngineOptions
+
+    engine = build_embedded_engine(EngineOptions())
+    assert (engine.info.dtype, engine.info.method) == ("int8", "draft")
+    messages = [{"role": "user", "content": "Write a Python function that parses a CSV line with quoted fields."}]
+    baseline, _ = tokens_of(engine, messages, 0, 32)
+    speculative, steps = tokens_of(engine, messages, 4, 32)
+    assert speculative == baseline
+    assert sum(s.num_accepted for s in steps) > 0
+    engine.close()
