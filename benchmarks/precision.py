@@ -88,7 +88,7 @@ VERIFY_CHUNKS = (9, 2, 4)  # verify forwards of k + 1 = 9, 2 and 4 tokens over 1
 MAX_M = 9  # t(m) for m = 1..9, so v(k) for k = 1..8
 
 
-def load_fp32(path: str):
+def load(path: str, dtype=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model_path = Path(path)
@@ -98,7 +98,7 @@ def load_fp32(path: str):
     else:
         kwargs, folder = {}, str(model_path)
     tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32, **kwargs).eval()
     model.hf_quantizer = None
     return tokenizer, model
 
@@ -133,24 +133,15 @@ class RowByRowLinear(nn.Module):
         return out.reshape(*x.shape[:-1], -1)
 
 
-# rough extra memory of each form, as a fraction of the fp32 model's size
-MEMORY_FRACTION = {"fp32": 0.0, "fp32-rows": 0.0, "bf16": 0.5, "int8-dyn": 0.25, "int8-row": 0.25,
-                   "int8-row-fp32head": 0.2}
-
-
-def enough_memory(model: nn.Module, form: str, log) -> bool:
-    import psutil
-
-    size = sum(p.numel() * p.element_size() for p in model.parameters())
-    needed = MEMORY_FRACTION.get(form, 1.0) * size + 2 * 2**30
-    available = psutil.virtual_memory().available
-    if available < needed:
-        log(f"  skipping {form}: {available / 2**30:.1f} GiB available, {needed / 2**30:.1f} needed")
-        return False
-    return True
+KNOWN_FORMS = ("fp32", "fp32-rows", "bf16", "int8-dyn", "int8-row", "int8-row-fp32head")
+# Forms measured together (interleaved) in one phase; each phase loads the model afresh, so no
+# more than one fp32 copy (plus a few int8 ones) is in memory at a time. int8-row is in every
+# phase as the common yardstick.
+DEFAULT_PHASES = "fp32,fp32-rows,int8-row;bf16,int8-dyn,int8-row;int8-row,int8-row-fp32head"
 
 
 def build_form(model: nn.Module, form: str) -> nn.Module:
+    """`form` made from the fp32 `model`, sharing every tensor it does not convert."""
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     if form == "fp32":
@@ -162,8 +153,6 @@ def build_form(model: nn.Module, form: str) -> nn.Module:
                 parent, _, child = name.rpartition(".")
                 setattr(rows.get_submodule(parent) if parent else rows, child, RowByRowLinear(module))
         return use_batch_invariant_attention(rows)
-    if form == "bf16":
-        return copy_sharing_tensors(model, lambda t: t.to(torch.bfloat16))
     if form == "int8-dyn":
         return quantize_dynamic(copy_sharing_tensors(model), {nn.Linear: per_channel_dynamic_qconfig},
                                 dtype=torch.qint8, inplace=True)
@@ -172,16 +161,26 @@ def build_form(model: nn.Module, form: str) -> nn.Module:
     if form == "int8-row-fp32head":
         return use_batch_invariant_attention(
             quantize_int8(copy_sharing_tensors(model), skip=("lm_head",)))
-    raise SystemExit(f"unknown form {form!r}; known: {', '.join(MEMORY_FRACTION)}")
+    raise SystemExit(f"unknown form {form!r}; known: {', '.join(KNOWN_FORMS)}")
 
 
-def make_forms(model: nn.Module, wanted: list[str], log=print) -> dict[str, nn.Module]:
-    forms = {}
-    for form in wanted:
-        if enough_memory(model, form, log):
-            forms[form] = build_form(model, form)
-            gc.collect()
-    return forms
+def load_phase(path: str, wanted: list[str]):
+    """Load the model once in fp32, build the phase's forms, return them and fp32 reference logits.
+
+    bf16 is loaded from disk in bf16 after the fp32 copy is dropped (when the phase does not
+    measure fp32 itself), so a phase never holds fp32 and bf16 copies of all weights at once.
+    """
+    tokenizer, model = load(path)
+    text_ids = tokenizer(ACCURACY_TEXT, return_tensors="pt").input_ids
+    with torch.inference_mode():
+        reference = model(text_ids).logits[0, ACCURACY_PREFILL:].float()
+    built = {form: build_form(model, form) for form in wanted if form != "bf16"}
+    if "bf16" in wanted:
+        del model
+        gc.collect()
+        built["bf16"] = load(path, torch.bfloat16)[1]
+    gc.collect()
+    return tokenizer, {form: built[form] for form in wanted}, reference
 
 
 def forward(model, input_ids, cache):
@@ -277,14 +276,11 @@ def chunked_logits(model, text_ids, chunk: int = MAX_M):
 
 
 @torch.inference_mode()
-def measure_accuracy(forms, text_ids) -> dict[str, dict]:
-    if "fp32" not in forms:
-        return {}
-    reference = forms["fp32"](text_ids).logits[0, ACCURACY_PREFILL:].float()
+def measure_accuracy(forms, text_ids, reference) -> dict[str, dict]:
     log_p_ref = torch.log_softmax(reference, -1)
     results = {}
     for name, model in forms.items():
-        if name in ("fp32", "fp32-rows"):
+        if name == "fp32-rows":  # the fp32 weights, one row at a time: slow, and as fp32
             continue
         logits = chunked_logits(model, text_ids)
         log_p = torch.log_softmax(logits, -1)
@@ -345,25 +341,24 @@ def greedy_acceptance(draft, sequences) -> float:
     return hits / total
 
 
-def benchmark_model(label, path, wanted, rounds, log, target_sequences=None):
-    log(f"loading {label}: {path}")
-    tokenizer, model = load_fp32(path)
+def run_phase(path, wanted, rounds, log, target_sequences=None, acceptance_done=()):
+    """Measure the forms of one phase; returns a dict of the measurements."""
+    tokenizer, forms, reference = load_phase(path, wanted)
     context_ids = tokenizer(CONTEXT_TEXT, return_tensors="pt").input_ids
     text_ids = tokenizer(ACCURACY_TEXT, return_tensors="pt").input_ids
-    forms = make_forms(model, wanted, log)
-    log(f"  forms: {', '.join(forms)}; context {context_ids.shape[1]} tokens, "
+    log(f"  phase {', '.join(forms)}: context {context_ids.shape[1]} tokens, "
         f"accuracy text {text_ids.shape[1]} tokens")
     invariance = {}
     for name, form in forms.items():
         invariance[name] = measure_invariance(form, context_ids)
         log(f"  invariance {name}: {invariance[name]}")
-    if "int8-row" in forms:  # the same int8 layers with transformers' sdpa attention
+    if "int8-row" in forms and "fp32" in forms:  # the int8 layers with transformers' sdpa attention
         form = forms["int8-row"]
         form.set_attn_implementation("sdpa")
         invariance["int8-row, sdpa attention"] = measure_invariance(form, context_ids)
         log(f"  invariance int8-row with sdpa: {invariance['int8-row, sdpa attention']}")
         use_batch_invariant_attention(form)
-    accuracy = measure_accuracy(forms, text_ids)
+    accuracy = measure_accuracy(forms, text_ids, reference)
     log(f"  accuracy: {accuracy}")
     sequences, acceptance = None, {}
     if target_sequences is None and "int8-row" in forms:
@@ -371,46 +366,72 @@ def benchmark_model(label, path, wanted, rounds, log, target_sequences=None):
         log(f"  greedy continuations of the int8-row target: {[ids.shape[1] - n for n, ids in sequences]}")
     if target_sequences is not None:
         for name, form in forms.items():
-            acceptance[name] = greedy_acceptance(form, target_sequences)
-            log(f"  greedy acceptance of {name} against the int8-row target: {acceptance[name]:.3f}")
+            if name not in acceptance_done:
+                acceptance[name] = greedy_acceptance(form, target_sequences)
+                log(f"  greedy acceptance of {name} against the int8-row target: {acceptance[name]:.3f}")
     speed = measure_speed(forms, context_ids, rounds, log)
-    del forms, model
+    del forms
     gc.collect()
-    return {"label": label, "path": path, "context": context_ids.shape[1],
-            "text": text_ids.shape[1], "speed": speed, "invariance": invariance,
-            "accuracy": accuracy, "sequences": sequences, "acceptance": acceptance}
+    return {"forms": wanted, "context": context_ids.shape[1], "text": text_ids.shape[1],
+            "speed": speed, "invariance": invariance, "accuracy": accuracy,
+            "sequences": sequences, "acceptance": acceptance}
+
+
+def benchmark_model(label, path, phases, rounds, log, target_sequences=None):
+    log(f"{label}: {path}")
+    results, acceptance = [], {}
+    for wanted in phases:
+        result = run_phase(path, wanted, rounds, log, target_sequences, acceptance_done=acceptance)
+        acceptance.update(result["acceptance"])
+        results.append(result)
+    sequences = next((r["sequences"] for r in results if r["sequences"] is not None), None)
+    return {"label": label, "path": path, "phases": results, "sequences": sequences,
+            "acceptance": acceptance, "speed": first_occurrences(results)}
+
+
+def first_occurrences(phase_results) -> dict[str, dict]:
+    speed = {}
+    for result in phase_results:
+        for name, measured in result["speed"].items():
+            speed.setdefault(name, measured)
+    return speed
 
 
 def render(results, command) -> str:
     lines = ["# Precision forms on CPU: speed, verify cost, accuracy, batch invariance", "",
              f"Command: `{command}`", "",
              f"Date: {datetime.date.today().isoformat()}. Machine: {machine_line()}.", "",
+             "Forms in one table were loaded together and measured interleaved; each table is a "
+             "fresh load (at most one fp32 copy in memory), int8-row is in each as the yardstick. "
              "t(m): one forward of m tokens over a KV cache of the context; tok/s = 1/t(1); "
              "v(k) = t(k+1)/t(1), median of per-round ratios. Invariant: the logits of 16 greedy "
              "tokens decoded one at a time equal, bit for bit, those of verify forwards of "
              f"{', '.join(map(str, VERIFY_CHUNKS))} tokens. Accuracy: a text read in verify chunks of "
              f"{MAX_M} tokens after a {ACCURACY_PREFILL}-token prefill, against one fp32 forward.", ""]
     for result in results:
+        first = result["phases"][0]
         lines += [f"## {result['label']} (`{result['path']}`)", "",
-                  f"Context {result['context']} tokens; accuracy text {result['text']} tokens.", "",
-                  "| form | tok/s | t(1) ms | " + " | ".join(f"v({k})" for k in range(1, MAX_M))
-                  + " | invariant | max abs diff | argmax agree | top-1 vs fp32 | KL vs fp32 |",
-                  "|---" * (MAX_M + 8) + "|"]
-        for name, speed in result["speed"].items():
-            inv = result["invariance"][name]
-            acc = result["accuracy"].get(name)
-            lines.append(
-                f"| {name} | {speed['tok_s']:.1f} | {speed['t1'] * 1e3:.0f} | "
-                + " | ".join(f"{speed['v'][k]:.2f}" for k in range(1, MAX_M))
-                + f" | {'yes' if inv['bitwise'] else 'no'} | {inv['max_abs_diff']:.2g} | "
-                f"{inv['argmax_agree']}/{inv['rows']} | "
-                + (f"{acc['top1_agree'] * 100:.1f}% | {acc['kl']:.4f} |" if acc else "ref | 0 |"))
-        for name, inv in result["invariance"].items():
-            if name not in result["speed"]:
-                lines.append(f"| {name} | | | " + " | " * (MAX_M - 1)
-                             + f" {'yes' if inv['bitwise'] else 'no'} | {inv['max_abs_diff']:.2g} | "
-                             f"{inv['argmax_agree']}/{inv['rows']} | | |")
-        lines.append("")
+                  f"Context {first['context']} tokens; accuracy text {first['text']} tokens.", ""]
+        for number, phase in enumerate(result["phases"], 1):
+            lines += [f"Phase {number}:", "",
+                      "| form | tok/s | t(1) ms | " + " | ".join(f"v({k})" for k in range(1, MAX_M))
+                      + " | invariant | max abs diff | argmax agree | top-1 vs fp32 | KL vs fp32 |",
+                      "|---" * (MAX_M + 8) + "|"]
+            for name, speed in phase["speed"].items():
+                inv = phase["invariance"][name]
+                acc = phase["accuracy"].get(name, {"top1_agree": float("nan"), "kl": float("nan")})
+                lines.append(
+                    f"| {name} | {speed['tok_s']:.1f} | {speed['t1'] * 1e3:.0f} | "
+                    + " | ".join(f"{speed['v'][k]:.2f}" for k in range(1, MAX_M))
+                    + f" | {'yes' if inv['bitwise'] else 'no'} | {inv['max_abs_diff']:.2g} | "
+                    f"{inv['argmax_agree']}/{inv['rows']} | {acc['top1_agree'] * 100:.1f}% | "
+                    f"{acc['kl']:.4f} |")
+            for name, inv in phase["invariance"].items():
+                if name not in phase["speed"]:
+                    lines.append(f"| {name} | | | " + " | " * (MAX_M - 1)
+                                 + f" {'yes' if inv['bitwise'] else 'no'} | {inv['max_abs_diff']:.2g} | "
+                                 f"{inv['argmax_agree']}/{inv['rows']} | | |")
+            lines.append("")
     if len(results) == 2 and results[1]["acceptance"]:
         lines += render_speedups(*results)
     return "\n".join(lines) + "\n"
@@ -447,19 +468,24 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="target: HF folder or .gguf file")
     parser.add_argument("--draft", help="draft: HF folder or .gguf file (measured after the target)")
-    parser.add_argument("--forms", default="fp32,fp32-rows,bf16,int8-dyn,int8-row,int8-row-fp32head")
+    parser.add_argument("--phases", default=DEFAULT_PHASES,
+                        help="forms measured together, phases separated by ';' "
+                             f"(forms: {', '.join(KNOWN_FORMS)})")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", default=str(Path(__file__).with_name("precision.md")))
     args = parser.parse_args(argv)
-    wanted = args.forms.split(",")
+    phases = [phase.split(",") for phase in args.phases.split(";")]
+    for form in (form for phase in phases for form in phase):
+        if form not in KNOWN_FORMS:
+            parser.error(f"unknown form {form!r}; known: {', '.join(KNOWN_FORMS)}")
     command = "python benchmarks/precision.py " + " ".join(sys.argv[1:] if argv is None else argv)
 
     def log(message):
         print(message, flush=True)
 
-    results = [benchmark_model("target", args.model, wanted, args.rounds, log)]
+    results = [benchmark_model("target", args.model, phases, args.rounds, log)]
     if args.draft:
-        results.append(benchmark_model("draft", args.draft, wanted, args.rounds, log,
+        results.append(benchmark_model("draft", args.draft, phases, args.rounds, log,
                                        target_sequences=results[0]["sequences"]))
     text = render(results, command)
     out = Path(args.out)

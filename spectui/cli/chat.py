@@ -7,6 +7,7 @@ lead's cli/app.py calls `register(app)`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -111,7 +112,16 @@ def run_chat(
     finally:
         if store is not None:
             store.close()
-    return app.return_code or 0
+    code = app.return_code or 0
+    from spectui.tui.worker import spectui_threads
+
+    if spectui_threads():
+        # A load or a forward pass that outlived the app: the interpreter would abort
+        # tearing down torch under it. Everything is saved; leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 @config_app.command("path")

@@ -29,7 +29,7 @@ from spectui.themes import (
 )
 from spectui.tui.keys import app_bindings
 from spectui.tui.messages import EngineFailed, EngineProgress, EngineReady
-from spectui.tui.worker import load_engine, start_thread
+from spectui.tui.worker import join_threads, load_engine, start_thread
 
 EngineFactory = Callable[[Callable[[str, int, int], None]], object]
 
@@ -97,6 +97,10 @@ class SpectuiApp(App):
         chat = self.chat_screen
         if chat is not None and chat.current is not None:
             chat.current.control.cancel()
+        # The engine ends a cancelled reply after the step in flight; closing it under a
+        # running forward pass would pull its caches away mid-step.
+        if not join_threads("spectui-reply-", timeout=15.0):
+            return
         if self.engine is not None:
             try:
                 self.engine.close()

@@ -33,6 +33,21 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
+def spectui_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("spectui-") and t.is_alive()]
+
+
+def join_threads(prefix: str, timeout: float) -> bool:
+    """Wait up to `timeout` s in all for the threads named prefix*; True if none is left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    for thread in spectui_threads():
+        if thread.name.startswith(prefix):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.name.startswith(prefix) for t in spectui_threads())
+
+
 def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Iterator, Sequence
 
 from spectui.engine import EngineInfo
@@ -46,12 +45,7 @@ class EmbeddedEngine:
             )
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
-            yield Done(
-                "error",
-                tuple(prompt_ids),
-                error=f"{type(error).__name__}: {error}",
-                engine_stats={"traceback": traceback.format_exc()},
-            )
+            yield Done("error", tuple(prompt_ids), error=f"{type(error).__name__}: {error}")
 
     def close(self) -> None:
         self.target.reset()
