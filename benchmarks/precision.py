@@ -30,11 +30,13 @@ import argparse
 import copy
 import datetime
 import gc
+import json
 import os
 import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -377,11 +379,49 @@ def run_phase(path, wanted, rounds, log, target_sequences=None, acceptance_done=
             "sequences": sequences, "acceptance": acceptance}
 
 
-def benchmark_model(label, path, phases, rounds, log, target_sequences=None):
+class PhaseStore:
+    """Finished phases kept in a JSON file, so a run that gets killed resumes where it stopped
+    (the machine is shared; a phase of the 1.5B model takes 10-20 minutes)."""
+
+    def __init__(self, path: str | None, rounds: int):
+        self.path = Path(path) if path else None
+        self.rounds = rounds
+        self.done = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+
+    def key(self, model_path: str, wanted, target_sequences) -> str:
+        return json.dumps([model_path, wanted, self.rounds, target_sequences is not None])
+
+    def get(self, key):
+        result = self.done.get(key)
+        if result is None:
+            return None
+        for measurements in result["speed"].values():  # JSON turned the int keys into strings
+            measurements["v"] = {int(k): v for k, v in measurements["v"].items()}
+        if result["sequences"] is not None:
+            result["sequences"] = [(n, torch.tensor(ids)) for n, ids in result["sequences"]]
+        return result
+
+    def put(self, key, result):
+        if self.path is None:
+            return
+        stored = dict(result)
+        if stored["sequences"] is not None:
+            stored["sequences"] = [(n, ids.tolist()) for n, ids in stored["sequences"]]
+        self.done[key] = stored
+        self.path.write_text(json.dumps(self.done))
+
+
+def benchmark_model(label, path, phases, rounds, log, store, target_sequences=None):
     log(f"{label}: {path}")
     results, acceptance = [], {}
     for wanted in phases:
-        result = run_phase(path, wanted, rounds, log, target_sequences, acceptance_done=acceptance)
+        key = store.key(path, wanted, target_sequences)
+        result = store.get(key)
+        if result is None:
+            result = run_phase(path, wanted, rounds, log, target_sequences, acceptance_done=acceptance)
+            store.put(key, result)
+        else:
+            log(f"  phase {', '.join(wanted)}: done in an earlier run ({store.path})")
         acceptance.update(result["acceptance"])
         results.append(result)
     sequences = next((r["sequences"] for r in results if r["sequences"] is not None), None)
@@ -473,6 +513,9 @@ def main(argv=None):
                              f"(forms: {', '.join(KNOWN_FORMS)})")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", default=str(Path(__file__).with_name("precision.md")))
+    parser.add_argument("--state", default=str(Path(tempfile.gettempdir()) / "spectui-precision.json"),
+                        help="finished phases are kept here; a rerun with the same arguments "
+                             "resumes ('' to disable)")
     args = parser.parse_args(argv)
     phases = [phase.split(",") for phase in args.phases.split(";")]
     for form in (form for phase in phases for form in phase):
@@ -483,9 +526,10 @@ def main(argv=None):
     def log(message):
         print(message, flush=True)
 
-    results = [benchmark_model("target", args.model, phases, args.rounds, log)]
+    store = PhaseStore(args.state, args.rounds)
+    results = [benchmark_model("target", args.model, phases, args.rounds, log, store)]
     if args.draft:
-        results.append(benchmark_model("draft", args.draft, phases, args.rounds, log,
+        results.append(benchmark_model("draft", args.draft, phases, args.rounds, log, store,
                                        target_sequences=results[0]["sequences"]))
     text = render(results, command)
     out = Path(args.out)

@@ -52,15 +52,18 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
     assert baseline == expected[: len(baseline)]
     assert len(baseline) == max_tokens or expected[len(baseline)] in engines["draft"].stop_ids
     for method, engine in engines.items():
-        accepted = rejected = 0
+        drafted = accepted = rejected = 0
         for k in range(1, 9):
             ids, steps = tokens_of(engine, messages, k, max_tokens)
             assert ids == baseline, f"{method} k={k} differs from plain greedy"
+            drafted += sum(s.num_drafted for s in steps)
             accepted += sum(s.num_accepted for s in steps)
             rejected += sum(s.sources.count(Source.RECOVERED) for s in steps)
-        assert accepted > 0, f"{method} never had a draft accepted"
+        # Not vacuous: drafts were verified. A short reply may repeat nothing of the
+        # prompt, so prompt lookup is only required to have proposed something.
+        assert drafted > 0, f"{method} never drafted"
         if method == "draft":
-            assert rejected > 0, "an int8 draft should disagree with the fp32 target sometimes"
+            assert accepted > 0 and rejected > 0, "a dynamic-int8 draft agrees often, not always"
 
 
 def test_default_pair_greedy_speculation_is_token_identical():
