@@ -223,7 +223,7 @@ def measure_speed(forms, context_ids, rounds: int, log) -> dict[str, dict]:
             order.shuffle(names)
             for name in names:
                 times[name][m].append(time_forward(forms[name], caches[name], new_ids[:, :m]))
-        log(f"  round {round_index + 1}/{rounds}: " + ", ".join(
+        log(f"  round {round_index + 1}/{rounds} (load {os.getloadavg()[0]:.1f}): " + ", ".join(
             f"{name} t1={times[name][1][-1] * 1e3:.0f}ms" for name in forms))
     results = {}
     for name in forms:
@@ -512,11 +512,14 @@ def main(argv=None):
                         help="forms measured together, phases separated by ';' "
                              f"(forms: {', '.join(KNOWN_FORMS)})")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("precision.md")))
     parser.add_argument("--state", default=str(Path(tempfile.gettempdir()) / "spectui-precision.json"),
                         help="finished phases are kept here; a rerun with the same arguments "
                              "resumes ('' to disable)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     phases = [phase.split(",") for phase in args.phases.split(";")]
     for form in (form for phase in phases for form in phase):
         if form not in KNOWN_FORMS:

@@ -19,14 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pty
-import select
-import signal
-import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 KEYS = {"f6": "\x1b[17~", "f5": "\x1b[15~"}
 KEY_INTERVAL = 0.15
+SETTLE_SECONDS = 1.0
 
 
 def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Path | None):
@@ -84,6 +79,11 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     class BenchApp(SpectuiApp):
         def on_engine_ready(self, message):
             super().on_engine_ready(message)
+            # The scripted engine is ready at once; a real one takes a minute, by which
+            # time the app's start-up work (first layout, footer, styles) is long done.
+            self.set_timer(SETTLE_SECONDS, self.start_stream)
+
+        def start_stream(self):
             record["stream_start"] = time.perf_counter()
             record["cpu_start"] = time.process_time()
             record["ui_cpu_start"] = time.thread_time()
@@ -103,56 +103,29 @@ def child(out: Path, rate: float, tokens: int, marker: Path) -> None:
 
 
 def run_in_pty(rate: float, tokens: int, size=(120, 40)) -> dict:
+    from terminal import run_in_terminal
+
     with tempfile.TemporaryDirectory() as scratch:
         out, marker = Path(scratch) / "record.json", Path(scratch) / "started"
-        master, slave = pty.openpty()
-        import fcntl
-        import termios
-
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-        env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", HF_HUB_OFFLINE="1")
-        process = subprocess.Popen(
-            [sys.executable, __file__, "--child", str(out), "--rate", str(rate), "--tokens", str(tokens), "--marker", str(marker)],
-            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, cwd=str(ROOT),
-        )
-        os.close(slave)
-        drained = {"bytes": 0}
-        stop = threading.Event()
-
-        def drain() -> None:  # a terminal that reads everything, as fast as it comes
-            while not stop.is_set():
-                ready, _, _ = select.select([master], [], [], 0.1)
-                if ready:
-                    try:
-                        drained["bytes"] += len(os.read(master, 1 << 16))
-                    except OSError:
-                        return
-
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
-        deadline = time.monotonic() + 120
-        while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.01)
         writes: list[float] = []
-        time.sleep(0.3)  # let the stream get going
-        while process.poll() is None and time.monotonic() < deadline:
-            key = KEYS["f6"] if len(writes) % 2 == 0 else KEYS["f5"]
-            writes.append(time.perf_counter())
-            os.write(master, key.encode())
-            time.sleep(KEY_INTERVAL)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
-            raise
-        stop.set()
-        reader.join(1)
-        os.close(master)
+
+        def type_keys(type_text, running) -> None:
+            time.sleep(0.3)  # let the stream get going
+            while running():
+                key = KEYS["f6"] if len(writes) % 2 == 0 else KEYS["f5"]
+                writes.append(time.perf_counter())
+                type_text(key)
+                time.sleep(KEY_INTERVAL)
+
+        terminal_bytes = run_in_terminal(
+            [__file__, "--child", str(out), "--rate", str(rate), "--tokens", str(tokens), "--marker", str(marker)],
+            size=size, timeout=180, started=marker, while_running=type_keys,
+        )
         if not out.exists():
             raise SystemExit("the app did not write its record (see --headless)")
         record = json.loads(out.read_text())
         record["writes"] = writes
-        record["terminal_bytes"] = drained["bytes"]
+        record["terminal_bytes"] = terminal_bytes
         return record
 
 

@@ -9,6 +9,7 @@ minutes); progress(stage, done, total) updates the bar. A failure shows as a mes
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,6 +28,7 @@ from spectui.themes import (
     theme_errors,
     theme_variables,
 )
+from spectui.tui.heap import collect_between_replies, defer_full_collections
 from spectui.tui.keys import app_bindings
 from spectui.tui.messages import EngineFailed, EngineProgress, EngineReady
 from spectui.tui.worker import join_threads, load_engine, start_thread
@@ -80,6 +82,8 @@ class SpectuiApp(App):
     def on_mount(self) -> None:
         from spectui.tui.screens.chat import ChatScreen
 
+        self._gc_thresholds = defer_full_collections()
+
         self.set_keymap(dict(self.config.keys))
         if self.config.theme in self.spectui_themes:
             self.theme = self.config.theme
@@ -94,6 +98,7 @@ class SpectuiApp(App):
         start_thread(lambda: load_engine(self.engine_factory, self.post_message, self.clock), "spectui-load")
 
     def on_unmount(self) -> None:
+        gc.set_threshold(*self._gc_thresholds)
         chat = self.chat_screen
         if chat is not None and chat.current is not None:
             chat.current.control.cancel()
@@ -165,6 +170,7 @@ class SpectuiApp(App):
         self.load_seconds = message.seconds
         self.loading_detail = ""
         self._engine_changed()
+        collect_between_replies()
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.engine_status = "failed"

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Input
 
 from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.store import Conversation
+from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import ReplyEnded, StepArrived, StoreFailed
 from spectui.tui.replay import problem_text, reply_summary, stored_reply
@@ -303,6 +304,7 @@ class ChatScreen(Screen):
             self.call_after_refresh(self.conversation.scroll_end, animate=False)
         self.refresh_bar()
         self.refresh_panels()
+        self.call_after_refresh(collect_between_replies)
 
     def _record_reply(self, message_id, content, finish_reason, error, stats) -> None:
         if self.app.store is None or message_id is None:

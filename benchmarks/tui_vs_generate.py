@@ -1,0 +1,177 @@
+"""Tokens/s of one real reply inside the TUI against `spectui generate`'s path, in one run.
+
+    python benchmarks/tui_vs_generate.py [--model M] [--draft D] [--method draft|ngram]
+        [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--json]
+
+One process loads the engine once, then alternates (order flipped each round):
+  generate  run_reply() on the main thread, nothing else running — what `spectui generate` does;
+  tui       the chat app in a real pseudo-terminal (Linux driver, this script's parent reads
+            every byte), the prompt sent as if typed, the reply streamed to the end.
+Both use the same prompt at temperature 0, so their tokens must be identical (checked).
+It reports, per path, the engine-timed rate (tokens / the engine's own seconds, the number
+both `generate` and the chat panel show) and the wall rate (tokens / time from sending the
+prompt to the last token — on screen, for the TUI), and the TUI/generate ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring."
+SETTLE_SECONDS = 1.0
+
+
+class KeepOpen:
+    """The engine, with close() left to this script: the app closes its engine on exit."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def close(self) -> None:
+        pass
+
+
+def generate_once(engine, messages, params, control_args) -> dict:
+    from spectui.events import Control
+    from spectui.run import run_reply
+
+    started = time.perf_counter()
+    reply = run_reply(engine, messages, params, Control(**control_args))
+    wall = time.perf_counter() - started
+    stats = reply.stats
+    return {"token_ids": reply.token_ids, "tokens": stats.num_tokens, "engine_seconds": stats.seconds,
+            "wall_seconds": wall, "gamma": stats.gamma}
+
+
+def tui_once(engine, config, prompt: str) -> dict:
+    from spectui.tui.app import SpectuiApp
+    from spectui.tui.screens.chat import ChatScreen
+
+    record: dict = {}
+
+    class BenchChat(ChatScreen):
+        def send(self, text):
+            record["sent"] = time.perf_counter()
+            record["ui_cpu_start"] = time.thread_time()
+            super().send(text)
+
+        def on_reply_ended(self, message):
+            super().on_reply_ended(message)
+            tracker = self.last_reply
+            record["shown"] = time.perf_counter()  # the last token has been drawn by now
+            record["ui_cpu_seconds"] = time.thread_time() - record["ui_cpu_start"]
+            stats = tracker.stats()
+            record.update(token_ids=[t for step in tracker.steps for t in step.token_ids], tokens=stats.num_tokens,
+                          engine_seconds=stats.seconds, gamma=stats.gamma)
+            self.app.exit()
+
+    class BenchApp(SpectuiApp):
+        def push_screen(self, screen, *args, **kwargs):
+            if type(screen) is ChatScreen:
+                screen = BenchChat()
+            return super().push_screen(screen, *args, **kwargs)
+
+        def on_engine_ready(self, message):
+            super().on_engine_ready(message)
+            self.set_timer(SETTLE_SECONDS, lambda: self.chat_screen.send(prompt))
+
+    BenchApp(lambda progress: KeepOpen(engine), config, None).run()
+    record["wall_seconds"] = record["shown"] - record["sent"]
+    return record
+
+
+def child(args, out: Path) -> None:
+    from spectui.config import ChatConfig, engine_options
+    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.events import GenerationParams
+
+    config = ChatConfig(model=args.model, draft=args.draft, method=args.method, k=args.k,
+                        temperature=0.0, max_tokens=args.max_tokens)
+    engine = build_embedded_engine(engine_options(config))
+    messages = [{"role": "user", "content": args.prompt}]
+    params = GenerationParams(max_tokens=args.max_tokens, top_p=1.0, seed=0)
+    runs: dict[str, list[dict]] = {"generate": [], "tui": []}
+    generate_once(engine, messages, params, {"k": args.k, "temperature": 0.0})  # warm-up
+    for round_index in range(args.rounds):
+        order = ["generate", "tui"] if round_index % 2 == 0 else ["tui", "generate"]
+        for path in order:
+            if path == "generate":
+                runs[path].append(generate_once(engine, messages, params, {"k": args.k, "temperature": 0.0}))
+            else:
+                runs[path].append(tui_once(engine, config, args.prompt))
+    info = engine.info
+    engine.close()
+    out.write_text(json.dumps({"runs": runs, "engine": {"target": info.target, "draft": info.draft,
+                                                        "method": info.method, "dtype": info.dtype}}))
+
+
+def summarize(record: dict, args) -> dict:
+    runs = record["runs"]
+    reference = runs["generate"][0]["token_ids"]
+    identical = all(run["token_ids"] == reference for path in runs for run in runs[path])
+    rate = {}
+    for path, path_runs in runs.items():
+        rate[path] = {
+            "engine_tokens_per_s": statistics.median(r["tokens"] / r["engine_seconds"] for r in path_runs),
+            "wall_tokens_per_s": statistics.median(r["tokens"] / r["wall_seconds"] for r in path_runs),
+        }
+    return {
+        **record["engine"],
+        "k": args.k,
+        "tokens": runs["generate"][0]["tokens"],
+        "rounds": args.rounds,
+        "identical_tokens": identical,
+        "gamma": round(runs["generate"][0]["gamma"] or 0.0, 3),
+        **{f"{path}_{name}": round(value, 2) for path in rate for name, value in rate[path].items()},
+        "tui_over_generate_engine": round(rate["tui"]["engine_tokens_per_s"] / rate["generate"]["engine_tokens_per_s"], 4),
+        "tui_over_generate_wall": round(rate["tui"]["wall_tokens_per_s"] / rate["generate"]["wall_tokens_per_s"], 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model")
+    parser.add_argument("--draft")
+    parser.add_argument("--method", default="draft")
+    parser.add_argument("-k", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args, args.child)
+        return
+    from terminal import run_in_terminal
+
+    passed = [arg for arg in sys.argv[1:] if arg != "--json"]
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "record.json"
+        print("loading the engine and running both paths in a terminal (a few minutes)...", file=sys.stderr)
+        run_in_terminal([__file__, *passed, "--child", str(out)], timeout=3600)
+        if not out.exists():
+            raise SystemExit("the benchmark child did not finish; run it with --child FILE to see why")
+        summary = summarize(json.loads(out.read_text()), args)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        width = max(len(key) for key in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
