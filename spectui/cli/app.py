@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
-from typing import Optional
 
 import typer
 
 from spectui.cli import fail
+from spectui.cli.engine_options import (
+    DEFAULTS,
+    DeviceOption,
+    DraftOption,
+    Dtype,
+    DtypeOption,
+    KOption,
+    LookupMaxOption,
+    LookupMinOption,
+    MaxTokensOption,
+    Method,
+    MethodOption,
+    ModelOption,
+    PromptArgument,
+    SeedOption,
+    SystemOption,
+    TemperatureOption,
+    TopPOption,
+    engine_options,
+)
 from spectui.errors import SpectuiError
 
 app = typer.Typer(
@@ -27,19 +45,6 @@ def _register_chat() -> None:
     register(app)
 
 
-class Method(str, Enum):
-    draft = "draft"
-    ngram = "ngram"
-
-
-class Dtype(str, Enum):
-    auto = "auto"
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
-    int8 = "int8"
-
-
 @app.callback(invoke_without_command=True)
 def main_callback(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:
@@ -48,33 +53,80 @@ def main_callback(ctx: typer.Context) -> None:
 
 @app.command()
 def generate(
-    prompt: str = typer.Argument(..., help="The user message."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
-    method: Method = typer.Option(Method.draft, "--method", help="Where drafts come from."),
-    k: int = typer.Option(4, "--k", "-k", help="Draft tokens per step, 0-16 (0 = plain decoding)."),
-    temperature: float = typer.Option(0.0, "--temperature", "-t", help="0 = greedy."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling mass, (0, 1]."),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Stop after this many tokens."),
-    seed: int = typer.Option(0, "--seed", help="Seed for sampling."),
-    dtype: Dtype = typer.Option(Dtype.auto, "--dtype", help="Target precision (auto picks the fastest lossless one)."),
-    device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N or auto."),
-    lookup_min: int = typer.Option(1, "--lookup-min", help="ngram: shortest n-gram to match."),
-    lookup_max: int = typer.Option(4, "--lookup-max", help="ngram: longest n-gram to match."),
-    system: Optional[str] = typer.Option(None, "--system", help="A system message."),
+    prompt: PromptArgument,
+    model: ModelOption = DEFAULTS.model,
+    draft: DraftOption = DEFAULTS.draft,
+    method: MethodOption = Method(DEFAULTS.method),
+    k: KOption = DEFAULTS.k,
+    temperature: TemperatureOption = DEFAULTS.temperature,
+    top_p: TopPOption = DEFAULTS.top_p,
+    max_tokens: MaxTokensOption = DEFAULTS.max_tokens,
+    seed: SeedOption = DEFAULTS.seed,
+    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
+    device: DeviceOption = DEFAULTS.device,
+    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
+    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    system: SystemOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
 ) -> None:
     """Generate one reply headless: coloured by token source, or as JSON."""
     from spectui.cli.generate import run_generate
-    from spectui.options import EngineOptions
 
     try:
-        options = EngineOptions.checked(
-            model=model, draft=draft, method=method.value, k=k, temperature=temperature,
-            top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype.value, device=device,
+        options = engine_options(
+            model=model, draft=draft, method=method, k=k, temperature=temperature,
+            top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
             lookup_min=lookup_min, lookup_max=lookup_max,
         )
         code = run_generate(options, prompt, system=system, as_json=as_json)
+    except SpectuiError as error:
+        fail(error)
+    raise typer.Exit(code)
+
+
+@app.command()
+def compare(
+    prompt: PromptArgument,
+    model: ModelOption = DEFAULTS.model,
+    draft: DraftOption = DEFAULTS.draft,
+    method: MethodOption = Method(DEFAULTS.method),
+    k: KOption = DEFAULTS.k,
+    temperature: TemperatureOption = DEFAULTS.temperature,
+    top_p: TopPOption = DEFAULTS.top_p,
+    max_tokens: MaxTokensOption = DEFAULTS.max_tokens,
+    seed: SeedOption = DEFAULTS.seed,
+    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
+    device: DeviceOption = DEFAULTS.device,
+    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
+    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    system: SystemOption = None,
+    runs: int = typer.Option(3, "--runs", help="Runs per path, 1-50; the median run is reported."),
+    engine: str = typer.Option("embedded", "--engine", help="embedded (vllm comes later)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (headless)."),
+    table: bool = typer.Option(False, "--table", help="Print a table (headless)."),
+) -> None:
+    """Speculative against plain decoding (k = 0) on one engine: speed and identical output.
+
+    Opens the compare view in the chat app; --json or --table run headless.
+    """
+    from spectui.cli.compare import check_compare_options, run_compare
+
+    try:
+        check_compare_options(runs=runs, engine=engine)
+        options = engine_options(
+            model=model, draft=draft, method=method, k=k, temperature=temperature,
+            top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
+            lookup_min=lookup_min, lookup_max=lookup_max,
+        )
+        if not (as_json or table):
+            from spectui.cli.chat import run_chat
+
+            overrides = dict(
+                model=model, draft=draft, method=options.method, k=k, temperature=temperature, top_p=top_p,
+                max_tokens=max_tokens, seed=seed, dtype=options.dtype, device=device, system=system,
+            )
+            raise typer.Exit(run_chat(overrides, compare_prompt=prompt))
+        code = run_compare(options, prompt, system=system, runs=runs, as_json=as_json)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

@@ -85,14 +85,23 @@ def run_chat(
     conversation_id: int | None = None,
     history: bool = True,
     engine_factory=None,
+    compare_prompt: str | None = None,
 ) -> int:
-    """Config file < CLI options; open history; run the app. engine_factory overrides --engine."""
+    """Config file < CLI options; open history; run the app. engine_factory overrides --engine.
+    compare_prompt opens the compare view on it as soon as the engine is ready."""
     from spectui.config import load_config
     from spectui.store import Store, StoreError, default_store_path
 
     if conversation_id is not None and not resume:
         raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
     config = load_config().with_overrides(**overrides)
+    if engine_factory is None and config.engine == "embedded":
+        from spectui.models.registry import DEFAULT_TARGET, resolve
+
+        # A misspelt name is a one-line error here, not a failed load inside the app.
+        for name in (config.model or DEFAULT_TARGET, config.draft):
+            if name is not None:
+                resolve(name)
     factory = engine_factory or engine_factory_for(config)
     store = Store(default_store_path()) if history else None
     conversation = None
@@ -106,7 +115,7 @@ def run_chat(
 
     from spectui.tui.app import SpectuiApp
 
-    app = SpectuiApp(factory, config, store, resume=conversation)
+    app = SpectuiApp(factory, config, store, resume=conversation, compare_prompt=compare_prompt)
     try:
         app.run()
     finally:

@@ -56,6 +56,7 @@ class SpectuiApp(App):
         themes: dict[str, SpectuiTheme] | None = None,
         screenshot_dir: Path | None = None,
         cursor_blink: bool = True,
+        compare_prompt: str | None = None,
     ) -> None:
         super().__init__()
         self.engine_factory = engine_factory
@@ -68,6 +69,7 @@ class SpectuiApp(App):
         self.spectui_themes = themes if themes is not None else load_themes()
         self.screenshot_dir = screenshot_dir or Path.cwd()
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
+        self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.engine = None
         self.engine_status = "loading"  # loading, ready, failed
         self.engine_error = ""
@@ -171,6 +173,10 @@ class SpectuiApp(App):
         self.loading_detail = ""
         self._engine_changed()
         collect_between_replies()
+        if self.compare_prompt is not None and self.chat_screen is not None:
+            system = self.config.system
+            opening = [{"role": "system", "content": system}] if system else []
+            self.chat_screen.open_compare([*opening, {"role": "user", "content": self.compare_prompt}])
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.engine_status = "failed"

@@ -12,6 +12,9 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "history": ("app.history", "history"),
     "engine_info": ("engine_info", "info"),
     "compare": ("compare", "compare"),
+    "rerun": ("rerun", "rerun"),
+    "sweep": ("sweep", "sweep k"),
+    "swap_method": ("swap_method", "method"),
     "k_down": ("k(-1)", "k−"),
     "k_up": ("k(1)", "k+"),
     "temperature_down": ("temperature(-1)", "T−"),
@@ -24,6 +27,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "screenshot": ("app.screenshot", "shot"),
 }
 APP_LEVEL = ("help", "history", "theme", "screenshot")
+COMPARE_ONLY = ("rerun", "sweep", "swap_method")
+COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
 
 
 def bindings(ids) -> list[Binding]:
@@ -34,7 +39,11 @@ def bindings(ids) -> list[Binding]:
 
 
 def chat_bindings() -> list[Binding]:
-    return bindings([i for i in ACTIONS if i not in APP_LEVEL])
+    return bindings([i for i in ACTIONS if i not in APP_LEVEL + COMPARE_ONLY])
+
+
+def compare_bindings() -> list[Binding]:
+    return bindings(COMPARE)
 
 
 def app_bindings() -> list[Binding]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from spectui.engine import EngineInfo
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
@@ -19,6 +21,27 @@ class EmbeddedEngine:
         self.proposer = proposer
         self.info = info
         self.stop_ids = stop_token_ids(target_model, tokenizer)
+        # Every proposer built so far, shared by the variants from with_method.
+        self._proposers: dict[str, Proposer | None] = {info.method: proposer}
+        self._draft_name = info.draft
+
+    def with_method(self, method: str) -> "EmbeddedEngine":
+        """The same target (weights and cache shared), drafting by `method` instead.
+
+        Prompt lookup needs nothing loaded; a draft model must have been loaded with
+        this engine. The variants must not stream at the same time: they share a cache.
+        """
+        from spectui.engines.embedded.proposers import NgramProposer
+        from spectui.errors import UsageError
+
+        if method not in self._proposers:
+            if method != "ngram":
+                raise UsageError(f"no draft model is loaded: start with --method {method} to use it")
+            self._proposers[method] = NgramProposer()
+        variant = copy.copy(self)
+        variant.proposer = self._proposers[method]
+        variant.info = replace(self.info, method=method, draft=self._draft_name if method == "draft" else None)
+        return variant
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, messages)

@@ -35,6 +35,24 @@ TEMPERATURE_STEP = 0.1
 TEMPERATURE_MAX = 2.0
 
 
+class ConversationScroll(VerticalScroll):
+    """The conversation; it follows a streaming reply until the user scrolls up.
+
+    Following is a state, not read back from the geometry: a scroll to the text's end can
+    be cut short by a layout that has not grown the reply yet, which looks just like a
+    user who scrolled up a little.
+    """
+
+    following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if new_value < old_value:  # while a reply streams, only the user scrolls up
+            self.following = False
+        elif new_value >= self.max_scroll_y:
+            self.following = True
+
+
 @dataclass
 class ActiveReply:
     reply_id: int
@@ -88,7 +106,7 @@ class ChatScreen(Screen):
         yield self.param_bar
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                yield VerticalScroll(id="conversation")
+                yield ConversationScroll(id="conversation")
                 yield Input(placeholder="Message the model · Enter sends · F1 help", id="prompt")
             yield self.stats_panel
         yield Footer(compact=True)
@@ -110,8 +128,8 @@ class ChatScreen(Screen):
         return [{"role": "system", "content": system}] if system else []
 
     @property
-    def conversation(self) -> VerticalScroll:
-        return self.query_one("#conversation", VerticalScroll)
+    def conversation(self) -> ConversationScroll:
+        return self.query_one("#conversation", ConversationScroll)
 
     def engine_changed(self) -> None:
         """The app's engine state moved (loading, ready, failed): redraw the bar."""
@@ -188,6 +206,7 @@ class ChatScreen(Screen):
         view.token_view.streaming = True
         self.conversation.mount(view)
         self.conversation.scroll_end(animate=False)
+        self.conversation.following = True
         control = Control(k=self.k, temperature=self.temperature)
         self.current = ActiveReply(reply_id, view, ReplyTracker(app.clock()), control, message_id)
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
@@ -251,7 +270,7 @@ class ChatScreen(Screen):
             current.tracker.add(arrived.step, arrived.arrived)
             chunks.extend(display_chunks(arrived.step, arrived.pieces, arrived.ghost))
         token_view = current.view.token_view
-        following = self._text_end_visible(token_view)
+        following = self.conversation.following
         token_view.append_chunks(chunks)
         if following:
             self.call_after_refresh(self._follow, token_view)
@@ -265,9 +284,6 @@ class ChatScreen(Screen):
         top = token_view.region.y - conversation.content_region.y + conversation.scroll_y
         return max(0, top + token_view.num_text_lines - conversation.content_region.height)
 
-    def _text_end_visible(self, token_view) -> bool:
-        return self.conversation.scroll_y >= self._text_end_scroll_y(token_view) - 1
-
     def _follow(self, token_view) -> None:
         target = self._text_end_scroll_y(token_view)
         if target > self.conversation.scroll_y:
@@ -280,7 +296,7 @@ class ChatScreen(Screen):
             return
         if self.current is None or message.reply_id != self.current.reply_id:
             return
-        following = self._text_end_visible(self.current.view.token_view)
+        following = self.conversation.following
         self.flush_steps()
         current, self.current = self.current, None
         done = message.done
@@ -404,9 +420,24 @@ class ChatScreen(Screen):
         self.app.push_screen(InfoScreen(self.session.engine_stats))
 
     def action_compare(self) -> None:
+        last_user = max((i for i, m in enumerate(self.messages) if m["role"] == "user"), default=None)
+        if last_user is None:
+            self.notify("Send a prompt first: the compare view runs the last one.")
+        else:
+            self.open_compare(self.messages[: last_user + 1])
+
+    def open_compare(self, messages: list[Message]) -> None:
         from spectui.tui.screens.compare import CompareScreen
 
-        self.app.push_screen(CompareScreen())
+        engine = self.app.engine
+        if engine is None:
+            self.notify("The engine is not ready yet.")
+        elif self.current is not None:
+            self.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
+        else:
+            config = self.app.config
+            params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
+            self.app.push_screen(CompareScreen(engine, list(messages), params, self.k, self.temperature))
 
     # history
 

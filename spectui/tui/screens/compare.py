@@ -1,30 +1,441 @@
-"""Compare view: a placeholder until the compare issue fills it."""
+"""Compare view: the same prompt, speculative and baseline (k = 0), side by side.
+
+Runs go through spectui.compare, one after the other on the one engine (never at the same
+time: they would slow each other down), alternating which path goes first. Each pane shows
+the latest run of its path as it streams; the result line shows medians over every run
+with the current settings, so the speedup is computed from exactly the runs shown.
+A change of k, temperature or method starts a new comparison: older runs used other
+settings and would skew the medians.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message as TextualMessage
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from spectui.compare import (
+    PATHS, Comparison, SweepPoint, TimedRun, alternating_order, best_k, run_pair, sweep_k, warm_up,
+)
+from spectui.events import K_MAX, Control, GenerationParams, Message
+from spectui.tui.charts import bar
+from spectui.tui.keys import compare_bindings
+from spectui.tui.token_pieces import StepPieces, decoder_for, display_chunks
+from spectui.tui.widgets.token_view import TokenView
+from spectui.tui.worker import one_line, start_thread
+
+FRAME_SECONDS = 1 / 30
+TEMPERATURE_STEP = 0.1
+TEMPERATURE_MAX = 2.0
+SWEEP_KS = range(0, 9)
+TITLES = {"speculative": "Speculative", "baseline": "Baseline (k = 0)"}
 
 
-class CompareScreen(ModalScreen):
-    BINDINGS = [Binding("escape,f4,q", "app.pop_screen", "close")]
+class RunEnded(TextualMessage):
+    def __init__(self, generation: int, run: TimedRun) -> None:
+        super().__init__()
+        self.generation = generation
+        self.run = run
+
+
+class WorkEnded(TextualMessage):
+    """A round or a sweep finished (or failed with `error`)."""
+
+    def __init__(self, generation: int, error: str | None = None) -> None:
+        super().__init__()
+        self.generation = generation
+        self.error = error
+
+
+class SweepPointArrived(TextualMessage):
+    def __init__(self, generation: int, point: SweepPoint) -> None:
+        super().__init__()
+        self.generation = generation
+        self.point = point
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    path: str
+    k: int
+    number: int  # 1-based, within its path
+
+
+@dataclass(frozen=True, slots=True)
+class StepShown:
+    path: str
+    chunks: list[tuple[str, str]]
+
+
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{unit}"
+
+
+def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str:
+    if run is None:
+        return "waiting for its turn"
+    stats = run.reply.stats
+    done = run.reply.done
+    ttft = done.time_to_first_token if done is not None and done.time_to_first_token > 0 else None
+    parts = [
+        f"{fmt(run.tokens_per_s, '.1f')} tok/s (median {fmt(comparison.median_tokens_per_s(path), '.1f')})",
+        f"TTFT {fmt(ttft, '.2f', ' s')}",
+        f"{stats.num_tokens} tokens in {stats.num_steps} steps",
+    ]
+    if path == "speculative":
+        parts.append(f"γ {fmt(stats.gamma, '.2f')}")
+    if not run.finished:
+        parts.append(run.finish_reason or "unfinished")
+    return " · ".join(parts)
+
+
+def result_text(comparison: Comparison) -> tuple[str, bool]:
+    """The result line and whether it reports a problem."""
+    counts = [len(comparison.finished_of(path)) for path in PATHS]
+    if min(counts) == 0:
+        return "the result shows once both paths have run", False
+    parts = [
+        f"speedup ×{fmt(comparison.speedup, '.2f')} (median of {counts[0]} speculative, {counts[1]} baseline runs)",
+        f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
+    ]
+    if comparison.overlapping():
+        return " · ".join(parts + ["RUNS OVERLAPPED: timing invalid"]), True
+    identical = comparison.identical
+    if identical is None:
+        parts.append("T > 0: replies may differ")
+    elif identical:
+        parts.append("token-identical ✓")
+    else:
+        parts.append(f"DIFFERENT at token {comparison.difference}: lossless decoding is broken")
+        return " · ".join(parts), True
+    return " · ".join(parts), False
+
+
+def sweep_lines(points: list[SweepPoint], width: int = 24) -> list[str]:
+    """One line per k: a bar of tokens/s, the value, γ, and the best k marked."""
+    best = best_k(points)
+    fastest = max((p.tokens_per_s or 0.0 for p in points), default=0.0) or 1.0
+    lines = []
+    for point in points:
+        mark = "  ◀ best" if best is not None and point.k == best.k else ""
+        gamma = "  γ –   " if point.gamma is None else f"  γ {point.gamma:.2f}"
+        lines.append(
+            f"k={point.k:<2} {bar((point.tokens_per_s or 0.0) / fastest, width)} "
+            f"{fmt(point.tokens_per_s, '6.1f')} tok/s{gamma}{mark}"
+        )
+    return lines
+
+
+class ComparePane(Vertical):
     DEFAULT_CSS = """
-    CompareScreen { align: center middle; }
-    CompareScreen > Vertical {
-        width: 64; height: auto; padding: 1 2;
-        background: $panel; border: round $primary;
-    }
-    CompareScreen .title { text-style: bold; color: $primary; }
+    ComparePane { width: 1fr; height: 1fr; padding: 0 1; border: round $primary 40%; }
+    ComparePane > .pane-title { text-style: bold; color: $primary; }
+    ComparePane > VerticalScroll { height: 1fr; }
+    ComparePane > .pane-stats { color: $text-muted; height: auto; }
     """
 
+    def __init__(self, path: str) -> None:
+        super().__init__(id=f"pane-{path}")
+        self.path = path
+        self.title = Static(TITLES[path], classes="pane-title")
+        self.scroll = VerticalScroll()
+        self.stats = Static("waiting for its turn", classes="pane-stats")
+        self.token_view: TokenView | None = None
+
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Compare view: coming soon", classes="title")
-            yield Static(
-                "It will run the same prompt twice, speculative and plain (k = 0, every token "
-                "from the target), side by side, with tokens/s and the speedup.\n\n"
-                "Esc closes this."
+        yield self.title
+        yield self.scroll
+        yield self.stats
+
+    def start_run(self, k: int, number: int) -> None:
+        detail = f"k = {k}" if self.path == "speculative" else "every token from the target"
+        self.title.update(Content(f"{TITLES[self.path]} · {detail} · run {number}"))
+        self.stats.update(Content("streaming…"))
+        self.scroll.remove_children()
+        self.token_view = TokenView()
+        self.token_view.streaming = True
+        self.scroll.mount(self.token_view)
+
+    def append(self, chunks: list[tuple[str, str]]) -> None:
+        if self.token_view is not None:
+            self.token_view.append_chunks(chunks)
+            self.scroll.scroll_end(animate=False)
+
+    def end_run(self, summary: str) -> None:
+        if self.token_view is not None:
+            self.token_view.streaming = False
+        self.stats.update(Content(summary))
+
+
+class CompareScreen(Screen):
+    BINDINGS = [*compare_bindings(), Binding("q", "close", "close", show=False)]
+    DEFAULT_CSS = """
+    CompareScreen { layout: vertical; }
+    CompareScreen > #compare-head { height: auto; padding: 0 1; background: $panel; }
+    CompareScreen > #panes { height: 1fr; }
+    CompareScreen > #result { height: auto; padding: 0 1; text-style: bold; color: $success; }
+    CompareScreen > #result.-problem { color: $error; }
+    CompareScreen > #sweep { height: auto; padding: 0 1; display: none; }
+    CompareScreen > #sweep.-shown { display: block; }
+    """
+
+    def __init__(self, engine, messages: list[Message], params: GenerationParams, k: int, temperature: float) -> None:
+        super().__init__()
+        self.base_engine = engine
+        self.engine = engine
+        self.method = engine.info.method
+        self.messages = messages
+        self.params = params
+        self.k = max(1, k)  # the speculative side drafts, or there is nothing to compare
+        self.temperature = temperature
+        self.comparison = Comparison([], temperature)
+        self.sweep_points: list[SweepPoint] = []
+        self.inbox: deque[RunStarted | StepShown] = deque()
+        self.generation = 0  # bumped whenever settings change: stale results are dropped
+        self.busy = False
+        self.busy_with = ""
+        self.rerun_when_idle = False
+        self.control: Control | None = None
+        self.stop_sweep = threading.Event()
+        self.head = Static("", id="compare-head")
+        self.panes = {path: ComparePane(path) for path in PATHS}
+        self.result = Static("", id="result")
+        self.sweep = Static("", id="sweep")
+
+    def compose(self) -> ComposeResult:
+        yield self.head
+        with Horizontal(id="panes"):
+            yield self.panes["speculative"]
+            yield self.panes["baseline"]
+        yield self.result
+        yield self.sweep
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.set_interval(FRAME_SECONDS, self.flush, name="frame")
+        self.refresh_head()
+        self.action_rerun()
+
+    # what is shown
+
+    def refresh_head(self) -> None:
+        info = self.engine.info
+        prompt = next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
+        prompt = prompt if len(prompt) <= 70 else prompt[:69] + "…"
+        draft = f" drafted by {info.draft}" if info.method == "draft" and info.draft else ""
+        status = f" · {self.busy_with}" if self.busy else ""
+        self.head.update(Content(
+            f"Compare · {info.target}{draft} · method {info.method} · k = {self.k} · T = {self.temperature:.2f} "
+            f"· seed {self.params.seed}{status}\n“{prompt}”"
+        ))
+
+    def refresh_result(self) -> None:
+        text, problem = result_text(self.comparison)
+        self.result.update(Content(text))
+        self.result.set_class(problem, "-problem")
+
+    def flush(self) -> None:
+        pending: dict[str, list[tuple[str, str]]] = {}
+        while self.inbox:
+            item = self.inbox.popleft()
+            if isinstance(item, RunStarted):
+                self._append_pending(pending)
+                pending = {}
+                self.panes[item.path].start_run(item.k, item.number)
+            else:
+                pending.setdefault(item.path, []).extend(item.chunks)
+        self._append_pending(pending)
+
+    def _append_pending(self, pending: dict[str, list[tuple[str, str]]]) -> None:
+        for path, chunks in pending.items():
+            self.panes[path].append(chunks)
+
+    # work in a thread
+
+    def _start(self, what: str, body) -> None:
+        self.busy, self.busy_with = True, what
+        generation = self.generation
+        post = self.post_message
+
+        def work() -> None:
+            try:
+                body(generation)
+            except Exception as error:  # shown on screen; the chat behind is untouched
+                post(WorkEnded(generation, one_line(error)))
+            else:
+                post(WorkEnded(generation))
+
+        start_thread(work, name="spectui-compare")
+        self.refresh_head()
+
+    def _control_factory(self, start_index: dict[str, int]):
+        numbers = dict(start_index)
+
+        def make(path: str, k: int, temperature: float) -> Control:
+            control = Control(k, temperature)
+            self.control = control
+            numbers[path] = numbers.get(path, 0) + 1
+            self.inbox.append(RunStarted(path, k, numbers[path]))
+            return control
+
+        return make
+
+    def _cancellable(self, path: str, k: int, temperature: float) -> Control:
+        self.control = Control(k, temperature)
+        return self.control
+
+    def _on_step_factory(self):
+        splitter = StepPieces(decoder_for(self.engine))
+
+        def on_step(path, step) -> None:
+            pieces, ghost = splitter.split(step)
+            self.inbox.append(StepShown(path, display_chunks(step, pieces, ghost)))
+
+        return on_step
+
+    def action_rerun(self) -> None:
+        if self.busy:
+            self.notify("A run is in progress; Esc cancels it.")
+            return
+        self.sweep.remove_class("-shown")
+        start_index = {path: len(self.comparison.of(path)) for path in PATHS}
+        order = alternating_order(min(start_index.values()))
+        engine, messages, params, k, temperature = self.engine, self.messages, self.params, self.k, self.temperature
+        post = self.post_message
+
+        def body(generation: int) -> None:
+            # The first round of a comparison would otherwise pay one-off costs (caches,
+            # first forward of a new k) that the later rounds do not.
+            if not any(start_index.values()) and not warm_up(engine, messages, params, k, temperature, self._cancellable):
+                return
+            run_pair(
+                engine, messages, params, k, temperature, order=order,
+                on_step=self._on_step_factory(),
+                on_run=lambda run: post(RunEnded(generation, run)),
+                control_factory=self._control_factory(start_index),
+                start_index=start_index,
             )
+
+        self._start(f"running {' then '.join(order)}", body)
+
+    def action_sweep(self) -> None:
+        if self.busy:
+            self.notify("A run is in progress; Esc cancels it.")
+            return
+        self.sweep_points = []
+        self.sweep.add_class("-shown")
+        self.sweep.update(Content("sweeping k = 0..8, one run each…"))
+        self.stop_sweep.clear()
+        engine, messages, params, temperature = self.engine, self.messages, self.params, self.temperature
+        post = self.post_message
+
+        def body(generation: int) -> None:
+            if not warm_up(engine, messages, params, max(SWEEP_KS), temperature, self._cancellable):
+                return
+            sweep_k(
+                engine, messages, params, temperature, ks=SWEEP_KS,
+                on_point=lambda point: post(SweepPointArrived(generation, point)),
+                should_stop=self.stop_sweep.is_set, control_factory=self._cancellable,
+            )
+
+        self._start("sweeping k", body)
+
+    def on_run_ended(self, message: RunEnded) -> None:
+        if message.generation != self.generation:
+            return
+        self.flush()
+        run = message.run
+        self.comparison.runs.append(run)
+        self.panes[run.path].end_run(pane_summary(run.path, run, self.comparison))
+        self.refresh_result()
+
+    def on_sweep_point_arrived(self, message: SweepPointArrived) -> None:
+        if message.generation != self.generation:
+            return
+        self.sweep_points.append(message.point)
+        remaining = len(SWEEP_KS) - len(self.sweep_points)
+        footer = [f"… {remaining} more k to run"] if remaining else []
+        self.sweep.update(Content("\n".join(["tokens/s by k (one run each)", *sweep_lines(self.sweep_points), *footer])))
+
+    def on_work_ended(self, message: WorkEnded) -> None:
+        self.flush()
+        self.busy, self.busy_with, self.control = False, "", None
+        if message.error and message.generation == self.generation:
+            self.notify(f"The engine failed: {message.error}", severity="error", timeout=8)
+        self.refresh_head()
+        if self.rerun_when_idle:
+            self.rerun_when_idle = False
+            self.action_rerun()
+
+    # keys
+
+    def _settings_changed(self) -> None:
+        """New k, T or method: forget the runs made with the old settings and run again,
+        once the work in flight (cancelled) has stopped: runs must never overlap."""
+        self.generation += 1
+        self.comparison = Comparison([], self.temperature)
+        self.sweep.remove_class("-shown")
+        for path, pane in self.panes.items():
+            pane.end_run("waiting for its turn")
+        self.refresh_result()
+        self.refresh_head()
+        if self.busy:
+            self._cancel()
+            self.rerun_when_idle = True
+        else:
+            self.action_rerun()
+
+    def _cancel(self) -> None:
+        self.stop_sweep.set()
+        if self.control is not None:
+            self.control.cancel()
+
+    def action_k(self, delta: int) -> None:
+        new_k = min(max(self.k + delta, 1), K_MAX)
+        if new_k == self.k:
+            self.notify(f"k stays within 1..{K_MAX} here (the baseline is k = 0)")
+            return
+        self.k = new_k
+        self._settings_changed()
+
+    def action_temperature(self, direction: int) -> None:
+        new_t = round(min(max(self.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX), 2)
+        if new_t == self.temperature:
+            return
+        self.temperature = new_t
+        self._settings_changed()
+
+    def action_swap_method(self) -> None:
+        other = "ngram" if self.method == "draft" else "draft"
+        swap = getattr(self.base_engine, "with_method", None)
+        if swap is None:
+            self.notify(f"The {self.engine.info.name} engine cannot change its method here.")
+            return
+        try:
+            self.engine = swap(other)
+        except Exception as error:
+            self.notify(one_line(error), severity="warning")
+            return
+        self.method = other
+        self._settings_changed()
+
+    def action_cancel(self) -> None:
+        if self.busy:
+            self._cancel()
+            self.notify("Cancelling after the step in flight.")
+        else:
+            self.action_close()
+
+    def action_close(self) -> None:
+        self._cancel()
+        self.app.pop_screen()
+
+    action_compare = action_close  # the key that opened the view closes it

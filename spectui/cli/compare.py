@@ -1,0 +1,111 @@
+"""`spectui compare`: speculative against plain decoding, headless (a table or JSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from spectui.compare import Comparison, TimedRun, compare
+from spectui.events import GenerationParams, Message
+from spectui.models.fetch import rich_progress
+from spectui.options import EngineOptions, OptionError
+
+RUNS_MAX = 50
+ENGINES = ("embedded",)  # vllm joins when its engine lands
+
+
+def check_compare_options(runs: int, engine: str) -> None:
+    if not 1 <= runs <= RUNS_MAX:
+        raise OptionError("runs", f"runs must be from 1 to {RUNS_MAX}, got {runs}")
+    if engine not in ENGINES:
+        raise OptionError("engine", f"--engine must be {' or '.join(ENGINES)} for compare, got {engine!r}")
+
+
+def chat_messages(prompt: str, system: str | None) -> list[Message]:
+    messages: list[Message] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
+def run_compare(options: EngineOptions, prompt: str, system: str | None, runs: int, as_json: bool) -> int:
+    from spectui.engines.embedded.build import build_embedded_engine
+
+    err = Console(stderr=True, highlight=False)
+    with rich_progress() as progress:
+        engine = build_embedded_engine(options, progress=progress)
+    params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
+
+    def report(run: TimedRun) -> None:
+        # A compare takes a while: one dim line per run on stderr shows it moving.
+        err.print(f"{run.path} run {run.index + 1}/{runs} · {format_speed(run.tokens_per_s)} · {run.finish_reason}", style="dim")
+
+    err.print("warm-up: one short run of each path, not counted", style="dim")
+    try:
+        comparison = compare(
+            engine, chat_messages(prompt, system), params, options.k, options.temperature, runs,
+            warmup=True, on_run=report,
+        )
+    finally:
+        engine.close()
+    if as_json:
+        json.dump(comparison.as_dict(engine, options.k), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        Console(highlight=False).print(comparison_table(comparison, options.k))
+        Console(highlight=False).print(verdict_line(comparison))
+    return exit_code(comparison, err)
+
+
+def exit_code(comparison: Comparison, err: Console) -> int:
+    failed = [run for run in comparison.runs if run.finish_reason == "error"]
+    if failed:
+        err.print(f"spectui: error: {failed[0].reply.done.error}", style="red")
+        return 1
+    # Lossless decoding at T = 0 must give one output: a difference is a failure.
+    return 1 if comparison.identical is False else 0
+
+
+def format_speed(tokens_per_s: float | None) -> str:
+    return f"{tokens_per_s:.1f} tok/s" if tokens_per_s is not None else "– tok/s"
+
+
+def comparison_table(comparison: Comparison, k: int) -> Table:
+    table = Table(title=f"speculative (k={k}) vs baseline (k=0), median of {len(comparison.of('speculative'))} runs")
+    for column in ("path", "tok/s", "TTFT", "tokens", "steps", "γ"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for path in ("speculative", "baseline"):
+        table.add_row(path, *path_cells(comparison.median_tokens_per_s(path), comparison.median_run(path)))
+    return table
+
+
+def path_cells(median_tokens_per_s: float | None, run: TimedRun | None) -> list[str]:
+    """The median speed (what the speedup divides), then the median-speed run's details."""
+    if run is None:
+        return ["–"] * 5
+    stats = run.reply.stats
+    ttft = run.reply.done.time_to_first_token if run.reply.done else None
+    return [
+        f"{median_tokens_per_s:.1f}" if median_tokens_per_s is not None else "–",
+        f"{ttft * 1000:.0f} ms" if ttft else "–",
+        str(run.num_tokens),
+        str(run.num_forwards),
+        f"{stats.gamma:.2f}" if stats.gamma is not None else "–",
+    ]
+
+
+def verdict_line(comparison: Comparison) -> str:
+    speedup = f"{comparison.speedup:.2f}x" if comparison.speedup is not None else "–"
+    per_forward = comparison.tokens_per_forward
+    parts = [f"speedup {speedup}", f"tokens per forward {per_forward:.2f}" if per_forward else "tokens per forward –"]
+    if comparison.identical is True:
+        parts.append("identical: yes")
+    elif comparison.identical is False:
+        parts.append(f"DIFFERENT at token {comparison.difference}")
+    else:
+        parts.append("identical: not expected at T > 0")
+    return " · ".join(parts)

@@ -1,0 +1,389 @@
+"""Speculative decoding against its own baseline, timed on one engine. Stdlib only.
+
+The baseline is the same engine with k = 0, so both paths run the very same loop, model
+and sampling seed; only drafting differs. Runs never overlap (one engine, one device:
+overlapping runs would slow each other down), and the order alternates between rounds
+so neither path always runs first with a cold cache or a cool CPU. Speed is wall-clock
+time around `engine.stream`, which is what a user waits for.
+
+The CLI (`spectui compare`) and the TUI compare screen both call this module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from spectui.engine import Engine
+from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.run import Reply
+
+PATHS = ("speculative", "baseline")
+
+# Replies that ran to their natural end. A cancelled or failed run is kept (a UI shows
+# it) but its partial reply says nothing about speed or output, so statistics skip it.
+FINISHED = ("stop", "length")
+
+Clock = Callable[[], float]
+ControlFactory = Callable[[str, int, float], Control]
+
+
+@dataclass
+class TimedRun:
+    path: str  # "speculative" or "baseline"
+    index: int  # 0-based index of this run within its path
+    reply: Reply
+    started: float  # clock() just before engine.stream is called
+    ended: float  # clock() once the Done event arrived
+    k: int  # k in force (0 for the baseline)
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.ended - self.started
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(step.token_ids) for step in self.reply.steps)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Wall-clock speed, prefill and any engine overhead included."""
+        return self.num_tokens / self.wall_seconds if self.wall_seconds > 0 else None
+
+    @property
+    def num_forwards(self) -> int:
+        """Target forward passes: one per Step."""
+        return len(self.reply.steps)
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.reply.done.finish_reason if self.reply.done else None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason in FINISHED
+
+    @property
+    def cancelled(self) -> bool:
+        return self.finish_reason == "cancelled"
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first position where two token lists differ (a length difference counts at min(len)); None if equal."""
+    for index, (token_a, token_b) in enumerate(zip(a, b)):
+        if token_a != token_b:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def median_or_none(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+@dataclass
+class Comparison:
+    runs: list[TimedRun]  # in the order they ran
+    temperature: float
+
+    def of(self, path: str) -> list[TimedRun]:
+        return [run for run in self.runs if run.path == path]
+
+    def finished_of(self, path: str) -> list[TimedRun]:
+        """The runs of `path` that the statistics below are computed from."""
+        return [run for run in self.of(path) if run.finished]
+
+    @property
+    def finished_runs(self) -> list[TimedRun]:
+        return [run for run in self.runs if run.finished]
+
+    @property
+    def cancelled(self) -> bool:
+        return any(run.cancelled for run in self.runs)
+
+    def median_tokens_per_s(self, path: str) -> float | None:
+        return median_or_none(run.tokens_per_s for run in self.finished_of(path))
+
+    @property
+    def speculative_tokens_per_s(self) -> float | None:
+        return self.median_tokens_per_s("speculative")
+
+    @property
+    def baseline_tokens_per_s(self) -> float | None:
+        return self.median_tokens_per_s("baseline")
+
+    @property
+    def speedup(self) -> float | None:
+        speculative, baseline = self.speculative_tokens_per_s, self.baseline_tokens_per_s
+        if speculative is None or not baseline:
+            return None
+        return speculative / baseline
+
+    @property
+    def tokens_per_forward(self) -> float | None:
+        """Speculative tokens per target forward, pooled over the speculative runs."""
+        runs = self.finished_of("speculative")
+        forwards = sum(run.num_forwards for run in runs)
+        return sum(run.num_tokens for run in runs) / forwards if forwards else None
+
+    @property
+    def identical(self) -> bool | None:
+        """At T = 0 lossless decoding makes every run the same; at T > 0 it need not be."""
+        runs = self.finished_runs
+        if self.temperature > 0 or not runs:
+            return None
+        reference = runs[0].reply.token_ids
+        return all(run.reply.token_ids == reference for run in runs[1:])
+
+    @property
+    def difference(self) -> int | None:
+        """First differing token position (T = 0 only), speculative against baseline first."""
+        if self.identical is not False:
+            return None
+        pairs = itertools.chain(
+            itertools.product(self.finished_of("speculative"), self.finished_of("baseline")),
+            # Both paths may agree with each other while one run of a path differs.
+            itertools.combinations(self.finished_runs, 2),
+        )
+        for run_a, run_b in pairs:
+            position = first_difference(run_a.reply.token_ids, run_b.reply.token_ids)
+            if position is not None:
+                return position
+        return None
+
+    def median_run(self, path: str) -> TimedRun | None:
+        """The run whose speed is the (lower) median of its path: the one to show in detail."""
+        runs = [run for run in self.finished_of(path) if run.tokens_per_s is not None]
+        if not runs:
+            return None
+        middle = statistics.median_low(run.tokens_per_s for run in runs)
+        return next(run for run in runs if run.tokens_per_s == middle)
+
+    def overlapping(self) -> bool:
+        """True if any two runs' [started, ended] intervals intersect (must never happen)."""
+        # Sorted by start, any overlap shows between neighbours. Sharing an endpoint is not
+        # overlap (one run ended as the next began): coarse clocks return equal readings.
+        ordered = sorted(self.runs, key=lambda run: run.started)
+        return any(later.started < earlier.ended for earlier, later in zip(ordered, ordered[1:]))
+
+    def as_dict(self, engine: Engine, k: int) -> dict:
+        return {
+            "speculative": self._path_dict("speculative", engine, k),
+            "baseline": self._path_dict("baseline", engine, 0),
+            "speedup": self.speedup,
+            "identical": self.identical,
+            "first_difference": self.difference,
+            "tokens_per_forward": self.tokens_per_forward,
+            "runs": min(len(self.finished_of(path)) for path in PATHS),
+            "timeline": self.timeline(),
+        }
+
+    def _path_dict(self, path: str, engine: Engine, k: int) -> dict | None:
+        run = self.median_run(path)
+        if run is None:
+            return None
+        # With an even number of runs the median speed lies between two runs: the
+        # speedup uses that median, the detail shown is the lower-median run's.
+        return {
+            **run.reply.as_dict(engine, k),
+            "tokens_per_s_wall": run.tokens_per_s,
+            "tokens_per_s_median": self.median_tokens_per_s(path),
+        }
+
+    def timeline(self) -> list[dict]:
+        """Every run, times in seconds since the first run started (clock values are arbitrary)."""
+        origin = min((run.started for run in self.runs), default=0.0)
+        return [
+            {
+                "path": run.path,
+                "index": run.index,
+                "started": run.started - origin,
+                "ended": run.ended - origin,
+                "tokens": run.num_tokens,
+                "wall_seconds": run.wall_seconds,
+                "tokens_per_s": run.tokens_per_s,
+                "finish_reason": run.finish_reason,
+            }
+            for run in self.runs
+        ]
+
+
+def timed_run(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    path: str,
+    index: int,
+    k: int,
+    control: Control,
+    on_step: Callable[[str, Step], None] | None = None,
+    clock: Clock = time.monotonic,
+) -> TimedRun:
+    """One reply, its wall time measured around the whole stream."""
+    reply = Reply()
+    started = ended = clock()
+    for event in engine.stream(messages, params, control):
+        if isinstance(event, Done):
+            ended = clock()
+            reply.done = event
+            continue
+        reply.steps.append(event)
+        if on_step is not None:
+            on_step(path, event)
+    if reply.done is None:  # an engine that forgot its Done still ran until now
+        ended = clock()
+    return TimedRun(path, index, reply, started, ended, k)
+
+
+def k_for(path: str, k: int) -> int:
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    return k if path == "speculative" else 0
+
+
+def run_pair(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    k: int,
+    temperature: float,
+    *,
+    order: Sequence[str],
+    on_step: Callable[[str, Step], None] | None = None,
+    on_run: Callable[[TimedRun], None] | None = None,
+    control_factory: ControlFactory | None = None,
+    clock: Clock = time.monotonic,
+    start_index: dict | None = None,
+) -> list[TimedRun]:
+    """Run the paths in `order` one after another (never overlapping), each with a fresh Control(k or 0, temperature); same params (so same seed) for both. on_step(path, step) for every Step, on_run(TimedRun) when a run ends. control_factory(path, k, temperature) -> Control lets a UI keep the Control to cancel it; if a run is cancelled (Done.finish_reason == 'cancelled') stop and return what ran."""
+    make_control = control_factory or (lambda path, k, temperature: Control(k, temperature))
+    next_index = dict(start_index or {})
+    runs: list[TimedRun] = []
+    for path in order:
+        path_k = k_for(path, k)
+        control = make_control(path, path_k, temperature)
+        index = next_index.get(path, 0)
+        next_index[path] = index + 1
+        run = timed_run(engine, messages, params, path, index, path_k, control, on_step, clock)
+        runs.append(run)
+        if on_run is not None:
+            on_run(run)
+        if run.cancelled:
+            break
+    return runs
+
+
+def alternating_order(round_index: int) -> tuple[str, str]:
+    """("speculative","baseline") on even rounds, reversed on odd ones: neither path always runs first (cache warmth, thermal state)."""
+    return PATHS if round_index % 2 == 0 else PATHS[::-1]
+
+
+def warm_up(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    k: int,
+    temperature: float,
+    control_factory: ControlFactory | None = None,
+) -> bool:
+    """A short, uncounted run of each path; False if it was cancelled.
+
+    An engine keeps the prompt's KV cache between replies (the embedded engine does, as
+    does vLLM's prefix cache), and the process's first forward pays one-off costs. Without
+    this only the very first measured run would pay both. k + 2 tokens is the shortest
+    reply with one drafting step, so the draft model warms up too.
+    """
+    short = replace(params, max_tokens=min(params.max_tokens, k + 2))
+    ran = run_pair(engine, messages, short, k, temperature, order=PATHS, control_factory=control_factory)
+    return not any(run.cancelled for run in ran)
+
+
+def compare(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    k: int,
+    temperature: float,
+    runs: int,
+    *,
+    warmup: bool = False,
+    **kwargs,
+) -> Comparison:
+    """`runs` rounds of run_pair with alternating_order(round).
+
+    kwargs go to run_pair (on_step, on_run, control_factory, clock). A cancelled run ends
+    the comparison early; the Comparison then holds what ran, the cancelled run included.
+    warmup=True runs `warm_up` first; its runs are not part of the Comparison.
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    comparison = Comparison([], temperature)
+    if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory")):
+        return comparison
+    for round_index in range(runs):
+        start_index = {path: len(comparison.of(path)) for path in PATHS}
+        ran = run_pair(
+            engine, messages, params, k, temperature,
+            order=alternating_order(round_index), start_index=start_index, **kwargs,
+        )
+        comparison.runs.extend(ran)
+        if any(run.cancelled for run in ran):
+            break
+    return comparison
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    k: int
+    tokens_per_s: float | None  # wall clock
+    gamma: float | None  # draft acceptance rate; None at k = 0 (nothing drafted)
+    tokens: int
+    num_forwards: int
+
+
+def sweep_k(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    temperature: float,
+    ks: Iterable[int] = range(0, 9),
+    on_point: Callable[[SweepPoint], None] | None = None,
+    clock: Clock = time.monotonic,
+    should_stop: Callable[[], bool] = lambda: False,
+    control_factory: ControlFactory | None = None,
+) -> list[SweepPoint]:
+    """One run per k (k=0 is the baseline), in order; on_point(point) after each.
+
+    should_stop() is asked before each run; control_factory (as in run_pair) lets a UI
+    cancel the run in flight, which ends the sweep without a point for that k.
+    """
+    make_control = control_factory or (lambda path, k, temperature: Control(k, temperature))
+    points: list[SweepPoint] = []
+    for k in ks:
+        if should_stop():
+            break
+        path = "speculative" if k > 0 else "baseline"
+        control = make_control(path, k, temperature)
+        run = timed_run(engine, messages, params, path, len(points), k, control, clock=clock)
+        if run.cancelled:
+            break
+        point = SweepPoint(
+            k=k,
+            tokens_per_s=run.tokens_per_s,
+            gamma=run.reply.stats.gamma if k > 0 else None,
+            tokens=run.num_tokens,
+            num_forwards=run.num_forwards,
+        )
+        points.append(point)
+        if on_point is not None:
+            on_point(point)
+    return points
+
+
+def best_k(points: Iterable[SweepPoint]) -> SweepPoint | None:
+    """The point with the highest wall-clock tokens/s."""
+    timed = [point for point in points if point.tokens_per_s is not None]
+    return max(timed, key=lambda point: point.tokens_per_s, default=None)

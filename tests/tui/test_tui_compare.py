@@ -1,0 +1,142 @@
+"""Pilot tests of the compare view: it runs both paths, reruns, sweeps k, marks the best k."""
+
+from __future__ import annotations
+
+import asyncio
+
+from spectui.compare import best_k
+from spectui.tui.demo_engine import ScriptedEngine
+from spectui.tui.screens.compare import CompareScreen
+
+from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for
+
+SIZE = (120, 40)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def open_compare(pilot, prompt: str = "compare me") -> CompareScreen:
+    await ready(pilot)
+    await send(pilot, prompt)
+    await reply_done(pilot)
+    await pilot.press("f4")
+    screen = pilot.app.screen
+    assert isinstance(screen, CompareScreen)
+    await wait_for(pilot, lambda: not screen.busy)
+    await pilot.pause()
+    return screen
+
+
+def plain(widget) -> str:
+    return str(widget.render())
+
+
+def test_compare_runs_both_paths_and_reports_from_the_runs_shown(make_app):
+    engine = ScriptedEngine(alpha=0.8, step_delay=0.002)
+
+    async def scenario():
+        app = make_app(factory_for(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            comparison = screen.comparison
+            assert [run.path for run in comparison.runs] == ["speculative", "baseline"]
+            assert [run.k for run in comparison.runs] == [4, 0]
+            assert comparison.identical is True and not comparison.overlapping()
+            spec_view = screen.panes["speculative"].token_view
+            base_view = screen.panes["baseline"].token_view
+            assert spec_view.text == base_view.text == comparison.runs[0].reply.text
+            # The speculative pane shows drafted tokens; the baseline has only target tokens.
+            spec_kinds = {kind for line in spec_view.rendered_lines() for _, kind in line}
+            base_kinds = {kind for line in base_view.rendered_lines() for _, kind in line}
+            assert "draft" in spec_kinds and base_kinds == {"target"}
+            result = plain(screen.result)
+            assert f"speedup ×{comparison.speedup:.2f}" in result
+            assert "token-identical ✓" in result
+            assert "γ" in plain(screen.panes["speculative"].stats)
+            assert "γ" not in plain(screen.panes["baseline"].stats)
+
+            await pilot.press("r")
+            await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 4)
+            await pilot.pause()
+            runs = screen.comparison.runs
+            # Rounds alternate which path goes first, and no two runs overlap in time.
+            assert [run.path for run in runs] == ["speculative", "baseline", "baseline", "speculative"]
+            assert all(a.ended <= b.started for a, b in zip(runs, runs[1:]))
+            assert "median of 2 speculative, 2 baseline runs" in plain(screen.result)
+            assert f"×{screen.comparison.speedup:.2f}" in plain(screen.result)
+
+    run(scenario())
+
+
+def test_sweep_marks_the_measured_best_k(make_app):
+    engine = ScriptedEngine(alpha=0.8, step_delay=0.002)
+
+    async def scenario():
+        app = make_app(factory_for(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            await pilot.press("s")
+            await wait_for(pilot, lambda: not screen.busy and len(screen.sweep_points) == 9)
+            await pilot.pause()
+            points = screen.sweep_points
+            assert [p.k for p in points] == list(range(9))
+            assert points[0].gamma is None and all(p.gamma is not None for p in points[1:])
+            lines = plain(screen.sweep).splitlines()
+            marked = [line for line in lines if "◀ best" in line]
+            assert len(marked) == 1
+            assert marked[0].startswith(f"k={best_k(points).k} ")
+
+    run(scenario())
+
+
+def test_k_change_starts_a_new_comparison_with_the_new_k(make_app):
+    engine = ScriptedEngine(alpha=0.8, step_delay=0.002)
+
+    async def scenario():
+        app = make_app(factory_for(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
+            await pilot.pause()
+            assert [run.k for run in screen.comparison.runs] == [5, 0]
+            assert "k = 5" in plain(screen.panes["speculative"].title)
+            await pilot.press("m")  # the scripted engine has one method: says so, keeps going
+            await pilot.pause()
+            assert screen.method == "draft"
+            await pilot.press("escape")
+            assert not isinstance(app.screen, CompareScreen)
+
+    run(scenario())
+
+
+def test_a_difference_at_temperature_zero_is_shown_as_an_error(make_app):
+    engine = PlanEngine([None, 2, 1])  # new token ids every reply: the two paths differ
+
+    async def scenario():
+        app = make_app(factory_for(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            assert screen.comparison.identical is False
+            assert "DIFFERENT at token 0" in plain(screen.result)
+            assert screen.result.has_class("-problem")
+
+    run(scenario())
+
+
+def test_compare_prompt_opens_the_view_as_soon_as_the_engine_is_ready(make_app):
+    engine = ScriptedEngine(alpha=0.8, step_delay=0.002)
+
+    async def scenario():
+        app = make_app(factory_for(engine), compare_prompt="straight to compare")
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+            screen = app.screen
+            await wait_for(pilot, lambda: not screen.busy)
+            assert screen.messages[-1] == {"role": "user", "content": "straight to compare"}
+            assert len(screen.comparison.finished_of("speculative")) == 1
+
+    run(scenario())
