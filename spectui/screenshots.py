@@ -64,6 +64,15 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
             await pilot.pause(0.2)
             save("help")
             await pilot.press("escape")
+        if "compare" in screens:
+            await pilot.press(app.first_key("compare"))
+            compare = app.screen
+            await _wait_for(pilot, lambda: not compare.busy, 600)
+            await pilot.press(app.first_key("sweep"))
+            await _wait_for(pilot, lambda: not compare.busy and len(compare.sweep_points) == 9, 600)
+            await pilot.pause(0.2)
+            save("compare")
+            await pilot.press("escape")
         if "history" in screens:
             await pilot.press(app.first_key("history"))
             await pilot.pause(0.2)
@@ -89,11 +98,11 @@ def take_screenshots(
     names = themes or sorted(available, key=lambda n: (n != "dark", n))
     written: list[Path] = []
     for name in names:
-        screens = ["chat", "help", "history"] + (["markdown"] if name == names[0] else [])
+        screens = ["chat", "compare", "help", "history"] + (["markdown"] if name == names[0] else [])
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
             app = SpectuiApp(
-                engine_factory or scripted_engine_factory(step_delay=0.002),
+                engine_factory or scripted_engine_factory(sleep_virtual=0.25),
                 ChatConfig(theme=name),
                 store,
                 memory_probe=fixed_memory,

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,14 +359,19 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
         model.to(device)
     model.eval()
     model.requires_grad_(False)
-    if concrete == "int8":
-        from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+    # torch warns that its quantized tensor types are deprecated, once per layer: news for
+    # this project (see the README), noise on a user's terminal.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        if concrete == "int8":
+            from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
 
-        model = use_batch_invariant_attention(quantize_int8(model))
-        model.eval()
-    elif concrete == "int8-dynamic":
-        # One activation scale per tensor: fastest on CPU, but a row's result depends on the
-        # other rows, so it is for drafts (it changes acceptance, never the output).
-        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            model = use_batch_invariant_attention(quantize_int8(model))
+            model.eval()
+        elif concrete == "int8-dynamic":
+            # One activation scale per tensor: fastest on CPU, but a row's result depends on
+            # the other rows, so it is for drafts (it changes acceptance, never the output).
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     report("load", 1, 1)
     return model, tokenizer

@@ -47,6 +47,7 @@ class ScriptedEngine:
         target_seconds: float = 0.02,  # pretend one target decode step takes this long
         draft_cost: float = 0.1,  # and one draft token this fraction of it
         verify_slope: float = 0.1,
+        sleep_virtual: float = 0.0,  # also sleep each step's virtual time × this (compare, sweeps)
     ) -> None:
         self.alpha = alpha
         self.seed = seed
@@ -59,6 +60,7 @@ class ScriptedEngine:
         self.target_seconds = target_seconds
         self.draft_cost = draft_cost
         self.verify_slope = verify_slope
+        self.sleep_virtual = sleep_virtual
         self.vocab: list[str] = []
         self._ids: dict[str, int] = {}
         self.closed = False
@@ -118,6 +120,8 @@ class ScriptedEngine:
             step = self._step(target_ids, emitted, limit, k, temperature, rng)
             emitted += len(step.token_ids)
             num_steps += 1
+            if self.sleep_virtual:
+                time.sleep((step.draft_seconds + step.verify_seconds) * self.sleep_virtual)
             self._pace(started, emitted)
             virtual["seconds"] += step.draft_seconds + step.verify_seconds
             if num_steps == 1:
