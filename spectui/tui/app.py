@@ -104,9 +104,12 @@ class SpectuiApp(App):
         chat = self.chat_screen
         if chat is not None and chat.current is not None:
             chat.current.control.cancel()
+        for screen in self.screen_stack:
+            if hasattr(screen, "stop_work"):  # the compare view's runs
+                screen.stop_work()
         # The engine ends a cancelled reply after the step in flight; closing it under a
         # running forward pass would pull its caches away mid-step.
-        if not join_threads("spectui-reply-", timeout=15.0):
+        if not (join_threads("spectui-reply-", timeout=15.0) and join_threads("spectui-compare", timeout=15.0)):
             return
         if self.engine is not None:
             try:

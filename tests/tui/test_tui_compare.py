@@ -140,3 +140,28 @@ def test_compare_prompt_opens_the_view_as_soon_as_the_engine_is_ready(make_app):
             assert len(screen.comparison.finished_of("speculative")) == 1
 
     run(scenario())
+
+
+def test_quit_during_a_run_stops_it_before_the_engine_closes(make_app):
+    from spectui.tui.worker import spectui_threads
+
+    engine = ScriptedEngine(alpha=0.8, step_delay=0.05)
+    closed_while_running = []
+    close = engine.close
+
+    def checked_close():
+        closed_while_running.append(any(t.name == "spectui-compare" for t in spectui_threads()))
+        close()
+
+    engine.close = checked_close
+
+    async def scenario():
+        app = make_app(factory_for(engine), compare_prompt="a long comparison")
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.busy)
+            await pilot.pause(0.3)
+            await pilot.press("ctrl+q")
+
+    run(scenario())
+    assert engine.closed and closed_while_running == [False]

@@ -204,7 +204,7 @@ class CompareScreen(Screen):
         self.busy_with = ""
         self.rerun_when_idle = False
         self.control: Control | None = None
-        self.stop_sweep = threading.Event()
+        self.stop_requested = threading.Event()
         self.head = Static("", id="compare-head")
         self.panes = {path: ComparePane(path) for path in PATHS}
         self.result = Static("", id="result")
@@ -262,6 +262,7 @@ class CompareScreen(Screen):
 
     def _start(self, what: str, body) -> None:
         self.busy, self.busy_with = True, what
+        self.stop_requested.clear()
         generation = self.generation
         post = self.post_message
 
@@ -280,8 +281,7 @@ class CompareScreen(Screen):
         numbers = dict(start_index)
 
         def make(path: str, k: int, temperature: float) -> Control:
-            control = Control(k, temperature)
-            self.control = control
+            control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
             self.inbox.append(RunStarted(path, k, numbers[path]))
             return control
@@ -289,8 +289,13 @@ class CompareScreen(Screen):
         return make
 
     def _cancellable(self, path: str, k: int, temperature: float) -> Control:
-        self.control = Control(k, temperature)
-        return self.control
+        """A run's Control, kept to cancel it; born cancelled once a stop was asked for
+        (a stop between two runs must not let the next one run)."""
+        control = Control(k, temperature)
+        if self.stop_requested.is_set():
+            control.cancel()
+        self.control = control
+        return control
 
     def _on_step_factory(self):
         splitter = StepPieces(decoder_for(self.engine))
@@ -333,7 +338,6 @@ class CompareScreen(Screen):
         self.sweep_points = []
         self.sweep.add_class("-shown")
         self.sweep.update(Content("sweeping k = 0..8, one run each…"))
-        self.stop_sweep.clear()
         engine, messages, params, temperature = self.engine, self.messages, self.params, self.temperature
         post = self.post_message
 
@@ -343,7 +347,7 @@ class CompareScreen(Screen):
             sweep_k(
                 engine, messages, params, temperature, ks=SWEEP_KS,
                 on_point=lambda point: post(SweepPointArrived(generation, point)),
-                should_stop=self.stop_sweep.is_set, control_factory=self._cancellable,
+                should_stop=self.stop_requested.is_set, control_factory=self._cancellable,
             )
 
         self._start("sweeping k", body)
@@ -394,9 +398,14 @@ class CompareScreen(Screen):
             self.action_rerun()
 
     def _cancel(self) -> None:
-        self.stop_sweep.set()
+        self.stop_requested.set()
         if self.control is not None:
             self.control.cancel()
+
+    def stop_work(self) -> None:
+        """Quitting: no new run starts, the one in flight ends after its step."""
+        self.rerun_when_idle = False
+        self._cancel()
 
     def action_k(self, delta: int) -> None:
         new_k = min(max(self.k + delta, 1), K_MAX)
