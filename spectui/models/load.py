@@ -327,6 +327,21 @@ def _check_device(device: str) -> None:
         raise UsageError(f"device {device} asked for, but MPS is not available")
 
 
+def _own_tensors(model) -> None:
+    """Copy what is left in floating point (embeddings, norms) out of the weights file's
+    memory map. One view into the mapping keeps all of it mapped, and every page was read
+    to quantise: the 1.5B target held 7.9 GiB resident this way, 3.1 GiB after the copy."""
+    import torch
+
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.data = parameter.data.clone()
+        for module in model.modules():
+            for name, buffer in list(module._buffers.items()):
+                if buffer is not None:
+                    module._buffers[name] = buffer.clone()
+
+
 def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
     """(model, tokenizer) for `name`, in eval mode with gradients off, on `device`.
 
@@ -373,5 +388,7 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
             # One activation scale per tensor: fastest on CPU, but a row's result depends on
             # the other rows, so it is for drafts (it changes acceptance, never the output).
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    if concrete in ("int8", "int8-dynamic") and device == "cpu":
+        _own_tensors(model)
     report("load", 1, 1)
     return model, tokenizer
