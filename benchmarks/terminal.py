@@ -8,6 +8,7 @@ type keys). CLOCK_MONOTONIC (time.perf_counter) is shared by both processes.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import select
@@ -22,6 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def print_summary(summary: dict, as_json: bool) -> None:
+    """A benchmark's result: one JSON line, or aligned `name  value` lines."""
+    if as_json:
+        print(json.dumps(summary))
+        return
+    width = max(len(key) for key in summary)
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value}")
 
 
 def run_in_terminal(

@@ -218,15 +218,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.rate, args.tokens, args.marker)
         return
+    from terminal import print_summary
+
     record = run_headless(args.rate, args.tokens) if args.headless else run_in_pty(args.rate, args.tokens)
     summary = summarize(record, args.rate)
     summary["driver"] = "headless" if args.headless else "pty (Linux driver)"
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        width = max(len(k) for k in summary)
-        for key, value in summary.items():
-            print(f"{key:<{width}}  {value}")
+    print_summary(summary, args.json)
 
 
 if __name__ == "__main__":

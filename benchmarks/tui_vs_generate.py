@@ -155,7 +155,7 @@ def main() -> None:
     if args.child:
         child(args, args.child)
         return
-    from terminal import run_in_terminal
+    from terminal import print_summary, run_in_terminal
 
     passed = [arg for arg in sys.argv[1:] if arg != "--json"]
     with tempfile.TemporaryDirectory() as scratch:
@@ -165,12 +165,7 @@ def main() -> None:
         if not out.exists():
             raise SystemExit("the benchmark child did not finish; run it with --child FILE to see why")
         summary = summarize(json.loads(out.read_text()), args)
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        width = max(len(key) for key in summary)
-        for key, value in summary.items():
-            print(f"{key:<{width}}  {value}")
+    print_summary(summary, args.json)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,13 @@ from spectui.events import Control, Done, GenerationParams, Message, Step
 from spectui.stats import ReplyStats, summarize
 
 
+def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:
+    """One user turn, after the system message when there is one."""
+    messages: list[Message] = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
 @dataclass
 class Reply:
     steps: list[Step] = field(default_factory=list)

@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from spectui.compare import Comparison, TimedRun, compare
-from spectui.events import GenerationParams, Message
+from spectui.events import GenerationParams
 from spectui.models.fetch import rich_progress
 from spectui.options import EngineOptions, OptionError
+from spectui.run import prompt_messages
 
 RUNS_MAX = 50
 ENGINES = ("embedded",)  # vllm joins when its engine lands
@@ -22,14 +23,6 @@ def check_compare_options(runs: int, engine: str) -> None:
         raise OptionError("runs", f"runs must be from 1 to {RUNS_MAX}, got {runs}")
     if engine not in ENGINES:
         raise OptionError("engine", f"--engine must be {' or '.join(ENGINES)} for compare, got {engine!r}")
-
-
-def chat_messages(prompt: str, system: str | None) -> list[Message]:
-    messages: list[Message] = []
-    if system:
-        messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": prompt})
-    return messages
 
 
 def run_compare(options: EngineOptions, prompt: str, system: str | None, runs: int, as_json: bool) -> int:
@@ -47,7 +40,7 @@ def run_compare(options: EngineOptions, prompt: str, system: str | None, runs: i
     err.print("warm-up: one short run of each path, not counted", style="dim")
     try:
         comparison = compare(
-            engine, chat_messages(prompt, system), params, options.k, options.temperature, runs,
+            engine, prompt_messages(prompt, system), params, options.k, options.temperature, runs,
             warmup=True, on_run=report,
         )
     finally:

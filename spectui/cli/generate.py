@@ -10,8 +10,8 @@ from rich.text import Text
 
 from spectui.options import EngineOptions
 from spectui.models.fetch import rich_progress
-from spectui.events import Control, GenerationParams, Message, Source, Step
-from spectui.run import run_reply
+from spectui.events import Control, GenerationParams, Source, Step
+from spectui.run import prompt_messages, run_reply
 
 # The terminal's own palette: headless output should read on any background.
 SOURCE_STYLES = {
@@ -60,10 +60,7 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     out = Console(highlight=False)
     with rich_progress() as progress:
         engine = build_embedded_engine(options, progress=progress)
-    messages: list[Message] = []
-    if system:
-        messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": prompt})
+    messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     control = Control(k=options.k, temperature=options.temperature)
 

@@ -19,6 +19,7 @@ from textual.app import App
 
 from spectui.config import ChatConfig
 from spectui.metrics import MemoryReading, read_memory
+from spectui.run import prompt_messages
 from spectui.store import Conversation, Store
 from spectui.themes import (
     DEFAULT_THEME,
@@ -177,9 +178,7 @@ class SpectuiApp(App):
         self._engine_changed()
         collect_between_replies()
         if self.compare_prompt is not None and self.chat_screen is not None:
-            system = self.config.system
-            opening = [{"role": "system", "content": system}] if system else []
-            self.chat_screen.open_compare([*opening, {"role": "user", "content": self.compare_prompt}])
+            self.chat_screen.open_compare(prompt_messages(self.compare_prompt, self.config.system))
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.engine_status = "failed"

@@ -27,14 +27,12 @@ from spectui.compare import (
 )
 from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.tui.charts import bar
+from spectui.tui.screens.chat import FRAME_SECONDS, TEMPERATURE_MAX, TEMPERATURE_STEP
 from spectui.tui.keys import compare_bindings
 from spectui.tui.token_pieces import StepPieces, decoder_for, display_chunks
 from spectui.tui.widgets.token_view import TokenView
 from spectui.tui.worker import one_line, start_thread
 
-FRAME_SECONDS = 1 / 30
-TEMPERATURE_STEP = 0.1
-TEMPERATURE_MAX = 2.0
 SWEEP_KS = range(0, 9)
 TITLES = {"speculative": "Speculative", "baseline": "Baseline (k = 0)"}
 
