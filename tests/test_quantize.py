@@ -165,17 +165,24 @@ def test_fused_projections_change_no_bit():
     assert torch.equal(k_after_change, attention.k_proj(hidden))
 
 
+def _forward(model, ids, cache):
+    """A forward with the KV cache, under the keyword this transformers names it by."""
+    from spectui.engines.embedded.kv import cache_argument
+
+    return model(ids, use_cache=True, **{cache_argument(model): cache})
+
+
 def _greedy_one_at_a_time(model, prompt, num_new):
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    logits = model(prompt, cache=cache, use_cache=True).logits[0, -1]
+    logits = _forward(model, prompt, cache).logits[0, -1]
     tokens, step_logits = [], []
     for _ in range(num_new):
         token = int(logits.argmax())
         tokens.append(token)
         step_logits.append(logits)
-        logits = model(torch.tensor([[token]]), cache=cache, use_cache=True).logits[0, -1]
+        logits = _forward(model, torch.tensor([[token]]), cache).logits[0, -1]
     return tokens, torch.stack(step_logits)
 
 
@@ -189,8 +196,8 @@ def test_batched_verify_equals_sequential_greedy_after_quantize():
 
     # one forward over all tokens after the prefill: what a verify step with k = 15 computes
     cache = DynamicCache(config=model.config)
-    first = model(prompt, cache=cache, use_cache=True).logits[0, -1]
-    verify = model(torch.tensor([tokens[:-1]]), cache=cache, use_cache=True).logits[0]
+    first = _forward(model, prompt, cache).logits[0, -1]
+    verify = _forward(model, torch.tensor([tokens[:-1]]), cache).logits[0]
     batched_logits = torch.cat([first[None], verify])
     assert batched_logits.argmax(-1).tolist() == tokens
     assert torch.equal(batched_logits, sequential_logits)
@@ -209,11 +216,10 @@ def test_verify_in_chunks_of_any_size_equals_sequential():
     prompt = torch.randint(0, 100, (1, 9), generator=torch.Generator().manual_seed(6))
     tokens, sequential_logits = _greedy_one_at_a_time(model, prompt, num_new=20)
     cache = DynamicCache(config=model.config)
-    rows = [model(prompt, cache=cache, use_cache=True).logits[0, -1:]]
+    rows = [_forward(model, prompt, cache).logits[0, -1:]]
     start = 0
     for chunk in (1, 3, 2, 5, 1, 4, 3):
-        rows.append(model(torch.tensor([tokens[start:start + chunk]]), cache=cache,
-                          use_cache=True).logits[0])
+        rows.append(_forward(model, torch.tensor([tokens[start:start + chunk]]), cache).logits[0])
         start += chunk
     assert start == 19
     assert torch.equal(torch.cat(rows), sequential_logits)

