@@ -1,7 +1,8 @@
-"""Speculative decoding against its own baseline, timed on one engine. Stdlib only.
+"""Speculative decoding against its own baseline, timed. Stdlib only.
 
 The baseline is the same engine with k = 0, so both paths run the very same loop, model
-and sampling seed; only drafting differs. Runs never overlap (one engine, one device:
+and sampling seed; only drafting differs. An engine whose k is fixed at start (vLLM)
+gets a second engine for the baseline: the same model without a speculative_config. Runs never overlap (one engine, one device:
 overlapping runs would slow each other down), and the order alternates between rounds
 so neither path always runs first with a cold cache or a cool CPU. Speed is wall-clock
 time around `engine.stream`, which is what a user waits for.
@@ -169,10 +170,10 @@ class Comparison:
         ordered = sorted(self.runs, key=lambda run: run.started)
         return any(later.started < earlier.ended for earlier, later in zip(ordered, ordered[1:]))
 
-    def as_dict(self, engine: Engine, k: int) -> dict:
+    def as_dict(self, engine: Engine, k: int, baseline: Engine | None = None) -> dict:
         return {
             "speculative": self._path_dict("speculative", engine, k),
-            "baseline": self._path_dict("baseline", engine, 0),
+            "baseline": self._path_dict("baseline", baseline or engine, 0),
             "speedup": self.speedup,
             "identical": self.identical,
             "first_difference": self.difference,
@@ -228,7 +229,7 @@ def timed_run(
     for event in engine.stream(messages, params, control):
         if isinstance(event, Done):
             ended = clock()
-            reply.done = event
+            reply.finish(event)
             continue
         reply.steps.append(event)
         if on_step is not None:
@@ -252,13 +253,17 @@ def run_pair(
     temperature: float,
     *,
     order: Sequence[str],
+    baseline: Engine | None = None,
     on_step: Callable[[str, Step], None] | None = None,
     on_run: Callable[[TimedRun], None] | None = None,
     control_factory: ControlFactory | None = None,
     clock: Clock = time.monotonic,
     start_index: dict | None = None,
 ) -> list[TimedRun]:
-    """Run the paths in `order` one after another (never overlapping), each with a fresh Control(k or 0, temperature); same params (so same seed) for both. on_step(path, step) for every Step, on_run(TimedRun) when a run ends. control_factory(path, k, temperature) -> Control lets a UI keep the Control to cancel it; if a run is cancelled (Done.finish_reason == 'cancelled') stop and return what ran."""
+    """Run the paths in `order` one after another (never overlapping), each with a fresh Control(k or 0, temperature); same params (so same seed) for both. on_step(path, step) for every Step, on_run(TimedRun) when a run ends. control_factory(path, k, temperature) -> Control lets a UI keep the Control to cancel it; if a run is cancelled (Done.finish_reason == 'cancelled') stop and return what ran.
+
+    `baseline`: a second engine for the k = 0 path, for engines whose k is fixed when they
+    start (vLLM: the baseline is an engine without a speculative_config)."""
     make_control = control_factory or (lambda path, k, temperature: Control(k, temperature))
     next_index = dict(start_index or {})
     runs: list[TimedRun] = []
@@ -267,7 +272,8 @@ def run_pair(
         control = make_control(path, path_k, temperature)
         index = next_index.get(path, 0)
         next_index[path] = index + 1
-        run = timed_run(engine, messages, params, path, index, path_k, control, on_step, clock)
+        path_engine = baseline if path == "baseline" and baseline is not None else engine
+        run = timed_run(path_engine, messages, params, path, index, path_k, control, on_step, clock)
         runs.append(run)
         if on_run is not None:
             on_run(run)
@@ -288,6 +294,7 @@ def warm_up(
     k: int,
     temperature: float,
     control_factory: ControlFactory | None = None,
+    baseline: Engine | None = None,
 ) -> bool:
     """A short, uncounted run of each path; False if it was cancelled.
 
@@ -297,7 +304,7 @@ def warm_up(
     reply with one drafting step, so the draft model warms up too.
     """
     short = replace(params, max_tokens=min(params.max_tokens, k + 2))
-    ran = run_pair(engine, messages, short, k, temperature, order=PATHS, control_factory=control_factory)
+    ran = run_pair(engine, messages, short, k, temperature, order=PATHS, control_factory=control_factory, baseline=baseline)
     return not any(run.cancelled for run in ran)
 
 
@@ -314,14 +321,14 @@ def compare(
 ) -> Comparison:
     """`runs` rounds of run_pair with alternating_order(round).
 
-    kwargs go to run_pair (on_step, on_run, control_factory, clock). A cancelled run ends
+    kwargs go to run_pair (on_step, on_run, control_factory, clock, baseline). A cancelled run ends
     the comparison early; the Comparison then holds what ran, the cancelled run included.
     warmup=True runs `warm_up` first; its runs are not part of the Comparison.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     comparison = Comparison([], temperature)
-    if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory")):
+    if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory"), kwargs.get("baseline")):
         return comparison
     for round_index in range(runs):
         start_index = {path: len(comparison.of(path)) for path in PATHS}

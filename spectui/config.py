@@ -71,7 +71,7 @@ class ChatConfig:
     model: str | None = None
     draft: str | None = None
     method: str = "draft"
-    engine: str = "embedded"
+    engine: str = "auto"  # auto, embedded, vllm, server, scripted (a demo without weights)
     k: int = 4
     temperature: float = 0.0
     top_p: float = 1.0
@@ -82,6 +82,17 @@ class ChatConfig:
     system: str | None = None
     theme: str = "dark"
     ghosts: bool = False
+    lookup_min: int = 1
+    lookup_max: int = 4
+    # vLLM engines
+    server: str | None = None
+    baseline_server: str | None = None  # the compare view's baseline, for engines with a fixed k
+    api_key: str | None = None
+    speculative_config: str | None = None
+    tp: int = 1
+    draft_tp: int | None = None
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
     keys: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KEYS))
 
     def with_overrides(self, **values) -> "ChatConfig":
@@ -108,6 +119,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "system": (str,),
     "theme": (str,),
     "ghosts": (bool,),
+    "lookup_min": (int,),
+    "lookup_max": (int,),
+    "server": (str,),
+    "baseline_server": (str,),
+    "api_key": (str,),
+    "speculative_config": (str,),
+    "tp": (int,),
+    "draft_tp": (int,),
+    "gpu_memory_utilization": (int, float),
+    "max_model_len": (int,),
 }
 
 
@@ -174,6 +195,12 @@ def engine_options(config: ChatConfig) -> EngineOptions:
         model=config.model, draft=config.draft, method=config.method, k=config.k,
         temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
         seed=config.seed, dtype=config.dtype, device=config.device,
+        lookup_min=config.lookup_min, lookup_max=config.lookup_max,
+        # scripted is the TUI's demo engine, not one EngineOptions builds
+        engine="auto" if config.engine == "scripted" else config.engine,
+        server=config.server, api_key=config.api_key, speculative_config=config.speculative_config,
+        tp=config.tp, draft_tp=config.draft_tp, gpu_memory_utilization=float(config.gpu_memory_utilization),
+        max_model_len=config.max_model_len,
     )
 
 
@@ -225,8 +252,9 @@ def example_config() -> str:
         "# spectui config: every setting is optional; command-line options override these.",
         "# model = \"qwen-1.5b\"",
         "# draft = \"qwen-0.5b\"",
-        "method = \"draft\"        # draft or ngram",
-        "engine = \"embedded\"",
+        "method = \"draft\"        # draft or ngram; with vLLM also eagle, eagle3, medusa, mtp",
+        "engine = \"auto\"         # auto (vLLM with a GPU, else embedded), embedded, vllm, server",
+        "# server = \"http://127.0.0.1:8000\"   # for engine = \"server\"",
         "k = 4                   # draft tokens per step, 0-16",
         "temperature = 0.0",
         "max_tokens = 512",

@@ -40,6 +40,11 @@ class Step:
     verify_seconds: float = 0.0
     exact: bool = True  # False when provenance was inferred (vLLM chunk sizes)
     method: str = ""  # proposer that drafted this step ("draft", "ngram", "" for none)
+    # How many were proposed when the ids are not known (vLLM reports counts, not ids).
+    draft_count: int | None = None
+    # How many drafts the target accepted, when the reply stopped inside this step (a stop
+    # token, max_tokens) before all of them were emitted; None: the DRAFT tokens shown.
+    accepted_count: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):
@@ -47,15 +52,17 @@ class Step:
 
     @property
     def num_drafted(self) -> int:
-        return len(self.drafted)
+        return self.draft_count if self.draft_count is not None else len(self.drafted)
 
     @property
     def num_accepted(self) -> int:
+        if self.accepted_count is not None:
+            return self.accepted_count
         return sum(1 for s in self.sources if s is Source.DRAFT)
 
     @property
     def rejected(self) -> tuple[int, ...]:
-        """Drafted ids the target did not keep (for the ghost view)."""
+        """Drafted ids the target did not keep (for the ghost view); () when only counts are known."""
         return self.drafted[self.num_accepted :]
 
 
@@ -72,6 +79,11 @@ class Done:
     time_to_first_token: float = 0.0
     error: str | None = None  # one line, for finish_reason == "error"
     engine_stats: dict = field(default_factory=dict)
+    # Provenance was inferred and some of it could not be paired with the engine's counters.
+    approximate: bool = False
+    # The whole reply's steps again, coloured from the engine's final per-step record, when
+    # that record corrected what was streamed (same tokens, other sources).
+    restated_steps: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ class MemoryReading:
     total_bytes: int | None = None
     source: str = ""  # "nvml", "torch.cuda", "psutil"
     draft_bytes: int | None = None  # the draft model's share, where the engine says
+    pool_bytes: int | None = None  # what the engine reserved up front (vLLM's KV cache pool)
+    with_children: bool = False  # RSS of this process and its children (vLLM's engine processes)
 
 
 def read_memory(device: str = "cpu") -> MemoryReading | None:
@@ -123,6 +125,26 @@ def _rss_memory() -> MemoryReading | None:
         rss = psutil.Process().memory_info().rss
         total = psutil.virtual_memory().total
         return MemoryReading("RSS", int(rss), int(total), "psutil")
+    except Exception:
+        return None
+
+
+def tree_rss(pool_bytes: int | None = None) -> MemoryReading | None:
+    """RSS of this process and its children: vLLM on CPU runs the model in its own processes."""
+    try:
+        import psutil
+
+        me = psutil.Process()
+        processes = [me, *me.children(recursive=True)]
+        rss = 0
+        for process in processes:
+            try:
+                rss += process.memory_info().rss
+            except psutil.Error:  # a child that exited between the listing and the read
+                pass
+        return MemoryReading(
+            "RSS", rss, int(psutil.virtual_memory().total), "psutil", pool_bytes=pool_bytes, with_children=True
+        )
     except Exception:
         return None
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass, replace
 from spectui.errors import UsageError
 from spectui.events import K_MAX
 
+ENGINES = ("auto", "embedded", "vllm", "server")
+# Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
+EMBEDDED_METHODS = ("draft", "ngram")
+VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+
 
 class OptionError(UsageError):
     """An option out of range; `setting` names it so a config file can point at its line."""
@@ -30,6 +35,16 @@ class EngineOptions:
     device: str = "auto"
     lookup_min: int = 1
     lookup_max: int = 4
+    engine: str = "auto"
+    # vLLM (in-process, and what `spectui serve` passes on)
+    speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k
+    tp: int = 1
+    draft_tp: int | None = None
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    # --engine server
+    server: str | None = None
+    api_key: str | None = None
 
     @classmethod
     def checked(cls, **values) -> "EngineOptions":
@@ -51,8 +66,40 @@ class EngineOptions:
                 "lookup_min",
                 f"lookup_min/lookup_max must satisfy 1 <= min <= max, got {self.lookup_min}/{self.lookup_max}",
             )
-        if self.method not in ("draft", "ngram"):
-            raise OptionError("method", f"method must be draft or ngram, got {self.method!r}")
+        if self.engine not in ENGINES:
+            raise OptionError("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.method not in VLLM_METHODS:
+            raise OptionError("method", f"method must be one of {', '.join(VLLM_METHODS)}, got {self.method!r}")
+        if self.engine == "embedded" and self.method not in EMBEDDED_METHODS:
+            raise OptionError(
+                "method", f"--method {self.method} needs trained heads: use --engine vllm, or draft / ngram"
+            )
+        if self.tp < 1 or (self.draft_tp is not None and self.draft_tp < 1):
+            raise OptionError("tp", "--tp and --draft-tp must be >= 1")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise OptionError(
+                "gpu_memory_utilization",
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
+            )
+        if self.max_model_len is not None and self.max_model_len < 16:
+            raise OptionError("max_model_len", f"max_model_len must be >= 16, got {self.max_model_len}")
+        if self.engine == "server" and not self.server:
+            raise OptionError("server", "--engine server needs --server URL (e.g. http://127.0.0.1:8000)")
+        if self.speculative_config is not None:
+            speculative_config_dict(self.speculative_config)
 
     def with_k(self, k: int) -> "EngineOptions":
         return replace(self, k=k)
+
+
+def speculative_config_dict(text: str) -> dict:
+    """--speculative-config as a dict; a bad one is a one-line error."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise OptionError("speculative_config", f"--speculative-config is not JSON: {error.msg} at column {error.colno}") from None
+    if not isinstance(value, dict):
+        raise OptionError("speculative_config", "--speculative-config must be a JSON object, e.g. '{\"method\": \"ngram\"}'")
+    return value

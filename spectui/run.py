@@ -25,6 +25,12 @@ class Reply:
     steps: list[Step] = field(default_factory=list)
     done: Done | None = None
 
+    def finish(self, done: Done) -> None:
+        """Keep the Done; an engine's restated colouring replaces what was streamed."""
+        self.done = done
+        if done.restated_steps is not None:
+            self.steps = list(done.restated_steps)
+
     @property
     def text(self) -> str:
         return "".join(step.text for step in self.steps)
@@ -43,6 +49,7 @@ class Reply:
             "text": self.text,
             "finish_reason": self.done.finish_reason if self.done else None,
             "error": self.done.error if self.done else None,
+            "approximate": self.done.approximate if self.done else False,
             "prompt_token_ids": list(self.done.prompt_token_ids) if self.done else [],
             "token_ids": self.token_ids,
             "steps": [
@@ -50,7 +57,9 @@ class Reply:
                     "token_ids": list(step.token_ids),
                     "sources": [source.value for source in step.sources],
                     "drafted": list(step.drafted),
+                    "num_drafted": step.num_drafted,
                     "k": step.k,
+                    "exact": step.exact,
                 }
                 for step in self.steps
             ],
@@ -84,5 +93,5 @@ def run_reply(
             if on_step is not None:
                 on_step(event)
         else:
-            reply.done = event
+            reply.finish(event)
     return reply

@@ -184,20 +184,21 @@ class Store:
         ghost: str,
         arrived: float,
     ) -> None:
-        self._write(
-            "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                message_id, index, arrived,
-                json.dumps(list(step.token_ids)),
-                json.dumps([source.value for source in step.sources]),
-                json.dumps(list(pieces)),
-                ghost,
-                step.text,
-                json.dumps(list(step.drafted)),
-                step.k, step.temperature, step.draft_seconds, step.verify_seconds,
-                int(step.exact), step.method,
-            ),
-        )
+        self._write(INSERT_STEP, _step_row(message_id, index, step, pieces, ghost, arrived))
+
+    def replace_steps(self, message_id: int, steps: Sequence[StoredStep]) -> None:
+        """A reply's steps again, all at once: the engine's final record recoloured it
+        (same tokens, other sources), and history must show what the screen shows."""
+        rows = [_step_row(message_id, index, s.step, s.pieces, s.ghost, s.arrived) for index, s in enumerate(steps)]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute("DELETE FROM steps WHERE message_id = ?", (message_id,))
+                self._db.executemany(INSERT_STEP, rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def finish_message(
         self,
@@ -269,7 +270,7 @@ class Store:
                 token_ids=tuple(json.loads(ids)),
                 sources=tuple(Source(s) for s in json.loads(sources)),
                 text=text,
-                drafted=tuple(json.loads(drafted)),
+                **drafted_fields(drafted),
                 k=k,
                 temperature=temp,
                 draft_seconds=t_draft,
@@ -294,7 +295,51 @@ class Store:
         )
 
 
+APPROXIMATE_NOTE = "colours approximate (steps merged)"
+INSERT_STEP = "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _step_row(message_id: int, index: int, step: Step, pieces: Sequence[str], ghost: str, arrived: float) -> tuple:
+    return (
+        message_id, index, arrived,
+        json.dumps(list(step.token_ids)),
+        json.dumps([source.value for source in step.sources]),
+        json.dumps(list(pieces)),
+        ghost,
+        step.text,
+        drafted_json(step),
+        step.k, step.temperature, step.draft_seconds, step.verify_seconds,
+        int(step.exact), step.method,
+    )
+
+
 # export
+
+
+def drafted_json(step: Step) -> str:
+    """The drafted ids, or {"count": n} from an engine that reports counts only (vLLM), with
+    "accepted" when the reply stopped inside the step's accepted drafts."""
+    counts: dict = {}
+    if step.draft_count is not None and not step.drafted:
+        counts["count"] = step.draft_count
+    if step.accepted_count is not None:
+        counts["accepted"] = step.accepted_count
+    if not counts:
+        return json.dumps(list(step.drafted))
+    counts.setdefault("ids", list(step.drafted))
+    return json.dumps(counts)
+
+
+def drafted_fields(stored: str) -> dict:
+    value = json.loads(stored)
+    if not isinstance(value, dict):
+        return {"drafted": tuple(value)}
+    fields: dict = {"drafted": tuple(value.get("ids", ()))}
+    if "count" in value:
+        fields["draft_count"] = int(value["count"])
+    if "accepted" in value:
+        fields["accepted_count"] = int(value["accepted"])
+    return fields
 
 
 def export_markdown(conversation: Conversation) -> str:
@@ -326,6 +371,8 @@ def _reply_note(message: StoredMessage) -> str:
         parts.append(f"τ {tau:.2f}")
     if speed:
         parts.append(f"{speed:.1f} tok/s")
+    if message.stats.get("colours_approximate"):
+        parts.append(APPROXIMATE_NOTE)
     if message.finish_reason not in (None, "stop"):
         parts.append(f"ended: {message.finish_reason}" + (f" ({message.error})" if message.error else ""))
     return " · ".join(parts)
@@ -348,6 +395,7 @@ def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
                     "ghost": stored.ghost,
                     "text": step.text,
                     "drafted": list(step.drafted),
+                    "num_drafted": step.num_drafted,
                     "num_accepted": step.num_accepted,
                     "k": step.k,
                     "temperature": step.temperature,

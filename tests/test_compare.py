@@ -359,7 +359,9 @@ def test_cli_compare_table_on_tiny_models(tiny_folders):
     [
         (["--runs", "0"], "spectui: error: runs must be from 1 to 50, got 0"),
         (["--runs", "51"], "spectui: error: runs must be from 1 to 50, got 51"),
-        (["--engine", "vllm"], "spectui: error: --engine must be embedded for compare, got 'vllm'"),
+        (["--engine", "server"], "spectui: error: --engine server needs --server URL (e.g. http://127.0.0.1:8000)"),
+        (["--method", "eagle", "--engine", "embedded"],
+         "spectui: error: --method eagle needs trained heads: use --engine vllm, or draft / ngram"),
         (["-k", "40"], "spectui: error: k must be from 0 to 16, got 40"),
     ],
 )

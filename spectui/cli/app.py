@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from typing import Optional
+
 import typer
 
 from spectui.cli import fail
@@ -11,6 +13,15 @@ from spectui.cli.engine_options import (
     DEFAULTS,
     DeviceOption,
     DraftOption,
+    DraftTpOption,
+    EngineName,
+    EngineOption,
+    GpuMemoryOption,
+    MaxModelLenOption,
+    ServerOption,
+    ApiKeyOption,
+    SpeculativeConfigOption,
+    TpOption,
     Dtype,
     DtypeOption,
     KOption,
@@ -41,8 +52,10 @@ app.add_typer(models_app, name="models")
 
 def _register_chat() -> None:
     from spectui.cli.chat import register
+    from spectui.cli.serve import serve_command
 
     register(app)
+    app.command("serve")(serve_command)
 
 
 @app.callback(invoke_without_command=True)
@@ -67,6 +80,14 @@ def generate(
     lookup_min: LookupMinOption = DEFAULTS.lookup_min,
     lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
     system: SystemOption = None,
+    engine: EngineOption = EngineName(DEFAULTS.engine),
+    server: ServerOption = DEFAULTS.server,
+    api_key: ApiKeyOption = None,
+    speculative_config: SpeculativeConfigOption = None,
+    tp: TpOption = DEFAULTS.tp,
+    draft_tp: DraftTpOption = None,
+    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
+    max_model_len: MaxModelLenOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
 ) -> None:
     """Generate one reply headless: coloured by token source, or as JSON."""
@@ -76,7 +97,9 @@ def generate(
         options = engine_options(
             model=model, draft=draft, method=method, k=k, temperature=temperature,
             top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
-            lookup_min=lookup_min, lookup_max=lookup_max,
+            lookup_min=lookup_min, lookup_max=lookup_max, engine=engine, server=server, api_key=api_key,
+            speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
         )
         code = run_generate(options, prompt, system=system, as_json=as_json)
     except SpectuiError as error:
@@ -100,8 +123,16 @@ def compare(
     lookup_min: LookupMinOption = DEFAULTS.lookup_min,
     lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
     system: SystemOption = None,
+    engine: EngineOption = EngineName(DEFAULTS.engine),
+    server: ServerOption = DEFAULTS.server,
+    api_key: ApiKeyOption = None,
+    speculative_config: SpeculativeConfigOption = None,
+    tp: TpOption = DEFAULTS.tp,
+    draft_tp: DraftTpOption = None,
+    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
+    max_model_len: MaxModelLenOption = None,
     runs: int = typer.Option(3, "--runs", help="Runs per path, 1-50; the median run is reported."),
-    engine: str = typer.Option("embedded", "--engine", help="embedded (vllm comes later)."),
+    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="Run the baseline on this vLLM server (no speculation) instead."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (headless)."),
     table: bool = typer.Option(False, "--table", help="Print a table (headless)."),
 ) -> None:
@@ -112,11 +143,13 @@ def compare(
     from spectui.cli.compare import check_compare_options, run_compare
 
     try:
-        check_compare_options(runs=runs, engine=engine)
+        check_compare_options(runs=runs)
         options = engine_options(
             model=model, draft=draft, method=method, k=k, temperature=temperature,
             top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
-            lookup_min=lookup_min, lookup_max=lookup_max,
+            lookup_min=lookup_min, lookup_max=lookup_max, engine=engine, server=server, api_key=api_key,
+            speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
         )
         if not (as_json or table):
             from spectui.cli.chat import run_chat
@@ -124,9 +157,13 @@ def compare(
             overrides = dict(
                 model=model, draft=draft, method=options.method, k=k, temperature=temperature, top_p=top_p,
                 max_tokens=max_tokens, seed=seed, dtype=options.dtype, device=device, system=system,
+                engine=options.engine, server=server, api_key=api_key, speculative_config=speculative_config,
+                tp=tp, draft_tp=draft_tp, gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len, lookup_min=lookup_min, lookup_max=lookup_max,
+                baseline_server=baseline_server,
             )
             raise typer.Exit(run_chat(overrides, compare_prompt=prompt))
-        code = run_compare(options, prompt, system=system, runs=runs, as_json=as_json)
+        code = run_compare(options, prompt, system=system, runs=runs, as_json=as_json, baseline_server=baseline_server)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -24,8 +25,22 @@ history_app = typer.Typer(help="Saved conversations and their per-step traces.",
 
 
 class EngineName(str, Enum):
+    auto = "auto"
+    embedded = "embedded"
+    vllm = "vllm"
+    server = "server"
+    scripted = "scripted"
+
+
+class ScreenshotEngine(str, Enum):
     embedded = "embedded"
     scripted = "scripted"
+
+
+# Engines whose model name can be checked before the app starts (a server names its own).
+CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
+# Engines rebuilt with a new k when k is fixed at start (a server's k is the server's).
+RESTARTS_FOR_K = ("auto", "embedded", "vllm")
 
 
 class ExportFormat(str, Enum):
@@ -39,16 +54,55 @@ def engine_factory_for(config):
         from spectui.tui.demo_engine import scripted_engine_factory
 
         return scripted_engine_factory(step_delay=0.03)
-    if config.engine == "embedded":
 
-        def build(progress):
-            from spectui.config import engine_options
-            from spectui.engines.embedded.build import build_embedded_engine
+    def build(progress):
+        from spectui.config import engine_options
+        from spectui.engines.factory import build_engine
 
-            return build_embedded_engine(engine_options(config), progress=progress)
+        return build_engine(engine_options(config), progress)
 
-        return build
-    raise UsageError(f"--engine must be embedded or scripted, got {config.engine!r}")
+    return build
+
+
+def engine_factory_for_k(config):
+    """k -> engine_factory, for engines that take k when they start (vLLM); None where
+    a new k cannot come from a rebuild."""
+    if config.engine not in RESTARTS_FOR_K:
+        return None
+    return lambda k: engine_factory_for(replace(config, k=k))
+
+
+def vllm_terminal(config, engine_factory):
+    """While the app runs, vLLM's engine processes print to its log, not over the screen."""
+    import contextlib
+
+    from spectui.engines.vllm.build import vllm_installed
+
+    if engine_factory is not None or config.engine not in ("auto", "vllm") or not vllm_installed():
+        return contextlib.nullcontext()
+    from spectui.engines.vllm.build import log_path
+    from spectui.tui.terminal import start_process_helpers, terminal_for_app_only
+
+    start_process_helpers()
+    return terminal_for_app_only(log_path())
+
+
+def baseline_share(gpu_memory_utilization: float) -> float:
+    """The GPU share left for a second vLLM engine beside the chat's (the compare view's
+    baseline): what the first did not reserve, keeping 5% for everything else."""
+    return round(max(0.05, min(gpu_memory_utilization, 0.95 - gpu_memory_utilization)), 2)
+
+
+def baseline_factory_for(config):
+    """engine_factory for the compare view's baseline (k = 0) where the chat's engine fixes k
+    at start: a --baseline-server, or a second vLLM engine without a speculative_config."""
+    if config.baseline_server:
+        return engine_factory_for(replace(config, engine="server", server=config.baseline_server, k=0, speculative_config=None))
+    if config.engine in ("auto", "vllm"):
+        return engine_factory_for(replace(
+            config, k=0, speculative_config=None, gpu_memory_utilization=baseline_share(config.gpu_memory_utilization)
+        ))
+    return None
 
 
 def chat_command(
@@ -56,10 +110,26 @@ def chat_command(
     resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
     draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
-    method: Optional[str] = typer.Option(None, "--method", help="draft or ngram."),
+    method: Optional[str] = typer.Option(None, "--method", help="draft or ngram; with vLLM also eagle, eagle3, medusa, mtp."),
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16."),
     temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
-    engine: Optional[EngineName] = typer.Option(None, "--engine", help="embedded (default) or scripted (a demo, no weights)."),
+    engine: Optional[EngineName] = typer.Option(
+        None, "--engine",
+        help="auto (vLLM when installed with a GPU, else embedded), embedded, vllm, server, or scripted (a demo, no weights).",
+    ),
+    server: Optional[str] = typer.Option(None, "--server", help="--engine server: the vLLM server's URL."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="SPECTUI_API_KEY", help="--engine server: bearer token."),
+    speculative_config: Optional[str] = typer.Option(
+        None, "--speculative-config", help="vLLM: a JSON speculative_config, passed through."
+    ),
+    tp: Optional[int] = typer.Option(None, "--tp", help="vLLM: tensor_parallel_size."),
+    draft_tp: Optional[int] = typer.Option(None, "--draft-tp", help="vLLM: the draft's tensor_parallel_size."),
+    gpu_memory_utilization: Optional[float] = typer.Option(
+        None, "--gpu-memory-utilization", help="vLLM: share of GPU memory to reserve."
+    ),
+    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="vLLM: longest context."),
+    lookup_min: Optional[int] = typer.Option(None, "--lookup-min", help="ngram: shortest n-gram to match."),
+    lookup_max: Optional[int] = typer.Option(None, "--lookup-max", help="ngram: longest n-gram to match."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="auto, float32, bfloat16, float16 or int8."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N or auto."),
     theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),
@@ -71,12 +141,38 @@ def chat_command(
     try:
         code = run_chat(
             dict(model=model, draft=draft, method=method, k=k, temperature=temperature,
-                 engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system),
+                 engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system,
+                 server=server, api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                 lookup_min=lookup_min, lookup_max=lookup_max),
             resume=resume, conversation_id=conversation_id, history=not no_history,
         )
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
+
+
+def check_engine_choice(config) -> None:
+    """What can be refused before the app starts is refused here, as one line, not as a
+    failed load inside the app."""
+    if config.engine not in CHECKS_MODEL_NAMES:
+        return
+    from spectui.models.registry import DEFAULT_TARGET, resolve
+
+    for name in (config.model or DEFAULT_TARGET, config.draft):
+        if name is not None:
+            resolve(name)
+    from spectui.options import EMBEDDED_METHODS
+
+    if config.engine == "auto" and config.method not in EMBEDDED_METHODS:
+        from spectui.config import engine_options
+        from spectui.engines.factory import chosen_engine
+
+        if chosen_engine(engine_options(config)) == "embedded":
+            raise UsageError(
+                f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
+                "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
+            )
 
 
 def run_chat(
@@ -95,13 +191,8 @@ def run_chat(
     if conversation_id is not None and not resume:
         raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
     config = load_config().with_overrides(**overrides)
-    if engine_factory is None and config.engine == "embedded":
-        from spectui.models.registry import DEFAULT_TARGET, resolve
-
-        # A misspelt name is a one-line error here, not a failed load inside the app.
-        for name in (config.model or DEFAULT_TARGET, config.draft):
-            if name is not None:
-                resolve(name)
+    if engine_factory is None:
+        check_engine_choice(config)
     factory = engine_factory or engine_factory_for(config)
     store = Store(default_store_path()) if history else None
     conversation = None
@@ -115,9 +206,15 @@ def run_chat(
 
     from spectui.tui.app import SpectuiApp
 
-    app = SpectuiApp(factory, config, store, resume=conversation, compare_prompt=compare_prompt)
+    factory_for_k = engine_factory_for_k(config) if engine_factory is None else None
+    baseline_factory = baseline_factory_for(config) if engine_factory is None else None
+    app = SpectuiApp(
+        factory, config, store, resume=conversation, compare_prompt=compare_prompt, engine_factory_for_k=factory_for_k,
+        baseline_factory=baseline_factory,
+    )
     try:
-        app.run()
+        with vllm_terminal(config, engine_factory):
+            app.run()
     finally:
         if store is not None:
             store.close()
@@ -201,13 +298,13 @@ def history_export_command(
 
 def screenshots_command(
     out: Path = typer.Option(Path("screenshots"), "--out", "-o", help="Folder for the SVG (and PNG) files."),
-    engine: EngineName = typer.Option(EngineName.scripted, "--engine", help="scripted (default, no weights) or embedded."),
+    engine: ScreenshotEngine = typer.Option(ScreenshotEngine.scripted, "--engine", help="scripted (default, no weights) or embedded."),
 ) -> None:
     """Regenerate screenshots of the main screens in every theme from a scripted run."""
     from spectui.screenshots import take_screenshots
 
     factory = None
-    if engine is EngineName.embedded:
+    if engine is ScreenshotEngine.embedded:
         from spectui.config import load_config
 
         try:

@@ -15,22 +15,55 @@ from spectui.options import EngineOptions, OptionError
 from spectui.run import prompt_messages
 
 RUNS_MAX = 50
-ENGINES = ("embedded",)  # vllm joins when its engine lands
 
 
-def check_compare_options(runs: int, engine: str) -> None:
+def check_compare_options(runs: int) -> None:
     if not 1 <= runs <= RUNS_MAX:
         raise OptionError("runs", f"runs must be from 1 to {RUNS_MAX}, got {runs}")
-    if engine not in ENGINES:
-        raise OptionError("engine", f"--engine must be {' or '.join(ENGINES)} for compare, got {engine!r}")
 
 
-def run_compare(options: EngineOptions, prompt: str, system: str | None, runs: int, as_json: bool) -> int:
-    from spectui.engines.embedded.build import build_embedded_engine
+def build_pair(options: EngineOptions, baseline_server: str | None, progress=None):
+    """(speculative engine, baseline engine or None when the engine runs k = 0 itself).
 
+    vLLM fixes k when it starts, so its baseline is a second engine: the same model with no
+    speculative_config, each given half the GPU memory share (both live in one process;
+    only one runs at a time). --baseline-server puts the baseline on a server instead.
+    """
+    from dataclasses import replace
+
+    from spectui.engines.factory import build_engine, chosen_engine
+
+    engine_name = chosen_engine(options)
+    if engine_name == "embedded" and baseline_server is None:
+        return build_engine(replace(options, engine="embedded"), progress), None
+    if engine_name == "server" and baseline_server is None:
+        raise OptionError(
+            "baseline_server",
+            "compare on a server needs --baseline-server URL: a server of the same model without speculation",
+        )
+    speculative_options = replace(options, engine=engine_name)
+    if engine_name == "vllm" and baseline_server is None:
+        speculative_options = replace(speculative_options, gpu_memory_utilization=options.gpu_memory_utilization / 2)
+    if baseline_server is not None:
+        baseline_options = replace(options, engine="server", server=baseline_server, k=0, speculative_config=None)
+    else:
+        baseline_options = replace(speculative_options, k=0, speculative_config=None)
+    baseline = build_engine(baseline_options, progress)
+    try:
+        engine = build_engine(speculative_options, progress)
+    except BaseException:
+        baseline.close()
+        raise
+    return engine, baseline
+
+
+def run_compare(
+    options: EngineOptions, prompt: str, system: str | None, runs: int, as_json: bool, baseline_server: str | None = None
+) -> int:
     err = Console(stderr=True, highlight=False)
     with rich_progress() as progress:
-        engine = build_embedded_engine(options, progress=progress)
+        engine, baseline = build_pair(options, baseline_server, progress)
+    k = getattr(engine, "k", options.k)  # vLLM and servers fix k when they start
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
 
     def report(run: TimedRun) -> None:
@@ -40,16 +73,18 @@ def run_compare(options: EngineOptions, prompt: str, system: str | None, runs: i
     err.print("warm-up: one short run of each path, not counted", style="dim")
     try:
         comparison = compare(
-            engine, prompt_messages(prompt, system), params, options.k, options.temperature, runs,
-            warmup=True, on_run=report,
+            engine, prompt_messages(prompt, system), params, k, options.temperature, runs,
+            warmup=True, on_run=report, baseline=baseline,
         )
     finally:
         engine.close()
+        if baseline is not None:
+            baseline.close()
     if as_json:
-        json.dump(comparison.as_dict(engine, options.k), sys.stdout)
+        json.dump(comparison.as_dict(engine, k, baseline), sys.stdout)
         sys.stdout.write("\n")
     else:
-        Console(highlight=False).print(comparison_table(comparison, options.k))
+        Console(highlight=False).print(comparison_table(comparison, k))
         Console(highlight=False).print(verdict_line(comparison))
     return exit_code(comparison, err)
 

@@ -19,6 +19,17 @@ from spectui.options import EngineOptions
 class Method(str, Enum):
     draft = "draft"
     ngram = "ngram"
+    eagle = "eagle"
+    eagle3 = "eagle3"
+    medusa = "medusa"
+    mtp = "mtp"
+
+
+class EngineName(str, Enum):
+    auto = "auto"
+    embedded = "embedded"
+    vllm = "vllm"
+    server = "server"
 
 
 class Dtype(str, Enum):
@@ -34,7 +45,7 @@ DEFAULTS = EngineOptions()
 PromptArgument = Annotated[str, typer.Argument(help="The user message.")]
 ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", help="Target: alias, local folder, .gguf or hub id.")]
 DraftOption = Annotated[Optional[str], typer.Option("--draft", "-d", help="Draft model (same tokenizer as the target).")]
-MethodOption = Annotated[Method, typer.Option("--method", help="Where drafts come from.")]
+MethodOption = Annotated[Method, typer.Option("--method", help="Where drafts come from (eagle, eagle3, medusa, mtp: vLLM only).")]
 KOption = Annotated[int, typer.Option("--k", "-k", help="Draft tokens per step, 0-16 (0 = plain decoding).")]
 TemperatureOption = Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")]
 TopPOption = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass, (0, 1].")]
@@ -44,6 +55,14 @@ DtypeOption = Annotated[Dtype, typer.Option("--dtype", help="Target precision (a
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")]
 LookupMinOption = Annotated[int, typer.Option("--lookup-min", help="ngram: shortest n-gram to match.")]
 LookupMaxOption = Annotated[int, typer.Option("--lookup-max", help="ngram: longest n-gram to match.")]
+EngineOption = Annotated[EngineName, typer.Option("--engine", help="auto: vLLM when installed with a GPU, else embedded.")]
+ServerOption = Annotated[Optional[str], typer.Option("--server", help="--engine server: the vLLM server's URL.")]
+ApiKeyOption = Annotated[Optional[str], typer.Option("--api-key", envvar="SPECTUI_API_KEY", help="--engine server: bearer token.")]
+SpeculativeConfigOption = Annotated[Optional[str], typer.Option("--speculative-config", help="vLLM: a JSON speculative_config, passed through.")]
+TpOption = Annotated[int, typer.Option("--tp", help="vLLM: tensor_parallel_size.")]
+DraftTpOption = Annotated[Optional[int], typer.Option("--draft-tp", help="vLLM: the draft's tensor_parallel_size.")]
+GpuMemoryOption = Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM: share of GPU memory to reserve.")]
+MaxModelLenOption = Annotated[Optional[int], typer.Option("--max-model-len", help="vLLM: longest context.")]
 SystemOption = Annotated[Optional[str], typer.Option("--system", help="A system message.")]
 
 
@@ -61,10 +80,20 @@ def engine_options(
     device: str,
     lookup_min: int,
     lookup_max: int,
+    engine: EngineName = EngineName.auto,
+    server: str | None = None,
+    api_key: str | None = None,
+    speculative_config: str | None = None,
+    tp: int = 1,
+    draft_tp: int | None = None,
+    gpu_memory_utilization: float = DEFAULTS.gpu_memory_utilization,
+    max_model_len: int | None = None,
 ) -> EngineOptions:
     """Checked options; an out-of-range value raises OptionError (one line, exit 2)."""
     return EngineOptions.checked(
         model=model, draft=draft, method=method.value, k=k, temperature=temperature,
         top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype.value, device=device,
-        lookup_min=lookup_min, lookup_max=lookup_max,
+        lookup_min=lookup_min, lookup_max=lookup_max, engine=engine.value, server=server,
+        api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
     )

@@ -29,7 +29,7 @@ def step_text(step: Step, tokenizer) -> Text:
     is exact across multi-byte characters) is used whenever the per-token pieces do not
     add up to it.
     """
-    pieces = [tokenizer.decode([t], skip_special_tokens=True) for t in step.token_ids]
+    pieces = [tokenizer.decode([t], skip_special_tokens=True) for t in step.token_ids] if tokenizer else []
     if "".join(pieces) != step.text:
         style = SOURCE_STYLES[step.sources[-1]] if step.sources else "default"
         return Text(step.text, style=style)
@@ -39,7 +39,7 @@ def step_text(step: Step, tokenizer) -> Text:
     return text
 
 
-def summary_line(reply, options: EngineOptions, engine) -> str:
+def summary_line(reply, k: int, engine) -> str:
     stats = reply.stats
     gamma = f"{stats.gamma:.2f}" if stats.gamma is not None else "–"
     tau = f"{stats.tau:.2f}" if stats.tau is not None else "–"
@@ -48,21 +48,24 @@ def summary_line(reply, options: EngineOptions, engine) -> str:
     drafting = f"{info.method} {info.draft or ''}".strip() if info.method != "none" else "no drafting"
     return (
         f"γ {gamma} · τ {tau} · {speed} tok/s · {stats.num_tokens} tokens in {stats.num_steps} steps"
-        f" · {info.target} ← {drafting}, k={options.k}, {info.dtype}, {info.device}"
+        f" · {info.target} ← {drafting}, k={k}, {info.dtype}, {info.device}"
         f" · {reply.done.finish_reason if reply.done else '?'}"
+        + (" · colours approximate" if reply.done is not None and reply.done.approximate else "")
     )
 
 
 def run_generate(options: EngineOptions, prompt: str, system: str | None, as_json: bool) -> int:
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.factory import build_engine
 
     err = Console(stderr=True)
     out = Console(highlight=False)
     with rich_progress() as progress:
-        engine = build_embedded_engine(options, progress=progress)
+        engine = build_engine(options, progress=progress)
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
-    control = Control(k=options.k, temperature=options.temperature)
+    # An engine whose k is fixed at start (vLLM, a server) says which k it runs.
+    k = getattr(engine, "k", options.k)
+    control = Control(k=k, temperature=options.temperature)
 
     legend = Text.assemble(
         ("accepted draft", SOURCE_STYLES[Source.DRAFT]), " · ",
@@ -75,16 +78,16 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
 
     def show(step: Step) -> None:
         if not as_json:
-            out.print(step_text(step, engine.tokenizer), end="")
+            out.print(step_text(step, getattr(engine, "tokenizer", None)), end="")
 
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()
     if as_json:
-        json.dump(reply.as_dict(engine, options.k), sys.stdout)
+        json.dump(reply.as_dict(engine, k), sys.stdout)
         sys.stdout.write("\n")
     else:
         out.print()
-        err.print(summary_line(reply, options, engine), style="dim")
+        err.print(summary_line(reply, k, engine), style="dim")
     if reply.done is not None and reply.done.finish_reason == "error":
         err.print(f"spectui: error: {reply.done.error}", style="red")
         return 1

@@ -75,7 +75,8 @@ def rich_progress() -> Iterator[ProgressFn]:
     try:
         yield update
     finally:
-        progress.stop()
+        if tasks:  # stopping a bar never started prints an empty line
+            progress.stop()
 
 
 def fetch_gguf(spec: ModelSpec, dest_dir: Path, progress: ProgressFn | None = None) -> Path:

@@ -5,6 +5,10 @@
 
 engine_factory(progress) -> Engine is called in a background thread (loading can take
 minutes); progress(stage, done, total) updates the bar. A failure shows as a message.
+
+An engine that takes k when it starts (vLLM: `info.live_k` False) is rebuilt for a new
+k through `engine_factory_for_k(k)`: key presses are debounced, a streaming reply ends
+first, and the old engine is closed before the new one loads (a GPU holds one).
 """
 
 from __future__ import annotations
@@ -32,9 +36,15 @@ from spectui.themes import (
 from spectui.tui.heap import collect_between_replies, defer_full_collections
 from spectui.tui.keys import app_bindings
 from spectui.tui.messages import EngineFailed, EngineProgress, EngineReady
-from spectui.tui.worker import join_threads, load_engine, start_thread
+from spectui.tui.worker import join_threads, load_engine, restart_engine, start_thread
 
 EngineFactory = Callable[[Callable[[str, int, int], None]], object]
+RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
+ENGINE_LABELS = {"vllm": "vLLM"}
+
+
+def engine_label(name: str) -> str:
+    return ENGINE_LABELS.get(name, name)
 
 
 class SpectuiApp(App):
@@ -58,9 +68,13 @@ class SpectuiApp(App):
         screenshot_dir: Path | None = None,
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
+        engine_factory_for_k: Callable[[int], EngineFactory] | None = None,
+        baseline_factory: EngineFactory | None = None,
     ) -> None:
         super().__init__()
         self.engine_factory = engine_factory
+        self.engine_factory_for_k = engine_factory_for_k
+        self.baseline_factory = baseline_factory  # the compare view's k = 0 engine, when k is fixed
         self.config = config or ChatConfig()
         self.store = store
         self.resume = resume
@@ -76,6 +90,14 @@ class SpectuiApp(App):
         self.engine_error = ""
         self.loading_detail = ""
         self.load_seconds: float | None = None
+        # k restarts (engines with k fixed at start)
+        self.last_info = None  # the last ready engine's EngineInfo: shown while it restarts
+        self.engine_k = self.config.k  # the k the engine was built with
+        self.k_fixed = False  # the engine takes k when it starts
+        self.wanted_k: int | None = None  # a k waiting for its restart
+        self.restarting_k: int | None = None  # the k a restart in flight builds with
+        self.restart_failed = False
+        self._restart_timer = None
         for theme in self.spectui_themes.values():
             self.register_theme(theme.to_textual_theme())
 
@@ -138,7 +160,9 @@ class SpectuiApp(App):
         entry in Done.engine_stats.
         """
         engine = self.engine
-        reading = self.memory_probe(engine.info.device if engine is not None else "cpu")
+        reading = self._engine_memory(engine)
+        if reading is None:
+            reading = self.memory_probe(engine.info.device if engine is not None else "cpu")
         if reading is None or engine is None:
             return reading
         draft_bytes = getattr(engine, "draft_bytes", None)
@@ -148,6 +172,17 @@ class SpectuiApp(App):
         if isinstance(draft_bytes, int):
             reading = replace(reading, draft_bytes=draft_bytes)
         return reading
+
+    @staticmethod
+    def _engine_memory(engine) -> MemoryReading | None:
+        """The engine's own reading (vLLM: its pool, its engine processes), if it has one."""
+        memory = getattr(engine, "memory", None)
+        if not callable(memory):
+            return None
+        try:
+            return memory()
+        except Exception:  # a panel number is not worth an error: the generic probe answers
+            return None
 
     def settings_record(self) -> dict:
         """What a conversation was started with, saved beside it in history."""
@@ -171,20 +206,104 @@ class SpectuiApp(App):
         self._engine_changed()
 
     def on_engine_ready(self, message: EngineReady) -> None:
+        restarted_k, self.restarting_k = self.restarting_k, None
         self.engine = message.engine
+        self.last_info = message.engine.info
+        self.k_fixed = not message.engine.info.live_k
         self.engine_status = "ready"
+        self.restart_failed = False
         self.load_seconds = message.seconds
         self.loading_detail = ""
+        if restarted_k is not None:
+            self.engine_k = restarted_k
+            self.config = replace(self.config, k=restarted_k)  # what new conversations record
+        chat = self.chat_screen
+        server_k = getattr(message.engine, "k", None)
+        if chat is not None and self.k_fixed and not self.k_restarts_engine and isinstance(server_k, int):
+            chat.k = self.engine_k = server_k  # a server's k is its own: show that one
         self._engine_changed()
         collect_between_replies()
-        if self.compare_prompt is not None and self.chat_screen is not None:
-            self.chat_screen.open_compare(prompt_messages(self.compare_prompt, self.config.system))
+        if restarted_k is not None and chat is not None:
+            chat.engine_restarted(self._restarted_text(message.engine, restarted_k, message.seconds))
+        if chat is not None and self.k_restarts_engine and chat.k != self.engine_k:
+            self.want_engine_k(chat.k)  # pressed while it loaded
+        if self.compare_prompt is not None and chat is not None and restarted_k is None:
+            chat.open_compare(prompt_messages(self.compare_prompt, self.config.system))
+
+    def _restarted_text(self, engine, k: int, seconds: float) -> str:
+        running_k = getattr(engine, "k", k)
+        pinned = f" (it runs k = {running_k}, as its speculative config says)" if running_k != k else ""
+        name = engine_label(engine.info.name)
+        return f"{name} restarted with k = {k} in {seconds:.1f} s{pinned}; the conversation goes on."
 
     def on_engine_failed(self, message: EngineFailed) -> None:
+        restarted_k, self.restarting_k = self.restarting_k, None
         self.engine_status = "failed"
         self.engine_error = message.error
+        self.restart_failed = restarted_k is not None
         self._engine_changed()
-        self.notify(f"Could not load the engine: {message.error}", severity="error", timeout=10)
+        if restarted_k is None:
+            self.notify(f"Could not load the engine: {message.error}", severity="error", timeout=10)
+            return
+        text = f"Could not restart {self.engine_label} with k = {restarted_k}: {message.error}"
+        if self.chat_screen is not None:
+            self.chat_screen.engine_restart_failed(f"{text} · press a k key to try again")
+        self.notify(text, severity="error", timeout=10)
+
+    # k restarts
+
+    @property
+    def engine_label(self) -> str:
+        return engine_label(self.last_info.name) if self.last_info is not None else "the engine"
+
+    @property
+    def k_restarts_engine(self) -> bool:
+        """A k change rebuilds the engine (it took k when it started) rather than reaching it."""
+        return self.engine_factory_for_k is not None and self.k_fixed
+
+    def want_engine_k(self, k: int) -> None:
+        """Restart the engine with k once the key presses settle."""
+        self.wanted_k = k
+        if self._restart_timer is not None:
+            self._restart_timer.stop()
+        self._restart_timer = self.set_timer(RESTART_DEBOUNCE_S, self._debounce_elapsed)
+        self._engine_changed()
+
+    def _debounce_elapsed(self) -> None:
+        self._restart_timer = None
+        self.restart_if_wanted()
+
+    def restart_if_wanted(self) -> None:
+        """Start the wanted restart if nothing holds the engine; called again when that ends."""
+        k = self.wanted_k
+        if k is None or self._restart_timer is not None or self.engine_status == "loading":
+            return  # nothing wanted, keys still settling, or a load in flight (ready looks again)
+        if self.engine is not None and k == self.engine_k:
+            self.wanted_k = None
+            self._engine_changed()
+            return
+        if self._engine_in_use():
+            return
+        self.wanted_k = None
+        self._start_restart(k)
+
+    def _engine_in_use(self) -> bool:
+        chat = self.chat_screen
+        if chat is not None and (chat.current is not None or chat.detached):
+            return True  # a reply (even an abandoned one) still streams from it
+        # The compare view holds the engine while open; the chat screen looks again on resume.
+        return any(hasattr(screen, "stop_work") for screen in self.screen_stack)
+
+    def _start_restart(self, k: int) -> None:
+        old_engine, self.engine = self.engine, None
+        self.engine_status = "loading"
+        self.restarting_k = k
+        self.loading_detail = ""
+        self._engine_changed()
+        if self.chat_screen is not None:
+            self.chat_screen.engine_restarting(f"Restarting {self.engine_label} with k = {k}: the conversation stays…")
+        factory = self.engine_factory_for_k(k)
+        start_thread(lambda: restart_engine(old_engine, factory, self.post_message, self.clock), "spectui-load")
 
     def _engine_changed(self) -> None:
         chat = self.chat_screen

@@ -49,14 +49,25 @@ class StepArrived:
 
 
 class ReplyEnded(Message):
-    """The stream ended: with its Done, or with an exception raised inside the engine."""
+    """The stream ended: with its Done, or with an exception raised inside the engine.
 
-    def __init__(self, reply_id: int, done: Done | None, error: str | None, ended: float) -> None:
+    `restated` holds the whole reply again, split into pieces like the streamed steps,
+    when the engine's final record recoloured it (Done.restated_steps)."""
+
+    def __init__(
+        self,
+        reply_id: int,
+        done: Done | None,
+        error: str | None,
+        ended: float,
+        restated: list[StepArrived] | None = None,
+    ) -> None:
         super().__init__()
         self.reply_id = reply_id
         self.done = done
         self.error = error
         self.ended = ended
+        self.restated = restated
 
 
 class StoreFailed(Message):

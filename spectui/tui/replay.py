@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spectui.events import Done
-from spectui.store import StoredMessage
+from spectui.store import APPROXIMATE_NOTE, StoredMessage
 from spectui.tui.session import ReplyTracker
 from spectui.tui.token_pieces import display_chunks
 from spectui.tui.widgets.conversation import ReplyView
@@ -23,7 +23,10 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
     seconds = stored.stats.get("seconds") or 0.0
     tracker.finish(Done("stop", seconds=seconds), tracker.clock.last_token or 0.0)
     reason = stored.finish_reason or "interrupted"
-    view.finish(reason, reply_summary(tracker.stats()), problem_text(reason, stored.error))
+    summary = reply_summary(tracker.stats())
+    if stored.stats.get("colours_approximate"):
+        summary += f" · {APPROXIMATE_NOTE}"
+    view.finish(reason, summary, problem_text(reason, stored.error))
     return view, tracker
 
 

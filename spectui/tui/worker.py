@@ -42,10 +42,11 @@ def join_threads(prefix: str, timeout: float) -> bool:
     import time
 
     deadline = time.monotonic() + timeout
+    me = threading.current_thread()
     for thread in spectui_threads():
-        if thread.name.startswith(prefix):
+        if thread.name.startswith(prefix) and thread is not me:
             thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(t.name.startswith(prefix) for t in spectui_threads())
+    return not any(t.name.startswith(prefix) and t is not me for t in spectui_threads())
 
 
 def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
@@ -74,6 +75,43 @@ def load_engine(engine_factory: Callable, post: Post, clock: Callable[[], float]
     post(EngineReady(engine, clock() - started))
 
 
+def restart_engine(
+    old_engine, engine_factory: Callable, post: Post, clock: Callable[[], float] = time.monotonic
+) -> None:
+    """Close the running engine, then build its successor: one GPU cannot hold both."""
+    if old_engine is not None:
+        try:
+            old_engine.close()
+        except Exception:
+            pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts
+    load_engine(engine_factory, post, clock)
+
+
+def restated_arrivals(
+    engine, reply_id: int, streamed: Sequence[StepArrived], steps: Sequence[Step]
+) -> list[StepArrived] | None:
+    """The restated steps split like the streamed ones (a fresh splitter from the reply's
+    start), each with its streamed step's arrival time; None if they do not pair up."""
+    if len(steps) != len(streamed):
+        return None
+    splitter = StepPieces(decoder_for(engine))
+    restated = []
+    for step, before in zip(steps, streamed):
+        if step.token_ids != before.step.token_ids:
+            return None
+        pieces, ghost = splitter.split(step)
+        restated.append(StepArrived(reply_id, step, pieces, ghost, before.arrived))
+    return restated
+
+
+def save_restated(store, message_id: int, restated: Sequence[StepArrived], started: float) -> None:
+    from spectui.store import StoredStep
+
+    store.replace_steps(
+        message_id, [StoredStep(a.step, tuple(a.pieces), a.ghost, a.arrived - started) for a in restated]
+    )
+
+
 def stream_reply(
     engine: Engine,
     messages: Sequence[Message],
@@ -90,7 +128,7 @@ def stream_reply(
     exactly one ReplyEnded is posted, whatever happened."""
     started = clock()
     splitter = StepPieces(decoder_for(engine))
-    index = 0
+    streamed: list[StepArrived] = []
     try:
         for event in engine.stream(list(messages), params, control):
             if isinstance(event, Step):
@@ -98,14 +136,23 @@ def stream_reply(
                 pieces, ghost = splitter.split(event)
                 if store is not None and message_id is not None:
                     try:
-                        store.add_step(message_id, index, event, pieces, ghost, arrived - started)
+                        store.add_step(message_id, len(streamed), event, pieces, ghost, arrived - started)
                     except Exception as error:  # a full disk must not stop the reply
                         post(StoreFailed(one_line(error)))
                         store = None
-                on_step(StepArrived(reply_id, event, pieces, ghost, arrived))
-                index += 1
+                step_arrived = StepArrived(reply_id, event, pieces, ghost, arrived)
+                streamed.append(step_arrived)
+                on_step(step_arrived)
             elif isinstance(event, Done):
-                post(ReplyEnded(reply_id, event, None, clock()))
+                restated = None
+                if event.restated_steps is not None:
+                    restated = restated_arrivals(engine, reply_id, streamed, event.restated_steps)
+                if restated is not None and store is not None and message_id is not None:
+                    try:
+                        save_restated(store, message_id, restated, started)
+                    except Exception as error:
+                        post(StoreFailed(one_line(error)))
+                post(ReplyEnded(reply_id, event, None, clock(), restated))
                 return
         post(ReplyEnded(reply_id, None, "the engine ended the reply without saying why", clock()))
     except Exception as error:

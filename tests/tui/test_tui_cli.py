@@ -76,6 +76,41 @@ def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
+    result = runner.invoke(cli(), ["chat", "--engine", "server"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "spectui: error: --engine server needs --server URL (e.g. http://127.0.0.1:8000)"
+    result = runner.invoke(cli(), ["chat", "--engine", "embedded", "--method", "eagle"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--method eagle needs trained heads" in result.stderr
+    monkeypatch.setattr("spectui.engines.factory.chosen_engine", lambda options: "embedded")  # no vLLM, no GPU
+    result = runner.invoke(cli(), ["chat", "--method", "mtp"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--method mtp needs vLLM" in result.stderr
+    result = runner.invoke(cli(), ["chat", "--speculative-config", "{nope"])
+    assert result.exit_code == 2 and result.stderr.startswith("spectui: error: --speculative-config is not JSON")
+    result = runner.invoke(cli(), ["chat", "--engine", "vllm", "--model", "no-such-model-anywhere"])
+    assert result.exit_code == 2 and "unknown model 'no-such-model-anywhere'" in result.stderr
+
+
+def test_chat_engines_come_from_the_factory(monkeypatch):
+    from spectui.cli.chat import engine_factory_for, engine_factory_for_k
+    from spectui.config import ChatConfig
+
+    built = []
+    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: built.append(options) or "engine")
+    config = ChatConfig(engine="server", server="http://gpu-box:8000", api_key="secret", k=3)
+    assert engine_factory_for(config)(None) == "engine"
+    assert (built[-1].engine, built[-1].server, built[-1].api_key) == ("server", "http://gpu-box:8000", "secret")
+    assert engine_factory_for_k(config) is None  # a server's k is the server's
+    vllm = ChatConfig(engine="vllm", tp=2, k=3)
+    engine_factory_for_k(vllm)(7)(None)
+    assert (built[-1].engine, built[-1].k, built[-1].tp) == ("vllm", 7, 2)
+    assert engine_factory_for_k(ChatConfig(engine="scripted")) is None
+
+
 def test_importing_the_cli_module_does_not_import_textual_or_torch():
     code = "import sys, spectui.cli.chat, spectui.config, spectui.store, spectui.metrics, spectui.themes; " \
            "print(sorted(m for m in ('textual', 'torch', 'transformers') if m in sys.modules))"

@@ -165,3 +165,47 @@ def test_quit_during_a_run_stops_it_before_the_engine_closes(make_app):
 
     run(scenario())
     assert engine.closed and closed_while_running == [False]
+
+
+def test_fixed_k_engine_compares_against_a_second_engine_without_speculation(make_app):
+    from tui_fakes import FixedKFactory
+
+    factory = FixedKFactory([3, None, 2, 4])
+
+    async def scenario():
+        app = make_app(factory.for_k(4), baseline_factory=factory.for_k(0))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            assert factory.built_k == [4, 0]  # the chat's engine, then the baseline, once
+            chat_engine, baseline = factory.engines
+            runs = screen.comparison.runs
+            assert [(run.path, run.k) for run in runs] == [("speculative", 4), ("baseline", 0)]
+            assert all(s.sources == (s.sources[0],) * len(s.sources) for s in runs[1].reply.steps)
+            assert {src.value for s in runs[1].reply.steps for src in s.sources} == {"target"}
+            assert "baseline: vllm engine without speculation" in plain(screen.head)
+            await pilot.press("f6")  # k is the engine's: the view says so and keeps it
+            assert screen.k == 4 and factory.built_k == [4, 0]
+            await pilot.press("r")
+            await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 4)
+            assert factory.built_k == [4, 0]  # the baseline engine is reused
+            assert not screen.comparison.overlapping()
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: baseline.closed)
+            assert not chat_engine.closed  # the chat keeps its engine
+
+    run(scenario())
+
+
+def test_fixed_k_engine_without_a_baseline_says_what_is_missing(make_app):
+    from tui_fakes import FixedKFactory
+
+    factory = FixedKFactory([3, None])
+
+    async def scenario():
+        app = make_app(factory.for_k(4))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_compare(pilot)
+            assert screen.comparison.runs == []
+            assert any("no baseline engine is configured" in n.message for n in app._notifications)
+
+    run(scenario())

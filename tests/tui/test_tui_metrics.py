@@ -54,6 +54,15 @@ def test_memory_on_cpu_is_process_rss():
     assert format_bytes(1536 * 2**20) == "1.5 GiB"
 
 
+def test_tree_rss_counts_this_process_and_says_so():
+    from spectui.metrics import tree_rss
+
+    alone = read_memory("cpu")
+    tree = tree_rss(pool_bytes=2**30)
+    assert tree.with_children and not alone.with_children
+    assert tree.used_bytes >= alone.used_bytes * 0.9 and tree.pool_bytes == 2**30
+
+
 def test_alpha_estimate_is_the_iid_maximum_likelihood():
     # Accept with probability a: successes / (successes + failures).
     steps = [drafted_step(4, 4), drafted_step(4, 1), drafted_step(2, 0), plain_step()]

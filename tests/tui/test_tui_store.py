@@ -76,3 +76,26 @@ def test_unopenable_path_is_a_one_line_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot open history"):
         Store(blocker / "sub" / "h.sqlite3")
+
+
+def test_replace_steps_swaps_a_replys_steps_in_one_go(tmp_path):
+    from dataclasses import replace
+
+    from spectui.store import StoredStep
+
+    store = Store(tmp_path / "h.sqlite3")
+    conversation = store.new_conversation({})
+    reply = store.add_message(conversation, "assistant", "")
+    counted = replace(step(0), drafted=(), draft_count=1)  # vLLM: counts, not ids
+    store.add_step(reply, 0, counted, ["a", "b"], "", 0.1)
+    store.add_step(reply, 1, step(1), ["c", "d"], "", 0.2)
+    recoloured = replace(counted, sources=(Source.DRAFT, Source.BONUS))
+    store.replace_steps(reply, [StoredStep(recoloured, ("a", "b"), "", 0.1), StoredStep(step(1), ("c", "d"), "", 0.2)])
+    loaded = store.load_steps(reply)
+    assert [s.step for s in loaded] == [recoloured, step(1)]
+    assert loaded[0].step.num_drafted == 1 and loaded[0].arrived == 0.1
+    with pytest.raises(sqlite3.IntegrityError):  # no such message: rolled back, the store stays usable
+        store.replace_steps(reply + 99, [StoredStep(step(2), ("e", "f"), "", 0.3)])
+    store.replace_steps(reply, [StoredStep(step(2), ("e", "f"), "", 0.3)])
+    assert [s.step for s in store.load_steps(reply)] == [step(2)]
+    store.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from spectui.config import ChatConfig
 from spectui.engine import EngineInfo
@@ -54,8 +55,15 @@ class PlanEngine:
         self._next_id += n
         return ids
 
+    def k_and_temperature(self, control: Control) -> tuple[int, float]:
+        return control.snapshot()
+
+    def done(self, steps: list[Step]) -> Done:
+        return Done("stop", seconds=0.5, time_to_first_token=0.05)
+
     def stream(self, messages, params: GenerationParams, control: Control):
         self.messages_seen.append([dict(m) for m in messages])
+        reply_steps: list[Step] = []
         for index, accepted in enumerate(self.plan):
             if self.gated and index > 0:
                 self._gate.acquire(timeout=20)
@@ -67,7 +75,7 @@ class PlanEngine:
             if self.error_after is not None and index >= self.error_after:
                 yield Done("error", error="the fake engine gave up")
                 return
-            k, temperature = control.snapshot()
+            k, temperature = self.k_and_temperature(control)
             if accepted is None or k == 0:
                 ids = self._ids(1)
                 step = Step(tuple(ids), (Source.TARGET,), self.decode(ids), k=k, temperature=temperature,
@@ -83,11 +91,71 @@ class PlanEngine:
                     draft_seconds=0.001 * k, verify_seconds=0.01 * (1 + 0.1 * k), method="draft",
                 )
             self.steps.append(step)
+            reply_steps.append(step)
             yield step
-        yield Done("stop", seconds=0.5, time_to_first_token=0.05)
+        yield self.done(reply_steps)
 
     def close(self) -> None:
         self.closed = True
+
+
+class FixedKEngine(PlanEngine):
+    """Like vLLM: k is fixed when the engine is built (live_k False), sources inferred.
+
+    `restate(steps)` gives Done.restated_steps for a reply; `approximate` sets Done.approximate.
+    """
+
+    def __init__(self, plan, k: int, *, approximate: bool = False, restate=None, engine_stats=None, **options) -> None:
+        super().__init__(plan, live_k=False, name="vllm", **options)
+        self.info = replace(self.info, exact=False)
+        self.k = k
+        self.approximate = approximate
+        self.restate = restate
+        self.engine_stats = engine_stats or {}
+
+    def k_and_temperature(self, control: Control) -> tuple[int, float]:
+        return self.k, control.temperature
+
+    def done(self, steps: list[Step]) -> Done:
+        restated = self.restate(steps) if self.restate is not None else None
+        return Done("stop", seconds=0.5, time_to_first_token=0.05, approximate=self.approximate,
+                    restated_steps=restated, engine_stats=dict(self.engine_stats))
+
+
+class FixedKFactory:
+    """engine_factory_for_k for FixedKEngines: records every k it builds with.
+
+    `hold()` makes builds wait until `release()`; `failures` are raised by the next builds.
+    """
+
+    def __init__(self, plan, **engine_options) -> None:
+        self.plan = plan
+        self.engine_options = engine_options
+        self.built_k: list[int] = []
+        self.engines: list[FixedKEngine] = []
+        self.failures: list[str] = []
+        self._gate = threading.Event()
+        self._gate.set()
+
+    def hold(self) -> None:
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def for_k(self, k: int) -> Callable:
+        def build(progress):
+            progress("starting vLLM", 0, 1)
+            self._gate.wait(20)
+            self.built_k.append(k)
+            if self.failures:
+                raise RuntimeError(self.failures.pop(0))
+            engine = FixedKEngine(self.plan, k, **self.engine_options)
+            self.engines.append(engine)
+            progress("starting vLLM", 1, 1)
+            return engine
+
+        return build
 
 
 def factory_for(engine) -> Callable:

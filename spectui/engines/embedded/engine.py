@@ -11,6 +11,7 @@ from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.prompt import chat_prompt_ids, stop_token_ids
 from spectui.events import Control, Done, GenerationParams, Message, Step
 
 
@@ -20,7 +21,7 @@ class EmbeddedEngine:
         self.tokenizer = tokenizer
         self.proposer = proposer
         self.info = info
-        self.stop_ids = stop_token_ids(target_model, tokenizer)
+        self.stop_ids = stop_token_ids(tokenizer, getattr(target_model, "generation_config", None))
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
         self._draft_name = info.draft
@@ -74,34 +75,3 @@ class EmbeddedEngine:
         self.target.reset()
         if self.proposer is not None:
             self.proposer.reset()
-
-
-# End-of-turn markers of common chat templates. A converted generation config may list
-# only one of a model's markers (Qwen GGUFs keep <|im_end|> and drop <|endoftext|>).
-END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
-
-
-def stop_token_ids(model, tokenizer) -> set[int]:
-    stop: set[int] = set()
-    vocab = tokenizer.get_vocab()
-    candidates = [tokenizer.eos_token_id, *(vocab.get(token) for token in END_OF_TURN_TOKENS)]
-    generation_config = getattr(model, "generation_config", None)
-    if generation_config is not None:
-        candidates.append(generation_config.eos_token_id)
-    for candidate in candidates:
-        if isinstance(candidate, int):
-            stop.add(candidate)
-        elif candidate:
-            stop.update(int(c) for c in candidate)
-    return stop
-
-
-def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=False
-        )
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-    # A model without a template gets the plain text of the conversation.
-    text = "\n".join(m["content"] for m in messages)
-    return tokenizer(text)["input_ids"]

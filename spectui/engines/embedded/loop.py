@@ -60,9 +60,12 @@ def decode_steps(
         emitted = accepted + [verdict.next_token]
         sources = [Source.DRAFT] * len(accepted) + [verdict.next_source]
         finish_reason = None
+        accepted_count = None
         for i, token in enumerate(emitted):
             if token in stop_ids:
                 emitted, sources, finish_reason = emitted[:i], sources[:i], "stop"
+                if i < len(accepted):  # accepted drafts after the stop still count for γ
+                    accepted_count = len(accepted)
                 break
         if finish_reason is None and num_generated + len(emitted) >= params.max_tokens:
             finish_reason = "length"
@@ -84,6 +87,7 @@ def decode_steps(
             draft_seconds=verify_started - draft_started,
             verify_seconds=finished - verify_started,
             method=proposer.method if drafted else "",
+            accepted_count=accepted_count,
         )
         if finish_reason:
             yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)

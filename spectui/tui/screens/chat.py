@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from spectui.events import K_MAX, Control, GenerationParams, Message
-from spectui.store import Conversation
+from spectui.store import APPROXIMATE_NOTE, Conversation
 from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import ReplyEnded, StepArrived, StoreFailed
@@ -99,6 +100,7 @@ class ChatScreen(Screen):
         self._next_reply_id = 0
         self._frames = 0
         self._initial_conversation = conversation
+        self._restart_note: SystemNote | None = None
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(self.k, self.temperature), id="stats")
 
@@ -134,23 +136,69 @@ class ChatScreen(Screen):
     def engine_changed(self) -> None:
         """The app's engine state moved (loading, ready, failed): redraw the bar."""
         self.refresh_bar()
-        if self.app.engine_status == "failed" and not self.query(".-load-error"):
-            note = SystemNote(f"Could not load the engine: {self.app.engine_error}", error=True)
+        app = self.app
+        if app.engine_status == "failed" and not app.restart_failed and not self.query(".-load-error"):
+            note = SystemNote(f"Could not load the engine: {app.engine_error}", error=True)
             note.add_class("-load-error")
             self.conversation.mount(note)
 
+    # A k restart is one note in the conversation: "restarting…", then how it went. The bar
+    # says it too, but a narrow terminal cuts the bar's end.
+
+    def engine_restarting(self, text: str) -> None:
+        self._restart_note = SystemNote(text)
+        self.conversation.mount(self._restart_note)
+        self._scroll_to_end_if_following()
+
+    def engine_restarted(self, text: str) -> None:
+        self._end_restart_note(text, error=False)
+
+    def engine_restart_failed(self, text: str) -> None:
+        self._end_restart_note(text, error=True)
+
+    def _end_restart_note(self, text: str, error: bool) -> None:
+        note, self._restart_note = self._restart_note, None
+        if note is None or not note.is_attached:  # a new chat cleared it meanwhile
+            note = SystemNote(text, error=error)
+            self.conversation.mount(note)
+        else:
+            note.update(Content(text))
+            note.set_class(error, "-error")
+        self._scroll_to_end_if_following()
+
+    def _scroll_to_end_if_following(self) -> None:
+        if self.conversation.following:
+            self.call_after_refresh(self.conversation.scroll_end, animate=False)
+
+    def bar_status(self) -> tuple[str, str]:
+        """The bar's state word and the detail after it."""
+        app = self.app
+        restart = self._pending_restart_detail()
+        if self.current is not None:
+            return self.current.status, restart
+        if app.restarting_k is not None:
+            progress = f" · {app.loading_detail}" if app.loading_detail else ""
+            return "restarting", f"{app.engine_label} with k = {app.restarting_k}{progress}"
+        if app.engine_status == "loading":
+            return "loading", app.loading_detail
+        if app.engine_status == "failed":
+            if app.restart_failed:
+                return "failed", "a k key tries the restart again; Ctrl+Q quits"
+            return "failed", "see the message; F1 help, Ctrl+Q quits"
+        return "ready", restart
+
+    def _pending_restart_detail(self) -> str:
+        app = self.app
+        if app.wanted_k is None or app.restarting_k is not None:
+            return ""
+        when = "after this reply" if self.current is not None else "in a moment"
+        return f"{app.engine_label} restarts with k = {app.wanted_k} {when}"
+
     def refresh_bar(self) -> None:
         app = self.app
-        info = app.engine.info if app.engine is not None else None
+        info = app.engine.info if app.engine is not None else app.last_info
         config = app.config
-        if self.current is not None:
-            status, detail = self.current.status, ""
-        elif app.engine_status == "loading":
-            status, detail = "loading", app.loading_detail
-        elif app.engine_status == "failed":
-            status, detail = "failed", "see the message; F1 help, Ctrl+Q quits"
-        else:
-            status, detail = "ready", ""
+        status, detail = self.bar_status()
         self.param_bar.show(
             BarState(
                 target=info.target if info else (config.model or "default model"),
@@ -185,6 +233,8 @@ class ChatScreen(Screen):
         if app.engine is None:
             if app.engine_status == "failed":
                 self.notify(f"No engine: {app.engine_error}", severity="error")
+            elif app.restarting_k is not None:
+                self.notify(f"{app.engine_label} is restarting with k = {app.restarting_k}; your message stays in the box.")
             else:
                 self.notify("The engine is still loading; your message stays in the box.")
             return
@@ -302,6 +352,8 @@ class ChatScreen(Screen):
         done = message.done
         finish_reason = done.finish_reason if done is not None else "error"
         error = (done.error if done is not None else None) or message.error
+        if message.restated is not None:
+            self._restate(current, message.restated)
         tracker = current.tracker
         tracker.finish(done, message.ended)
         self.session.add_reply(tracker)
@@ -309,8 +361,14 @@ class ChatScreen(Screen):
         content = current.view.token_view.text
         self.messages.append({"role": "assistant", "content": content})
         stats = tracker.stats()
-        self._record_reply(current.message_id, content, finish_reason, error, stats.as_dict())
+        approximate = done is not None and done.approximate
+        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        self._record_reply(current.message_id, content, finish_reason, error, recorded)
         summary = reply_summary(stats) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        if approximate:
+            summary += f" · {APPROXIMATE_NOTE}"
+        elif message.restated is not None:
+            summary += " · colours from the engine's record"
         current.view.finish(finish_reason, summary, problem_text(finish_reason, error))
         if self.markdown:
             current.view.set_markdown(True)
@@ -321,6 +379,19 @@ class ChatScreen(Screen):
         self.refresh_bar()
         self.refresh_panels()
         self.call_after_refresh(collect_between_replies)
+        self.app.restart_if_wanted()
+
+    def _restate(self, current: ActiveReply, restated: list[StepArrived]) -> None:
+        """The engine's final record recoloured the reply: draw it and count it again."""
+        tracker = ReplyTracker(current.tracker.clock.started)
+        chunks: list[tuple[str, str]] = []
+        for arrived in restated:
+            tracker.add(arrived.step, arrived.arrived)
+            chunks.extend(display_chunks(arrived.step, arrived.pieces, arrived.ghost))
+        current.tracker = tracker
+        token_view = current.view.token_view
+        token_view.clear()
+        token_view.append_chunks(chunks)
 
     def _record_reply(self, message_id, content, finish_reason, error, stats) -> None:
         if self.app.store is None or message_id is None:
@@ -335,6 +406,10 @@ class ChatScreen(Screen):
         done = message.done
         reason = done.finish_reason if done is not None else "error"
         self._record_reply(detached.message_id, "".join(detached.text), reason, message.error, {})
+        self.app.restart_if_wanted()
+
+    def on_screen_resume(self) -> None:
+        self.app.restart_if_wanted()  # a k restart may have waited for the compare view
 
     def on_store_failed(self, message: StoreFailed) -> None:
         self.notify(f"History stopped saving steps: {message.error}", severity="warning")
@@ -346,8 +421,16 @@ class ChatScreen(Screen):
         if new_k == self.k:
             self.notify(f"k stays within 0..{K_MAX}")
             return
+        engine = self.app.engine
+        if engine is not None and engine.info.name == "server" and not engine.info.live_k:
+            self.notify("The server fixed k when it started (num_speculative_tokens); restart it to change k.")
+            return
         self.k = new_k
-        self._apply_live("k", new_k)
+        if self.app.k_restarts_engine:
+            self.app.want_engine_k(new_k)
+            self.refresh_panels()
+        else:
+            self._apply_live("k", new_k)
 
     def action_temperature(self, direction: int) -> None:
         new_t = round(min(max(self.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX), 2)
@@ -437,7 +520,9 @@ class ChatScreen(Screen):
         else:
             config = self.app.config
             params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
-            self.app.push_screen(CompareScreen(engine, list(messages), params, self.k, self.temperature))
+            self.app.push_screen(CompareScreen(
+                engine, list(messages), params, self.k, self.temperature, baseline_factory=self.app.baseline_factory
+            ))
 
     # history
 

@@ -6,6 +6,10 @@ the latest run of its path as it streams; the result line shows medians over eve
 with the current settings, so the speedup is computed from exactly the runs shown.
 A change of k, temperature or method starts a new comparison: older runs used other
 settings and would skew the medians.
+
+An engine that fixes k when it starts (vLLM, a server) cannot run its own baseline: the
+view then starts a second engine without speculation (`baseline_factory`), once, and
+closes it with the view.
 """
 
 from __future__ import annotations
@@ -185,14 +189,21 @@ class CompareScreen(Screen):
     CompareScreen > #sweep.-shown { display: block; }
     """
 
-    def __init__(self, engine, messages: list[Message], params: GenerationParams, k: int, temperature: float) -> None:
+    def __init__(
+        self, engine, messages: list[Message], params: GenerationParams, k: int, temperature: float,
+        baseline_factory=None,
+    ) -> None:
         super().__init__()
         self.base_engine = engine
         self.engine = engine
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.k = max(1, k)  # the speculative side drafts, or there is nothing to compare
+        self.fixed_k = not engine.info.live_k
+        # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
+        self.k = getattr(engine, "k", k) if self.fixed_k else max(1, k)
+        self.baseline_factory = baseline_factory
+        self.baseline = None  # the second engine, for a fixed k
         self.temperature = temperature
         self.comparison = Comparison([], temperature)
         self.sweep_points: list[SweepPoint] = []
@@ -232,8 +243,19 @@ class CompareScreen(Screen):
         status = f" · {self.busy_with}" if self.busy else ""
         self.head.update(Content(
             f"Compare · {info.target}{draft} · method {info.method} · k = {self.k} · T = {self.temperature:.2f} "
-            f"· seed {self.params.seed}{status}\n“{prompt}”"
+            f"· seed {self.params.seed}{status}{self._baseline_note()}\n“{prompt}”"
         ))
+
+    def _baseline_note(self) -> str:
+        if not self.fixed_k:
+            return ""
+        if self.baseline is None:
+            return " · baseline: a second engine, started on the first run"
+        from spectui.metrics import format_bytes
+
+        pool = getattr(self.base_engine, "pool_bytes", None), getattr(self.baseline, "pool_bytes", None)
+        split = f" · memory reserved {format_bytes(pool[0])} + {format_bytes(pool[1])}" if all(pool) else ""
+        return f" · baseline: {self.baseline.info.name} engine without speculation{split}"
 
     def refresh_result(self) -> None:
         text, problem = result_text(self.comparison)
@@ -315,12 +337,15 @@ class CompareScreen(Screen):
         post = self.post_message
 
         def body(generation: int) -> None:
+            baseline = self._ensure_baseline()
             # The first round of a comparison would otherwise pay one-off costs (caches,
             # first forward of a new k) that the later rounds do not.
-            if not any(start_index.values()) and not warm_up(engine, messages, params, k, temperature, self._cancellable):
+            if not any(start_index.values()) and not warm_up(
+                engine, messages, params, k, temperature, self._cancellable, baseline=baseline
+            ):
                 return
             run_pair(
-                engine, messages, params, k, temperature, order=order,
+                engine, messages, params, k, temperature, order=order, baseline=baseline,
                 on_step=self._on_step_factory(),
                 on_run=lambda run: post(RunEnded(generation, run)),
                 control_factory=self._control_factory(start_index),
@@ -329,7 +354,44 @@ class CompareScreen(Screen):
 
         self._start(f"running {' then '.join(order)}", body)
 
+    def _ensure_baseline(self):
+        """The baseline engine for a fixed k, built once in the work thread (it can take a
+        minute); None where the engine runs k = 0 itself."""
+        if not self.fixed_k or self.baseline is not None:
+            return self.baseline
+        if self.baseline_factory is None:
+            from spectui.errors import UsageError
+
+            raise UsageError(
+                f"the {self.engine.info.name} engine fixes k when it starts and no baseline engine is "
+                "configured (a server needs --baseline-server URL)"
+            )
+        self.app.call_from_thread(self._set_busy_with, "starting the baseline engine (k = 0)")
+        self.baseline = self.baseline_factory(lambda stage, done, total: None)
+        self.app.call_from_thread(self.refresh_head)
+        return self.baseline
+
+    def _set_busy_with(self, what: str) -> None:
+        self.busy_with = what
+        self.refresh_head()
+
+    def on_unmount(self) -> None:
+        baseline, self.baseline = self.baseline, None
+        if baseline is None:
+            return
+        from spectui.tui.worker import join_threads
+
+        def close() -> None:
+            # After the run in flight: closing an engine under a running request breaks it.
+            join_threads("spectui-compare", timeout=60.0)
+            baseline.close()
+
+        start_thread(close, name="spectui-compare-close")
+
     def action_sweep(self) -> None:
+        if self.fixed_k:
+            self.notify("A k sweep needs an engine that changes k between steps (embedded); this one restarts for each k.")
+            return
         if self.busy:
             self.notify("A run is in progress; Esc cancels it.")
             return
@@ -406,6 +468,9 @@ class CompareScreen(Screen):
         self._cancel()
 
     def action_k(self, delta: int) -> None:
+        if self.fixed_k:
+            self.notify(f"k = {self.k} is fixed while the {self.engine.info.name} engine runs: change it in the chat (it restarts the engine).")
+            return
         new_k = min(max(self.k + delta, 1), K_MAX)
         if new_k == self.k:
             self.notify(f"k stays within 1..{K_MAX} here (the baseline is k = 0)")

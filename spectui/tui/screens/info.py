@@ -1,4 +1,4 @@
-"""Engine info: what runs, where, and whether k can change mid-reply."""
+"""Engine info: what runs, where, how k changes reach it, and its own figures for the last reply."""
 
 from __future__ import annotations
 
@@ -10,9 +10,29 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
+# vLLM's record of the last reply, in the words the rest of the app uses.
+STAT_NAMES = {
+    "num_drafted": "drafted",
+    "num_accepted": "accepted",
+    "per_step_accepted": "per-step",
+    "reconciled": "reconciled",
+    # a server's /metrics over the reply: every client's requests in that interval count
+    "server_gamma": "server-wide γ",
+    "server_per_position_acceptance": "server α by position",
+    "server_num_drafts": "server drafts",
+    "server_num_draft_tokens": "server drafted",
+    "server_num_accepted_tokens": "server accepted",
+    "server_k": "server k",
+}
+SHORT_LIST = 8  # longer lists are counted, not printed
+HIDDEN_STATS = ("traceback", "per_step_drafted")  # the second says what "drafted" sums
+
+
 def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
     engine = app.engine
     if engine is None:
+        if app.restarting_k is not None:
+            return [("engine", f"restarting {app.engine_label} with k = {app.restarting_k} {app.loading_detail}")]
         state = app.engine_error if app.engine_status == "failed" else f"loading {app.loading_detail}"
         return [("engine", state)]
     info = engine.info
@@ -23,15 +43,52 @@ def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
         ("method", info.method),
         ("dtype", info.dtype),
         ("device", info.device),
-        ("k changes", "next step (live)" if info.live_k else "next reply"),
+        ("k", k_text(app)),
         ("provenance", "exact" if info.exact else "inferred from chunk sizes"),
     ]
     if app.load_seconds is not None:
         rows.append(("loaded in", f"{app.load_seconds:.1f} s"))
-    for key, value in engine_stats.items():
-        if key != "traceback" and not isinstance(value, (dict, list)):
-            rows.append((key, str(value)))
+    stats = stat_rows(engine_stats)
+    if stats:
+        rows.append(("last reply", "engine's own figures"))
+        rows += stats
     return rows
+
+
+def k_text(app) -> str:
+    info = app.engine.info
+    if info.live_k:
+        return "a change reaches the next step (live)"
+    if app.k_restarts_engine:
+        return f"{app.engine_k}, fixed: a change restarts the engine"
+    if info.name == "server":
+        return "fixed by the server"
+    return "fixed for a reply: a change applies to the next"
+
+
+def stat_rows(engine_stats: dict) -> list[tuple[str, str]]:
+    rows = []
+    for key, value in engine_stats.items():
+        if key in HIDDEN_STATS or isinstance(value, dict):
+            continue
+        shown = stat_text(key, value)
+        if shown is not None:
+            rows.append((STAT_NAMES.get(key, key), shown))
+    return rows
+
+
+def stat_text(key: str, value) -> str | None:
+    if key == "per_step_accepted" and isinstance(value, list):
+        return f"{len(value)} steps recorded"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, list):
+        if len(value) <= SHORT_LIST and all(isinstance(v, (int, float)) for v in value):
+            return " ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value)
+        return f"{len(value)} values"
+    return str(value)
 
 
 class InfoScreen(ModalScreen):
@@ -39,7 +96,7 @@ class InfoScreen(ModalScreen):
     DEFAULT_CSS = """
     InfoScreen { align: center middle; }
     InfoScreen > Vertical {
-        width: 70; height: auto; max-height: 90%; padding: 1 2;
+        width: 76; height: auto; max-height: 90%; padding: 1 2;
         background: $panel; border: round $primary;
     }
     InfoScreen .title { text-style: bold; color: $primary; margin-bottom: 1; }
@@ -51,9 +108,10 @@ class InfoScreen(ModalScreen):
 
     def compose(self) -> ComposeResult:
         rows = info_lines(self.app, self.engine_stats)
+        width = max(12, *(len(name) + 2 for name, _ in rows))
         parts: list = []
         for name, value in rows:
-            parts += [(f"{name:<12}", "$text-muted"), (value, "bold"), "\n"]
+            parts += [(f"{name:<{width}}", "$text-muted"), (value, "bold"), "\n"]
         with Vertical():
             yield Static("Engine", classes="title")
             yield Static(Content.assemble(*parts[:-1]), id="info-rows")

@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 STATUS_STYLES = {
     "loading": "bold $warning",
+    "restarting": "bold $warning",
     "ready": "$success",
     "streaming": "bold $accent",
     "cancelling": "$warning",

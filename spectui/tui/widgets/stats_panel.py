@@ -7,7 +7,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from spectui.metrics import format_bytes
+from spectui.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
 from spectui.tui.session import PanelData
 
@@ -55,10 +55,7 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
     if memory is None:
         add([(" –", LABEL)])
     else:
-        total = f" / {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
-        add([(f" {memory.kind:<7} ", LABEL), (format_bytes(memory.used_bytes), VALUE), (total, LABEL)])
-        if memory.draft_bytes is not None:
-            add([(" draft   ", LABEL), (format_bytes(memory.draft_bytes), VALUE)])
+        lines.extend(memory_lines(memory))
     add([])
 
     add([("Theory", HEADING)])
@@ -70,6 +67,18 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
         add([(" best k  ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f}", VALUE), (f" (k={theory.k}: ×{theory.speedup:.2f})", LABEL)])
         label = " est." if theory.cost.estimated else ""
         add([(" c ", LABEL), (f"{theory.cost.draft_cost:.3f}{label}", VALUE), (f"  v(k)=1+{theory.cost.verify_slope:.2f}k", LABEL)])
+    return lines
+
+
+def memory_lines(memory: MemoryReading) -> list[list[tuple[str, str] | str]]:
+    # "(all)": on CPU vLLM runs the model in its own processes, and they are counted too.
+    kind = f"{memory.kind} (all)" if memory.with_children else memory.kind
+    total = f" / {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
+    lines = [[(f" {kind:<7} ", LABEL), (format_bytes(memory.used_bytes), VALUE), (total, LABEL)]]
+    if memory.pool_bytes is not None:
+        lines.append([(" reserved ", LABEL), (format_bytes(memory.pool_bytes), VALUE), (" up front", LABEL)])
+    if memory.draft_bytes is not None:
+        lines.append([(" draft   ", LABEL), (format_bytes(memory.draft_bytes), VALUE)])
     return lines
 
 

