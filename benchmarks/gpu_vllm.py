@@ -41,12 +41,13 @@ import datetime
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from spectui.cli.serve import stop_server
 
 HERE = Path(__file__).resolve().parent
 
@@ -173,42 +174,8 @@ def run_bounded(command: list[str], timeout_s: float, log_path: Path, env: dict 
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             code = None
         finally:
-            _stop_group(process)
+            stop_server(process)  # the whole group: vLLM's engine processes too
     return code, time.perf_counter() - started
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM to the whole group (vLLM's engine-core processes too), SIGKILL after 10 s."""
-    for signum, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(process.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            if process.poll() is not None and not _group_has_live_members(process.pid):
-                return
-            time.sleep(0.2)
-
-
-def _group_has_live_members(pgid: int) -> bool:
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if len(fields) >= 3 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-    return False
 
 
 def make_local(names: list[str]) -> dict[str, str]:
@@ -344,7 +311,7 @@ def cli_check(plan: dict, baseline_reply: dict | None, timeout_s: float, work: P
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             code = None
         finally:
-            _stop_group(process)
+            stop_server(process)  # the whole group: vLLM's engine processes too
     result = {"command": command[3:], "exit_code": code, "seconds": time.perf_counter() - started}
     try:
         reply = json.loads(out_path.read_text())

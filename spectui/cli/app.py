@@ -36,7 +36,7 @@ from spectui.cli.engine_options import (
     SystemOption,
     TemperatureOption,
     TopPOption,
-    engine_options,
+    engine_options_from,
 )
 from spectui.errors import SpectuiError
 
@@ -94,13 +94,7 @@ def generate(
     from spectui.cli.generate import run_generate
 
     try:
-        options = engine_options(
-            model=model, draft=draft, method=method, k=k, temperature=temperature,
-            top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
-            lookup_min=lookup_min, lookup_max=lookup_max, engine=engine, server=server, api_key=api_key,
-            speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-        )
+        options = engine_options_from(locals())
         code = run_generate(options, prompt, system=system, as_json=as_json)
     except SpectuiError as error:
         fail(error)
@@ -144,13 +138,7 @@ def compare(
 
     try:
         check_compare_options(runs=runs)
-        options = engine_options(
-            model=model, draft=draft, method=method, k=k, temperature=temperature,
-            top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype, device=device,
-            lookup_min=lookup_min, lookup_max=lookup_max, engine=engine, server=server, api_key=api_key,
-            speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-        )
+        options = engine_options_from(locals())
         if not (as_json or table):
             from spectui.cli.chat import run_chat
 

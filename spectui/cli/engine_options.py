@@ -97,3 +97,12 @@ def engine_options(
         api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
         gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
     )
+
+
+def engine_options_from(arguments: dict) -> EngineOptions:
+    """engine_options over a command's own arguments (pass its locals()): every command
+    that takes the shared options names them the same way, so none lists them twice."""
+    import inspect
+
+    names = inspect.signature(engine_options).parameters
+    return engine_options(**{name: arguments[name] for name in names if name in arguments})
