@@ -163,11 +163,16 @@ def spectui_cli() -> list[str]:
     return [sys.executable, "-c", "from spectui.cli.app import main; main()"]
 
 
-def run_bounded(command: list[str], timeout_s: float, log_path: Path, env: dict | None = None) -> tuple[int | None, float]:
-    """Run in its own process group with a deadline; None as the code means it timed out."""
+def run_bounded(
+    command: list[str], timeout_s: float, log_path: Path, env: dict | None = None, out_path: Path | None = None
+) -> tuple[int | None, float]:
+    """Run in its own process group with a deadline; None as the code means it timed out.
+    stdout goes to out_path when given, else to the log with stderr."""
     started = time.perf_counter()
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    with open(log_path, "ab") as log, open(out_path or os.devnull, "wb") as out:
+        stdout = out if out_path is not None else log
+        stderr = log if out_path is not None else subprocess.STDOUT
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
                                    env=env, start_new_session=True)
         try:
             code = process.wait(timeout=timeout_s)
@@ -303,16 +308,8 @@ def cli_check(plan: dict, baseline_reply: dict | None, timeout_s: float, work: P
     ]
     out_path = work / "cli.json"
     log_path = work / "cli.log"
-    started = time.perf_counter()
-    with open(out_path, "wb") as out, open(log_path, "ab") as log:
-        process = subprocess.Popen(command, stdout=out, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout_s)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            code = None
-        finally:
-            stop_server(process)  # the whole group: vLLM's engine processes too
-    result = {"command": command[3:], "exit_code": code, "seconds": time.perf_counter() - started}
+    code, seconds = run_bounded(command, timeout_s, log_path, out_path=out_path)
+    result = {"command": command[3:], "exit_code": code, "seconds": seconds}
     try:
         reply = json.loads(out_path.read_text())
     except (OSError, ValueError):

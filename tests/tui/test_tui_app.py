@@ -14,7 +14,7 @@ from spectui.store import Store
 from spectui.tui.token_pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView, SystemNote
 
-from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for
+from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, shown_kinds, wait_for
 
 SIZE = (110, 36)
 PLAN = [None, 4, 2, 0, 4, 1, 3]  # accepted drafts per step (None: the first, plain token)
@@ -23,18 +23,6 @@ PLAN = [None, 4, 2, 0, 4, 1, 3]  # accepted drafts per step (None: the first, pl
 def expected_kinds(steps) -> list[str]:
     """One kind per token, in order: what the token view must show (ghosts off)."""
     return [SOURCE_KIND[source] for step in steps for source in step.sources]
-
-
-def shown_kinds(token_view) -> list[str]:
-    """One kind per displayed token, read back from the widget's wrapped lines.
-
-    Fake tokens decode to " w<i>", so each token is one word: split runs into words.
-    """
-    kinds = []
-    for line in token_view.rendered_lines():
-        for text, kind in line:
-            kinds += [kind] * text.count("w")
-    return kinds
 
 
 def run(coro):

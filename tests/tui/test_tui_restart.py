@@ -20,7 +20,7 @@ from spectui.tui.app import RESTART_DEBOUNCE_S
 from spectui.tui.token_pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
 
-from tui_fakes import FixedKFactory, ready, reply_done, send, wait_for
+from tui_fakes import FixedKFactory, ready, reply_done, send, shown_kinds, wait_for
 
 SIZE = (110, 36)
 
@@ -41,14 +41,6 @@ def notes(app, error: bool | None = None) -> list[str]:
 
 def notices(app) -> list[str]:
     return [n.message for n in app._notifications]
-
-
-def shown_kinds(token_view) -> list[str]:
-    kinds = []
-    for line in token_view.rendered_lines():
-        for text, kind in line:
-            kinds += [kind] * text.count("w")
-    return kinds
 
 
 def test_k_presses_restart_the_engine_once_with_the_final_k(make_app):

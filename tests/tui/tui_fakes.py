@@ -212,3 +212,15 @@ def make_app_fixture(tmp_path):
     yield make
     for the_store in stores:
         the_store.close()
+
+
+def shown_kinds(token_view) -> list[str]:
+    """One kind per displayed token, read back from the widget's wrapped lines.
+
+    Fake tokens decode to " w<i>", so each token is one word: split runs into words.
+    """
+    kinds = []
+    for line in token_view.rendered_lines():
+        for text, kind in line:
+            kinds += [kind] * text.count("w")
+    return kinds

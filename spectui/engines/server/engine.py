@@ -26,7 +26,7 @@ from spectui.engines.server.prometheus import (
 )
 from spectui.engines.server.reconcile import reconcile
 from spectui.engines.server.sse import iter_sse_data
-from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused
+from spectui.engines.server.transport import ServerAddress, ServerError
 from spectui.errors import UsageError
 from spectui.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
