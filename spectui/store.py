@@ -107,6 +107,11 @@ class ConversationSummary:
     num_messages: int
 
 
+# PRAGMA user_version of the history file. A file written by a newer spectui may hold what
+# this one does not understand: it is refused (named, one line) rather than altered.
+SCHEMA_VERSION = 1
+
+
 def default_store_path() -> Path:
     override = os.environ.get("SPECTUI_DATA_DIR")
     if override:
@@ -129,7 +134,15 @@ class Store:
             # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                self._db.close()
+                raise StoreError(
+                    f"history {path} was written by a newer spectui (schema {version}, this one reads "
+                    f"{SCHEMA_VERSION}): upgrade spectui, or start afresh with --no-history"
+                )
             self._db.executescript(SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise StoreError(f"cannot open history {path}: {reason}") from None

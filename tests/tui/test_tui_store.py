@@ -99,3 +99,23 @@ def test_replace_steps_swaps_a_replys_steps_in_one_go(tmp_path):
     store.replace_steps(reply, [StoredStep(step(2), ("e", "f"), "", 0.3)])
     assert [s.step for s in store.load_steps(reply)] == [step(2)]
     store.close()
+
+
+def test_a_history_from_a_newer_spectui_is_refused_untouched(tmp_path):
+    import sqlite3
+
+    from spectui.store import SCHEMA_VERSION, Store, StoreError
+
+    path = tmp_path / "history.sqlite3"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError) as caught:
+        Store(path)
+    message = str(caught.value)
+    assert "newer spectui" in message and str(path) in message and "\n" not in message
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+    db.close()

@@ -37,20 +37,45 @@ def parse_chunk(data: str) -> ChatChunk:
         return ChatChunk(error=f"the server sent an unexpected chunk: {one_line(data, 80)}")
     if "error" in value or value.get("object") == "error":
         return ChatChunk(error=one_line(message_of(value)) or "the server reported an error")
-    prompt_ids = value.get("prompt_token_ids")
-    metrics = value.get("metrics") or {}
-    choices = value.get("choices") or []
+    try:
+        return chunk_fields(value)
+    except (TypeError, ValueError):
+        # A server that garbles its chunks must not crash the chat: the reply ends, named.
+        return ChatChunk(error=f"the server sent a chunk of an unexpected shape: {one_line(data, 80)}")
+
+
+def chunk_fields(value: dict) -> ChatChunk:
+    """The fields of a chunk, each checked for its type (TypeError when one is wrong)."""
+    choices = of_type(value.get("choices"), list, [])
     # One request, n = 1: the first choice is the reply.
-    choice = choices[0] if choices else {}
-    delta = choice.get("delta") or {}
+    choice = of_type(choices[0] if choices else None, dict, {})
+    delta = of_type(choice.get("delta"), dict, {})
     # A reasoning parser splits the text into two fields; the token ids cover both, so the
     # text of a step keeps both, reasoning first as it was generated.
-    text = (delta.get("reasoning") or delta.get("reasoning_content") or "") + (delta.get("content") or "")
+    text = "".join(of_type(delta.get(name), str, "") for name in ("reasoning", "reasoning_content", "content"))
+    prompt_ids = value.get("prompt_token_ids")
+    metrics = of_type(value.get("metrics"), dict, {})
     return ChatChunk(
-        token_ids=tuple(choice.get("token_ids") or ()),
+        token_ids=token_ids(choice.get("token_ids")),
         text=text,
-        finish_reason=choice.get("finish_reason"),
-        prompt_token_ids=tuple(prompt_ids) if prompt_ids is not None else None,
-        speculative_decoding=metrics.get("speculative_decoding"),
-        usage=value.get("usage"),
+        finish_reason=of_type(choice.get("finish_reason"), str, None),
+        prompt_token_ids=token_ids(prompt_ids) if prompt_ids is not None else None,
+        speculative_decoding=of_type(metrics.get("speculative_decoding"), dict, None),
+        usage=of_type(value.get("usage"), dict, None),
     )
+
+
+def of_type(value, kind: type, default):
+    """value when it is a `kind`, default when absent (None); anything else is a TypeError."""
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def token_ids(value) -> tuple[int, ...]:
+    ids = of_type(value, list, [])
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise ValueError("token ids must be non-negative integers")
+    return tuple(ids)

@@ -263,7 +263,7 @@ class ServerEngine:
         engine_stats["server_k"] = self.k
         if result.ambiguous:
             engine_stats["recovered_ambiguous"] = True
-        if usage and "completion_tokens" in usage:
+        if usage and isinstance(usage.get("completion_tokens"), int):
             # The server's own count: a lost chunk would show as a mismatch with the steps.
             engine_stats["completion_tokens"] = usage["completion_tokens"]
         return Done(
@@ -276,9 +276,12 @@ class ServerEngine:
 
     def _learn_k(self, record: dict | None) -> None:
         """A server without a readable /metrics still names k in its per-request record."""
-        if self.k is not None or not record or "num_spec_tokens" not in record:
+        if self.k is not None or not record:
             return
-        self.k = int(record["num_spec_tokens"])
+        k = record.get("num_spec_tokens")
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
+            return  # absent or garbled: k stays unknown, as without /metrics
+        self.k = k
         if self.info.method == "server" and self.k == 0:
             self.info = replace(self.info, method="none")
 

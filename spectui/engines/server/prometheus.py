@@ -6,6 +6,7 @@ dependency to read five series.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ NUM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 NUM_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+# Far above any k: a larger `position` label is garbage, and would build a huge tuple.
+MAX_POSITIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,9 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 def parse_samples(text: str) -> list[Sample]:
     """Every sample line of a text exposition; comments (# HELP, # TYPE) and blanks skipped."""
     samples = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: splitlines() also splits at "\r", "\x1e", "\u2028"..., which
+    # the format leaves unescaped inside label values and HELP text.
+    for number, line in enumerate(text.split("\n"), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -157,18 +162,33 @@ def spec_counters(samples: Iterable[Sample]) -> SpecCounters | None:
             totals[sample.name] += sample.value
             found = True
         elif sample.name == ACCEPTED_PER_POSITION and "position" in sample.labels:
-            position = int(sample.labels["position"])
+            position = _position(sample.labels["position"])
+            if position is None:  # not a draft position ("x", "1e9"): the engine must not crash on it
+                continue
             per_position[position] = per_position.get(position, 0.0) + sample.value
             found = True
     if not found:
         return None
     width = max(per_position) + 1 if per_position else 0
     return SpecCounters(
-        num_drafts=round(totals[NUM_DRAFTS]),
-        num_draft_tokens=round(totals[NUM_DRAFT_TOKENS]),
-        num_accepted_tokens=round(totals[NUM_ACCEPTED_TOKENS]),
-        accepted_per_position=tuple(round(per_position.get(i, 0.0)) for i in range(width)),
+        num_drafts=_count(totals[NUM_DRAFTS]),
+        num_draft_tokens=_count(totals[NUM_DRAFT_TOKENS]),
+        num_accepted_tokens=_count(totals[NUM_ACCEPTED_TOKENS]),
+        accepted_per_position=tuple(_count(per_position.get(i, 0.0)) for i in range(width)),
     )
+
+
+def _position(label: str) -> int | None:
+    try:
+        position = int(label)
+    except ValueError:
+        return None
+    return position if 0 <= position < MAX_POSITIONS else None
+
+
+def _count(total: float) -> int:
+    """round() raises on NaN and ±Inf (a NaN sample, or a sum that overflowed): no count, 0."""
+    return round(total) if math.isfinite(total) else 0
 
 
 def is_vllm_exposition(samples: Iterable[Sample]) -> bool:

@@ -30,13 +30,17 @@ def per_step_record(record: Mapping | None) -> tuple[list[int], list[int]] | Non
         return None
     accepted = record.get("per_step_accepted")
     drafted = record.get("per_step_drafted")
-    if isinstance(accepted, list) and isinstance(drafted, list) and len(accepted) == len(drafted):
+    if counts_list(accepted) and counts_list(drafted) and len(accepted) == len(drafted):
         return accepted, drafted
     # vLLM leaves the arrays out when they are empty, so a reply that never verified a
     # draft has a summary only; it is still a complete record.
     if record.get("num_spec_steps") == 0:
         return [], []
     return None
+
+
+def counts_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
 
 
 def reconcile(
