@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from spectui.errors import UsageError
-from spectui.options import EngineOptions, OptionError
+from spectui.options import EngineOptions, OptionError, parse_k
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -22,6 +22,7 @@ CONFIG_FILE_NAME = "config.toml"
 DEFAULT_KEYS: dict[str, str] = {
     "k_down": "f5,ctrl+down",
     "k_up": "f6,ctrl+up",
+    "k_auto": "f9",
     "temperature_down": "f7",
     "temperature_up": "f8",
     "engine_info": "f3",
@@ -42,6 +43,7 @@ DEFAULT_KEYS: dict[str, str] = {
 KEY_DESCRIPTIONS: dict[str, str] = {
     "k_down": "k −1",
     "k_up": "k +1",
+    "k_auto": "adaptive k on / off",
     "temperature_down": "T −0.1",
     "temperature_up": "T +0.1",
     "engine_info": "engine info",
@@ -72,7 +74,7 @@ class ChatConfig:
     draft: str | None = None
     method: str = "draft"
     engine: str = "auto"  # auto, embedded, vllm, server, scripted (a demo without weights)
-    k: int = 4
+    k: int | str = 4  # or "auto"
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
@@ -111,7 +113,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "draft": (str,),
     "method": (str,),
     "engine": (str,),
-    "k": (int,),
+    "k": (int, str),
     "temperature": (int, float),
     "top_p": (int, float),
     "max_tokens": (int,),
@@ -180,7 +182,7 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             type_name = " or ".join(t.__name__ for t in expected)
             raise ConfigError(f"{where} line {line}: {name} must be {type_name}, got {value!r}")
-        values[name] = float(value) if float in expected else value
+        values[name] = float(value) if float in expected and not isinstance(value, str) else value
 
     config = replace(ChatConfig(), keys=keys, **values)
     try:
@@ -192,7 +194,7 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
 
 def engine_options(config: ChatConfig) -> EngineOptions:
     return EngineOptions(
-        model=config.model, draft=config.draft, method=config.method, k=config.k,
+        model=config.model, draft=config.draft, method=config.method, **k_and_auto(config.k),
         temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
         seed=config.seed, dtype=config.dtype, device=config.device,
         lookup_min=config.lookup_min, lookup_max=config.lookup_max,
@@ -202,6 +204,12 @@ def engine_options(config: ChatConfig) -> EngineOptions:
         tp=config.tp, draft_tp=config.draft_tp, gpu_memory_utilization=float(config.gpu_memory_utilization),
         max_model_len=config.max_model_len,
     )
+
+
+def k_and_auto(k: int | str) -> dict:
+    """EngineOptions' k and auto_k from a config's k (a number or "auto")."""
+    k, auto_k = parse_k(k)
+    return {"k": k, "auto_k": auto_k}
 
 
 def check_values(config: ChatConfig) -> None:
@@ -255,7 +263,7 @@ def example_config() -> str:
         "method = \"draft\"        # draft or ngram; with vLLM also eagle, eagle3, medusa, mtp",
         "engine = \"auto\"         # auto (vLLM with a GPU, else embedded), embedded, vllm, server",
         "# server = \"http://127.0.0.1:8000\"   # for engine = \"server\"",
-        "k = 4                   # draft tokens per step, 0-16",
+        "k = 4                   # draft tokens per step, 0-16, or \"auto\"",
         "temperature = 0.0",
         "max_tokens = 512",
         "theme = \"dark\"          # dark, light, colorblind or a file in themes/ here",

@@ -27,6 +27,16 @@ class Message(TypedDict):
 
 
 @dataclass(frozen=True)
+class AutoChoice:
+    """Why adaptive k chose this step's k (spectui.adaptive)."""
+
+    k: int
+    predicted_speedup: float | None  # expected tokens/s at k over plain decoding
+    realised_speedup: float | None  # what recent steps delivered, over plain decoding
+    reason: str  # one line: "α 0.82, draft 0.21× target → k 5"
+
+
+@dataclass(frozen=True)
 class Step:
     """One verify step: one target forward pass and what it emitted."""
 
@@ -45,6 +55,7 @@ class Step:
     # How many drafts the target accepted, when the reply stopped inside this step (a stop
     # token, max_tokens) before all of them were emitted; None: the DRAFT tokens shown.
     accepted_count: int | None = None
+    auto: AutoChoice | None = None  # set when adaptive k chose k
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):
@@ -106,9 +117,11 @@ class Control:
     a consistent pair for one step.
     """
 
-    def __init__(self, k: int = 4, temperature: float = 0.0) -> None:
+    def __init__(self, k: int = 4, temperature: float = 0.0, auto: bool = False) -> None:
         self._lock = threading.Lock()
         self._k = check_k(k)
+        # Adaptive k: the engine picks each step's k itself (k is then where it starts).
+        self._auto = bool(auto)
         self._temperature = check_temperature(temperature)
         self._cancelled = threading.Event()
 
@@ -121,6 +134,16 @@ class Control:
     def k(self, value: int) -> None:
         with self._lock:
             self._k = check_k(value)
+
+    @property
+    def auto(self) -> bool:
+        with self._lock:
+            return self._auto
+
+    @auto.setter
+    def auto(self, value: bool) -> None:
+        with self._lock:
+            self._auto = bool(value)
 
     @property
     def temperature(self) -> float:

@@ -13,6 +13,32 @@ EMBEDDED_METHODS = ("draft", "ngram")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
 
 
+AUTO_K = "auto"
+AUTO_START_K = 4  # where adaptive k starts before it has measured anything
+
+
+def parse_k(value: int | str) -> tuple[int, bool]:
+    """(k, adaptive) from a number of draft tokens or "auto"."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == AUTO_K:
+            return AUTO_START_K, True
+        if not text.lstrip("-").isdigit():
+            raise OptionError("k", f"k must be from 0 to {K_MAX} or auto, got {value!r}")
+        value = int(text)
+    if isinstance(value, bool) or not 0 <= value <= K_MAX:
+        raise OptionError("k", f"k must be from 0 to {K_MAX} or auto, got {value!r}")
+    return value, False
+
+
+def k_setting(value: int | str | None) -> int | str | None:
+    """A command line's k as the config file holds it: a number, "auto", or None (not given)."""
+    if value is None:
+        return None
+    k, auto = parse_k(value)
+    return AUTO_K if auto else k
+
+
 class OptionError(UsageError):
     """An option out of range; `setting` names it so a config file can point at its line."""
 
@@ -27,6 +53,7 @@ class EngineOptions:
     draft: str | None = None
     method: str = "draft"
     k: int = 4
+    auto_k: bool = False  # adaptive k (the embedded engine): k is where it starts
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 256

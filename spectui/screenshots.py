@@ -78,6 +78,13 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
             await pilot.pause(0.2)
             save("history")
             await pilot.press("escape")
+        if "adaptive" in screens:
+            await pilot.press(app.first_key("k_auto"))
+            chat.query_one("#prompt").value = PROMPTS[0]
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: chat.current is None and chat.last_reply is not None, 600)
+            await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
+            save("adaptive")
     return written
 
 
@@ -98,7 +105,7 @@ def take_screenshots(
     names = themes or sorted(available, key=lambda n: (n != "dark", n))
     written: list[Path] = []
     for name in names:
-        screens = ["chat", "compare", "help", "history"] + (["markdown"] if name == names[0] else [])
+        screens = ["chat", "compare", "help", "history"] + (["markdown", "adaptive"] if name == names[0] else [])
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
             app = SpectuiApp(

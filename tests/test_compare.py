@@ -362,7 +362,7 @@ def test_cli_compare_table_on_tiny_models(tiny_folders):
         (["--engine", "server"], "spectui: error: --engine server needs --server URL (e.g. http://127.0.0.1:8000)"),
         (["--method", "eagle", "--engine", "embedded"],
          "spectui: error: --method eagle needs trained heads: use --engine vllm, or draft / ngram"),
-        (["-k", "40"], "spectui: error: k must be from 0 to 16, got 40"),
+        (["-k", "40"], "spectui: error: k must be from 0 to 16 or auto, got 40"),
     ],
 )
 def test_cli_option_errors_are_one_line(args, message):

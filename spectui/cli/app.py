@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from typing import Optional
 
@@ -39,6 +40,7 @@ from spectui.cli.engine_options import (
     engine_options_from,
 )
 from spectui.errors import SpectuiError
+from spectui.options import k_setting
 
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",
@@ -50,12 +52,15 @@ models_app = typer.Typer(help="Model aliases, the weight cache, fetching ahead o
 app.add_typer(models_app, name="models")
 
 
-def _register_chat() -> None:
+def _register_commands() -> None:
+    """The commands that live in their own modules (typer and stdlib at import, like this one)."""
     from spectui.cli.chat import register
+    from spectui.cli.doctor import doctor_command
     from spectui.cli.serve import serve_command
 
     register(app)
     app.command("serve")(serve_command)
+    app.command("doctor")(doctor_command)
 
 
 @app.callback(invoke_without_command=True)
@@ -143,7 +148,7 @@ def compare(
             from spectui.cli.chat import run_chat
 
             overrides = dict(
-                model=model, draft=draft, method=options.method, k=k, temperature=temperature, top_p=top_p,
+                model=model, draft=draft, method=options.method, k=k_setting(k), temperature=temperature, top_p=top_p,
                 max_tokens=max_tokens, seed=seed, dtype=options.dtype, device=device, system=system,
                 engine=options.engine, server=server, api_key=api_key, speculative_config=speculative_config,
                 tp=tp, draft_tp=draft_tp, gpu_memory_utilization=gpu_memory_utilization,
@@ -152,6 +157,45 @@ def compare(
             )
             raise typer.Exit(run_chat(overrides, compare_prompt=prompt))
         code = run_compare(options, prompt, system=system, runs=runs, as_json=as_json, baseline_server=baseline_server)
+    except SpectuiError as error:
+        fail(error)
+    raise typer.Exit(code)
+
+
+@app.command()
+def bench(
+    suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
+    engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm."),
+    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram."),
+    ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
+    anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
+    temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
+    repeats: int = typer.Option(2, "--repeats", help="Rounds per case (alternating order); medians are reported."),
+    bench_max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply budget for every case (default: the workload's)."),
+    categories: Optional[str] = typer.Option(None, "--categories", help="Only these categories (comma list)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="Write PNG plots into this folder."),
+    markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary to this file."),
+    model: ModelOption = DEFAULTS.model,
+    draft: DraftOption = DEFAULTS.draft,
+    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
+    device: DeviceOption = DEFAULTS.device,
+    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
+    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
+    max_model_len: MaxModelLenOption = None,
+) -> None:
+    """Measure spectui against its anchors on the workload suite: ratios from one run."""
+    from spectui.cli.bench import check_bench_options, run_bench_command
+
+    try:
+        runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
+            suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
+        options = engine_options_from({**locals(), "method": Method(method_names[0]), "k": anchor_k,
+                                       "temperature": 0.0, "top_p": 1.0, "max_tokens": DEFAULTS.max_tokens,
+                                       "seed": DEFAULTS.seed})
+        code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
+                                 repeats, bench_max_tokens, category_list, json_path, plots, markdown_path)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -184,7 +228,7 @@ def models_default(ctx: typer.Context) -> None:
         print_models(False)
 
 
-_register_chat()
+_register_commands()
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ import typer
 from spectui.cli import fail
 
 from spectui.errors import SpectuiError, UsageError
+from spectui.options import k_setting
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", no_args_is_help=True)
 history_app = typer.Typer(help="Saved conversations and their per-step traces.", no_args_is_help=True)
@@ -111,7 +112,7 @@ def chat_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
     draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
     method: Optional[str] = typer.Option(None, "--method", help="draft or ngram; with vLLM also eagle, eagle3, medusa, mtp."),
-    k: Optional[int] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16."),
+    k: Optional[str] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16, or auto (adaptive k)."),
     temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
     engine: Optional[EngineName] = typer.Option(
         None, "--engine",
@@ -140,7 +141,7 @@ def chat_command(
     """Chat in the terminal, every token coloured by where it came from."""
     try:
         code = run_chat(
-            dict(model=model, draft=draft, method=method, k=k, temperature=temperature,
+            dict(model=model, draft=draft, method=method, k=k_setting(k), temperature=temperature,
                  engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system,
                  server=server, api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,

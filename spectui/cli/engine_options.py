@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from spectui.options import EngineOptions
+from spectui.options import EngineOptions, parse_k
 
 
 class Method(str, Enum):
@@ -46,7 +46,7 @@ PromptArgument = Annotated[str, typer.Argument(help="The user message.")]
 ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", help="Target: alias, local folder, .gguf or hub id.")]
 DraftOption = Annotated[Optional[str], typer.Option("--draft", "-d", help="Draft model (same tokenizer as the target).")]
 MethodOption = Annotated[Method, typer.Option("--method", help="Where drafts come from (eagle, eagle3, medusa, mtp: vLLM only).")]
-KOption = Annotated[int, typer.Option("--k", "-k", help="Draft tokens per step, 0-16 (0 = plain decoding).")]
+KOption = Annotated[str, typer.Option("--k", "-k", help="Draft tokens per step, 0-16 (0 = plain decoding), or auto: the embedded engine picks k before every step.")]
 TemperatureOption = Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")]
 TopPOption = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass, (0, 1].")]
 MaxTokensOption = Annotated[int, typer.Option("--max-tokens", help="Stop after this many tokens.")]
@@ -71,7 +71,7 @@ def engine_options(
     model: str | None,
     draft: str | None,
     method: Method,
-    k: int,
+    k: int | str,
     temperature: float,
     top_p: float,
     max_tokens: int,
@@ -90,8 +90,9 @@ def engine_options(
     max_model_len: int | None = None,
 ) -> EngineOptions:
     """Checked options; an out-of-range value raises OptionError (one line, exit 2)."""
+    k, auto_k = parse_k(k)
     return EngineOptions.checked(
-        model=model, draft=draft, method=method.value, k=k, temperature=temperature,
+        model=model, draft=draft, method=method.value, k=k, auto_k=auto_k, temperature=temperature,
         top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype.value, device=device,
         lookup_min=lookup_min, lookup_max=lookup_max, engine=engine.value, server=server,
         api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,

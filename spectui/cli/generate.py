@@ -46,9 +46,15 @@ def summary_line(reply, k: int, engine) -> str:
     speed = f"{stats.tokens_per_s:.1f}" if stats.tokens_per_s else "–"
     info = engine.info
     drafting = f"{info.method} {info.draft or ''}".strip() if info.method != "none" else "no drafting"
+    autos = [step.auto for step in reply.steps if step.auto is not None]
+    if autos:
+        ks = [choice.k for choice in autos]
+        k_text = f"k=auto {min(ks)}–{max(ks)} (mean {sum(ks) / len(ks):.1f}; {autos[-1].reason})"
+    else:
+        k_text = f"k={k}"
     return (
         f"γ {gamma} · τ {tau} · {speed} tok/s · {stats.num_tokens} tokens in {stats.num_steps} steps"
-        f" · {info.target} ← {drafting}, k={k}, {info.dtype}, {info.device}"
+        f" · {info.target} ← {drafting}, {k_text}, {info.dtype}, {info.device}"
         f" · {reply.done.finish_reason if reply.done else '?'}"
         + (" · colours approximate" if reply.done is not None and reply.done.approximate else "")
     )
@@ -65,7 +71,9 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     # An engine whose k is fixed at start (vLLM, a server) says which k it runs.
     k = getattr(engine, "k", options.k)
-    control = Control(k=k, temperature=options.temperature)
+    control = Control(k=k, temperature=options.temperature, auto=options.auto_k)
+    if options.auto_k and not engine.info.live_k:
+        err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
     legend = Text.assemble(
         ("accepted draft", SOURCE_STYLES[Source.DRAFT]), " · ",

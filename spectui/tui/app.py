@@ -23,6 +23,7 @@ from textual.app import App
 
 from spectui.config import ChatConfig
 from spectui.metrics import MemoryReading, read_memory
+from spectui.options import parse_k
 from spectui.run import prompt_messages
 from spectui.store import Conversation, Store
 from spectui.themes import (
@@ -92,7 +93,7 @@ class SpectuiApp(App):
         self.load_seconds: float | None = None
         # k restarts (engines with k fixed at start)
         self.last_info = None  # the last ready engine's EngineInfo: shown while it restarts
-        self.engine_k = self.config.k  # the k the engine was built with
+        self.engine_k = parse_k(self.config.k)[0]  # the k the engine was built with
         self.k_fixed = False  # the engine takes k when it starts
         self.wanted_k: int | None = None  # a k waiting for its restart
         self.restarting_k: int | None = None  # the k a restart in flight builds with

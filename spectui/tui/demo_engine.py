@@ -13,8 +13,10 @@ from __future__ import annotations
 import random
 import re
 import time
+from dataclasses import replace
 from collections.abc import Iterator, Sequence
 
+from spectui.adaptive import AdaptiveK
 from spectui.engine import EngineInfo
 from spectui.events import Control, Done, GenerationParams, Message, Source, Step
 
@@ -62,6 +64,7 @@ class ScriptedEngine:
         self.verify_slope = verify_slope
         self.sleep_virtual = sleep_virtual
         self.vocab: list[str] = []
+        self.chooser = AdaptiveK()  # adaptive k, when the control asks for it
         self._ids: dict[str, int] = {}
         self.closed = False
         self.info = EngineInfo(
@@ -115,9 +118,15 @@ class ScriptedEngine:
                 yield Done("error", seconds=virtual["seconds"], error="scripted engine error")
                 return
             k, temperature = control.snapshot()
+            auto = self.chooser.choose() if control.auto and num_steps > 0 else None
+            if auto is not None:
+                k = auto.k
             if num_steps == 0:
                 k = 0  # the first token comes from prefill
             step = self._step(target_ids, emitted, limit, k, temperature, rng)
+            if auto is not None:
+                step = replace(step, auto=auto)
+                self.chooser.observe(step)
             emitted += len(step.token_ids)
             num_steps += 1
             if self.sleep_virtual:

@@ -17,6 +17,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "swap_method": ("swap_method", "method"),
     "k_down": ("k(-1)", "k−"),
     "k_up": ("k(1)", "k+"),
+    "k_auto": ("toggle_auto_k", "k auto"),
     "temperature_down": ("temperature(-1)", "T−"),
     "temperature_up": ("temperature(1)", "T+"),
     "ghosts": ("toggle_ghosts", "ghosts"),

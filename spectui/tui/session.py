@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 
-from spectui.events import Done, Step
+from spectui.events import AutoChoice, Done, Step
 from spectui.metrics import MemoryReading, ReplyClock, RollingRate
 from spectui.stats import ReplyStats
 from spectui.theory import best_k, expected_tokens, linear_verify_cost, speedup
@@ -217,6 +217,8 @@ class PanelData:
     memory: MemoryReading | None = None
     theory: Theory | None = None
     status: str = "idle"
+    auto: AutoChoice | None = None  # adaptive k's latest choice in this reply
+    k_series: tuple[int, ...] = ()  # the k of each step, when adaptive k chose them
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None) -> Theory | None:
@@ -268,4 +270,13 @@ def panel_data(
         memory=memory,
         theory=theory_for(alpha, k, cost),
         status=status,
+        **adaptive_fields(reply.steps),
     )
+
+
+def adaptive_fields(steps: Sequence[Step]) -> dict:
+    """Adaptive k's latest choice and the k it chose at each step; nothing when it was off."""
+    latest = next((step.auto for step in reversed(steps) if step.auto is not None), None)
+    if latest is None:
+        return {}
+    return {"auto": latest, "k_series": tuple(step.k for step in steps if step.auto is not None)}

@@ -65,7 +65,7 @@ def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
     result = runner.invoke(cli(), ["chat", "-k", "40"])
-    assert result.exit_code == 2 and result.stderr.strip() == "spectui: error: k must be from 0 to 16, got 40"
+    assert result.exit_code == 2 and result.stderr.strip() == "spectui: error: k must be from 0 to 16 or auto, got 40"
     result = runner.invoke(cli(), ["chat", "--resume"])
     assert result.exit_code == 1 and "no saved conversation to resume yet" in result.stderr
     result = runner.invoke(cli(), ["chat", "7"])

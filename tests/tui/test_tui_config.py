@@ -26,9 +26,9 @@ def test_values_and_keys_are_read(tmp_path):
     "text, expected",
     [
         ('model = "a"\nk = \n', "line 2: Invalid value"),
-        ('theme = "x"\n\nk = "four"\n', "line 3: k must be int, got 'four'"),
+        ('theme = "x"\n\nk = "four"\n', "line 3: k must be from 0 to 16 or auto, got 'four'"),
         ('k = true\n', "line 1: k must be int"),
-        ('\nk = 40\n', "line 2: k must be from 0 to 16, got 40"),
+        ('\nk = 40\n', "line 2: k must be from 0 to 16 or auto, got 40"),
         ('method = "magic"\n', "line 1: method must be one of draft, ngram, eagle"),
         ('colour = "red"\n', "line 1: unknown setting 'colour'"),
         ('k = 1\n[keys]\nfly = "f1"\n', "line 3: unknown key action 'fly'"),
@@ -58,3 +58,12 @@ def test_env_var_moves_the_config_dir(tmp_path, monkeypatch):
     assert config_path() == tmp_path / "config.toml"
     (tmp_path / "config.toml").write_text("k = 3\n")
     assert load_config().k == 3
+
+
+def test_k_auto_in_the_file_turns_adaptive_k_on():
+    from spectui.config import engine_options
+
+    config = parse_config('k = "auto"\n')
+    options = engine_options(config)
+    assert (options.k, options.auto_k) == (4, True)
+    assert engine_options(parse_config("k = 6\n")).auto_k is False

@@ -255,3 +255,29 @@ def test_info_screen_says_how_k_changes_and_shows_vllm_figures(make_app):
             assert "per_step_drafted" not in rows
 
     run(scenario())
+
+
+def test_adaptive_k_key_recommends_a_k_for_a_fixed_k_engine_and_restarts_on_a_second_press(make_app):
+    # every draft accepted: the measured α is high, so the best k is far above 2
+    factory = FixedKFactory([None, 2, 2, 2, 2, 2, 2])
+
+    async def scenario():
+        app = fixed_k_app(make_app, factory)
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            chat = app.chat_screen
+            await pilot.press("f9")
+            assert any("after a reply with drafts" in n for n in notices(app))
+            await send(pilot, "hello")
+            await reply_done(pilot)
+            chat.refresh_panels()
+            best = chat.stats_panel.data.theory.best_k
+            assert best > 2
+            await pilot.press("f9")
+            assert any(f"Recommended k = {best}" in n for n in notices(app))
+            assert factory.built_k == [2]  # only recommended so far
+            await pilot.press("f9")
+            await wait_for(pilot, lambda: factory.built_k == [2, best] and app.engine is not None, 10)
+            assert chat.k == best and not chat.auto_k
+
+    run(scenario())

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from spectui.adaptive import AdaptiveK
 from spectui.engine import EngineInfo
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
@@ -25,6 +26,8 @@ class EmbeddedEngine:
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
         self._draft_name = info.draft
+        # Adaptive k's estimates, per proposer: they carry over from reply to reply.
+        self._choosers: dict[str, AdaptiveK] = {}
 
     def with_method(self, method: str) -> "EmbeddedEngine":
         """The same target (weights and cache shared), drafting by `method` instead.
@@ -65,11 +68,16 @@ class EmbeddedEngine:
         stop_ids = self.stop_ids | set(params.stop_token_ids)
         try:
             yield from decode_steps(
-                self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer
+                self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer, self.chooser()
             )
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
             yield Done("error", tuple(prompt_ids), error=f"{type(error).__name__}: {error}")
+
+    def chooser(self) -> AdaptiveK | None:
+        if self.proposer is None:
+            return None
+        return self._choosers.setdefault(self.proposer.method, AdaptiveK())
 
     def close(self) -> None:
         self.target.reset()

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from spectui.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
@@ -27,7 +28,10 @@ def decode_steps(
     control: Control,
     stop_ids: set[int],
     detokenizer: IncrementalDetokenizer,
+    chooser: AdaptiveK | None = None,
 ) -> Iterator[Step | Done]:
+    """chooser: adaptive k, used while control.auto is on; it learns from every step but
+    each reply's first (that one is the prompt's prefill)."""
     generator = None
     if params.seed is not None:
         generator = torch.Generator(device=target.device).manual_seed(params.seed)
@@ -40,6 +44,10 @@ def decode_steps(
             yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
             return
         k, temperature = control.snapshot()
+        adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
+        auto = adaptive.choose() if adaptive is not None and num_generated > 0 else None
+        if auto is not None:
+            k = auto.k
         # The first token comes from the prefill alone, as in vLLM: nothing to draft from yet.
         if num_generated == 0 or proposer is None:
             k = 0
@@ -77,7 +85,7 @@ def decode_steps(
         text = detokenizer.add(emitted)
         if finish_reason:
             text += detokenizer.flush()
-        yield Step(
+        step = Step(
             token_ids=tuple(emitted),
             sources=tuple(sources),
             text=text,
@@ -88,7 +96,11 @@ def decode_steps(
             verify_seconds=finished - verify_started,
             method=proposer.method if drafted else "",
             accepted_count=accepted_count,
+            auto=auto,
         )
+        if adaptive is not None and num_generated > len(emitted):
+            adaptive.observe(step)
+        yield step
         if finish_reason:
             yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)
             return

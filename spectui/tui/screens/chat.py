@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from spectui.events import K_MAX, Control, GenerationParams, Message
+from spectui.options import parse_k
 from spectui.store import APPROXIMATE_NOTE, Conversation
 from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings
@@ -86,7 +87,7 @@ class ChatScreen(Screen):
     def __init__(self, conversation: Conversation | None = None) -> None:
         super().__init__()
         config = self.app.config
-        self.k = config.k
+        self.k, self.auto_k = parse_k(config.k)
         self.temperature = config.temperature
         self.show_ghosts = config.ghosts
         self.markdown = False
@@ -101,6 +102,7 @@ class ChatScreen(Screen):
         self._frames = 0
         self._initial_conversation = conversation
         self._restart_note: SystemNote | None = None
+        self._k_offer: int | None = None  # a recommended k waiting for the second key press
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(self.k, self.temperature), id="stats")
 
@@ -206,6 +208,7 @@ class ChatScreen(Screen):
                 method=info.method if info else config.method,
                 engine=info.name if info else config.engine,
                 k=self.k,
+                auto_k=self.auto_k,
                 temperature=self.temperature,
                 ghosts=self.show_ghosts,
                 markdown=self.markdown,
@@ -257,7 +260,7 @@ class ChatScreen(Screen):
         self.conversation.mount(view)
         self.conversation.scroll_end(animate=False)
         self.conversation.following = True
-        control = Control(k=self.k, temperature=self.temperature)
+        control = Control(k=self.k, temperature=self.temperature, auto=self.auto_k)
         self.current = ActiveReply(reply_id, view, ReplyTracker(app.clock()), control, message_id)
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
         engine, messages = app.engine, list(self.messages)
@@ -426,11 +429,46 @@ class ChatScreen(Screen):
             self.notify("The server fixed k when it started (num_speculative_tokens); restart it to change k.")
             return
         self.k = new_k
+        if self.auto_k:  # a k chosen by hand ends adaptive k
+            self.auto_k = False
+            if self.current is not None and engine is not None and engine.info.live_k:
+                self.current.control.auto = False
         if self.app.k_restarts_engine:
             self.app.want_engine_k(new_k)
             self.refresh_panels()
         else:
             self._apply_live("k", new_k)
+
+    def action_toggle_auto_k(self) -> None:
+        engine = self.app.engine
+        if engine is not None and not engine.info.live_k:
+            self._recommend_k(engine)
+            return
+        self.auto_k = not self.auto_k
+        self._apply_live("auto", self.auto_k)
+        self.notify("Adaptive k: on, from the next step" if self.auto_k else f"Adaptive k: off, k = {self.k}")
+
+    def _recommend_k(self, engine) -> None:
+        """An engine with k fixed at start cannot follow adaptive k step by step: recommend
+        the k the same model picks from what was measured, and restart with it on a second press."""
+        theory = self.stats_panel.data.theory
+        if theory is None:
+            self.notify(f"The {engine.info.name} engine fixes k when it starts; after a reply with drafts, "
+                        f"this key recommends a k from the measured acceptance.")
+            return
+        offered, self._k_offer = self._k_offer, None
+        if theory.best_k == self.k:
+            self.notify(f"k = {self.k} is already the best k for α {theory.alpha:.2f} (×{theory.best_speedup:.2f} predicted).")
+        elif offered == theory.best_k and self.app.k_restarts_engine:
+            self.k = theory.best_k
+            self.app.want_engine_k(theory.best_k)
+            self.refresh_panels()
+        else:
+            self._k_offer = theory.best_k
+            restart = "press the key again to restart it with that k" if self.app.k_restarts_engine else \
+                "restart the server with that num_speculative_tokens"
+            self.notify(f"Recommended k = {theory.best_k} for α {theory.alpha:.2f}: ×{theory.best_speedup:.2f} "
+                        f"predicted against ×{theory.speedup:.2f} at k = {self.k}; {restart}.")
 
     def action_temperature(self, direction: int) -> None:
         new_t = round(min(max(self.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX), 2)

@@ -24,6 +24,7 @@ class BarState:
     method: str = ""
     engine: str = ""
     k: int = 4
+    auto_k: bool = False
     temperature: float = 0.0
     ghosts: bool = False
     markdown: bool = False
@@ -43,7 +44,7 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
     if state.engine:
         parts += [("  ·  ", "$text-muted"), (state.engine, "$text-muted")]
     parts += [
-        ("  ·  k ", "$text-muted"), (str(state.k), "bold $accent"),
+        ("  ·  k ", "$text-muted"), ("auto" if state.auto_k else str(state.k), "bold $accent"),
         ("  T ", "$text-muted"), (f"{state.temperature:.2f}", "bold $accent"),
     ]
     if state.inferred:

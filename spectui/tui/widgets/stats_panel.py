@@ -42,6 +42,8 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
     add([(" α per step", LABEL)])
     add([" ", (sparkline(data.alpha_series, inner - 2) or "–", SPARK)])
     add([])
+    if data.auto is not None:
+        lines.extend(adaptive_lines(data, inner))
 
     add([("Speed", HEADING)])
     add([(" now     ", LABEL), (fmt(data.rate_now, ".1f"), VALUE), (" tok/s", LABEL)])
@@ -68,6 +70,20 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
         label = " est." if theory.cost.estimated else ""
         add([(" c ", LABEL), (f"{theory.cost.draft_cost:.3f}{label}", VALUE), (f"  v(k)=1+{theory.cost.verify_slope:.2f}k", LABEL)])
     return lines
+
+
+def adaptive_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]:
+    auto = data.auto
+    top = max(data.k_series, default=0) or 1
+    return [
+        [("Adaptive k", HEADING), (f"  k {auto.k}", VALUE)],
+        [(" k per step (0–", LABEL), (str(top), VALUE), (")", LABEL)],
+        [" ", (sparkline([k / top for k in data.k_series], inner - 2) or "–", SPARK)],
+        [(" predicted ", LABEL), (fmt(auto.predicted_speedup, ".2f", "×"), VALUE),
+         ("  realised ", LABEL), (fmt(auto.realised_speedup, ".2f", "×"), VALUE)],
+        [(" " + auto.reason[: inner - 1], NOTE)],
+        [],
+    ]
 
 
 def memory_lines(memory: MemoryReading) -> list[list[tuple[str, str] | str]]:

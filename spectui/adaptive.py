@@ -1,0 +1,159 @@
+"""Adaptive k: before every step, the k expected to give the most tokens per second.
+
+Everything it needs is measured as the reply runs, on this device:
+  accept[i]  the chance the draft at position i is accepted once positions < i were
+             (an exponentially weighted estimate per position: it follows the text as it
+             moves from prose into code and back);
+  d          the draft's seconds per drafted token;
+  V(k)       the target's seconds to verify k drafts (k + 1 tokens); V(0) is a plain step.
+Expected tokens per step E(k) = 1 + sum over j = 1..k of accept[0]·…·accept[j-1], and the
+choice is the k with the largest E(k) / (k·d + V(k)): Leviathan's S(k) = E(α,k) / (k·c + v(k))
+with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A proposer that
+offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
+At k = 0 nothing is learned about acceptance, so now and then one step drafts a single token
+(a probe): while probes are accepted they repeat, until the estimate says draft; each
+refusal doubles the wait, up to 64 steps.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spectui.events import AutoChoice, Step
+
+K_AUTO_MAX = 8  # past 8 drafts the product of acceptances rarely pays for the tail's cost
+START_K = 4  # before anything is measured: the sweet spot the literature and our sweeps agree on
+PRIOR_ACCEPT = 0.6
+PRIOR_VERIFY_SLOPE = 0.05  # V(k)/V(0) - 1 per drafted token before two ks are measured
+ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen steps count
+COST_WEIGHT = 0.2
+DRIFT_WEIGHT = 0.05
+PROBE_AFTER = 16  # plain steps before the first probe
+PROBE_AFTER_MAX = 64  # a probe costs about a quarter of a step: under 0.5% at this spacing
+SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
+
+
+def moving(old: float | None, new: float, weight: float) -> float:
+    return new if old is None else old + weight * (new - old)
+
+
+def expected_tokens(accept: list[float], k: int) -> float:
+    """E(k) with per-position acceptance: 1 + sum_j prod_{i<j} accept[i]."""
+    total, reach = 1.0, 1.0
+    for i in range(k):
+        reach *= accept[i]
+        total += reach
+    return total
+
+
+@dataclass
+class AdaptiveK:
+    k_max: int = K_AUTO_MAX
+    accept: list[float | None] | None = None
+    draft_seconds: float | None = None  # per drafted token
+    verify_seconds: dict[int, float] | None = None
+    current_k: int = START_K
+    plain_steps: int = 0
+    probe_after: int = PROBE_AFTER
+    realised: float | None = None  # moving tokens/s over the plain rate
+    # how often asking for drafts gets any: 1 for a draft model; prompt lookup finds a match
+    # only where the text repeats, and a step without one costs a plain step
+    proposal_rate: float | None = None
+    probing: bool = False
+
+    def __post_init__(self) -> None:
+        self.accept = self.accept or [None] * self.k_max
+        self.verify_seconds = self.verify_seconds or {}
+
+    # learning
+
+    def observe(self, step: Step) -> None:
+        """Learn from one finished step (not a reply's first: that one holds the prefill)."""
+        drafted = step.num_drafted
+        if step.k:
+            self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
+        if drafted:
+            self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
+            # position i was tried only if every draft before it was accepted
+            tried = min(drafted, step.num_accepted + 1, self.k_max)
+            for i in range(tried):
+                previous = self.accept[i] if self.accept[i] is not None else PRIOR_ACCEPT
+                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, ACCEPT_WEIGHT)
+            # Positions past the last one tried drift back towards it: one unlucky refusal
+            # must not keep a position's estimate low for ever, as k would never reach it again.
+            for i in range(tried, self.k_max):
+                if self.accept[i] is not None:
+                    self.accept[i] = moving(self.accept[i], self.accept[tried - 1], DRIFT_WEIGHT)
+            if self.probing and step.num_accepted:
+                # acceptance may be back: look again at once, until the estimate says draft
+                self.probe_after = 1
+            self.probing = False
+            self.plain_steps = 0
+        else:
+            self.plain_steps += 1
+        # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
+        self.verify_seconds[drafted] = moving(self.verify_seconds.get(drafted), step.verify_seconds, COST_WEIGHT)
+        plain = self.verify_cost(0)
+        seconds = step.draft_seconds + step.verify_seconds
+        if plain and seconds > 0:
+            self.realised = moving(self.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
+
+    # the model
+
+    def acceptance(self) -> list[float]:
+        """Every position's estimate; one never tried takes the last measured one before it."""
+        filled, last = [], PRIOR_ACCEPT
+        for value in self.accept:
+            last = value if value is not None else last
+            filled.append(last)
+        return filled
+
+    def verify_cost(self, k: int) -> float | None:
+        """V(k) in seconds: measured at k, else a line through what was measured."""
+        measured = self.verify_seconds
+        if k in measured:
+            return measured[k]
+        if not measured:
+            return None
+        if len(measured) == 1:
+            (known_k, known), = measured.items()
+            plain = known / (1 + PRIOR_VERIFY_SLOPE * known_k)
+            return plain * (1 + PRIOR_VERIFY_SLOPE * k)
+        ks = sorted(measured)
+        mean_k = sum(ks) / len(ks)
+        mean_v = sum(measured[j] for j in ks) / len(ks)
+        slope = sum((j - mean_k) * (measured[j] - mean_v) for j in ks) / sum((j - mean_k) ** 2 for j in ks)
+        return max(1e-9, mean_v + max(0.0, slope) * (k - mean_k))
+
+    def rate(self, k: int, accept: list[float]) -> float | None:
+        """Predicted tokens per second at k."""
+        verify = self.verify_cost(k)
+        if verify is None or (k and self.draft_seconds is None):
+            return None
+        plain = self.verify_cost(0)
+        offered = 1.0 if self.proposal_rate is None else self.proposal_rate
+        tokens = offered * expected_tokens(accept, k) + (1 - offered)
+        seconds = offered * (k * (self.draft_seconds or 0.0) + verify) + (1 - offered) * plain
+        return tokens / seconds
+
+    def choose(self) -> AutoChoice:
+        accept = self.acceptance()
+        rates = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
+        if any(rate is None for rate in rates.values()) or not rates[0]:
+            return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
+        best = max(rates, key=lambda k: rates[k])
+        if rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
+            best = self.current_k
+        plain_rate = rates[0]
+        cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
+        why = f"α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
+        if best == 0 and self.plain_steps >= self.probe_after:
+            # a cheap look: one drafted token tells whether acceptance came back
+            self.probe_after = min(PROBE_AFTER_MAX, max(PROBE_AFTER, self.probe_after * 2))
+            self.plain_steps = 0
+            self.probing = True
+            self.current_k = 0
+            return AutoChoice(1, rates[1] / plain_rate, self.realised, f"{why} → probe k 1")
+        self.current_k = best
+        return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}")

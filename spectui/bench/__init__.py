@@ -1,0 +1,1 @@
+"""`spectui bench`: speculative decoding measured against its anchors, per workload."""

@@ -1,0 +1,94 @@
+"""What a bench run runs (arms × cases) and the run itself, with progress. Stdlib only."""
+
+from __future__ import annotations
+
+import platform
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
+from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.workloads import Workload
+from spectui.options import AUTO_START_K
+
+RUNNERS = ("spectui", "transformers", "vllm")
+METHODS = ("draft", "ngram")
+# The anchor's method for each spectui method, at the same k.
+TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
+
+
+def plan_arms(
+    runners: Sequence[str], methods: Sequence[str], ks: Sequence[int], anchor_k: int, auto: bool = False
+) -> list[Arm]:
+    """spectui's k = 0 baseline and each method at each k > 0 (and with adaptive k); each
+    anchor plain and with the same speculation at anchor_k."""
+    arms = [BASELINE]
+    arms += [Arm("spectui", method, k) for method in methods for k in ks if k > 0]
+    if auto:
+        arms += [Arm("spectui", method, AUTO_START_K, auto=True) for method in methods]
+    if "transformers" in runners:
+        arms.append(Arm("transformers", "none", 0))
+        arms += [Arm("transformers", TRANSFORMERS_METHOD[method], anchor_k) for method in methods]
+    if "vllm" in runners:
+        arms.append(Arm("vllm", "none", 0))
+        arms += [Arm("vllm", method, anchor_k) for method in methods]
+    return arms
+
+
+def plan_cases(workloads: Sequence[Workload], temperatures: Sequence[float] | None) -> list[Case]:
+    """Each workload at its own temperature, or at each of `temperatures` when given."""
+    return [
+        Case(workload, temperature)
+        for workload in workloads
+        for temperature in (temperatures if temperatures else [workload.temperature])
+    ]
+
+
+def machine() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine()}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return info
+
+
+@dataclass
+class BenchResult:
+    settings: dict
+    cases: list[CaseResult] = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"settings": self.settings, "machine": self.machine, "seconds": self.seconds,
+                "cases": [case.as_dict() for case in self.cases]}
+
+
+def run_bench(
+    cases: Sequence[Case],
+    arms: Sequence[Arm],
+    runners: dict[str, Runner],
+    repeats: int,
+    settings: dict,
+    on_reply: Callable[[Case, TimedReply], None] = lambda case, reply: None,
+    clock: Callable[[], float] = time.monotonic,
+    on_case: Callable[[BenchResult], None] = lambda result: None,
+) -> BenchResult:
+    """on_case(result so far) after every case: an hour's run that stops early keeps what it measured."""
+    started = clock()
+    result = BenchResult(settings={**settings, "repeats": repeats, "arms": [arm.label for arm in arms]},
+                         machine=machine())
+    for case in cases:
+        result.cases.append(run_case(case, arms, runners, repeats, lambda reply, case=case: on_reply(case, reply)))
+        result.seconds = clock() - started
+        on_case(result)
+    return result

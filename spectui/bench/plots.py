@@ -1,0 +1,132 @@
+"""PNG plots of a bench run (matplotlib, imported here only: the `bench` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spectui.bench.plan import BenchResult
+from spectui.bench.runs import median_of
+
+
+class PlotsUnavailable(RuntimeError):
+    pass
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise PlotsUnavailable('plots need matplotlib: pip install "spectui[bench]"') from error
+    matplotlib.use("Agg")  # files only; no display is needed or wanted
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def series_name(result: BenchResult, case) -> str:
+    """The category, and the temperature when the run had more than one."""
+    several = len({c.case.temperature for c in result.cases}) > 1
+    return f"{case.case.workload.category} T={case.case.temperature:g}" if several else case.case.workload.category
+
+
+def speedup_by_k(result: BenchResult, method: str) -> dict[str, dict[int, float]]:
+    """series -> k -> median speedup over spectui k=0 (k = 0 itself is 1)."""
+    series: dict[str, dict[int, list[float]]] = {}
+    for case in result.cases:
+        points = series.setdefault(series_name(result, case), {})
+        for arm in case.arms:
+            if arm.arm.runner == "spectui" and arm.arm.method in (method, "none") and not arm.arm.auto \
+                    and arm.speedup is not None:
+                points.setdefault(arm.arm.k, []).append(arm.speedup)
+    return {category: {k: median_of(values) for k, values in sorted(points.items())}
+            for category, points in series.items()}
+
+
+def gamma_by_temperature(result: BenchResult, method: str, k: int) -> dict[str, dict[float, float]]:
+    series: dict[str, dict[float, list[float]]] = {}
+    for case in result.cases:
+        arm = next((a for a in case.arms if a.arm.runner == "spectui" and a.arm.method == method and a.arm.k == k
+                    and not a.arm.auto), None)
+        if arm is not None and arm.gamma is not None:
+            series.setdefault(case.case.workload.category, {}).setdefault(case.case.temperature, []).append(arm.gamma)
+    return {category: {t: median_of(v) for t, v in sorted(points.items())} for category, points in series.items()}
+
+
+def per_position(result: BenchResult, method: str, k: int) -> dict[str, list[float]]:
+    """category -> acceptance at each draft position (the first case of the category)."""
+    series: dict[str, list[float]] = {}
+    for case in result.cases:
+        arm = next((a for a in case.arms if a.arm.runner == "spectui" and a.arm.method == method and a.arm.k == k
+                    and not a.arm.auto), None)
+        if arm is not None and arm.per_position:
+            series.setdefault(series_name(result, case), arm.per_position)
+    return series
+
+
+def write_plots(result: BenchResult, folder: Path) -> list[Path]:
+    plt = pyplot()
+    folder.mkdir(parents=True, exist_ok=True)
+    methods = result.settings.get("methods", [])
+    ks = [k for k in result.settings.get("ks", []) if k > 0]
+    show_k = max(ks) if ks else 0
+    written = []
+    for method in methods:
+        figure, axes = plt.subplots(figsize=(8, 5))
+        for category, points in speedup_by_k(result, method).items():
+            axes.plot(list(points), list(points.values()), marker="o", label=category)
+        axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.set(xlabel="k (draft tokens per step)", ylabel="decode speedup over k=0",
+                 title=f"spectui {method}: speedup vs k, per category")
+        axes.legend(fontsize=8, ncol=2)
+        written.append(save(figure, folder / f"speedup_vs_k_{method}.png", plt))
+
+        figure, axes = plt.subplots(figsize=(8, 5))
+        for category, points in gamma_by_temperature(result, method, show_k).items():
+            axes.plot(list(points), list(points.values()), marker="o", label=category)
+        axes.set(xlabel="temperature", ylabel="γ (draft acceptance rate)", ylim=(0, 1.05),
+                 title=f"spectui {method}, k={show_k}: γ per category vs temperature")
+        axes.legend(fontsize=8, ncol=2)
+        written.append(save(figure, folder / f"gamma_vs_temperature_{method}.png", plt))
+
+        figure, axes = plt.subplots(figsize=(8, 5))
+        for category, rates in per_position(result, method, show_k).items():
+            axes.plot(range(1, len(rates) + 1), rates, marker="o", label=category)
+        axes.set(xlabel="draft position", ylabel="accepted (fraction of steps that drafted it)", ylim=(0, 1.05),
+                 title=f"spectui {method}, k={show_k}: acceptance per position")
+        axes.legend(fontsize=8, ncol=2)
+        written.append(save(figure, folder / f"per_position_{method}.png", plt))
+
+        bars = adaptive_bars(result, method)
+        if bars:
+            figure, axes = plt.subplots(figsize=(9, 5))
+            names = list(bars)
+            width = 0.4
+            positions = range(len(names))
+            axes.bar([p - width / 2 for p in positions], [bars[n][0] for n in names], width, label="best fixed k")
+            axes.bar([p + width / 2 for p in positions], [bars[n][1] for n in names], width, label="adaptive k")
+            axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+            axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
+            axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the best fixed k")
+            axes.legend(fontsize=8)
+            written.append(save(figure, folder / f"adaptive_{method}.png", plt))
+    return written
+
+
+def adaptive_bars(result: BenchResult, method: str) -> dict[str, tuple[float, float]]:
+    """series -> (best fixed k's speedup, adaptive k's speedup), medians over the cases."""
+    from spectui.bench.report import auto_arm, best_arm
+
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for case in result.cases:
+        auto, best = case.arm(auto_arm(method)), best_arm(case, method)
+        if auto is not None and best is not None and auto.speedup and best.speedup:
+            pairs.setdefault(series_name(result, case), []).append((best.speedup, auto.speedup))
+    return {name: (median_of(b for b, _ in values), median_of(a for _, a in values)) for name, values in pairs.items()}
+
+
+def save(figure, path: Path, plt) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

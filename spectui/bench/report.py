@@ -1,0 +1,235 @@
+"""What a bench run found: per-category figures, the targets, a rich table, Markdown.
+
+Every ratio divides two arms of the same case, measured in the same rounds; a category's
+figure is the median over its cases. Stdlib apart from rich (imported where it draws).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spectui.bench.measure import BASELINE, CaseResult
+from spectui.bench.plan import TRANSFORMERS_METHOD, BenchResult
+from spectui.bench.runs import Arm, median_of
+from spectui.options import AUTO_START_K
+
+CODE_AND_JSON = ("json", "code-python", "code-typescript", "code-go")
+LOOKUP_FRIENDLY = ("summarize", "retrieval")
+
+
+def ratio(case: CaseResult, top: Arm, bottom: Arm) -> float | None:
+    upper, lower = case.arm(top), case.arm(bottom)
+    if upper is None or lower is None or not upper.decode_tokens_per_s or not lower.decode_tokens_per_s:
+        return None
+    return upper.decode_tokens_per_s / lower.decode_tokens_per_s
+
+
+def best_arm(case: CaseResult, method: str):
+    """spectui's fastest arm drafting by `method` (its k = 0 baseline included: k = 0 may win)."""
+    timed = [r for r in case.arms if r.arm.runner == "spectui" and r.arm.method in (method, "none")
+             and not r.arm.auto and r.decode_tokens_per_s is not None]
+    if not any(r.arm.method == method for r in timed):
+        return None  # the method did not run: k = 0 alone says nothing about it
+    return max(timed, key=lambda r: r.decode_tokens_per_s, default=None)
+
+
+def auto_arm(method: str) -> Arm:
+    return Arm("spectui", method, AUTO_START_K, auto=True)
+
+
+def auto_over_best(case: CaseResult, method: str) -> float | None:
+    """Adaptive k's decode speed over the best fixed k's (k = 0 included) in this case."""
+    auto, best = case.arm(auto_arm(method)), best_arm(case, method)
+    if auto is None or best is None or not auto.decode_tokens_per_s:
+        return None
+    return auto.decode_tokens_per_s / best.decode_tokens_per_s
+
+
+def with_auto(result: BenchResult) -> bool:
+    return any(r.arm.auto for case in result.cases for r in case.arms)
+
+
+@dataclass
+class CategoryRow:
+    category: str
+    temperature: float
+    cases: int
+    baseline_tokens_per_s: float | None
+    best: dict[str, tuple[int, float | None, float | None]]  # method -> (k, speedup, γ at that k)
+    predicted_k: dict[str, int | None]
+    vs_transformers: float | None  # spectui k = 0 / transformers plain
+    vs_anchor: dict[str, float | None]  # method -> spectui at anchor k / transformers' same method
+    vllm_speedup: dict[str, float | None]  # method -> vLLM speculative / vLLM plain
+    auto: dict[str, tuple[float | None, float | None]]  # method -> adaptive k over (best fixed k, k = 0)
+
+
+def category_rows(result: BenchResult) -> list[CategoryRow]:
+    anchor_k = result.settings.get("anchor_k", 4)
+    methods = result.settings.get("methods", [])
+    groups: dict[tuple[str, float], list[CaseResult]] = {}
+    for case in result.cases:
+        groups.setdefault((case.case.workload.category, case.case.temperature), []).append(case)
+    rows = []
+    for (category, temperature), cases in groups.items():
+        best = {}
+        for method in methods:
+            arms = [best_arm(case, method) for case in cases]
+            ks = [arm.arm.k for arm in arms if arm is not None]
+            best[method] = (
+                statistics.median_low(ks) if ks else 0,
+                median_of(arm.speedup for arm in arms if arm is not None),
+                median_of(arm.gamma for arm in arms if arm is not None),
+            )
+        rows.append(CategoryRow(
+            category=category,
+            temperature=temperature,
+            cases=len(cases),
+            baseline_tokens_per_s=median_of(c.arm(BASELINE).decode_tokens_per_s for c in cases if c.arm(BASELINE)),
+            best=best,
+            predicted_k={m: statistics.median_low(ks) if (ks := [c.best[m]["predicted_k"] for c in cases
+                         if "predicted_k" in c.best.get(m, {})]) else None for m in methods},
+            vs_transformers=median_of(ratio(c, BASELINE, Arm("transformers", "none", 0)) for c in cases),
+            vs_anchor={m: median_of(ratio(c, Arm("spectui", m, anchor_k), Arm("transformers", TRANSFORMERS_METHOD[m], anchor_k))
+                                    for c in cases) for m in methods},
+            vllm_speedup={m: median_of(ratio(c, Arm("vllm", m, anchor_k), Arm("vllm", "none", 0)) for c in cases)
+                          for m in methods},
+            auto={m: (median_of(auto_over_best(c, m) for c in cases),
+                      median_of(ratio(c, auto_arm(m), BASELINE) for c in cases)) for m in methods},
+        ))
+    return rows
+
+
+@dataclass
+class Target:
+    claim: str
+    goal: float
+    measured: float | None
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.measured is None else self.measured >= self.goal
+
+
+def targets(result: BenchResult) -> list[Target]:
+    """The issue's targets, each a median over the cases it names."""
+    anchor_k = result.settings.get("anchor_k", 4)
+    greedy = [c for c in result.cases if c.case.temperature == 0]
+
+    def best_speedup(categories: Sequence[str], method: str) -> float | None:
+        arms = [best_arm(c, method) for c in result.cases if c.case.workload.category in categories]
+        return median_of(arm.speedup for arm in arms if arm is not None)
+
+    rows = category_rows(result)
+    adaptive = []
+    if with_auto(result):
+        for method in result.settings.get("methods", []):
+            worst_best = [row.auto[method][0] for row in rows if row.auto[method][0] is not None]
+            worst_plain = [row.auto[method][1] for row in rows if row.auto[method][1] is not None]
+            adaptive += [
+                Target(f"adaptive k ({method}) vs the best fixed k, worst category", 0.95, min(worst_best, default=None)),
+                Target(f"adaptive k ({method}) vs k=0, worst category", 0.97, min(worst_plain, default=None)),
+            ]
+    return adaptive + [
+        Target("spectui k=0 vs transformers greedy generate", 1.00,
+               median_of(ratio(c, BASELINE, Arm("transformers", "none", 0)) for c in greedy)),
+        Target(f"spectui draft vs transformers assisted generation, k={anchor_k}", 1.25,
+               median_of(ratio(c, Arm("spectui", "draft", anchor_k), Arm("transformers", "assisted", anchor_k))
+                         for c in result.cases)),
+        Target(f"spectui n-gram vs transformers prompt lookup, k={anchor_k}", 1.00,
+               median_of(ratio(c, Arm("spectui", "ngram", anchor_k), Arm("transformers", "prompt-lookup", anchor_k))
+                         for c in result.cases)),
+        Target("spectui best draft k vs its k=0, code and JSON", 1.5, best_speedup(CODE_AND_JSON, "draft")),
+        Target("spectui best n-gram k vs its k=0, summarize and retrieval", 2.5, best_speedup(LOOKUP_FRIENDLY, "ngram")),
+    ]
+
+
+def fmt(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def row_cells(row: CategoryRow, methods: Sequence[str], with_vllm: bool, with_adaptive: bool = False) -> list[str]:
+    cells = [row.category, f"{row.temperature:g}", fmt(row.baseline_tokens_per_s, ".2f")]
+    for method in methods:
+        k, gain, gamma = row.best[method]
+        cells.append(f"k={k} {fmt(gain, '.2f', '×')}" + (f" γ {gamma:.2f}" if gamma is not None else ""))
+        cells.append(str(row.predicted_k.get(method) if row.predicted_k.get(method) is not None else "—"))
+    cells.append(fmt(row.vs_transformers, ".2f", "×"))
+    cells += [fmt(row.vs_anchor[m], ".2f", "×") for m in methods]
+    if with_vllm:
+        cells += [fmt(row.vllm_speedup[m], ".2f", "×") for m in methods]
+    if with_adaptive:
+        cells += [f"{fmt(row.auto[m][0], '.2f', '×')} / {fmt(row.auto[m][1], '.2f', '×')}" for m in methods]
+    return cells
+
+
+def headers(methods: Sequence[str], anchor_k: int, with_vllm: bool, with_adaptive: bool = False) -> list[str]:
+    names = ["category", "T", "k=0 tok/s"]
+    for method in methods:
+        names += [f"best {method}", "model's k"]
+    names.append("k=0 / HF greedy")
+    names += [f"{method} / HF {TRANSFORMERS_METHOD[method]} (k={anchor_k})" for method in methods]
+    if with_vllm:
+        names += [f"vLLM {method} / plain" for method in methods]
+    if with_adaptive:
+        names += [f"auto {method} / best, / k=0" for method in methods]
+    return names
+
+
+def with_vllm(result: BenchResult) -> bool:
+    return "vllm" in result.settings.get("runners", [])
+
+
+def rich_tables(result: BenchResult):
+    from rich.table import Table
+
+    methods = result.settings.get("methods", [])
+    anchor_k = result.settings.get("anchor_k", 4)
+    table = Table(title="speedup over spectui k=0 (decode tokens/s, medians)")
+    for name in headers(methods, anchor_k, with_vllm(result), with_auto(result)):
+        table.add_column(name, justify="left" if name == "category" else "right")
+    for row in category_rows(result):
+        table.add_row(*row_cells(row, methods, with_vllm(result), with_auto(result)))
+    goals = Table(title="targets")
+    for name in ("claim", "goal", "measured", "met"):
+        goals.add_column(name)
+    for target in targets(result):
+        met = {True: "[green]yes[/]", False: "[red]no[/]", None: "not run"}[target.met]
+        goals.add_row(target.claim, f"≥ {target.goal:.2f}×", fmt(target.measured, ".2f", "×"), met)
+    return table, goals
+
+
+def markdown(result: BenchResult, command: str) -> str:
+    methods = result.settings.get("methods", [])
+    anchor_k = result.settings.get("anchor_k", 4)
+    vllm = with_vllm(result)
+    adaptive = with_auto(result)
+    names = headers(methods, anchor_k, vllm, adaptive)
+    lines = [
+        "# spectui bench",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        f"Machine: {', '.join(f'{k} {v}' for k, v in result.machine.items())}. "
+        f"Settings: {', '.join(f'{k} {v}' for k, v in result.settings.items() if k != 'arms')}. "
+        f"{len(result.cases)} cases × {len(result.settings.get('arms', []))} arms × "
+        f"{result.settings.get('repeats')} rounds in {result.seconds / 60:.0f} min.",
+        "",
+        "Speed is decode tokens/s (after the first token; every arm pays the same prefill), the median "
+        "over rounds whose order alternates; each ratio divides two arms of the same case. "
+        "\"model's k\" is the best k that S(k) = E(α,k) / (k·c + v(k)) predicts from the α, draft cost c "
+        "and verify cost v measured in the case.",
+        "",
+        "## Targets",
+        "",
+        "| claim | goal | measured | met |",
+        "|---|---|---|---|",
+    ]
+    for target in targets(result):
+        met = {True: "yes", False: "**no**", None: "not run"}[target.met]
+        lines.append(f"| {target.claim} | ≥ {target.goal:.2f}× | {fmt(target.measured, '.2f', '×')} | {met} |")
+    lines += ["", "## Per category", "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for row in category_rows(result):
+        lines.append("| " + " | ".join(row_cells(row, methods, vllm, adaptive)) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""The runners a bench case times: spectui's own engines and transformers' `generate`.
+
+transformers runs on the very model objects the embedded engine loaded (same weights,
+same dtype, same prompt ids, same stop tokens), so a ratio between them measures the
+decoding loop and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from spectui.bench.runs import Arm, TimedReply
+from spectui.events import Control, Done, GenerationParams, Message, Step
+
+Clock = Callable[[], float]
+
+
+def forget_prompts(engine) -> None:
+    """Drop an embedded engine's KV caches, so the prompt's prefill is paid again as the
+    anchors pay it (they keep nothing between calls)."""
+    target = getattr(engine, "target", None)
+    if target is not None and hasattr(target, "reset"):
+        target.reset()
+    for proposer in getattr(engine, "_proposers", {}).values():
+        if proposer is not None:
+            proposer.reset()
+
+
+def engine_for(engine, arm: Arm):
+    """The engine variant that drafts by arm.method (the embedded engine shares its target)."""
+    if arm.method in ("none", engine.info.method) or not hasattr(engine, "with_method"):
+        return engine
+    return engine.with_method(arm.method)
+
+
+def run_engine(
+    engine,
+    arm: Arm,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    temperature: float,
+    clock: Clock = time.perf_counter,
+) -> TimedReply:
+    """One reply from a spectui engine (embedded or vLLM) at arm.k."""
+    forget_prompts(engine)
+    steps: list[Step] = []
+    first = None
+    done = None
+    started = clock()
+    for event in engine_for(engine, arm).stream(list(messages), params, Control(arm.k, temperature, auto=arm.auto)):
+        if isinstance(event, Done):
+            done = event
+            break
+        if first is None:
+            first = clock() - started
+        steps.append(event)
+    wall = clock() - started
+    if done is not None and done.finish_reason == "error":
+        raise RuntimeError(f"{arm.label}: {done.error}")
+    token_ids = [token for step in steps for token in step.token_ids]
+    return TimedReply(arm, token_ids, wall, first, steps, done.finish_reason if done else "stop")
+
+
+class TransformersRunner:
+    """transformers `generate` on the embedded engine's models: plain (greedy or sampled),
+    assisted generation with the same draft model, and prompt lookup."""
+
+    def __init__(self, engine) -> None:
+        from transformers.utils import logging
+
+        # assisted generation warns about its own internal arguments on every call
+        logging.set_verbosity_error()
+        self.engine = engine
+        self.target = engine.target.model
+        draft_proposer = getattr(engine, "_proposers", {}).get("draft")
+        self.draft = draft_proposer.draft.model if draft_proposer is not None else None
+
+    def run(
+        self,
+        arm: Arm,
+        messages: Sequence[Message],
+        params: GenerationParams,
+        temperature: float,
+        clock: Clock = time.perf_counter,
+    ) -> TimedReply:
+        import torch
+
+        prompt_ids = self.engine.prompt_ids(list(messages))
+        input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=self.engine.target.device)
+        timer = FirstTokenTimer(clock)
+        kwargs = self._method_kwargs(arm)
+        if temperature > 0:
+            # top_k=0: transformers samples from its top 50 by default; spectui from all of them.
+            kwargs.update(do_sample=True, temperature=temperature, top_p=params.top_p, top_k=0)
+            torch.manual_seed(params.seed or 0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        stop_ids = sorted(self.engine.stop_ids | set(params.stop_token_ids))
+        # inference_mode, as the engine runs: the int8 layers' scratch buffers were made in it.
+        with self._assistant_settings(arm), torch.inference_mode():
+            timer.start()
+            output = self.target.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=params.max_tokens,
+                eos_token_id=stop_ids,
+                pad_token_id=stop_ids[0],
+                streamer=timer,
+                **kwargs,
+            )
+            wall = clock() - timer.started
+        token_ids = output[0, len(prompt_ids):].tolist()
+        finish = "stop" if token_ids and token_ids[-1] in stop_ids else "length"
+        return TimedReply(arm, token_ids, wall, timer.first_token_seconds, [], finish)
+
+    def _method_kwargs(self, arm: Arm) -> dict:
+        if arm.method == "none":
+            return {}
+        if arm.method == "assisted":
+            if self.draft is None:
+                raise ValueError("assisted generation needs the engine's draft model: run with --method draft")
+            return {"assistant_model": self.draft}
+        if arm.method == "prompt-lookup":
+            return {"prompt_lookup_num_tokens": arm.k}
+        raise ValueError(f"transformers has no method {arm.method!r}")
+
+    def _assistant_settings(self, arm: Arm):
+        """The draft drafts exactly k tokens per step, as spectui's does: transformers'
+        defaults change k as it goes (+2/−1) and stop drafting below a confidence."""
+        from contextlib import nullcontext
+
+        if arm.method != "assisted":
+            return nullcontext()
+        return overridden(self.draft.generation_config, num_assistant_tokens=arm.k,
+                          num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+
+
+class overridden:
+    """Set attributes for the duration of a with block, then put the old values back."""
+
+    def __init__(self, target, **values) -> None:
+        self.target, self.values, self.saved = target, values, {}
+
+    def __enter__(self):
+        for name, value in self.values.items():
+            self.saved[name] = getattr(self.target, name, None)
+            setattr(self.target, name, value)
+        return self.target
+
+    def __exit__(self, *exc) -> None:
+        for name, value in self.saved.items():
+            setattr(self.target, name, value)
+
+
+class FirstTokenTimer:
+    """A transformers streamer that notes when the first generated token arrives
+    (generate hands it the prompt first, then the new tokens)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.started = 0.0
+        self.first_token_seconds: float | None = None
+        self._seen_prompt = False
+
+    def start(self) -> None:
+        self.started = self.clock()
+
+    def put(self, value) -> None:
+        if not self._seen_prompt:
+            self._seen_prompt = True
+            return
+        if self.first_token_seconds is None:
+            self.first_token_seconds = self.clock() - self.started
+
+    def end(self) -> None:
+        pass

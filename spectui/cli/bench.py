@@ -1,0 +1,186 @@
+"""`spectui bench`: the workload suite through spectui and its anchors, in one run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from spectui.bench.plan import METHODS, RUNNERS, plan_arms, plan_cases, run_bench
+from spectui.bench.runs import Arm
+from spectui.bench.workloads import CATEGORIES, suite
+from spectui.errors import SpectuiError
+from spectui.events import K_MAX
+from spectui.options import EngineOptions, OptionError
+
+REPEATS_MAX = 20
+
+
+def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = [item for item in items if item not in allowed]
+    if unknown or not items:
+        raise OptionError(name, f"--{name} takes a comma list of {', '.join(allowed)}; got {text!r}")
+    return items
+
+
+def parse_ks(text: str) -> tuple[list[int], bool]:
+    """The fixed ks, and whether "auto" (adaptive k) is among them."""
+    items = [item.strip().lower() for item in text.split(",") if item.strip()]
+    auto = "auto" in items
+    try:
+        ks = sorted({int(item) for item in items if item != "auto"})
+    except ValueError:
+        raise OptionError("k", f"--k takes a comma list of integers, e.g. 0,2,4,6,8; got {text!r}") from None
+    if not (ks or auto) or not all(0 <= k <= K_MAX for k in ks):
+        raise OptionError("k", f"every k must be from 0 to {K_MAX} (or auto); got {text!r}")
+    return ks, auto
+
+
+def parse_temperatures(text: str | None) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        values = [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise OptionError("temperatures", f"--temperatures takes a comma list of numbers; got {text!r}") from None
+    if not values or any(not value >= 0 for value in values):
+        raise OptionError("temperatures", f"temperatures must be >= 0; got {text!r}")
+    return values
+
+
+def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress) -> tuple[dict, list]:
+    """{runner name: callable(arm, messages, params, temperature)} and the engines to close."""
+    from spectui.bench.runners import TransformersRunner, run_engine
+    from spectui.engines.embedded.build import build_embedded_engine
+
+    engine = build_embedded_engine(replace(options, engine="embedded", method=methods[0]), progress)
+    engines = [engine]
+    runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
+    if "transformers" in runner_names:
+        anchor = TransformersRunner(engine)
+        runners["transformers"] = anchor.run
+    if "vllm" in runner_names:
+        from spectui.engines.vllm.build import build_vllm_engine
+
+        # vLLM fixes k when it starts: one engine per method, and one without speculation.
+        share = options.gpu_memory_utilization / (len(methods) + 1)
+        by_method = {}
+        for method in ("none", *methods):
+            k = 0 if method == "none" else anchor_k
+            vllm_options = replace(options, engine="vllm", method=method if method != "none" else methods[0], k=k,
+                                   dtype="auto" if options.dtype == "int8" else options.dtype,
+                                   gpu_memory_utilization=share)
+            by_method[method] = build_vllm_engine(vllm_options, progress)
+            engines.append(by_method[method])
+        runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
+    return runners, engines
+
+
+def run_bench_command(
+    options: EngineOptions,
+    suite_name: str,
+    runner_names: list[str],
+    methods: list[str],
+    ks: list[int],
+    auto: bool,
+    anchor_k: int,
+    temperatures: list[float] | None,
+    repeats: int,
+    max_tokens: int | None,
+    categories: list[str] | None,
+    json_path: Path | None,
+    plots_dir: Path | None,
+    markdown_path: Path | None,
+) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    # Imported before the run, which can last an hour: the report must be the code it started with.
+    from spectui.bench.plots import PlotsUnavailable, write_plots
+    from spectui.bench.report import markdown, rich_tables
+    from spectui.models.fetch import rich_progress
+
+    err = Console(stderr=True, highlight=False)
+    workloads = [w for w in suite(suite_name) if categories is None or w.category in categories]
+    if max_tokens is not None:
+        workloads = [replace(w, max_tokens=max_tokens) for w in workloads]
+    cases = plan_cases(workloads, temperatures)
+    arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto)
+    with rich_progress() as progress:
+        runners, engines = build_runners(options, runner_names, methods, anchor_k, progress)
+    settings = {"suite": suite_name, "model": engines[0].info.target, "draft": engines[0].info.draft,
+                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "ks": ks, "auto": auto,
+                "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens}
+    total = len(cases) * len(arms) * repeats
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=err)
+    try:
+        with bar:
+            task = bar.add_task("warm-up", total=total)
+            warm_up(runners, arms, cases[0])
+            def on_reply(case, reply) -> None:
+                speed = reply.decode_tokens_per_s
+                bar.update(task, advance=1, description=f"{case.workload.name} T={case.temperature:g} "
+                           f"{reply.arm.label}: {speed:.1f} tok/s" if speed else case.workload.name)
+
+            result = run_bench(cases, arms, runners, repeats, settings, on_reply,
+                               on_case=lambda partial: write_json(partial, json_path))
+    except Exception as error:  # a runner that fails: one line, not the anchors' stack
+        raise SpectuiError(f"bench stopped: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}") from error
+    finally:
+        for engine in engines:
+            engine.close()
+    if json_path is not None:
+        err.print(f"wrote {json_path}")
+    console = Console(highlight=False)
+    for table in rich_tables(result):
+        console.print(table)
+    if markdown_path is not None:
+        markdown_path.write_text(markdown(result, "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])))
+        err.print(f"wrote {markdown_path}")
+    if plots_dir is not None:
+        try:
+            for path in write_plots(result, plots_dir):
+                err.print(f"wrote {path}")
+        except PlotsUnavailable as error:
+            err.print(f"spectui: {error}", style="yellow", markup=False)
+    return 0
+
+
+def write_json(result, path: Path | None) -> None:
+    """Every number so far, rewritten after each case: a run cut short keeps its cases."""
+    if path is not None:
+        path.write_text(json.dumps(result.as_dict(), indent=1))
+
+
+def warm_up(runners: dict, arms: list[Arm], case) -> None:
+    """One short reply per arm, uncounted: first calls pay one-off costs (allocations, the
+    draft's first forward) that would land on whichever arm happened to run first."""
+    short = replace(case.workload, max_tokens=4)
+    for arm in arms:
+        runners[arm.runner](arm, short.as_messages(), replace(case, workload=short).params, case.temperature)
+
+
+def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, anchor_k: int,
+                        temperatures: str | None, repeats: int, categories: str | None):
+    from spectui.bench.workloads import SUITES
+
+    if suite_name not in SUITES:
+        raise OptionError("suite", f"--suite must be one of {', '.join(SUITES)}; got {suite_name!r}")
+    if not 1 <= repeats <= REPEATS_MAX:
+        raise OptionError("repeats", f"--repeats must be from 1 to {REPEATS_MAX}; got {repeats}")
+    if not 1 <= anchor_k <= K_MAX:
+        raise OptionError("anchor_k", f"--anchor-k must be from 1 to {K_MAX}; got {anchor_k}")
+    runner_names = parse_list("engines", engines, RUNNERS)
+    if "spectui" not in runner_names:
+        runner_names.insert(0, "spectui")  # every ratio divides by spectui's k = 0
+    return (
+        runner_names,
+        parse_list("methods", methods, METHODS),
+        *parse_ks(ks),
+        parse_temperatures(temperatures),
+        parse_list("categories", categories, CATEGORIES) if categories else None,
+    )

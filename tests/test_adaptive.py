@@ -1,0 +1,96 @@
+"""Adaptive k on synthetic traces: steps whose acceptance and costs are known exactly, so
+the controller's choices can be checked against the analytic best k."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from spectui.adaptive import AdaptiveK, expected_tokens
+from spectui.events import Control, GenerationParams, Source, Step
+from spectui.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
+
+
+def simulated_step(k: int, alpha: float, draft_seconds: float, plain_seconds: float, slope: float, rng) -> Step:
+    """One step at k: each draft accepted with probability alpha until the first refusal."""
+    accepted = 0
+    while accepted < k and rng.random() < alpha:
+        accepted += 1
+    emitted = accepted + 1
+    sources = (Source.DRAFT,) * accepted + ((Source.BONUS,) if accepted == k and k else (Source.RECOVERED if k else Source.TARGET,))
+    return Step(tuple(range(emitted)), sources, "", drafted=tuple(range(k)), k=k,
+                draft_seconds=k * draft_seconds, verify_seconds=plain_seconds * (1 + slope * k))
+
+
+def run_trace(chooser: AdaptiveK, phases, rng) -> list[int]:
+    """phases: [(steps, alpha, draft cost c, verify slope)] with a plain step of 0.1 s."""
+    chosen = []
+    for steps, alpha, cost, slope in phases:
+        for _ in range(steps):
+            k = chooser.choose().k
+            chooser.observe(simulated_step(k, alpha, cost * 0.1, 0.1, slope, rng))
+            chosen.append(k)
+    return chosen
+
+
+def test_expected_tokens_matches_leviathan_for_a_constant_alpha():
+    for alpha in (0.3, 0.8):
+        for k in (0, 1, 4, 8):
+            assert expected_tokens([alpha] * 8, k) == pytest.approx(expected_tokens_alpha(alpha, k))
+
+
+@pytest.mark.parametrize("alpha, cost, slope", [(0.9, 0.05, 0.02), (0.8, 0.2, 0.05), (0.6, 0.1, 0.1), (0.95, 0.02, 0.0)])
+def test_it_settles_on_the_analytic_best_k(alpha, cost, slope):
+    rng = random.Random(1)
+    chosen = run_trace(AdaptiveK(), [(400, alpha, cost, slope)], rng)
+    settled = Counter(chosen[-150:]).most_common(1)[0][0]
+    verify = lambda k: 1 + slope * k
+    best, best_speedup = best_k(alpha, cost, verify, 8)
+    # noise in the measured acceptance may pick a neighbour: it must be as good, within 3%
+    assert speedup(alpha, settled, cost, verify) >= best_speedup * 0.97, (settled, best)
+    assert abs(settled - best) <= 1
+
+
+def test_it_drops_to_k0_when_no_k_pays_and_probes_rarely():
+    rng = random.Random(2)
+    chosen = run_trace(AdaptiveK(), [(600, 0.05, 0.4, 0.1)], rng)
+    late = chosen[-400:]
+    assert Counter(late)[0] >= 0.97 * len(late)  # probes back off: at most a few % of steps
+    assert set(late) <= {0, 1}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_it_comes_back_when_acceptance_recovers(seed):
+    rng = random.Random(seed)
+    chosen = run_trace(AdaptiveK(), [(300, 0.05, 0.1, 0.05), (200, 0.9, 0.1, 0.05)], rng)
+    assert Counter(chosen[200:300])[0] >= 95
+    back = next(i for i, k in enumerate(chosen[300:]) if k >= 3)
+    # the next probe (at most 64 plain steps away) finds acceptance back; drafting resumes
+    assert back <= 160, back
+    assert Counter(chosen[-60:]).most_common(1)[0][0] >= 4
+
+
+def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
+    from spectui.engine import EngineInfo
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import DraftModelProposer
+
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+    prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
+    params = GenerationParams(max_tokens=60, seed=0)
+
+    def tokens(control):
+        steps = [e for e in engine.stream_ids(prompt, params, control) if isinstance(e, Step)]
+        return [t for s in steps for t in s.token_ids], steps
+
+    plain, _ = tokens(Control(0, 0.0))
+    for _ in range(2):  # the second reply starts from the first one's estimates
+        auto, steps = tokens(Control(4, 0.0, auto=True))
+        assert auto == plain
+        # the chosen k, or fewer where max_tokens leaves less room
+        assert all(s.k <= s.auto.k for s in steps if s.auto is not None)
+        assert all(s.auto is not None for s in steps[1:]) and steps[0].auto is None
+        assert all(s.auto.reason for s in steps[1:])

@@ -1,0 +1,215 @@
+"""The bench harness: its arithmetic on made-up replies, and a whole run on tiny models.
+
+These tests check what the harness computes and that every field is filled from the
+same run; they do not time anything (speed on two shared cores says nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from spectui.bench.measure import BASELINE, Case, round_order, run_case
+from spectui.bench.plan import BenchResult, plan_arms, plan_cases, run_bench
+from spectui.bench.report import category_rows, markdown, targets
+from spectui.bench.runs import (
+    Arm,
+    TimedReply,
+    draft_cost,
+    linear_fit,
+    target_step_seconds,
+    verify_cost,
+    verify_cost_model,
+)
+from spectui.bench.workloads import Workload
+from spectui.events import Source, Step
+
+
+def step(n_tokens: int, drafted: int = 0, accepted: int = 0, k: int = 0, draft_s: float = 0.0, verify_s: float = 1.0):
+    sources = [Source.DRAFT] * accepted + [Source.TARGET if not drafted else Source.RECOVERED]
+    sources += [Source.TARGET] * (n_tokens - len(sources))
+    return Step(tuple(range(n_tokens)), tuple(sources[:n_tokens]), "", drafted=tuple(range(drafted)), k=k,
+                draft_seconds=draft_s, verify_seconds=verify_s)
+
+
+def test_decode_rate_leaves_the_first_token_out():
+    reply = TimedReply(BASELINE, list(range(11)), wall_seconds=6.0, first_token_seconds=1.0)
+    assert reply.tokens_per_s == pytest.approx(11 / 6)
+    assert reply.decode_tokens_per_s == pytest.approx(10 / 5)
+    assert TimedReply(BASELINE, [1], 1.0, 0.5).decode_tokens_per_s is None
+
+
+def test_costs_are_relative_to_one_plain_target_step():
+    # first step of each reply is prefill (10 s) and is left out; decode steps take 0.1 s
+    baseline = [[step(1, verify_s=10.0), step(1, verify_s=0.1), step(1, verify_s=0.1)]]
+    target = target_step_seconds(baseline)
+    assert target == pytest.approx(0.1)
+    drafted = [step(3, drafted=4, accepted=2, k=4, draft_s=0.08, verify_s=0.15),
+               step(5, drafted=4, accepted=4, k=4, draft_s=0.08, verify_s=0.15),
+               step(2, drafted=2, accepted=1, k=4, draft_s=0.04, verify_s=0.12)]  # cut short: not a full verify
+    assert draft_cost(drafted, target) == pytest.approx(0.2)  # 0.02 s per drafted token / 0.1 s
+    assert verify_cost(drafted, target) == pytest.approx(1.5)
+    assert draft_cost(drafted, None) is None
+
+
+def test_verify_cost_model_goes_through_the_measured_points():
+    assert linear_fit([(0, 1.0), (2, 2.0), (4, 3.0)]) == pytest.approx((1.0, 0.5))
+    assert linear_fit([(1, 1.0), (1, 2.0)]) is None
+    v = verify_cost_model({2: 2.0, 4: 3.0})
+    assert v(0) == 1.0 and v(2) == pytest.approx(2.0) and v(8) == pytest.approx(5.0)
+
+
+def test_rounds_alternate_so_no_arm_is_always_first():
+    arms = [BASELINE, Arm("spectui", "draft", 4), Arm("transformers", "none", 0)]
+    assert round_order(arms, 0) == arms
+    assert round_order(arms, 1) == arms[::-1]
+
+
+def test_plan_pairs_each_anchor_with_spectui_at_the_same_k():
+    arms = plan_arms(["spectui", "transformers", "vllm"], ["draft", "ngram"], [0, 2, 4], anchor_k=4)
+    assert arms[0] == BASELINE
+    assert Arm("transformers", "assisted", 4) in arms and Arm("transformers", "prompt-lookup", 4) in arms
+    assert Arm("spectui", "draft", 4) in arms and Arm("spectui", "ngram", 4) in arms
+    assert Arm("vllm", "none", 0) in arms and Arm("vllm", "draft", 4) in arms
+    assert len(arms) == len(set(arms))
+    workload = Workload("json", "json-x", ({"role": "user", "content": "hi"},), 0.0, 8, 1)
+    assert [c.temperature for c in plan_cases([workload], None)] == [0.0]
+    assert [c.temperature for c in plan_cases([workload], [0.0, 1.0])] == [0.0, 1.0]
+
+
+class ScriptedRunner:
+    """Replies whose timing is set per arm: speedups must come out of these exact numbers."""
+
+    def __init__(self, seconds_per_token: dict[Arm, float]) -> None:
+        self.seconds_per_token = seconds_per_token
+        self.calls: list[Arm] = []
+
+    def __call__(self, arm, messages, params, temperature) -> TimedReply:
+        self.calls.append(arm)
+        per = self.seconds_per_token[arm]
+        tokens = list(range(params.max_tokens))
+        steps = [step(1)] if not arm.speculative else [step(3, drafted=arm.k, accepted=2, k=arm.k)]
+        return TimedReply(arm, tokens, wall_seconds=1.0 + per * (len(tokens) - 1), first_token_seconds=1.0, steps=steps)
+
+
+def test_speedups_divide_arms_of_the_same_case():
+    spec = Arm("spectui", "draft", 4)
+    hf = Arm("transformers", "none", 0)
+    auto = Arm("spectui", "draft", 4, auto=True)
+    runner = ScriptedRunner({BASELINE: 0.2, spec: 0.1, hf: 0.25, auto: 0.104})
+    workload = Workload("code-go", "go-x", ({"role": "user", "content": "go"},), 0.0, 11, 3)
+    result = run_case(Case(workload, 0.0), [BASELINE, spec, hf, auto], {"spectui": runner, "transformers": runner},
+                      repeats=2)
+    assert runner.calls == [BASELINE, spec, hf, auto, auto, hf, spec, BASELINE]
+    assert result.best["draft"]["measured_k"] == 4  # adaptive k is not a fixed k to pick
+    assert result.arm(spec).speedup == pytest.approx(2.0)
+    assert result.arm(hf).speedup == pytest.approx(0.8)
+    assert result.arm(spec).gamma == pytest.approx(0.5) and result.arm(spec).tau == pytest.approx(3.0)
+    assert result.arm(spec).same_tokens_as_baseline is True
+    bench = BenchResult({"methods": ["draft"], "anchor_k": 4, "runners": ["spectui", "transformers"]}, [result])
+    row = category_rows(bench)[0]
+    assert row.best["draft"][0] == 4 and row.best["draft"][1] == pytest.approx(2.0)
+    assert row.vs_transformers == pytest.approx(0.25 / 0.2)
+    by_claim = {t.claim: t for t in targets(bench)}
+    assert by_claim["spectui k=0 vs transformers greedy generate"].met is True
+    assert by_claim["spectui best draft k vs its k=0, code and JSON"].measured == pytest.approx(2.0)
+    assert by_claim["spectui draft vs transformers assisted generation, k=4"].met is None  # not run
+    assert by_claim["adaptive k (draft) vs the best fixed k, worst category"].measured == pytest.approx(0.1 / 0.104)
+    assert by_claim["adaptive k (draft) vs k=0, worst category"].measured == pytest.approx(0.2 / 0.104)
+    text = markdown(bench, "spectui bench --categories code-go")
+    assert "spectui bench --categories code-go" in text and "| code-go | 0 |" in text
+
+
+@pytest.fixture(scope="module")
+def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
+    from spectui.engine import EngineInfo
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import DraftModelProposer
+
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    return EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+
+
+def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
+    from spectui.bench.plots import write_plots
+    from spectui.bench.runners import TransformersRunner, run_engine
+
+    workloads = [
+        Workload("code-python", "py-x", ({"role": "user", "content": "def add(a, b):"},), 0.0, 12, 5),
+        Workload("summarize", "sum-x", ({"role": "user", "content": "SELECT id, name FROM users WHERE age > 30"},), 0.0, 12, 6),
+    ]
+    anchor = TransformersRunner(tiny_engine)
+    runners = {"spectui": lambda arm, *rest: run_engine(tiny_engine, arm, *rest), "transformers": anchor.run}
+    arms = plan_arms(["spectui", "transformers"], ["draft", "ngram"], [0, 2, 4], anchor_k=4, auto=True)
+    assert Arm("spectui", "draft", 4, auto=True) in arms and Arm("spectui", "ngram", 4, auto=True) in arms
+    settings = {"methods": ["draft", "ngram"], "ks": [0, 2, 4], "anchor_k": 4, "runners": ["spectui", "transformers"]}
+    result = run_bench(plan_cases(workloads, [0.0, 1.0]), arms, runners, 2, settings)
+
+    assert len(result.cases) == 4
+    for case in result.cases:
+        base = case.arm(BASELINE)
+        for arm_result in case.arms:
+            assert len(arm_result.replies) == 2
+            assert arm_result.decode_tokens_per_s > 0 and arm_result.time_to_first_token > 0
+            # the ratio is the two medians of this very case
+            assert arm_result.speedup == pytest.approx(arm_result.decode_tokens_per_s / base.decode_tokens_per_s)
+            if arm_result.arm.runner == "spectui" and arm_result.arm.speculative and not arm_result.arm.auto:
+                assert 0 <= arm_result.gamma <= 1 and 1 <= arm_result.tau <= arm_result.arm.k + 1
+                # a draft model always drafts k; n-gram lookup drafts what the context matches
+                assert 1 <= len(arm_result.per_position) <= arm_result.arm.k
+            if arm_result.arm.auto:  # it may have chosen k = 0 all along: then nothing was drafted
+                assert 0 <= arm_result.mean_k <= 8
+                assert arm_result.gamma is None or 1 <= arm_result.tau <= 9
+            elif arm_result.arm.method == "draft":
+                assert len(arm_result.per_position) == arm_result.arm.k
+                assert arm_result.draft_cost > 0 and arm_result.verify_cost > 0
+                assert arm_result.predicted_speedup > 0
+            if case.case.temperature == 0:
+                # lossless at T = 0: spectui at any k, transformers plain, assisted and
+                # prompt lookup all emit the target's greedy tokens
+                assert arm_result.same_tokens_as_baseline is True, arm_result.arm.label
+        assert "predicted_k" in case.best["draft"] and "measured_k" in case.best["ngram"]
+
+    encoded = json.loads(json.dumps(result.as_dict()))
+    first_arm = encoded["cases"][0]["arms"][0]
+    assert {"tokens_per_s", "decode_tokens_per_s", "time_to_first_token", "gamma", "tau", "per_position",
+            "draft_cost", "verify_cost", "speedup", "predicted_speedup", "runs"} <= set(first_arm)
+    assert encoded["machine"]["cpus"] >= 1
+    written = write_plots(result, tmp_path)
+    assert len(written) == 8 and all(path.read_bytes()[:4] == b"\x89PNG" for path in written)
+
+
+def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(tiny_engine):
+    from spectui.bench.runners import TransformersRunner
+    from spectui.events import GenerationParams
+
+    anchor = TransformersRunner(tiny_engine)
+    config = anchor.draft.generation_config
+    before = (config.num_assistant_tokens, config.num_assistant_tokens_schedule)
+    reply = anchor.run(Arm("transformers", "assisted", 3), [{"role": "user", "content": "def add(a, b):"}],
+                       GenerationParams(max_tokens=10, seed=0), 0.0)
+    assert reply.num_tokens > 0 and reply.first_token_seconds is not None
+    assert (config.num_assistant_tokens, config.num_assistant_tokens_schedule) == before
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--k", "0,99"], "from 0 to 16"),
+        (["--engines", "spectui,llamacpp"], "--engines takes"),
+        (["--suite", "huge"], "--suite must be one of"),
+        (["--repeats", "0"], "--repeats must be"),
+        (["--temperatures", "0,-1"], "temperatures must be >= 0"),
+        (["--categories", "poetry"], "--categories takes"),
+    ],
+)
+def test_bad_options_get_one_line_and_exit_2(args, words):
+    from spectui.cli.app import app
+
+    result = CliRunner().invoke(app, ["bench", *args])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1

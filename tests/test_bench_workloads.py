@@ -1,0 +1,168 @@
+"""The benchmark's workload suite: shape, content rules, and no torch on import."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from spectui.bench.workloads import (
+    CATEGORIES,
+    SUITES,
+    Workload,
+    by_category,
+    suite,
+)
+
+FULL = suite("full")
+QUICK = suite("quick")
+
+GREEDY_CATEGORIES = (
+    "json",
+    "sql",
+    "code-python",
+    "code-typescript",
+    "code-go",
+    "factual",
+    "summarize",
+    "retrieval",
+)
+# A passage is fenced by lines holding only triple quotes.
+PASSAGE = re.compile(r'^"""\n(.*?)\n"""$', re.MULTILINE | re.DOTALL)
+
+
+def user_prompt(workload: Workload) -> str:
+    return workload.messages[-1]["content"]
+
+
+def test_full_suite_has_at_least_three_prompts_per_category():
+    grouped = by_category(FULL)
+    assert list(grouped) == list(CATEGORIES)
+    for category, cases in grouped.items():
+        assert len(cases) >= 3, category
+        assert all(case.category == category for case in cases)
+
+
+def test_quick_suite_is_the_first_prompt_of_each_category():
+    assert len(QUICK) == len(CATEGORIES) == 10
+    assert [case.category for case in QUICK] == list(CATEGORIES)
+    first_of_full = [cases[0] for cases in by_category(FULL).values()]
+    assert QUICK == first_of_full
+
+
+def test_names_and_seeds_are_unique():
+    names = [case.name for case in FULL]
+    seeds = [case.seed for case in FULL]
+    assert len(set(names)) == len(names)
+    assert len(set(seeds)) == len(seeds)
+    assert all(name for name in names)
+
+
+@pytest.mark.parametrize("workload", FULL, ids=lambda case: case.name)
+def test_messages_are_well_formed(workload: Workload):
+    assert isinstance(workload.messages, tuple) and workload.messages
+    for message in workload.messages:
+        assert set(message) == {"role", "content"}
+        assert message["role"] in ("system", "user")
+        assert isinstance(message["content"], str) and message["content"].strip()
+        for line in message["content"].splitlines():
+            assert line == line.rstrip(), f"trailing whitespace in {workload.name}: {line!r}"
+        assert message["content"] == message["content"].strip()
+    assert workload.messages[-1]["role"] == "user"
+    # A system message may only open the conversation.
+    assert all(message["role"] == "user" for message in workload.messages[1:])
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [case for case in FULL if case.category in ("summarize", "retrieval")],
+    ids=lambda case: case.name,
+)
+def test_summarize_and_retrieval_prompts_carry_a_long_passage(workload: Workload):
+    passages = PASSAGE.findall(user_prompt(workload))
+    assert passages, f"{workload.name} has no fenced passage"
+    assert max(len(passage.split()) for passage in passages) >= 120
+
+
+def test_temperatures_and_budgets_follow_the_category():
+    for case in FULL:
+        if case.category in GREEDY_CATEGORIES:
+            assert case.temperature == 0.0, case.name
+            assert case.max_tokens == 96, case.name
+        elif case.category == "creative":
+            assert case.temperature == 1.0, case.name
+            assert case.max_tokens == 128, case.name
+        else:
+            assert case.category == "math"
+            assert case.temperature == 0.7, case.name
+            assert case.max_tokens == 128, case.name
+
+
+def test_prompts_are_in_english_ascii():
+    # Written for the suite in English; a stray non-ASCII character usually means a paste slip.
+    for case in FULL:
+        for message in case.messages:
+            assert message["content"].isascii(), case.name
+
+
+def test_unknown_suite_names_the_valid_ones():
+    with pytest.raises(ValueError) as error:
+        suite("nope")
+    message = str(error.value)
+    assert "nope" in message
+    assert "\n" not in message
+    for name in SUITES:
+        assert name in message
+
+
+def test_suites_return_fresh_lists():
+    first = suite("full")
+    first.clear()
+    assert len(suite("full")) == len(FULL)
+
+
+def test_as_messages_returns_copies():
+    workload = FULL[0]
+    original = tuple(dict(message) for message in workload.messages)
+    messages = workload.as_messages()
+    assert messages == list(original)
+    messages[-1]["content"] = "changed"
+    messages.append({"role": "user", "content": "more"})
+    assert workload.messages == original
+    assert workload.as_messages() == list(original)
+
+
+def test_workload_rejects_unknown_category():
+    with pytest.raises(ValueError):
+        Workload(
+            category="poetry",
+            name="poetry-1",
+            messages=({"role": "user", "content": "hi"},),
+            temperature=1.0,
+            max_tokens=8,
+            seed=1,
+        )
+
+
+def test_by_category_keeps_category_order_and_drops_absent_ones():
+    shuffled = list(reversed(FULL))
+    grouped = by_category(shuffled)
+    assert list(grouped) == list(CATEGORIES)
+    only_math_and_json = [case for case in FULL if case.category in ("math", "json")]
+    assert list(by_category(reversed(only_math_and_json))) == ["json", "math"]
+
+
+def test_import_does_not_pull_in_torch():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, spectui.bench.workloads; assert 'torch' not in sys.modules",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
