@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 from collections import namedtuple
 from pathlib import Path
 
@@ -427,3 +429,16 @@ def test_cli_json_parses(probe_online):
     assert [check["name"] for check in checks] == NAMES
     assert all(set(check) == {"name", "status", "found", "advice"} for check in checks)
     assert all(check["status"] in ("ok", "warn", "fail") for check in checks)
+
+
+def test_doctor_leaves_distutils_unloaded():
+    # pip's internals import the standard library's distutils; once loaded, setuptools (which
+    # vLLM imports) refuses to load in the same process: doctor asks pip in a child process.
+    code = (
+        "import sys\n"
+        "from spectui.cli import doctor\n"
+        "doctor.run_checks(probe_network=lambda url, timeout: False)\n"
+        "assert 'distutils' not in sys.modules, 'distutils was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-500:]

@@ -178,6 +178,7 @@ def test_local_folder_stays_its_path(tmp_path):
         (["--model", "llama-3.3-70b", "--speculative-config", "[1, 2]"], "must be a JSON object"),
         (["--model", "llama-3.3-70b", "-k", "17"], "k must be from 0 to 16"),
         (["--model", "llama-3.3-70b", "-k", "-1"], "k must be from 0 to 16"),
+        (["--model", "llama-3.3-70b", "-k", "auto"], "vllm serve fixes k when it starts"),
         (["--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
         (["--model", "llama-3.3-70b", "--draft", "no-such-draft"], "unknown model 'no-such-draft'"),
         (["--model", "Qwen/Qwen2.5-7B-Instruct"], "no preset draft model"),

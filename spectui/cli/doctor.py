@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -353,19 +354,25 @@ def check_history() -> Check:
 
 
 def _pip_settings() -> dict[str, str]:
-    """pip's effective settings for `pip download` (what fetch.py runs): config files, then PIP_* env vars."""
+    """pip's effective settings for `pip download` (what fetch.py runs): config files, then PIP_* env vars.
+
+    Asked of pip in a child process: importing pip's internals here loads the standard
+    library's distutils, and setuptools (which vLLM imports later) then refuses to load.
+    """
     settings: dict[str, str] = {}
     try:
-        from pip._internal.configuration import Configuration  # the loader pip itself uses
-
-        configuration = Configuration(isolated=False)
-        configuration.load()
-        # Files in pip's order (global, user, site), then the environment: later wins.
-        for key, value in configuration.items():
-            section, _, name = key.partition(".")
-            if section in ("global", "download", ":env:"):
-                settings[name] = str(value)
-    except Exception:  # pip's internals moved: the environment alone
+        listed = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = ""
+    # Lines like global.index-url='https://...' and :env:.index-url='...', files first: later wins.
+    for line in listed.splitlines():
+        key, sep, value = line.partition("=")
+        section, _, name = key.strip().partition(".")
+        if sep and section in ("global", "download", ":env:"):
+            settings[name] = value.strip().strip("'\"")
+    if not listed:  # no pip to ask: the environment alone
         for name in ("index-url", "extra-index-url", "cert", "no-index"):
             value = os.environ.get("PIP_" + name.upper().replace("-", "_"))
             if value:

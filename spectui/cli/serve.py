@@ -47,7 +47,7 @@ from spectui.cli.engine_options import (
     TpOption,
 )
 from spectui.errors import SpectuiError, UsageError
-from spectui.options import EngineOptions, OptionError, speculative_config_dict
+from spectui.options import EngineOptions, OptionError, parse_k, speculative_config_dict
 
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 LOG_TAIL_LINES = 25
@@ -106,6 +106,9 @@ def serve_command(
     Hub models stay hub ids (vLLM downloads them where it runs); package-index models are converted to a local folder first. --print shows the `vllm serve` line instead; --no-chat only serves.
     """
     try:
+        k, auto = parse_k(k)
+        if auto:
+            raise OptionError("k", "vllm serve fixes k when it starts: give -k a number (adaptive k needs the embedded engine)")
         options = EngineOptions.checked(
             model=model, draft=draft, method=method.value, k=k, tp=tp, draft_tp=draft_tp,
             gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
