@@ -61,6 +61,7 @@ class AdaptiveK:
     # only where the text repeats, and a step without one costs a plain step
     proposal_rate: float | None = None
     probing: bool = False
+    drafted_last_step: bool = False
 
     def __post_init__(self) -> None:
         self.accept = self.accept or [None] * self.k_max
@@ -68,13 +69,21 @@ class AdaptiveK:
 
     # learning
 
-    def observe(self, step: Step) -> None:
-        """Learn from one finished step (not a reply's first: that one holds the prefill)."""
+    def observe(self, step: Step, prefill: bool = False) -> None:
+        """Learn from one finished step; a reply's first (prefill=True) only resets the draft's state."""
         drafted = step.num_drafted
+        steady = self.drafted_last_step
+        self.drafted_last_step = bool(drafted) and not prefill
+        if prefill:
+            return
         if step.k:
             self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
         if drafted:
-            self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
+            # A draft model that sat out some steps first runs over every token it missed (the
+            # prompt, after the prefill): that catch-up is paid once, not per drafted token, and
+            # counting it would make drafting look too dear to ever try again.
+            if steady:
+                self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             # position i was tried only if every draft before it was accepted
             tried = min(drafted, step.num_accepted + 1, self.k_max)
             for i in range(tried):

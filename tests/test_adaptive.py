@@ -94,3 +94,20 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
         assert all(s.k <= s.auto.k for s in steps if s.auto is not None)
         assert all(s.auto is not None for s in steps[1:]) and steps[0].auto is None
         assert all(s.auto.reason for s in steps[1:])
+
+
+def test_the_drafts_catch_up_after_plain_steps_is_not_taken_for_its_cost():
+    # A draft model that sat out steps first runs over every token it missed: a one-off cost
+    # that, counted per drafted token, would make drafting look too dear to try again.
+    rng = random.Random(4)
+    chooser, previous_k, chosen = AdaptiveK(), 0, []
+    for index in range(300):
+        k = chooser.choose().k
+        step = simulated_step(k, 0.9, 0.01, 0.1, 0.02, rng)
+        if k and not previous_k:
+            step = Step(step.token_ids, step.sources, "", drafted=step.drafted, k=k,
+                        draft_seconds=step.draft_seconds + 3.0, verify_seconds=step.verify_seconds)
+        chooser.observe(step, prefill=index == 0)
+        chosen.append(k)
+        previous_k = k
+    assert Counter(chosen[-100:]).most_common(1)[0][0] >= 4

@@ -126,7 +126,8 @@ class ScriptedEngine:
             step = self._step(target_ids, emitted, limit, k, temperature, rng)
             if auto is not None:
                 step = replace(step, auto=auto)
-                self.chooser.observe(step)
+            if control.auto:
+                self.chooser.observe(step, prefill=num_steps == 0)
             emitted += len(step.token_ids)
             num_steps += 1
             if self.sleep_virtual:

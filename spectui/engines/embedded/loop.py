@@ -30,8 +30,8 @@ def decode_steps(
     detokenizer: IncrementalDetokenizer,
     chooser: AdaptiveK | None = None,
 ) -> Iterator[Step | Done]:
-    """chooser: adaptive k, used while control.auto is on; it learns from every step but
-    each reply's first (that one is the prompt's prefill)."""
+    """chooser: adaptive k, used while control.auto is on; it learns from every step (a
+    reply's first holds the prompt's prefill, and it is told so)."""
     generator = None
     if params.seed is not None:
         generator = torch.Generator(device=target.device).manual_seed(params.seed)
@@ -98,8 +98,8 @@ def decode_steps(
             accepted_count=accepted_count,
             auto=auto,
         )
-        if adaptive is not None and num_generated > len(emitted):
-            adaptive.observe(step)
+        if adaptive is not None:
+            adaptive.observe(step, prefill=num_generated == len(emitted))
         yield step
         if finish_reason:
             yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)
