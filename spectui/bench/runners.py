@@ -17,14 +17,10 @@ Clock = Callable[[], float]
 
 
 def forget_prompts(engine) -> None:
-    """Drop an embedded engine's KV caches, so the prompt's prefill is paid again as the
-    anchors pay it (they keep nothing between calls)."""
-    target = getattr(engine, "target", None)
-    if target is not None and hasattr(target, "reset"):
-        target.reset()
-    for proposer in getattr(engine, "_proposers", {}).values():
-        if proposer is not None:
-            proposer.reset()
+    """An embedded engine pays the prompt's prefill again, as the anchors do (they keep
+    nothing between calls); other engines keep what they keep."""
+    if hasattr(engine, "forget_prompts"):
+        engine.forget_prompts()
 
 
 def engine_for(engine, arm: Arm):
@@ -73,8 +69,7 @@ class TransformersRunner:
         logging.set_verbosity_error()
         self.engine = engine
         self.target = engine.target.model
-        draft_proposer = getattr(engine, "_proposers", {}).get("draft")
-        self.draft = draft_proposer.draft.model if draft_proposer is not None else None
+        self.draft = engine.draft_model
 
     def run(
         self,

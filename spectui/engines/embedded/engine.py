@@ -74,6 +74,19 @@ class EmbeddedEngine:
             # Everything already yielded stays with the caller; the reply ends marked.
             yield Done("error", tuple(prompt_ids), error=f"{type(error).__name__}: {error}")
 
+    def forget_prompts(self) -> None:
+        """Drop the KV caches of the target and of every proposer: the next prompt is prefilled anew."""
+        self.target.reset()
+        for proposer in self._proposers.values():
+            if proposer is not None:
+                proposer.reset()
+
+    @property
+    def draft_model(self):
+        """The draft model loaded with this engine, or None (prompt lookup needs none)."""
+        proposer = self._proposers.get("draft")
+        return proposer.draft.model if proposer is not None else None
+
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
             return None
