@@ -34,6 +34,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "swap_method": "m",
     "cancel": "escape",
     "new_chat": "ctrl+n",
+    "trim": "ctrl+o",
     "history": "f2",
     "help": "f1",
     "theme": "ctrl+t",
@@ -55,6 +56,7 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "swap_method": "compare: draft model / prompt lookup",
     "cancel": "cancel the reply",
     "new_chat": "new chat",
+    "trim": "resend without the oldest turns (after a too-long chat)",
     "history": "history",
     "help": "help",
     "theme": "next theme",
@@ -90,6 +92,7 @@ class ChatConfig:
     server: str | None = None
     baseline_server: str | None = None  # the compare view's baseline, for engines with a fixed k
     api_key: str | None = None
+    api_key_file: str | None = None
     speculative_config: str | None = None
     tp: int = 1
     draft_tp: int | None = None
@@ -126,6 +129,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "server": (str,),
     "baseline_server": (str,),
     "api_key": (str,),
+    "api_key_file": (str,),
     "speculative_config": (str,),
     "tp": (int,),
     "draft_tp": (int,),
@@ -200,7 +204,7 @@ def engine_options(config: ChatConfig) -> EngineOptions:
         lookup_min=config.lookup_min, lookup_max=config.lookup_max,
         # scripted is the TUI's demo engine, not one EngineOptions builds
         engine="auto" if config.engine == "scripted" else config.engine,
-        server=config.server, api_key=config.api_key, speculative_config=config.speculative_config,
+        server=config.server, api_key=config.api_key, api_key_file=config.api_key_file, speculative_config=config.speculative_config,
         tp=config.tp, draft_tp=config.draft_tp, gpu_memory_utilization=float(config.gpu_memory_utilization),
         max_model_len=config.max_model_len,
     )

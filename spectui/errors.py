@@ -15,3 +15,30 @@ class UsageError(SpectuiError):
     """An option out of range."""
 
     exit_code = 2
+
+
+class OutOfMemory(SpectuiError):
+    """The weights or the reply's caches did not fit in memory (host RAM or GPU)."""
+
+    exit_code = 3
+
+
+# What to try, by where memory ran out: fewer bytes per weight, fewer tokens in flight.
+LOAD_ADVICE = "try --dtype int8, a smaller model, or close what else holds memory"
+REPLY_ADVICE = "try a smaller k, fewer --max-tokens, or a new chat (a shorter history)"
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """MemoryError, torch's OutOfMemoryError (CUDA, MPS, XPU) and allocators that only say so in text."""
+    if isinstance(error, (MemoryError, OutOfMemory)):
+        return True
+    if type(error).__name__ == "OutOfMemoryError":
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "failed to allocate" in text)
+
+
+def out_of_memory(error: BaseException, while_doing: str, advice: str) -> OutOfMemory:
+    detail = str(error).strip().splitlines()
+    shown = f" ({detail[0][:120]})" if detail and detail[0] else ""
+    return OutOfMemory(f"out of memory while {while_doing}{shown}: {advice}")

@@ -95,6 +95,10 @@ class Done:
     # The whole reply's steps again, coloured from the engine's final per-step record, when
     # that record corrected what was streamed (same tokens, other sources).
     restated_steps: tuple[Step, ...] | None = None
+    # (prompt tokens, the model's context) when the conversation did not fit: the UI can
+    # offer to resend it with GenerationParams.truncate.
+    context_overflow: tuple[int, int] | None = None
+    dropped_messages: int = 0  # the oldest messages left out so that the conversation fits
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,8 @@ class GenerationParams:
     top_p: float = 1.0
     seed: int | None = 0
     stop_token_ids: tuple[int, ...] = ()
+    # Leave out the oldest turns when the conversation is longer than the model's context.
+    truncate: bool = False
 
 
 K_MAX = 16

@@ -72,6 +72,7 @@ class EngineOptions:
     # --engine server
     server: str | None = None
     api_key: str | None = None
+    api_key_file: str | None = None  # a file holding the key: kept out of shell history and ps
 
     @classmethod
     def checked(cls, **values) -> "EngineOptions":

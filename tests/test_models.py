@@ -465,6 +465,30 @@ def test_a_broken_gguf_fails_cleanly_without_leftovers(tmp_path):
     assert list(out.parent.iterdir()) == [], "the temporary folder is removed"
 
 
+def test_a_gguf_of_an_architecture_transformers_cannot_convert_is_named(tmp_path):
+    import gguf
+    import numpy as np
+
+    from spectui.models.convert import convert_gguf
+
+    path = tmp_path / "recurrent.gguf"
+    writer = gguf.GGUFWriter(str(path), "rwkv6")
+    writer.add_block_count(1)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(["a", "b", "c"])
+    writer.add_tensor("token_embd.weight", np.zeros((3, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    out = tmp_path / "cache" / "models" / "recurrent"
+    with pytest.raises(ModelError) as caught:
+        convert_gguf(path, out)
+    message = str(caught.value)
+    assert message.startswith("recurrent.gguf is a rwkv6 model; transformers converts only llama, ")
+    assert "\n" not in message and not out.exists()
+
+
 # --- real weights (fetched from the package index once, cached in the user's cache) --------
 
 

@@ -20,6 +20,7 @@ from spectui.cli.engine_options import (
     GpuMemoryOption,
     MaxModelLenOption,
     ServerOption,
+    ApiKeyFileOption,
     ApiKeyOption,
     SpeculativeConfigOption,
     TpOption,
@@ -37,6 +38,7 @@ from spectui.cli.engine_options import (
     SystemOption,
     TemperatureOption,
     TopPOption,
+    check_prompt,
     engine_options_from,
 )
 from spectui.errors import SpectuiError
@@ -88,6 +90,7 @@ def generate(
     engine: EngineOption = EngineName(DEFAULTS.engine),
     server: ServerOption = DEFAULTS.server,
     api_key: ApiKeyOption = None,
+    api_key_file: ApiKeyFileOption = None,
     speculative_config: SpeculativeConfigOption = None,
     tp: TpOption = DEFAULTS.tp,
     draft_tp: DraftTpOption = None,
@@ -99,6 +102,7 @@ def generate(
     from spectui.cli.generate import run_generate
 
     try:
+        check_prompt(prompt)
         options = engine_options_from(locals())
         code = run_generate(options, prompt, system=system, as_json=as_json)
     except SpectuiError as error:
@@ -125,6 +129,7 @@ def compare(
     engine: EngineOption = EngineName(DEFAULTS.engine),
     server: ServerOption = DEFAULTS.server,
     api_key: ApiKeyOption = None,
+    api_key_file: ApiKeyFileOption = None,
     speculative_config: SpeculativeConfigOption = None,
     tp: TpOption = DEFAULTS.tp,
     draft_tp: DraftTpOption = None,
@@ -143,6 +148,7 @@ def compare(
 
     try:
         check_compare_options(runs=runs)
+        check_prompt(prompt)
         options = engine_options_from(locals())
         if not (as_json or table):
             from spectui.cli.chat import run_chat
@@ -150,7 +156,7 @@ def compare(
             overrides = dict(
                 model=model, draft=draft, method=options.method, k=k_setting(k), temperature=temperature, top_p=top_p,
                 max_tokens=max_tokens, seed=seed, dtype=options.dtype, device=device, system=system,
-                engine=options.engine, server=server, api_key=api_key, speculative_config=speculative_config,
+                engine=options.engine, server=server, api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config,
                 tp=tp, draft_tp=draft_tp, gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len, lookup_min=lookup_min, lookup_max=lookup_max,
                 baseline_server=baseline_server,

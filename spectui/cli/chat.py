@@ -120,6 +120,9 @@ def chat_command(
     ),
     server: Optional[str] = typer.Option(None, "--server", help="--engine server: the vLLM server's URL."),
     api_key: Optional[str] = typer.Option(None, "--api-key", envvar="SPECTUI_API_KEY", help="--engine server: bearer token."),
+    api_key_file: Optional[str] = typer.Option(
+        None, "--api-key-file", envvar="SPECTUI_API_KEY_FILE", help="--engine server: a file holding the bearer token."
+    ),
     speculative_config: Optional[str] = typer.Option(
         None, "--speculative-config", help="vLLM: a JSON speculative_config, passed through."
     ),
@@ -143,7 +146,7 @@ def chat_command(
         code = run_chat(
             dict(model=model, draft=draft, method=method, k=k_setting(k), temperature=temperature,
                  engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system,
-                 server=server, api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+                 server=server, api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                  lookup_min=lookup_min, lookup_max=lookup_max),
             resume=resume, conversation_id=conversation_id, history=not no_history,
@@ -176,6 +179,15 @@ def check_engine_choice(config) -> None:
             )
 
 
+def check_theme(name: str) -> None:
+    """A theme named on the command line must exist (one from the config file only warns in the app)."""
+    from spectui.themes import load_themes, user_themes_dir
+
+    known = load_themes()
+    if name not in known:
+        raise UsageError(f"no theme {name!r}: known are {', '.join(sorted(known))} (and .toml files in {user_themes_dir()})")
+
+
 def run_chat(
     overrides: dict,
     resume: bool = False,
@@ -192,6 +204,8 @@ def run_chat(
     if conversation_id is not None and not resume:
         raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
     config = load_config().with_overrides(**overrides)
+    if overrides.get("theme") is not None:
+        check_theme(config.theme)
     if engine_factory is None:
         check_engine_choice(config)
     factory = engine_factory or engine_factory_for(config)

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from spectui.errors import UsageError
 from spectui.options import EngineOptions, parse_k
 
 
@@ -58,12 +59,18 @@ LookupMaxOption = Annotated[int, typer.Option("--lookup-max", help="ngram: longe
 EngineOption = Annotated[EngineName, typer.Option("--engine", help="auto: vLLM when installed with a GPU, else embedded.")]
 ServerOption = Annotated[Optional[str], typer.Option("--server", help="--engine server: the vLLM server's URL.")]
 ApiKeyOption = Annotated[Optional[str], typer.Option("--api-key", envvar="SPECTUI_API_KEY", help="--engine server: bearer token.")]
+ApiKeyFileOption = Annotated[Optional[str], typer.Option("--api-key-file", envvar="SPECTUI_API_KEY_FILE", help="--engine server: a file holding the bearer token.")]
 SpeculativeConfigOption = Annotated[Optional[str], typer.Option("--speculative-config", help="vLLM: a JSON speculative_config, passed through.")]
 TpOption = Annotated[int, typer.Option("--tp", help="vLLM: tensor_parallel_size.")]
 DraftTpOption = Annotated[Optional[int], typer.Option("--draft-tp", help="vLLM: the draft's tensor_parallel_size.")]
 GpuMemoryOption = Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM: share of GPU memory to reserve.")]
 MaxModelLenOption = Annotated[Optional[int], typer.Option("--max-model-len", help="vLLM: longest context.")]
 SystemOption = Annotated[Optional[str], typer.Option("--system", help="A system message.")]
+
+
+def check_prompt(prompt: str) -> None:
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: give the message to reply to, e.g. spectui generate \"def add(a, b):\"")
 
 
 def engine_options(
@@ -83,6 +90,7 @@ def engine_options(
     engine: EngineName = EngineName.auto,
     server: str | None = None,
     api_key: str | None = None,
+    api_key_file: str | None = None,
     speculative_config: str | None = None,
     tp: int = 1,
     draft_tp: int | None = None,
@@ -95,7 +103,7 @@ def engine_options(
         model=model, draft=draft, method=method.value, k=k, auto_k=auto_k, temperature=temperature,
         top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype.value, device=device,
         lookup_min=lookup_min, lookup_max=lookup_max, engine=engine.value, server=server,
-        api_key=api_key, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
+        api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
         gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
     )
 

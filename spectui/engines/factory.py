@@ -15,6 +15,17 @@ def chosen_engine(options: EngineOptions) -> str:
 
 
 def build_engine(options: EngineOptions, progress=None):
+    from spectui.errors import LOAD_ADVICE, is_out_of_memory, out_of_memory
+
+    try:
+        return _build(options, progress)
+    except BaseException as error:
+        if is_out_of_memory(error):
+            raise out_of_memory(error, "loading the models", LOAD_ADVICE) from None
+        raise
+
+
+def _build(options: EngineOptions, progress):
     name = chosen_engine(options)
     if name == "vllm":
         from spectui.engines.vllm.build import build_vllm_engine

@@ -5,9 +5,11 @@ No torch here: the vLLM engine uses these with its own tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
-from spectui.events import Message
+from spectui.errors import UsageError
+from spectui.events import Control, Done, GenerationParams, Message, Step
 
 # End-of-turn markers of common chat templates. A converted generation config may list
 # only one of a model's markers (Qwen GGUFs keep <|im_end|> and drop <|endoftext|>).
@@ -37,3 +39,73 @@ def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
     # A model without a template gets the plain text of the conversation.
     text = "\n".join(m["content"] for m in messages)
     return tokenizer(text)["input_ids"]
+
+
+class ContextOverflow(UsageError):
+    def __init__(self, prompt_tokens: int, context_length: int, truncated: bool) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.context_length = context_length
+        what = "the last message alone" if truncated else "the conversation"
+        super().__init__(f"{what} is {prompt_tokens:,} tokens; the model holds {context_length:,}")
+
+
+@dataclass(frozen=True)
+class FittedPrompt:
+    ids: list[int]
+    max_tokens: int  # the reply's budget, cut to the room the context leaves
+    dropped: int = 0  # oldest messages left out
+
+
+def _oldest_turn(messages: Sequence[Message]) -> slice | None:
+    """The oldest user message with its reply; never a system message nor the last message."""
+    first = next((i for i, m in enumerate(messages) if m["role"] != "system"), None)
+    if first is None or first >= len(messages) - 1:
+        return None
+    end = first + 1
+    # Templates that insist on user/assistant alternation must still accept what is left.
+    if messages[end]["role"] == "assistant" and end < len(messages) - 1:
+        end += 1
+    return slice(first, end)
+
+
+def fit_prompt(
+    encode: Callable[[Sequence[Message]], list[int]],
+    messages: Sequence[Message],
+    max_tokens: int,
+    context_length: int | None,
+    truncate: bool = False,
+) -> FittedPrompt:
+    """The conversation's ids and the reply's room; with `truncate`, the oldest turns go
+    until the reply's whole budget fits. Raises ContextOverflow when not one token fits."""
+    ids = encode(messages)
+    if context_length is None:
+        return FittedPrompt(ids, max_tokens)
+    kept, dropped = list(messages), 0
+    while truncate and len(ids) + max_tokens > context_length and (oldest := _oldest_turn(kept)) is not None:
+        dropped += oldest.stop - oldest.start
+        del kept[oldest]
+        ids = encode(kept)
+    if len(ids) >= context_length:
+        raise ContextOverflow(len(ids), context_length, truncated=truncate)
+    return FittedPrompt(ids, min(max_tokens, context_length - len(ids)), dropped)
+
+
+def stream_conversation(
+    engine, messages: Sequence[Message], params: GenerationParams, control: Control, context_length: int | None
+) -> Iterator[Step | Done]:
+    """`engine.stream_ids` on the conversation made to fit the model's context."""
+    try:
+        fitted = fit_prompt(
+            lambda kept: chat_prompt_ids(engine.tokenizer, kept), messages, params.max_tokens, context_length,
+            params.truncate,
+        )
+    except ContextOverflow as overflow:
+        yield Done("error", error=str(overflow), context_overflow=(overflow.prompt_tokens, overflow.context_length))
+        return
+    except Exception as error:  # a template that rejects the messages is the user's to fix
+        yield Done("error", error=f"chat template failed: {error}")
+        return
+    for event in engine.stream_ids(fitted.ids, replace(params, max_tokens=fitted.max_tokens), control):
+        if isinstance(event, Done) and fitted.dropped:
+            event = replace(event, dropped_messages=fitted.dropped)
+        yield event

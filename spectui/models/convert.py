@@ -37,6 +37,29 @@ def is_converted(folder: Path, source_sha256: str | None = None) -> bool:
     return source_sha256 is None or marker.get("source_sha256") == source_sha256
 
 
+def gguf_architecture(gguf_path: Path) -> str | None:
+    """general.architecture from the file's header; None when the header cannot be read
+    (the conversion then says what is wrong with the file)."""
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(str(gguf_path)).get_field("general.architecture")
+        return field.contents() if field is not None else None
+    except Exception:
+        return None
+
+
+def check_architecture(gguf_path: Path) -> None:
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    architecture = gguf_architecture(gguf_path)
+    supported = [name for name in GGUF_SUPPORTED_ARCHITECTURES if name not in ("general", "tokenizer")]
+    if architecture is not None and architecture not in supported:
+        raise ModelError(
+            f"{gguf_path.name} is a {architecture} model; transformers converts only {', '.join(supported)}"
+        )
+
+
 def convert_gguf(
     gguf_path: Path,
     out_dir: Path,
@@ -54,6 +77,8 @@ def convert_gguf(
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    check_architecture(gguf_path)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))

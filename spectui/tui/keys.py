@@ -24,17 +24,20 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "markdown": ("toggle_markdown", "md"),
     "cancel": ("cancel", "cancel"),
     "new_chat": ("new_chat", "new"),
+    "trim": ("resend_trimmed", "trim"),
     "theme": ("app.next_theme", "theme"),
     "screenshot": ("app.screenshot", "shot"),
 }
 APP_LEVEL = ("help", "history", "theme", "screenshot")
 COMPARE_ONLY = ("rerun", "sweep", "swap_method")
+# Useful only at a moment the screen names (a chat over the context): kept off the footer.
+HIDDEN = ("trim",)
 COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
 
 
 def bindings(ids) -> list[Binding]:
     return [
-        Binding(DEFAULT_KEYS[i], ACTIONS[i][0], ACTIONS[i][1], id=i, tooltip=KEY_DESCRIPTIONS[i])
+        Binding(DEFAULT_KEYS[i], ACTIONS[i][0], ACTIONS[i][1], id=i, tooltip=KEY_DESCRIPTIONS[i], show=i not in HIDDEN)
         for i in ids
     ]
 

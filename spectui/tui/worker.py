@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from spectui.engine import Engine
-from spectui.errors import SpectuiError
+from spectui.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, out_of_memory
 from spectui.events import Control, Done, GenerationParams, Message, Step
 from spectui.tui.messages import (
     EngineFailed,
@@ -156,4 +156,6 @@ def stream_reply(
                 return
         post(ReplyEnded(reply_id, None, "the engine ended the reply without saying why", clock()))
     except Exception as error:
+        if is_out_of_memory(error):
+            error = out_of_memory(error, "generating", REPLY_ADVICE)
         post(ReplyEnded(reply_id, None, one_line(error), clock()))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -74,6 +75,26 @@ def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):
     result = runner.invoke(cli(), ["chat"])
     assert result.exit_code == 2 and "config.toml: line 1:" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_more_bad_input_is_one_line_before_anything_loads(tmp_path, monkeypatch):
+    from spectui.cli.app import app as spectui_cli
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda *a, **k: pytest.fail("nothing should load"))
+    cases = {
+        ("chat", "--theme", "nope"): "no theme 'nope': known are colorblind, dark, light",
+        ("generate", "   "): "the prompt is empty",
+        ("compare", "", "--table"): "the prompt is empty",
+        ("generate", "hi", "--max-tokens", "0"): "max_tokens must be > 0, got 0",
+        ("generate", "hi", "-t", "-0.5"): "temperature must be >= 0, got -0.5",
+    }
+    for arguments, expected in cases.items():
+        result = runner.invoke(cli() if arguments[0] == "chat" else spectui_cli, list(arguments))
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, (arguments, result.stderr)
+        assert lines[0].startswith(f"spectui: error: {expected}"), (arguments, lines[0])
 
 
 def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):

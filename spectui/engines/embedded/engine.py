@@ -12,7 +12,8 @@ from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.prompt import chat_prompt_ids, stop_token_ids
+from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
+from spectui.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.events import Control, Done, GenerationParams, Message, Step
 
 
@@ -53,12 +54,11 @@ class EmbeddedEngine:
     def stream(
         self, messages: Sequence[Message], params: GenerationParams, control: Control
     ) -> Iterator[Step | Done]:
-        try:
-            prompt_ids = self.prompt_ids(messages)
-        except Exception as error:  # a template that rejects the messages is the user's to fix
-            yield Done("error", error=f"chat template failed: {error}")
-            return
-        yield from self.stream_ids(prompt_ids, params, control)
+        yield from stream_conversation(self, messages, params, control, self.context_length)
+
+    @property
+    def context_length(self) -> int | None:
+        return getattr(self.target.model.config, "max_position_embeddings", None)
 
     def stream_ids(
         self, prompt_ids: Sequence[int], params: GenerationParams, control: Control
@@ -72,7 +72,13 @@ class EmbeddedEngine:
             )
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
-            yield Done("error", tuple(prompt_ids), error=f"{type(error).__name__}: {error}")
+            if is_out_of_memory(error):
+                # Drop the caches that filled memory, so the next (shorter) reply can run.
+                self.forget_prompts()
+                message = str(out_of_memory(error, "generating", REPLY_ADVICE))
+            else:
+                message = f"{type(error).__name__}: {error}"
+            yield Done("error", tuple(prompt_ids), error=message)
 
     def forget_prompts(self) -> None:
         """Drop the KV caches of the target and of every proposer: the next prompt is prefilled anew."""

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from spectui.engine import EngineInfo
 from spectui.engines.provenance import counted_step
@@ -319,13 +320,34 @@ def api_key_from_environment() -> str | None:
     return None
 
 
+def read_api_key_file(path: str) -> str:
+    """The key in a file of its own (one line); errors name the file, never its content."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or type(error).__name__
+        raise UsageError(f"--api-key-file {path}: cannot read it ({reason})") from None
+    if not text or len(text.splitlines()) != 1:
+        raise UsageError(f"--api-key-file {path}: expected one line holding the key")
+    return text
+
+
+def api_key_for(options) -> str | None:
+    """--api-key, else --api-key-file, else SPECTUI_API_KEY / OPENAI_API_KEY."""
+    if options.api_key:
+        return options.api_key
+    if options.api_key_file:
+        return read_api_key_file(options.api_key_file)
+    return api_key_from_environment()
+
+
 def build_server_engine(options, progress=None) -> ServerEngine:
     """A ServerEngine from CLI options (`--server`, `--api-key`, `--model`)."""
     if not options.server:
         raise UsageError("--engine server needs --server URL (e.g. http://127.0.0.1:8000)")
     if progress is not None:
         progress(f"connecting to {options.server}", 0, 1)
-    engine = ServerEngine(options.server, api_key=options.api_key or api_key_from_environment(), model=options.model)
+    engine = ServerEngine(options.server, api_key=api_key_for(options), model=options.model)
     if progress is not None:
         progress(f"connecting to {options.server}", 1, 1)
     return engine

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from spectui.engine import EngineInfo
-from spectui.engines.prompt import chat_prompt_ids, stop_token_ids
+from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
 from spectui.events import Control, Done, GenerationParams, Message, Step
 from spectui.metrics import MemoryReading
@@ -97,12 +97,11 @@ class VllmEngine:
         return chat_prompt_ids(self.tokenizer, messages)
 
     def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
-        try:
-            prompt_ids = self.prompt_ids(messages)
-        except Exception as error:
-            yield Done("error", error=f"chat template failed: {error}")
-            return
-        yield from self.stream_ids(prompt_ids, params, control)
+        yield from stream_conversation(self, messages, params, control, self.context_length)
+
+    @property
+    def context_length(self) -> int | None:
+        return getattr(getattr(self._llm, "model_config", None), "max_model_len", None)
 
     def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
         """One request on raw prompt ids; Steps as vLLM's outputs arrive, then one Done."""

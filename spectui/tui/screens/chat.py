@@ -21,7 +21,7 @@ from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.options import parse_k
 from spectui.store import APPROXIMATE_NOTE, Conversation
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.keys import chat_bindings
+from spectui.tui.keys import chat_bindings, key_display
 from spectui.tui.messages import ReplyEnded, StepArrived, StoreFailed
 from spectui.tui.replay import problem_text, reply_summary, stored_reply
 from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
@@ -92,6 +92,8 @@ class ChatScreen(Screen):
         self.show_ghosts = config.ghosts
         self.markdown = False
         self.messages: list[Message] = self._opening_messages()
+        # The user's text of the last reply when it ended over the model's context.
+        self.overflowed: str | None = None
         self.conversation_id: int | None = None
         self.session = SessionTracker()
         self.current: ActiveReply | None = None
@@ -247,7 +249,7 @@ class ChatScreen(Screen):
         event.input.clear()
         self.send(text)
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, truncate: bool = False) -> None:
         app = self.app
         config = app.config
         self.conversation.mount(UserMessage(text))
@@ -262,7 +264,8 @@ class ChatScreen(Screen):
         self.conversation.following = True
         control = Control(k=self.k, temperature=self.temperature, auto=self.auto_k)
         self.current = ActiveReply(reply_id, view, ReplyTracker(app.clock()), control, message_id)
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
+        self.overflowed = None
+        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed, truncate=truncate)
         engine, messages = app.engine, list(self.messages)
         start_thread(
             lambda: stream_reply(
@@ -368,11 +371,17 @@ class ChatScreen(Screen):
         recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
         self._record_reply(current.message_id, content, finish_reason, error, recorded)
         summary = reply_summary(stats) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        problem = problem_text(finish_reason, error)
+        if done is not None and done.dropped_messages:
+            summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
+        if done is not None and done.context_overflow is not None:
+            self.overflowed = self.messages[-2]["content"]
+            problem += f": {key_display(self.app.first_key('trim'))} resends it without the oldest turns, {key_display(self.app.first_key('new_chat'))} starts anew"
         if approximate:
             summary += f" · {APPROXIMATE_NOTE}"
         elif message.restated is not None:
             summary += " · colours from the engine's record"
-        current.view.finish(finish_reason, summary, problem_text(finish_reason, error))
+        current.view.finish(finish_reason, summary, problem)
         if self.markdown:
             current.view.set_markdown(True)
         if finish_reason == "error":
@@ -516,10 +525,19 @@ class ChatScreen(Screen):
             self.notify("The streaming reply stays as tokens until it ends.")
         self.refresh_bar()
 
+    def action_resend_trimmed(self) -> None:
+        if self.overflowed is None or self.current is not None:
+            self.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
+            return
+        # The failed attempt (the message and its empty reply) leaves the prompt; the resend brings the message back.
+        del self.messages[-2:]
+        self.send(self.overflowed, truncate=True)
+
     def action_new_chat(self) -> None:
         self._detach_current()
         self.conversation.remove_children()
         self.messages = self._opening_messages()
+        self.overflowed = None
         self.conversation_id = None
         self.session = SessionTracker()
         self.last_reply = None
