@@ -181,6 +181,17 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
     written = write_plots(result, tmp_path)
     assert len(written) == 8 and all(path.read_bytes()[:4] == b"\x89PNG" for path in written)
 
+    # Read back from its JSON (split over two files), the report is the same report.
+    from spectui.bench.report import markdown
+    from spectui.bench.saved import load_results
+
+    halves = [tmp_path / "a.json", tmp_path / "b.json"]
+    halves[0].write_text(json.dumps({**encoded, "cases": encoded["cases"][:2]}))
+    halves[1].write_text(json.dumps({**encoded, "cases": encoded["cases"][2:], "seconds": 0.0}))  # times add up
+    loaded = load_results(halves)
+    assert markdown(loaded, "cmd") == markdown(result, "cmd")
+    assert json.loads(json.dumps(loaded.as_dict()))["cases"] == encoded["cases"]
+
 
 def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(tiny_engine):
     from spectui.bench.runners import TransformersRunner
@@ -204,6 +215,7 @@ def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(ti
         (["--repeats", "0"], "--repeats must be"),
         (["--temperatures", "0,-1"], "temperatures must be >= 0"),
         (["--categories", "poetry"], "--categories takes"),
+        (["--report", "no-such-run.json"], "--report no-such-run.json: No such file or directory"),
     ],
 )
 def test_bad_options_get_one_line_and_exit_2(args, words):

@@ -182,6 +182,9 @@ def bench(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Write PNG plots into this folder."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary to this file."),
+    report: Optional[str] = typer.Option(
+        None, "--report", help="Run nothing: tables, --markdown and --plots from saved --json files (comma list)."
+    ),
     model: ModelOption = DEFAULTS.model,
     draft: DraftOption = DEFAULTS.draft,
     dtype: DtypeOption = Dtype(DEFAULTS.dtype),
@@ -192,9 +195,12 @@ def bench(
     max_model_len: MaxModelLenOption = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from spectui.cli.bench import check_bench_options, run_bench_command
+    from spectui.cli.bench import check_bench_options, run_bench_command, run_report_command
 
     try:
+        if report is not None:
+            paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
+            raise typer.Exit(run_report_command(paths, markdown_path, plots))
         runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
             suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
         options = engine_options_from({**locals(), "method": Method(method_names[0]), "k": anchor_k,

@@ -99,8 +99,8 @@ def run_bench_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     # Imported before the run, which can last an hour: the report must be the code it started with.
-    from spectui.bench.plots import PlotsUnavailable, write_plots
-    from spectui.bench.report import markdown, rich_tables
+    import spectui.bench.plots  # noqa: F401
+    import spectui.bench.report  # noqa: F401
     from spectui.models.fetch import rich_progress
 
     err = Console(stderr=True, highlight=False)
@@ -113,7 +113,8 @@ def run_bench_command(
         runners, engines = build_runners(options, runner_names, methods, anchor_k, progress)
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": engines[0].info.draft,
                 "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "ks": ks, "auto": auto,
-                "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens}
+                "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
+                "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TimeRemainingColumn(), console=err)
@@ -135,11 +136,23 @@ def run_bench_command(
             engine.close()
     if json_path is not None:
         err.print(f"wrote {json_path}")
+    report_outputs(result, markdown_path, plots_dir, settings["command"])
+    return 0
+
+
+def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, command: str) -> None:
+    """The rich tables, then the Markdown summary and the plots where asked."""
+    from rich.console import Console
+
+    from spectui.bench.plots import PlotsUnavailable, write_plots
+    from spectui.bench.report import markdown, rich_tables
+
+    err = Console(stderr=True, highlight=False)
     console = Console(highlight=False)
     for table in rich_tables(result):
         console.print(table)
     if markdown_path is not None:
-        markdown_path.write_text(markdown(result, "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])))
+        markdown_path.write_text(markdown(result, command))
         err.print(f"wrote {markdown_path}")
     if plots_dir is not None:
         try:
@@ -147,6 +160,14 @@ def run_bench_command(
                 err.print(f"wrote {path}")
         except PlotsUnavailable as error:
             err.print(f"spectui: {error}", style="yellow", markup=False)
+
+
+def run_report_command(paths: list[Path], markdown_path: Path | None, plots_dir: Path | None) -> int:
+    """Tables, Markdown and plots again from saved JSON (several files: their cases together)."""
+    from spectui.bench.saved import command_from_settings, load_results
+
+    result = load_results(paths)
+    report_outputs(result, markdown_path, plots_dir, result.settings.get("command") or command_from_settings(result.settings))
     return 0
 
 
