@@ -75,6 +75,10 @@ def test_plan_pairs_each_anchor_with_spectui_at_the_same_k():
     assert Arm("spectui", "draft", 4) in arms and Arm("spectui", "ngram", 4) in arms
     assert Arm("vllm", "none", 0) in arms and Arm("vllm", "draft", 4) in arms
     assert len(arms) == len(set(arms))
+    # Each vLLM method is one more engine in memory: --vllm-methods can name fewer.
+    fewer = plan_arms(["spectui", "vllm"], ["draft", "ngram"], [0, 4], anchor_k=4, vllm_methods=["draft"])
+    assert [a for a in fewer if a.runner == "vllm"] == [Arm("vllm", "none", 0), Arm("vllm", "draft", 4)]
+    assert Arm("spectui", "ngram", 4) in fewer
     workload = Workload("json", "json-x", ({"role": "user", "content": "hi"},), 0.0, 8, 1)
     assert [c.temperature for c in plan_cases([workload], None)] == [0.0]
     assert [c.temperature for c in plan_cases([workload], [0.0, 1.0])] == [0.0, 1.0]

@@ -20,7 +20,8 @@ TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
 
 
 def plan_arms(
-    runners: Sequence[str], methods: Sequence[str], ks: Sequence[int], anchor_k: int, auto: bool = False
+    runners: Sequence[str], methods: Sequence[str], ks: Sequence[int], anchor_k: int, auto: bool = False,
+    vllm_methods: Sequence[str] | None = None,
 ) -> list[Arm]:
     """spectui's k = 0 baseline and each method at each k > 0 (and with adaptive k); each
     anchor plain and with the same speculation at anchor_k."""
@@ -33,7 +34,7 @@ def plan_arms(
         arms += [Arm("transformers", TRANSFORMERS_METHOD[method], anchor_k) for method in methods]
     if "vllm" in runners:
         arms.append(Arm("vllm", "none", 0))
-        arms += [Arm("vllm", method, anchor_k) for method in methods]
+        arms += [Arm("vllm", method, anchor_k) for method in (methods if vllm_methods is None else vllm_methods)]
     return arms
 
 

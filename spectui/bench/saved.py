@@ -69,6 +69,8 @@ def command_from_settings(settings: dict) -> str:
     parts = ["spectui bench", f"--suite {settings.get('suite', 'quick')}"]
     parts.append(f"--engines {','.join(settings.get('runners', ['spectui']))}")
     parts.append(f"--methods {','.join(settings.get('methods', ['draft']))}")
+    if settings.get("vllm_methods") not in (None, settings.get("methods")):
+        parts.append(f"--vllm-methods {','.join(settings['vllm_methods'])}")
     ks = [str(k) for k in settings.get("ks", [])] + (["auto"] if settings.get("auto") else [])
     parts.append(f"--k {','.join(ks)}")
     if settings.get("anchor_k") not in (None, 4):

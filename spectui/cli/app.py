@@ -182,6 +182,10 @@ def bench(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Write PNG plots into this folder."),
     markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary to this file."),
+    vllm_methods: Optional[str] = typer.Option(
+        None, "--vllm-methods",
+        help="vLLM's speculative arms (default: --methods). Each is one more vLLM engine in memory beside the others.",
+    ),
     report: Optional[str] = typer.Option(
         None, "--report", help="Run nothing: tables, --markdown and --plots from saved --json files (comma list)."
     ),
@@ -195,7 +199,8 @@ def bench(
     max_model_len: MaxModelLenOption = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from spectui.cli.bench import check_bench_options, run_bench_command, run_report_command
+    from spectui.bench.plan import METHODS
+    from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
 
     try:
         if report is not None:
@@ -207,7 +212,8 @@ def bench(
                                        "temperature": 0.0, "top_p": 1.0, "max_tokens": DEFAULTS.max_tokens,
                                        "seed": DEFAULTS.seed})
         code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
-                                 repeats, bench_max_tokens, category_list, json_path, plots, markdown_path)
+                                 repeats, bench_max_tokens, category_list, json_path, plots, markdown_path,
+                                 parse_list("vllm-methods", vllm_methods, METHODS) if vllm_methods else None)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

@@ -51,7 +51,7 @@ def parse_temperatures(text: str | None) -> list[float] | None:
     return values
 
 
-def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress) -> tuple[dict, list]:
+def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress, vllm_methods=None) -> tuple[dict, list]:
     """{runner name: callable(arm, messages, params, temperature)} and the engines to close."""
     from spectui.bench.runners import TransformersRunner, run_engine
     from spectui.engines.embedded.build import build_embedded_engine
@@ -66,9 +66,10 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
         from spectui.engines.vllm.build import build_vllm_engine
 
         # vLLM fixes k when it starts: one engine per method, and one without speculation.
-        share = options.gpu_memory_utilization / (len(methods) + 1)
+        vllm_methods = methods if vllm_methods is None else vllm_methods
+        share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
         by_method = {}
-        for method in ("none", *methods):
+        for method in ("none", *vllm_methods):
             k = 0 if method == "none" else anchor_k
             vllm_options = replace(options, engine="vllm", method=method if method != "none" else methods[0], k=k,
                                    dtype="auto" if options.dtype == "int8" else options.dtype,
@@ -94,6 +95,7 @@ def run_bench_command(
     json_path: Path | None,
     plots_dir: Path | None,
     markdown_path: Path | None,
+    vllm_methods: list[str] | None = None,
 ) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -108,11 +110,11 @@ def run_bench_command(
     if max_tokens is not None:
         workloads = [replace(w, max_tokens=max_tokens) for w in workloads]
     cases = plan_cases(workloads, temperatures)
-    arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto)
+    arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
     with rich_progress() as progress:
-        runners, engines = build_runners(options, runner_names, methods, anchor_k, progress)
+        runners, engines = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods)
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": engines[0].info.draft,
-                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "ks": ks, "auto": auto,
+                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or methods, "ks": ks, "auto": auto,
                 "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats
