@@ -1,5 +1,5 @@
-"""`spectui chat` killed mid-reply (SIGKILL, no chance to clean up) in a real terminal: the
-conversation is there on restart, up to the last step that arrived."""
+"""`spectui chat` killed mid-reply in a real terminal (SIGKILL: no chance to clean up; SIGINT):
+the conversation is there on restart, up to the last step that arrived."""
 
 from __future__ import annotations
 
@@ -67,8 +67,9 @@ class Terminal:
             time.sleep(0.02)
 
     def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
         os.close(self.master)
 
 
@@ -121,3 +122,26 @@ def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path
             assert "interrupted" in str(view.note.render())
 
     asyncio.run(reopened())
+
+
+def test_sigint_mid_reply_exits_without_a_traceback_and_keeps_the_reply(tmp_path):
+    env = {**os.environ, "SPECTUI_DATA_DIR": str(tmp_path), "SPECTUI_CONFIG_DIR": str(tmp_path), "TERM": "xterm-256color"}
+    database = tmp_path / "history.sqlite3"
+    terminal = Terminal(["chat", "--engine", "scripted", "-k", "0"], env)
+    try:
+        terminal.wait_for(lambda: "ready" in terminal.output, "the engine to be ready")
+        terminal.type("tell me about speculative decoding\r")
+        terminal.wait_for(lambda: steps_saved(database)[0] >= 5, "five steps in the history")
+        terminal.process.send_signal(signal.SIGINT)
+        code = terminal.process.wait(20)
+        time.sleep(0.2)  # the reader thread drains the last output
+    finally:
+        terminal.kill()
+    assert code in (0, 130), terminal.output[-500:]
+    assert "Traceback" not in terminal.output
+    store = Store(database)
+    reply = store.load_conversation(store.latest_conversation_id()).messages[-1]
+    store.close()
+    assert reply.role == "assistant" and len(reply.steps) >= 5
+    assert reply.finish_reason in ("cancelled", "interrupted")
+    assert reply.content == "".join(stored.step.text for stored in reply.steps)
