@@ -60,6 +60,13 @@ def test_a_chat_over_the_context_offers_to_resend_without_the_oldest_turns(make_
             await pilot.press("ctrl+o")  # the offer is spent once the resend worked
             await pilot.pause()
             assert engine.truncate_asked == [False, True]
+            await send(pilot, "a follow-up")  # the chat keeps fitting itself from now on
+            await reply_done(pilot)
+            assert engine.truncate_asked == [False, True, True]
+            await pilot.press(app.first_key("new_chat"))  # a new chat starts whole again
+            await send(pilot, "fresh")
+            await reply_done(pilot)
+            assert engine.truncate_asked == [False, True, True, False]
 
     asyncio.run(scenario())
 

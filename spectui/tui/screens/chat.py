@@ -94,6 +94,8 @@ class ChatScreen(Screen):
         self.messages: list[Message] = self._opening_messages()
         # The user's text of the last reply when it ended over the model's context.
         self.overflowed: str | None = None
+        # Once the user chose it, every later reply of this chat drops its oldest turns to fit.
+        self.truncating = False
         self.conversation_id: int | None = None
         self.session = SessionTracker()
         self.current: ActiveReply | None = None
@@ -249,7 +251,7 @@ class ChatScreen(Screen):
         event.input.clear()
         self.send(text)
 
-    def send(self, text: str, truncate: bool = False) -> None:
+    def send(self, text: str) -> None:
         app = self.app
         config = app.config
         self.conversation.mount(UserMessage(text))
@@ -265,7 +267,7 @@ class ChatScreen(Screen):
         control = Control(k=self.k, temperature=self.temperature, auto=self.auto_k)
         self.current = ActiveReply(reply_id, view, ReplyTracker(app.clock()), control, message_id)
         self.overflowed = None
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed, truncate=truncate)
+        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed, truncate=self.truncating)
         engine, messages = app.engine, list(self.messages)
         start_thread(
             lambda: stream_reply(
@@ -531,13 +533,15 @@ class ChatScreen(Screen):
             return
         # The failed attempt (the message and its empty reply) leaves the prompt; the resend brings the message back.
         del self.messages[-2:]
-        self.send(self.overflowed, truncate=True)
+        self.truncating = True
+        self.send(self.overflowed)
 
     def action_new_chat(self) -> None:
         self._detach_current()
         self.conversation.remove_children()
         self.messages = self._opening_messages()
         self.overflowed = None
+        self.truncating = False
         self.conversation_id = None
         self.session = SessionTracker()
         self.last_reply = None
