@@ -40,6 +40,23 @@ def test_decode_rate_leaves_the_first_token_out():
     assert reply.tokens_per_s == pytest.approx(11 / 6)
     assert reply.decode_tokens_per_s == pytest.approx(10 / 5)
     assert TimedReply(BASELINE, [1], 1.0, 0.5).decode_tokens_per_s is None
+    # A prefill that also verified 4 drafts brought 5 tokens at once: they are not decode tokens.
+    assisted = TimedReply(Arm("transformers", "assisted", 4), list(range(11)), 6.0, 1.0, first_chunk_tokens=5)
+    assert assisted.decode_tokens_per_s == pytest.approx(6 / 5)
+
+
+def test_the_streamer_counts_what_arrives_with_the_first_token():
+    import torch
+
+    from spectui.bench.runners import FirstTokenTimer
+
+    ticks = iter([0.0, 0.5, 0.9])
+    timer = FirstTokenTimer(lambda: next(ticks))
+    timer.start()
+    timer.put(torch.tensor([[7, 8, 9]]))  # the prompt
+    timer.put(torch.tensor([1, 2, 3, 4, 5]))  # a verified step: four drafts and the target's token
+    timer.put(torch.tensor([6]))
+    assert (timer.first_token_seconds, timer.first_chunk_tokens) == (0.5, 5)
 
 
 def test_costs_are_relative_to_one_plain_target_step():

@@ -70,6 +70,7 @@ class ArmResult:
             "runs": [
                 {"tokens": r.num_tokens, "wall_seconds": r.wall_seconds, "time_to_first_token": r.first_token_seconds,
                  "tokens_per_s": r.tokens_per_s, "decode_tokens_per_s": r.decode_tokens_per_s,
+                 "first_chunk_tokens": r.first_chunk_tokens,
                  "finish_reason": r.finish_reason}
                 for r in self.replies
             ],

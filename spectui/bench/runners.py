@@ -55,7 +55,8 @@ def run_engine(
     if done is not None and done.finish_reason == "error":
         raise RuntimeError(f"{arm.label}: {done.error}")
     token_ids = [token for step in steps for token in step.token_ids]
-    return TimedReply(arm, token_ids, wall, first, steps, done.finish_reason if done else "stop")
+    first_chunk = len(steps[0].token_ids) if steps else 1
+    return TimedReply(arm, token_ids, wall, first, steps, done.finish_reason if done else "stop", first_chunk)
 
 
 class TransformersRunner:
@@ -107,7 +108,7 @@ class TransformersRunner:
             wall = clock() - timer.started
         token_ids = output[0, len(prompt_ids):].tolist()
         finish = "stop" if token_ids and token_ids[-1] in stop_ids else "length"
-        return TimedReply(arm, token_ids, wall, timer.first_token_seconds, [], finish)
+        return TimedReply(arm, token_ids, wall, timer.first_token_seconds, [], finish, timer.first_chunk_tokens)
 
     def _method_kwargs(self, arm: Arm) -> dict:
         if arm.method == "none":
@@ -156,6 +157,7 @@ class FirstTokenTimer:
         self.clock = clock
         self.started = 0.0
         self.first_token_seconds: float | None = None
+        self.first_chunk_tokens = 1
         self._seen_prompt = False
 
     def start(self) -> None:
@@ -167,6 +169,8 @@ class FirstTokenTimer:
             return
         if self.first_token_seconds is None:
             self.first_token_seconds = self.clock() - self.started
+            # Assisted generation and prompt lookup hand over a whole verified step at once.
+            self.first_chunk_tokens = max(1, int(value.numel()))
 
     def end(self) -> None:
         pass

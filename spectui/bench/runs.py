@@ -41,6 +41,10 @@ class TimedReply:
     first_token_seconds: float | None  # the call to the first token
     steps: list[Step] = field(default_factory=list)  # spectui's engines only
     finish_reason: str = "stop"
+    # Tokens that arrived with the first: 1 where the prompt's prefill makes the first token
+    # on its own; k + 1 where the prefill also verifies the first drafts (transformers'
+    # assisted generation and prompt lookup).
+    first_chunk_tokens: int = 1
 
     @property
     def num_tokens(self) -> int:
@@ -52,12 +56,13 @@ class TimedReply:
 
     @property
     def decode_tokens_per_s(self) -> float | None:
-        """Tokens after the first, over the time after it: the prompt's prefill left out, so a
-        runner that keeps the prompt's cache between replies gains nothing here."""
-        if self.first_token_seconds is None or self.num_tokens < 2:
+        """Tokens after the first chunk, over the time after it: the prompt's prefill left out,
+        so a runner that keeps the prompt's cache between replies gains nothing here, and one
+        whose prefill also verifies drafts does not get those tokens for free."""
+        if self.first_token_seconds is None or self.num_tokens <= self.first_chunk_tokens:
             return None
         seconds = self.wall_seconds - self.first_token_seconds
-        return (self.num_tokens - 1) / seconds if seconds > 0 else None
+        return (self.num_tokens - self.first_chunk_tokens) / seconds if seconds > 0 else None
 
 
 def median_of(values: Iterable[float | None]) -> float | None:

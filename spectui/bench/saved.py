@@ -24,7 +24,7 @@ def arm_from_dict(data: dict) -> ArmResult:
     arm = Arm(data["runner"], data["method"], data["k"], bool(data.get("auto")))
     replies = [
         TimedReply(arm, [0] * run["tokens"], run["wall_seconds"], run["time_to_first_token"],
-                   finish_reason=run.get("finish_reason", "stop"))
+                   finish_reason=run.get("finish_reason", "stop"), first_chunk_tokens=run.get("first_chunk_tokens", 1))
         for run in data.get("runs", [])
     ]
     numbers = {name: data.get(name) for name in ARM_NUMBERS}
