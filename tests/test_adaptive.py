@@ -72,6 +72,26 @@ def test_it_comes_back_when_acceptance_recovers(seed):
     assert Counter(chosen[-60:]).most_common(1)[0][0] >= 4
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_from_k0_it_climbs_past_k1_within_a_short_reply_once_every_draft_is_accepted(seed):
+    # A reply that moves from text no draft can guess into code it guesses every time: at
+    # k = 1 only position 0 is tried, and the positions past it must follow it up.
+    rng = random.Random(seed)
+    chosen = run_trace(AdaptiveK(), [(200, 0.1, 0.2, 0.05), (60, 0.98, 0.2, 0.05)], rng)
+    assert Counter(chosen[-10:]).most_common(1)[0][0] >= 3, chosen[200:]
+
+
+@pytest.mark.parametrize("alpha, drafts", [(0.45, False), (0.52, True)])
+def test_drafting_starts_only_for_a_gain_past_the_margin(alpha, drafts):
+    # c 0.4, flat verify: k = 1 is predicted 3.6% faster than plain at alpha 0.45 (inside the
+    # margin the draft's catch-up eats), 8.6% at 0.52 (past it).
+    chooser = AdaptiveK(accept=[alpha] * 8, draft_seconds=0.04, verify_seconds={0: 0.1, 1: 0.1, 4: 0.1},
+                        current_k=0, plain_steps=0)
+    choice = chooser.choose()
+    assert (choice.k > 0) is drafts, choice
+    assert choice.predicted_speedup == pytest.approx(max(speedup(alpha, k, 0.4, lambda k: 1.0) for k in range(9)) if drafts else 1.0)
+
+
 def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
