@@ -25,6 +25,7 @@ class OutOfMemory(SpectuiError):
 
 # What to try, by where memory ran out: fewer bytes per weight, fewer tokens in flight.
 LOAD_ADVICE = "try --dtype int8, a smaller model, or close what else holds memory"
+VLLM_LOAD_ADVICE = "try a smaller --max-model-len or --gpu-memory-utilization, a smaller model, or --tp 2"
 REPLY_ADVICE = "try a smaller k, fewer --max-tokens, or a new chat (a shorter history)"
 
 
@@ -39,6 +40,8 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def out_of_memory(error: BaseException, while_doing: str, advice: str) -> OutOfMemory:
+    if isinstance(error, OutOfMemory):
+        return error  # already said where and what to try
     detail = str(error).strip().splitlines()
     shown = f" ({detail[0][:120]})" if detail and detail[0] else ""
     return OutOfMemory(f"out of memory while {while_doing}{shown}: {advice}")

@@ -132,6 +132,14 @@ def test_out_of_memory_while_loading_is_one_line_with_advice(monkeypatch):
     monkeypatch.setattr(factory, "_build", exhausted)
     with pytest.raises(OutOfMemory, match=r"^out of memory while loading the models \(CUDA out of memory\. .*\): try --dtype int8"):
         factory.build_engine(factory.EngineOptions(), None)
+    with pytest.raises(OutOfMemory, match="try a smaller --max-model-len"):  # vLLM has other knobs
+        factory.build_engine(factory.EngineOptions(engine="vllm"), None)
+    said = OutOfMemory("out of memory while loading the draft: try --dtype int8")
+    monkeypatch.setattr(factory, "_build", lambda options, progress: (_ for _ in ()).throw(said))
+    with pytest.raises(OutOfMemory) as caught:
+        factory.build_engine(factory.EngineOptions(), None)
+    assert caught.value is said  # not wrapped twice
+    monkeypatch.setattr(factory, "_build", exhausted)
     result = CliRunner().invoke(cli, ["generate", "hello"])
     assert result.exit_code == OutOfMemory.exit_code
     assert result.stderr.strip().startswith("spectui: error: out of memory while loading the models")

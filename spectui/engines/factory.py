@@ -15,13 +15,14 @@ def chosen_engine(options: EngineOptions) -> str:
 
 
 def build_engine(options: EngineOptions, progress=None):
-    from spectui.errors import LOAD_ADVICE, is_out_of_memory, out_of_memory
+    from spectui.errors import LOAD_ADVICE, VLLM_LOAD_ADVICE, is_out_of_memory, out_of_memory
 
     try:
         return _build(options, progress)
     except BaseException as error:
         if is_out_of_memory(error):
-            raise out_of_memory(error, "loading the models", LOAD_ADVICE) from None
+            advice = VLLM_LOAD_ADVICE if chosen_engine(options) == "vllm" else LOAD_ADVICE
+            raise out_of_memory(error, "loading the models", advice) from None
         raise
 
 
