@@ -109,6 +109,7 @@ class SpectuiApp(App):
         from spectui.tui.screens.chat import ChatScreen
 
         self._gc_thresholds = defer_full_collections()
+        self._exit_on_sigint()
 
         self.set_keymap(dict(self.config.keys))
         if self.config.theme in self.spectui_themes:
@@ -149,6 +150,18 @@ class SpectuiApp(App):
             if isinstance(screen, ChatScreen):
                 return screen
         return None
+
+    def _exit_on_sigint(self) -> None:
+        """`kill -INT` (the terminal's Ctrl+C is a key here): leave as Ctrl+Q does. Left to
+        Python, the KeyboardInterrupt lands wherever the main thread is, and a handler that
+        catches everything there can swallow it and leave the app running."""
+        import asyncio
+        import signal
+
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, lambda: self.exit(return_code=130))
+        except (RuntimeError, NotImplementedError, ValueError):
+            pass  # not the main thread (tests), or a platform without loop signal handlers
 
     def first_key(self, binding_id: str) -> str:
         """The key that triggers a binding now (after remapping), e.g. for scripted runs."""
