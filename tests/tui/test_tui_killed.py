@@ -88,17 +88,25 @@ def steps_saved(database) -> tuple[int, bool]:
     return steps, finished > 0
 
 
-def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path, make_app):
+def chat_mid_reply(tmp_path) -> tuple[Terminal, object]:
+    """`spectui chat` on the scripted engine, five steps into its first reply."""
     env = {**os.environ, "SPECTUI_DATA_DIR": str(tmp_path), "SPECTUI_CONFIG_DIR": str(tmp_path), "TERM": "xterm-256color"}
     database = tmp_path / "history.sqlite3"
-    # k = 0: one token per step, so the reply takes a few seconds and the kill lands inside it.
+    # k = 0: one token per step, so the reply takes a few seconds and the signal lands inside it.
     terminal = Terminal(["chat", "--engine", "scripted", "-k", "0"], env)
     try:
         terminal.wait_for(lambda: "ready" in terminal.output, "the engine to be ready")
         terminal.type("tell me about speculative decoding\r")
         terminal.wait_for(lambda: steps_saved(database)[0] >= 5, "five steps in the history")
-    finally:
+    except BaseException:
         terminal.kill()
+        raise
+    return terminal, database
+
+
+def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path, make_app):
+    terminal, database = chat_mid_reply(tmp_path)
+    terminal.kill()
     steps_at_kill, finished = steps_saved(database)
     assert not finished, "the reply should have been cut off"
 
@@ -125,13 +133,8 @@ def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path
 
 
 def test_sigint_mid_reply_exits_without_a_traceback_and_keeps_the_reply(tmp_path):
-    env = {**os.environ, "SPECTUI_DATA_DIR": str(tmp_path), "SPECTUI_CONFIG_DIR": str(tmp_path), "TERM": "xterm-256color"}
-    database = tmp_path / "history.sqlite3"
-    terminal = Terminal(["chat", "--engine", "scripted", "-k", "0"], env)
+    terminal, database = chat_mid_reply(tmp_path)
     try:
-        terminal.wait_for(lambda: "ready" in terminal.output, "the engine to be ready")
-        terminal.type("tell me about speculative decoding\r")
-        terminal.wait_for(lambda: steps_saved(database)[0] >= 5, "five steps in the history")
         terminal.process.send_signal(signal.SIGINT)
         code = terminal.process.wait(20)
         time.sleep(0.2)  # the reader thread drains the last output
