@@ -1,11 +1,14 @@
 """Token view benchmark: a synthetic 5,000 tokens/s stream and key latency during it.
 
-    python benchmarks/tokenview.py [--rate 5000] [--tokens 20000] [--headless] [--json]
+    python benchmarks/tokenview.py [--rate 5000] [--tokens 20000] [--engine-in thread|process]
+        [--headless] [--json]
 
 By default the app runs in a real pseudo-terminal (the Linux driver, output drained by
 this process) and this process types F6/F5 (k up/down) every 150 ms while the reply
 streams. The app records when each key's action ran; CLOCK_MONOTONIC is shared by both
-processes, so latency = action time − write time. --headless runs it in-process with
+processes, so latency = action time − write time. --engine-in process runs the scripted
+engine in a process of its own, as the chat runs the embedded engine; then "produced" is
+when a step arrived from that process. --headless runs it in-process with
 Textual's headless driver instead (no terminal output is produced there).
 
 It reports: the rate the engine produced and the rate the view showed, the largest
@@ -32,14 +35,23 @@ KEY_INTERVAL = 0.15
 SETTLE_SECONDS = 1.0
 
 
-def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Path | None):
+def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Path | None, engine_in: str = "thread"):
     """A SpectuiApp whose engine, frame flush and k action write timestamps into `record`."""
+    from functools import partial
+
     from spectui.config import ChatConfig
     from spectui.tui.app import SpectuiApp
-    from spectui.tui.demo_engine import SCRIPT, ScriptedEngine
+    from spectui.tui.demo_engine import SCRIPT, build_scripted_engine
     from spectui.tui.screens.chat import ChatScreen
 
-    engine = ScriptedEngine(alpha=0.8, tokens_per_s=rate, script=(SCRIPT + "\n\n") * (tokens // 100 + 1), echo_prompt=False)
+    build = partial(build_scripted_engine, alpha=0.8, tokens_per_s=rate,
+                    script=(SCRIPT + "\n\n") * (tokens // 100 + 1), echo_prompt=False)
+    if engine_in == "process":
+        from spectui.engines.process import ProcessEngine
+
+        engine = ProcessEngine(build)
+    else:
+        engine = build()
     produced: list[tuple[float, int]] = record.setdefault("produced", [])
     inner_stream = engine.stream
 
@@ -95,14 +107,14 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     return BenchApp(lambda progress: engine, config, None, cursor_blink=False)
 
 
-def child(out: Path, rate: float, tokens: int, marker: Path) -> None:
+def child(out: Path, rate: float, tokens: int, marker: Path, engine_in: str) -> None:
     record: dict = {}
-    app = instrumented_app(rate, tokens, record, marker)
+    app = instrumented_app(rate, tokens, record, marker, engine_in)
     app.run()
     out.write_text(json.dumps(record))
 
 
-def run_in_pty(rate: float, tokens: int, size=(120, 40)) -> dict:
+def run_in_pty(rate: float, tokens: int, engine_in: str, size=(120, 40)) -> dict:
     from terminal import run_in_terminal
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -118,7 +130,8 @@ def run_in_pty(rate: float, tokens: int, size=(120, 40)) -> dict:
                 time.sleep(KEY_INTERVAL)
 
         terminal_bytes = run_in_terminal(
-            [__file__, "--child", str(out), "--rate", str(rate), "--tokens", str(tokens), "--marker", str(marker)],
+            [__file__, "--child", str(out), "--rate", str(rate), "--tokens", str(tokens), "--marker", str(marker),
+             "--engine-in", engine_in],
             size=size, timeout=180, started=marker, while_running=type_keys,
         )
         if not out.exists():
@@ -129,11 +142,11 @@ def run_in_pty(rate: float, tokens: int, size=(120, 40)) -> dict:
         return record
 
 
-def run_headless(rate: float, tokens: int, size=(120, 40)) -> dict:
+def run_headless(rate: float, tokens: int, engine_in: str, size=(120, 40)) -> dict:
     import asyncio
 
     record: dict = {}
-    app = instrumented_app(rate, tokens, record, None)
+    app = instrumented_app(rate, tokens, record, None, engine_in)
     writes: list[float] = []
 
     async def drive() -> None:
@@ -210,19 +223,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=5000.0)
     parser.add_argument("--tokens", type=int, default=20000)
+    parser.add_argument("--engine-in", choices=["thread", "process"], default="thread")
     parser.add_argument("--headless", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--marker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.rate, args.tokens, args.marker)
+        child(args.child, args.rate, args.tokens, args.marker, args.engine_in)
         return
     from terminal import print_summary
 
-    record = run_headless(args.rate, args.tokens) if args.headless else run_in_pty(args.rate, args.tokens)
+    run = run_headless if args.headless else run_in_pty
+    record = run(args.rate, args.tokens, args.engine_in)
     summary = summarize(record, args.rate)
     summary["driver"] = "headless" if args.headless else "pty (Linux driver)"
+    summary["engine_in"] = args.engine_in
     print_summary(summary, args.json)
 
 

@@ -1,12 +1,14 @@
 """Tokens/s of one real reply inside the TUI against `spectui generate`'s path, in one run.
 
     python benchmarks/tui_vs_generate.py [--model M] [--draft D] [--method draft|ngram]
-        [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--json]
+        [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--engine-in process|thread] [--json]
 
 One process loads the engine once, then alternates (order flipped each round):
   generate  run_reply() on the main thread, nothing else running — what `spectui generate` does;
   tui       the chat app in a real pseudo-terminal (Linux driver, this script's parent reads
-            every byte), the prompt sent as if typed, the reply streamed to the end.
+            every byte), the prompt sent as if typed, the reply streamed to the end. Its engine
+            runs where the chat runs it: in a process of its own (loaded once more, there), or
+            with --engine-in thread in a thread beside the UI, sharing the engine above.
 Both use the same prompt at temperature 0, so their tokens must be identical (checked).
 It reports, per path, the engine-timed rate (tokens / the engine's own seconds, the number
 both `generate` and the chat panel show) and the wall rate (tokens / time from sending the
@@ -100,6 +102,13 @@ def child(args, out: Path) -> None:
     config = ChatConfig(model=args.model, draft=args.draft, method=args.method, k=args.k,
                         temperature=0.0, max_tokens=args.max_tokens)
     engine = build_embedded_engine(engine_options(config))
+    tui_engine = engine
+    if args.engine_in == "process":
+        from functools import partial
+
+        from spectui.engines.process import ProcessEngine
+
+        tui_engine = ProcessEngine(partial(build_embedded_engine, engine_options(config)))
     messages = [{"role": "user", "content": args.prompt}]
     params = GenerationParams(max_tokens=args.max_tokens, top_p=1.0, seed=0)
     runs: dict[str, list[dict]] = {"generate": [], "tui": []}
@@ -110,9 +119,10 @@ def child(args, out: Path) -> None:
             if path == "generate":
                 runs[path].append(generate_once(engine, messages, params, {"k": args.k, "temperature": 0.0}))
             else:
-                runs[path].append(tui_once(engine, config, args.prompt))
+                runs[path].append(tui_once(tui_engine, config, args.prompt))
     info = engine.info
     engine.close()
+    tui_engine.close()
     out.write_text(json.dumps({"runs": runs, "engine": {"target": info.target, "draft": info.draft,
                                                         "method": info.method, "dtype": info.dtype}}))
 
@@ -130,6 +140,7 @@ def summarize(record: dict, args) -> dict:
     return {
         **record["engine"],
         "k": args.k,
+        "engine_in": args.engine_in,
         "tokens": runs["generate"][0]["tokens"],
         "rounds": args.rounds,
         "identical_tokens": identical,
@@ -149,6 +160,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompt", default=PROMPT)
+    parser.add_argument("--engine-in", choices=["process", "thread"], default="process")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -45,3 +45,11 @@ def out_of_memory(error: BaseException, while_doing: str, advice: str) -> OutOfM
     detail = str(error).strip().splitlines()
     shown = f" ({detail[0][:120]})" if detail and detail[0] else ""
     return OutOfMemory(f"out of memory while {while_doing}{shown}: {advice}")
+
+
+def one_line(error: BaseException) -> str:
+    """An error as the one line a user sees: ours as worded, others with their type."""
+    if isinstance(error, SpectuiError):
+        return str(error)
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Literal, TypedDict
 
 
@@ -130,6 +131,19 @@ class Control:
         self._auto = bool(auto)
         self._temperature = check_temperature(temperature)
         self._cancelled = threading.Event()
+        # Called after every change: an engine in another process mirrors the knobs.
+        self._watchers: list[Callable[[], None]] = []
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        self._watchers.append(callback)
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        if callback in self._watchers:
+            self._watchers.remove(callback)
+
+    def _changed(self) -> None:
+        for callback in list(self._watchers):
+            callback()
 
     @property
     def k(self) -> int:
@@ -140,6 +154,7 @@ class Control:
     def k(self, value: int) -> None:
         with self._lock:
             self._k = check_k(value)
+        self._changed()
 
     @property
     def auto(self) -> bool:
@@ -150,6 +165,7 @@ class Control:
     def auto(self, value: bool) -> None:
         with self._lock:
             self._auto = bool(value)
+        self._changed()
 
     @property
     def temperature(self) -> float:
@@ -160,6 +176,7 @@ class Control:
     def temperature(self, value: float) -> None:
         with self._lock:
             self._temperature = check_temperature(value)
+        self._changed()
 
     def snapshot(self) -> tuple[int, float]:
         with self._lock:
@@ -167,9 +184,11 @@ class Control:
 
     def cancel(self) -> None:
         self._cancelled.set()
+        self._changed()
 
     def reset(self) -> None:
         self._cancelled.clear()
+        self._changed()
 
     @property
     def cancelled(self) -> bool:

@@ -23,3 +23,80 @@ def make_tiny_model(vocab_size: int, seed: int, layers: int = 2):
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)
     return model
+
+
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    '{"name": "spectui", "version": 1, "tags": ["tui", "llm"]}',
+    "The quick brown fox jumps over the lazy dog. Héllo wörld, 日本語 🎉!",
+    "SELECT id, name FROM users WHERE age > 30 ORDER BY name;",
+] * 20
+
+
+def make_tiny_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=["<eos>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<eos>")
+
+
+def make_tiny_draft(target):
+    """The target with noise added: it agrees often but not always (mixed acceptance)."""
+    import copy
+
+    import torch
+
+    draft = copy.deepcopy(target)
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for parameter in draft.parameters():
+            parameter.add_(0.35 * parameter.std() * torch.randn(parameter.shape, generator=generator))
+    return draft
+
+
+class SlowProposer:
+    """A proposer that takes `delay` seconds more per step: the reply outlasts a test's actions."""
+
+    def __init__(self, inner, delay: float) -> None:
+        self.inner, self.delay, self.method = inner, delay, inner.method
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def propose(self, *args):
+        import time
+
+        time.sleep(self.delay)
+        return self.inner.propose(*args)
+
+
+def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None):
+    """The embedded engine on the tiny models, built the same way in any process (an engine
+    process calls this by name)."""
+    from spectui.engine import EngineInfo
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.errors import ModelError
+
+    if progress is not None:
+        progress("tiny models", 0, 1)
+    if fail:
+        raise ModelError(fail)
+    tokenizer = make_tiny_tokenizer()
+    target = make_tiny_model(len(tokenizer), seed=1)
+    proposer = DraftModelProposer(make_tiny_draft(target))
+    if step_delay:
+        proposer = SlowProposer(proposer, step_delay)
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    if progress is not None:
+        progress("tiny models", 1, 1)
+    return EmbeddedEngine(target, tokenizer, proposer, info)

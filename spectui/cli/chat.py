@@ -58,11 +58,24 @@ def engine_factory_for(config):
 
     def build(progress):
         from spectui.config import engine_options
-        from spectui.engines.factory import build_engine
+        from spectui.engines.factory import build_engine, chosen_engine
 
-        return build_engine(engine_options(config), progress)
+        options = engine_options(config)
+        if chosen_engine(options) == "embedded" and engine_in_process():
+            from functools import partial
+
+            from spectui.engines.process import ProcessEngine
+
+            return ProcessEngine(partial(build_engine, options), progress)
+        return build_engine(options, progress)
 
     return build
+
+
+def engine_in_process() -> bool:
+    """The embedded engine runs in a process of its own unless SPECTUI_ENGINE_PROCESS=0
+    (a thread of the app's process: for comparing the two, and for debuggers)."""
+    return os.environ.get("SPECTUI_ENGINE_PROCESS", "1") != "0"
 
 
 def engine_factory_for_k(config):
@@ -73,13 +86,12 @@ def engine_factory_for_k(config):
     return lambda k: engine_factory_for(replace(config, k=k))
 
 
-def vllm_terminal(config, engine_factory):
-    """While the app runs, vLLM's engine processes print to its log, not over the screen."""
+def engine_terminal(config, engine_factory):
+    """While the app runs, engine processes (the embedded engine's, vLLM's) print to a log,
+    not over the screen."""
     import contextlib
 
-    from spectui.engines.vllm.build import vllm_installed
-
-    if engine_factory is not None or config.engine not in ("auto", "vllm") or not vllm_installed():
+    if engine_factory is not None or config.engine not in ("auto", "embedded", "vllm"):
         return contextlib.nullcontext()
     from spectui.engines.vllm.build import log_path
     from spectui.tui.terminal import start_process_helpers, terminal_for_app_only
@@ -228,7 +240,7 @@ def run_chat(
         baseline_factory=baseline_factory,
     )
     try:
-        with vllm_terminal(config, engine_factory):
+        with engine_terminal(config, engine_factory):
             app.run()
     finally:
         if store is not None:

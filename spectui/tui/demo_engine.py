@@ -194,11 +194,14 @@ class ScriptedEngine:
         self.closed = True
 
 
-def scripted_engine_factory(**options):
-    """An engine_factory for SpectuiApp: progress(stage, done, total) is reported once."""
-
-    def factory(progress):
+def build_scripted_engine(progress=None, **options) -> ScriptedEngine:
+    """progress(stage, done, total) is reported once; module-level, so an engine process
+    can be given it by name."""
+    if progress is not None:
         progress("scripted engine", 1, 1)
-        return ScriptedEngine(**options)
+    return ScriptedEngine(**options)
 
-    return factory
+
+def scripted_engine_factory(**options):
+    """An engine_factory for SpectuiApp."""
+    return lambda progress: build_scripted_engine(progress, **options)

@@ -36,6 +36,13 @@ def decoder_for(engine) -> Decode | None:
     return None
 
 
+def splitter_for(engine):
+    """What splits this engine's Steps: its own splitter (an engine in another process
+    sends the pieces along), else StepPieces over its decoder."""
+    splitter = getattr(engine, "splitter", None)
+    return splitter() if callable(splitter) else StepPieces(decoder_for(engine))
+
+
 def decoded_pieces(decode: Decode, context: Sequence[int], token_ids: Sequence[int]) -> list[str]:
     window = list(context[-CONTEXT_IDS:])
     previous = decode(window)

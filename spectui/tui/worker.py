@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from spectui.engine import Engine
-from spectui.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, out_of_memory
+from spectui.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
 from spectui.events import Control, Done, GenerationParams, Message, Step
 from spectui.tui.messages import (
     EngineFailed,
@@ -21,16 +21,9 @@ from spectui.tui.messages import (
     StepArrived,
     StoreFailed,
 )
-from spectui.tui.token_pieces import StepPieces, decoder_for
+from spectui.tui.token_pieces import StepPieces, decoder_for, splitter_for
 
 Post = Callable[[object], object]
-
-
-def one_line(error: BaseException) -> str:
-    if isinstance(error, SpectuiError):
-        return str(error)
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def spectui_threads() -> list[threading.Thread]:
@@ -127,7 +120,7 @@ def stream_reply(
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), then
     exactly one ReplyEnded is posted, whatever happened."""
     started = clock()
-    splitter = StepPieces(decoder_for(engine))
+    splitter = splitter_for(engine)
     streamed: list[StepArrived] = []
     try:
         for event in engine.stream(list(messages), params, control):

@@ -132,6 +132,22 @@ def test_chat_engines_come_from_the_factory(monkeypatch):
     assert engine_factory_for_k(ChatConfig(engine="scripted")) is None
 
 
+def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(monkeypatch):
+    from spectui.cli.chat import engine_factory_for
+    from spectui.config import ChatConfig
+    from spectui.engines.factory import build_engine
+
+    started = []
+    monkeypatch.setattr("spectui.engines.process.ProcessEngine", lambda build, progress: started.append(build) or "proxy")
+    monkeypatch.setattr("spectui.engines.factory.chosen_engine", lambda options: options.engine.replace("auto", "embedded"))
+    assert engine_factory_for(ChatConfig(engine="auto", model="smollm2-135m", k=5))(None) == "proxy"
+    build = started[-1]
+    assert build.func is build_engine and (build.args[0].model, build.args[0].k) == ("smollm2-135m", 5)
+    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: "in this process")
+    monkeypatch.setenv("SPECTUI_ENGINE_PROCESS", "0")
+    assert engine_factory_for(ChatConfig(engine="embedded"))(None) == "in this process"
+
+
 def test_importing_the_cli_module_does_not_import_textual_or_torch():
     code = "import sys, spectui.cli.chat, spectui.config, spectui.store, spectui.metrics, spectui.themes; " \
            "print(sorted(m for m in ('textual', 'torch', 'transformers') if m in sys.modules))"

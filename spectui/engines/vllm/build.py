@@ -43,7 +43,7 @@ def log_path() -> Path:
 
     folder = cache_dir() / "logs"
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / "vllm.log"
+    return folder / "engine.log"
 
 
 def route_vllm_logs(path: Path) -> None:

@@ -33,7 +33,7 @@ from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.tui.charts import bar
 from spectui.tui.screens.chat import FRAME_SECONDS, TEMPERATURE_MAX, TEMPERATURE_STEP
 from spectui.tui.keys import compare_bindings
-from spectui.tui.token_pieces import StepPieces, decoder_for, display_chunks
+from spectui.tui.token_pieces import display_chunks, splitter_for
 from spectui.tui.widgets.token_view import TokenView
 from spectui.tui.worker import one_line, start_thread
 
@@ -318,7 +318,7 @@ class CompareScreen(Screen):
         return control
 
     def _on_step_factory(self):
-        splitter = StepPieces(decoder_for(self.engine))
+        splitter = splitter_for(self.engine)
 
         def on_step(path, step) -> None:
             pieces, ghost = splitter.split(step)

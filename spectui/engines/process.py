@@ -1,0 +1,350 @@
+"""An engine in a process of its own, behind the same Engine protocol.
+
+Why a process: in the chat, the UI and the engine then share no interpreter lock, and a
+hard crash of the engine (a segfault in a kernel, the OOM killer) ends a reply instead of
+the app: the chat, its history and the screen stay, and the next message starts the engine
+again. The child runs the engine on its main thread, as `spectui generate` does.
+
+Parent and child speak over one pipe; the live knobs (k, temperature, auto, cancel) sit in
+shared memory, so a key press reaches the step that starts next without a message round.
+The child splits each Step into per-token pieces with its own tokenizer and sends them
+along: the UI process never loads a tokenizer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from spectui.engine import EngineInfo
+from spectui.errors import SpectuiError
+from spectui.events import Control, Done, GenerationParams, Message, Step
+
+Build = Callable[..., object]  # build(progress) -> Engine; picklable (a module-level function or partial)
+
+# Shared slots for the live knobs.
+K, TEMPERATURE, AUTO, CANCELLED = range(4)
+START_SECONDS = 600.0  # a first load may convert weights: minutes on a slow disk
+
+
+class EngineProcessDied(SpectuiError):
+    pass
+
+
+class SharedControl:
+    """The child's view of the parent's Control: read before every step, like Control."""
+
+    def __init__(self, values) -> None:
+        self._values = values
+
+    @property
+    def k(self) -> int:
+        return int(self._values[K])
+
+    @property
+    def temperature(self) -> float:
+        return float(self._values[TEMPERATURE])
+
+    @property
+    def auto(self) -> bool:
+        return bool(self._values[AUTO])
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self._values[CANCELLED])
+
+    def snapshot(self) -> tuple[int, float]:
+        return self.k, self.temperature
+
+
+def mirror(control: Control, values) -> None:
+    values[K] = control.k
+    values[TEMPERATURE] = control.temperature
+    values[AUTO] = float(control.auto)
+    values[CANCELLED] = float(control.cancelled)
+
+
+def serve(connection, values, build: Build) -> None:
+    """The child's main loop: build the engine, then answer one request at a time."""
+    from spectui.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+    from spectui.tui.token_pieces import StepPieces, decoder_for
+
+    import signal
+
+    # The app decides when this process ends: a Ctrl+C meant for the app's process group
+    # must not kill a reply here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_with_parent()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        connection.send(("progress", stage, done, total))
+
+    try:
+        engine = build(progress)
+    except BaseException as error:  # SystemExit from a library too: the parent shows it
+        connection.send(("failed", one_line(error)))
+        return
+    variants = {engine.info.method: engine}
+    connection.send(("ready", engine.info, getattr(engine, "context_length", None)))
+    control = SharedControl(values)
+    while True:
+        try:
+            request = connection.recv()
+        except (EOFError, OSError):  # the parent is gone
+            break
+        if request[0] == "close":
+            break
+        if request[0] == "method":
+            try:
+                variants.setdefault(request[1], engine.with_method(request[1]))
+                connection.send(("info", variants[request[1]].info))
+            except Exception as error:
+                connection.send(("error", one_line(error)))
+            continue
+        _, method, messages, params = request
+        variant = variants[method]
+        splitter = StepPieces(decoder_for(variant))
+        try:
+            for event in variant.stream(messages, params, control):
+                if isinstance(event, Step):
+                    connection.send(("step", event, *splitter.split(event)))
+                else:
+                    connection.send(("done", event))
+        except (BrokenPipeError, EOFError):
+            break
+        except Exception as error:
+            if is_out_of_memory(error):
+                error = out_of_memory(error, "generating", REPLY_ADVICE)
+            connection.send(("error", one_line(error)))
+    try:
+        engine.close()
+    except Exception:
+        pass
+
+
+def leave_with_parent() -> None:
+    """Exit when the app's process is gone, even mid-load or mid-reply (a SIGKILLed app
+    runs no cleanup): a daemon thread watches the parent pid. prctl's parent-death signal
+    would fire when the thread that started this process ends, which is the loading thread."""
+    import os
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="spectui-parent-watch", daemon=True).start()
+
+
+def start_resource_tracker() -> None:
+    """Every spawn needs multiprocessing's resource tracker, and the tracker is started with
+    `sys.stderr.fileno()`: under Textual that is a capture whose fileno() is -1, and the
+    spawn fails ("bad value(s) in fds_to_keep"). Then the tracker gets /dev/null instead."""
+    import os
+    import sys
+    from multiprocessing import resource_tracker
+
+    try:
+        usable = sys.stderr.fileno() >= 0
+    except Exception:
+        usable = False
+    if usable:
+        resource_tracker.ensure_running()
+        return
+    saved = sys.stderr
+    with open(os.devnull, "w") as devnull:
+        sys.stderr = devnull
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            sys.stderr = saved
+
+
+class ProcessEngine:
+    """The parent's side: an Engine whose stream() relays what the child's engine yields."""
+
+    def __init__(self, build: Build, progress=None) -> None:
+        import multiprocessing
+
+        self._build = build
+        self._context = multiprocessing.get_context("spawn")  # fork would copy the UI's threads
+        self._lock = threading.Lock()  # one request on the pipe at a time
+        self._pieces: dict[int, tuple[list[str], str]] = {}
+        self._process = None
+        self.info: EngineInfo
+        self.context_length: int | None = None
+        self._start(progress)
+
+    def _start(self, progress) -> None:
+        start_resource_tracker()
+        self._values = self._context.Array("d", 4, lock=False)
+        self._connection, child_end = self._context.Pipe()
+        self._process = self._context.Process(
+            target=serve, args=(child_end, self._values, self._build), name="spectui-engine", daemon=True
+        )
+        self._process.start()
+        child_end.close()
+        while True:
+            reply = self._receive(START_SECONDS, "loading")
+            if reply[0] == "progress":
+                if progress is not None:
+                    progress(*reply[1:])
+            elif reply[0] == "ready":
+                self.info, self.context_length = reply[1], reply[2]
+                return
+            else:
+                self._stop()
+                raise SpectuiError(reply[1])
+
+    def _receive(self, timeout: float | None, doing: str):
+        try:
+            if timeout is not None and not self._connection.poll(timeout):
+                raise EngineProcessDied(f"the engine process did not answer within {timeout:.0f} s while {doing}")
+            return self._connection.recv()
+        except (EOFError, OSError):
+            self._process.join(5)
+            raise EngineProcessDied(f"the engine process ended while {doing} ({exit_description(self._process.exitcode)})")
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def with_method(self, method: str) -> "ProcessEngine":
+        """A view drafting by `method` (the child keeps the variant, sharing its target)."""
+        with self._lock:
+            self._connection.send(("method", method))
+            reply = self._receive(60.0, "switching method")
+        if reply[0] == "error":
+            raise SpectuiError(reply[1])
+        return MethodView(self, reply[1])
+
+    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
+        return self.stream_method(self.info.method, messages, params, control)
+
+    def stream_method(
+        self, method: str, messages: Sequence[Message], params: GenerationParams, control: Control
+    ) -> Iterator[Step | Done]:
+        with self._lock:
+            if not self.alive:
+                # The last reply saw it die: this message starts it again, as promised then.
+                self._start(None)
+            self._pieces.clear()
+            mirror(control, self._values)
+            watch = lambda: mirror(control, self._values)  # noqa: E731
+            control.watch(watch)
+            ended = False
+            try:
+                self._connection.send(("stream", method, list(messages), params))
+                while True:
+                    try:
+                        reply = self._receive(None, "generating")
+                    except EngineProcessDied as error:
+                        ended = True
+                        yield Done("error", error=f"{error}; it starts again with the next message")
+                        return
+                    if reply[0] == "step":
+                        _, step, pieces, ghost = reply
+                        self._pieces[id(step)] = (pieces, ghost)
+                        yield step
+                    else:
+                        ended = True
+                        if reply[0] == "done":
+                            yield reply[1]
+                            return
+                        raise SpectuiError(reply[1])
+            finally:
+                control.unwatch(watch)
+                if not ended:
+                    self._abandon()
+
+    def _abandon(self) -> None:
+        """The caller stopped reading mid-reply: end the child's reply so that the next
+        request does not read this one's leftovers."""
+        self._values[CANCELLED] = 1.0
+        try:
+            while True:
+                reply = self._receive(30.0, "cancelling")
+                if reply[0] in ("done", "error"):
+                    return
+        except EngineProcessDied:
+            self._process.kill()
+            self._process.join(5)
+
+    def splitter(self) -> "SentPieces":
+        return SentPieces(self._pieces)
+
+    def memory(self):
+        from spectui.metrics import tree_rss
+
+        return tree_rss()
+
+    def close(self) -> None:
+        if self._process is None:
+            return
+        try:
+            self._connection.send(("close",))
+        except (BrokenPipeError, OSError):
+            pass
+        self._stop()
+
+    def _stop(self) -> None:
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+        self._connection.close()
+
+
+class MethodView:
+    """ProcessEngine.with_method's result: the same child, another proposer."""
+
+    def __init__(self, base: ProcessEngine, info: EngineInfo) -> None:
+        self._base = base
+        self.info = info
+
+    def stream(self, messages, params, control):
+        return self._base.stream_method(self.info.method, messages, params, control)
+
+    def with_method(self, method: str):
+        return self._base.with_method(method)
+
+    def splitter(self) -> "SentPieces":
+        return self._base.splitter()
+
+    def close(self) -> None:
+        pass  # the base engine owns the process
+
+
+class SentPieces:
+    """StepPieces' interface over the pieces the child sent with each step."""
+
+    def __init__(self, sent: dict[int, tuple[list[str], str]]) -> None:
+        self._sent = sent
+
+    def split(self, step: Step) -> tuple[list[str], str]:
+        from spectui.tui.token_pieces import guessed_pieces
+
+        sent = self._sent.pop(id(step), None)
+        if sent is None:  # a step that did not come through the pipe (a restated one)
+            return guessed_pieces(step.text, len(step.token_ids)), "✗" * len(step.rejected)
+        return sent
+
+
+def exit_description(exitcode: int | None) -> str:
+    import signal
+
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
