@@ -50,12 +50,31 @@ class CachedModel:
 
         Row -1 predicts the token after token_ids[-1].
         """
+        out, _ = self._forward(token_ids, num_rows, hidden=False)
+        return out.logits[0, -num_rows:].float()
+
+    @torch.inference_mode()
+    def logits_and_hidden(self, token_ids: Sequence[int], num_rows: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """logits as above, and the target's last hidden state (after the final norm, what the
+        LM head reads) at every position this call ran: [num_run, H], row i is position
+        first_position + i. Same forward pass: Medusa and EAGLE heads read these features.
+
+        Returns (logits, hidden, first_position).
+        """
+        out, first_position = self._forward(token_ids, num_rows, hidden=True)
+        return out.logits[0, -num_rows:].float(), out.hidden_states[-1][0], first_position
+
+    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool):
         keep = common_prefix_len(self.seen, token_ids)
         # At least num_rows tokens must run through the model to produce their logits.
         keep = min(keep, len(token_ids) - num_rows)
         if keep < len(self.seen):
             self.cache.crop(keep - len(self.seen))
         new_ids = torch.tensor([list(token_ids[keep:])], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache})
+        # Hidden states only when asked: the draft and n-gram paths keep their lean forward.
+        extra = {"output_hidden_states": True} if hidden else {}
+        out = self.model(
+            input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache}, **extra
+        )
         self.seen = list(token_ids)
-        return out.logits[0, -num_rows:].float()
+        return out, keep

@@ -39,6 +39,9 @@ def decode_steps(
     num_generated = 0
     started = time.perf_counter()
     first_token_at = 0.0
+    # Medusa and EAGLE draft from the target's own features: they ask for them once, and
+    # the draft and n-gram paths keep the plain logits call.
+    needs_hidden = proposer is not None and getattr(proposer, "needs_hidden", False)
     while True:
         if control.cancelled:
             yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
@@ -60,8 +63,18 @@ def decode_steps(
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
             drafted, p_draft = proposal.drafted, proposal.p_draft
         verify_started = time.perf_counter()
-        target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
+        if needs_hidden:
+            target_logits, hidden, first_position = target.logits_and_hidden(
+                token_ids + drafted, num_rows=len(drafted) + 1
+            )
+        else:
+            target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
         verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+        if needs_hidden:
+            # Features of rejected drafts describe a future that did not happen: only the
+            # positions up to the last accepted token are handed on.
+            num_verified = len(token_ids) + verdict.num_accepted
+            proposer.observe_hidden((token_ids + drafted)[:num_verified], first_position, hidden[: num_verified - first_position])
         finished = time.perf_counter()
 
         accepted = drafted[: verdict.num_accepted]
