@@ -1,0 +1,150 @@
+"""Proposers that draft from the target's own features: Medusa heads and EAGLE.
+
+They need the target's last hidden state at the verified positions, which the loop
+hands them after every verify (`needs_hidden`, `observe_hidden`); they draft from the
+feature of the position before the last token, the one whose logits chose that token.
+Chain drafting: one candidate per depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from spectui.engines.embedded.kv import common_prefix_len
+from spectui.engines.embedded.proposers import Proposal
+from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.heads.lm import embed, lm_logits
+
+
+class FeatureHistory:
+    """The target's features by position, for the tokens it verified.
+
+    Kept with the tokens they came from: a feature depends on every token up to its
+    position, so one is only used while the current sequence still starts with them
+    (another reply, or an engine variant sharing the target's cache, may have moved on).
+    """
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.features: list[torch.Tensor | None] = []
+
+    def observe(self, token_ids: Sequence[int], first_position: int, hidden: torch.Tensor) -> None:
+        """hidden[i] is the feature at position first_position + i of token_ids."""
+        kept = min(common_prefix_len(self.tokens, token_ids), first_position, len(self.features))
+        self.features = self.features[:kept] + [None] * (first_position - kept) + list(hidden.unbind(0))
+        self.tokens = list(token_ids)
+
+    def window(self, token_ids: Sequence[int], size: int) -> tuple[int, torch.Tensor] | None:
+        """(start, features [m, H]) of the up to `size` known positions ending at the one
+        before the last token; None when that position's feature is not known."""
+        last = len(token_ids) - 2
+        valid = common_prefix_len(self.tokens, token_ids)
+        if last < 0 or last >= min(valid, len(self.features)) or self.features[last] is None:
+            return None
+        start = last
+        while start > max(0, last - size + 1) and self.features[start - 1] is not None:
+            start -= 1
+        return start, torch.stack(self.features[start : last + 1]).float()
+
+
+def draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> tuple[int, torch.Tensor | None]:
+    """A draft token from one row of logits, and the distribution it was drawn from (None at
+    T = 0): the verifier's rejection rule needs exactly that distribution to stay lossless."""
+    if temperature == 0.0:
+        return int(torch.argmax(logits)), None
+    p_draft = target_probs(logits, temperature, top_p)
+    return sample(p_draft, generator), p_draft
+
+
+class _FeatureProposer:
+    needs_hidden = True
+
+    def __init__(self) -> None:
+        self.history = FeatureHistory()
+
+    def reset(self) -> None:
+        self.history = FeatureHistory()
+
+    def observe_hidden(self, token_ids: Sequence[int], first_position: int, hidden: torch.Tensor) -> None:
+        self.history.observe(token_ids, first_position, hidden)
+
+
+class MedusaProposer(_FeatureProposer):
+    """Head i drafts the token i + 1 places after the target's next one, all from one feature.
+
+    The heads do not see each other's drafts, so at most num_heads tokens are drafted, and
+    each draft's distribution does not depend on the drafts before it (what the rejection
+    rule assumes holds trivially).
+    """
+
+    method = "medusa"
+
+    def __init__(self, heads, lm_head: torch.nn.Module) -> None:
+        super().__init__()
+        self.heads = heads
+        self.lm_head = lm_head
+
+    @torch.inference_mode()
+    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+        window = self.history.window(token_ids, 1)
+        if window is None:
+            return Proposal([], None)
+        _, features = window
+        num_drafts = min(k, self.heads.num_heads)
+        logits = lm_logits(self.lm_head, self.heads(features[-1])[:num_drafts])
+        drafted: list[int] = []
+        rows: list[torch.Tensor] = []
+        for row in logits:
+            token, p_draft = draw(row, temperature, top_p, generator)
+            drafted.append(token)
+            if p_draft is not None:
+                rows.append(p_draft)
+        return Proposal(drafted, torch.stack(rows) if rows else None)
+
+
+class EagleProposer(_FeatureProposer):
+    """EAGLE chain drafting: predict the next feature, read a token from it through the
+    target's LM head, feed both back, k times."""
+
+    method = "eagle"
+
+    def __init__(self, drafter, lm_head: torch.nn.Module, embedding: torch.nn.Module) -> None:
+        super().__init__()
+        self.drafter = drafter
+        self.lm_head = lm_head
+        self.embedding = embedding
+
+    @torch.inference_mode()
+    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+        window = self.history.window(token_ids, self.drafter.window)
+        if window is None:
+            return Proposal([], None)
+        start, features = window
+        device = features.device
+        # Pair j: the feature at position j with the token at j + 1.
+        next_ids = torch.tensor(list(token_ids[start + 1 :]), dtype=torch.long, device=device)
+        next_embeddings = embed(self.embedding, next_ids)
+        drafted: list[int] = []
+        rows: list[torch.Tensor] = []
+        for _ in range(k):
+            # The whole window is recomputed per draft (no KV cache): at most `window`
+            # positions through one layer, and nothing to roll back after a rejection.
+            predicted = self.drafter(features[None], next_embeddings[None])[0, -1]
+            token, p_draft = draw(lm_logits(self.lm_head, predicted), temperature, top_p, generator)
+            drafted.append(token)
+            if p_draft is not None:
+                rows.append(p_draft)
+            token_embedding = embed(self.embedding, torch.tensor([token], device=device))
+            features = torch.cat([features, predicted[None]])[-self.drafter.window :]
+            next_embeddings = torch.cat([next_embeddings, token_embedding])[-self.drafter.window :]
+        return Proposal(drafted, torch.stack(rows) if rows else None)
+
+
+def head_proposer(heads, kind: str, model):
+    """The proposer for trained heads of `kind` on the target `model` (frozen LM head and embedding)."""
+    lm_head = model.get_output_embeddings()
+    if kind == "medusa":
+        return MedusaProposer(heads, lm_head)
+    return EagleProposer(heads, lm_head, model.get_input_embeddings())
