@@ -50,6 +50,15 @@ def trained(kind, target, sequences, steps, num_heads=4):
     return heads, record
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny matrices: a second intra-op thread only waits for the first (10x slower on a busy 2-core box)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def repetitive_ids(tiny_tokenizer):
     return tiny_tokenizer(REPETITIVE)["input_ids"]
@@ -84,3 +93,84 @@ def test_greedy_with_heads_equals_plain_greedy(tiny_target, tiny_tokenizer, kind
             assert step.method == (kind if step.drafted else "")
             drafted_any |= bool(step.drafted)
     assert drafted_any
+
+
+# ---------------------------------------------------------------- T > 0: still the target's distribution
+
+SMALL_VOCAB = 6
+TEMPERATURE = 1.0
+REPLIES = 2_000
+CHI2_CRITICAL_0_001_DF5 = 20.515  # as in test_verify: a correct rule fails 1 seed in 1000
+
+
+@pytest.fixture(scope="module")
+def small_target():
+    """A six-token model, soft enough that every token has a fair chance at each position."""
+    from tiny_models import make_tiny_model
+
+    model = make_tiny_model(SMALL_VOCAB, seed=5)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.25)
+    return model
+
+
+def exact_marginals(model, prompt_ids):
+    """The target's own distribution of its 2nd and 3rd sampled tokens, by enumeration."""
+    from spectui.engines.embedded.sampling import target_probs
+
+    def probs(ids):
+        with torch.no_grad():
+            return target_probs(model(input_ids=torch.tensor([ids])).logits[0, -1], TEMPERATURE, 1.0)
+
+    first = probs(prompt_ids)
+    second = torch.zeros(SMALL_VOCAB)
+    third = torch.zeros(SMALL_VOCAB)
+    for a in range(SMALL_VOCAB):
+        p_b = probs(prompt_ids + [a])
+        second += first[a] * p_b
+        for b in range(SMALL_VOCAB):
+            third += first[a] * p_b[b] * probs(prompt_ids + [a, b])
+    return second, third
+
+
+def chi_square(samples, expected):
+    counts = torch.bincount(torch.tensor(samples), minlength=SMALL_VOCAB).float()
+    return float(((counts - len(samples) * expected) ** 2 / (len(samples) * expected)).sum())
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_sampled_output_with_heads_follows_the_target_distribution(small_target, tiny_tokenizer, kind):
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    second, third = exact_marginals(small_target, prompt_ids)
+    assert float(torch.minimum(second, third).min()) * REPLIES >= 5  # chi-square needs counts
+    heads = untrained(kind, small_target, num_heads=2)
+    engine = make_engine(small_target, tiny_tokenizer, head_proposer(heads, kind, small_target))
+    engine.stop_ids = set()  # the tiny tokenizer's <eos> is one of the six ids
+    seconds, thirds, sources = [], [], []
+    for seed in range(REPLIES):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=3, seed=seed), Control(k=2, temperature=TEMPERATURE))
+        tokens = [t for s in steps for t in s.token_ids]
+        seconds.append(tokens[1])
+        thirds.append(tokens[2])
+        sources += [source for s in steps[1:] for source in s.sources]
+    # Both the accepted and the rejected paths ran, or the test would prove little.
+    assert 0.1 < sources.count(Source.DRAFT) / len(sources) < 0.9
+    assert Source.RECOVERED in sources
+    assert chi_square(seconds, second) < CHI2_CRITICAL_0_001_DF5
+    assert chi_square(thirds, third) < CHI2_CRITICAL_0_001_DF5
+
+
+def test_the_chi_square_catches_drafts_taken_as_they_come(small_target, tiny_tokenizer):
+    """The same statistic on a rule that keeps every draft: the heads' own distribution shows."""
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    second, _ = exact_marginals(small_target, prompt_ids)
+    heads = untrained("medusa", small_target, num_heads=2)
+    proposer = head_proposer(heads, "medusa", small_target)
+    engine = make_engine(small_target, tiny_tokenizer, proposer)
+    engine.stop_ids = set()
+    seconds = []
+    for seed in range(REPLIES // 2):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=2, seed=seed), Control(k=0, temperature=TEMPERATURE))
+        generator = torch.Generator().manual_seed(seed)
+        seconds.append(proposer.propose(prompt_ids + [steps[0].token_ids[0]], 1, TEMPERATURE, 1.0, generator).drafted[0])
+    assert chi_square(seconds, second) > CHI2_CRITICAL_0_001_DF5
