@@ -11,6 +11,8 @@ ENGINES = ("auto", "embedded", "vllm", "server")
 # Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
 EMBEDDED_METHODS = ("draft", "ngram")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+# The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
+HEAD_METHODS = ("medusa", "eagle")
 
 
 AUTO_K = "auto"
@@ -62,6 +64,7 @@ class EngineOptions:
     device: str = "auto"
     lookup_min: int = 1
     lookup_max: int = 4
+    heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
     engine: str = "auto"
     # vLLM (in-process, and what `spectui serve` passes on)
     speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k
@@ -98,9 +101,15 @@ class EngineOptions:
             raise OptionError("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.method not in VLLM_METHODS:
             raise OptionError("method", f"method must be one of {', '.join(VLLM_METHODS)}, got {self.method!r}")
-        if self.engine == "embedded" and self.method not in EMBEDDED_METHODS:
+        if self.heads is not None:
+            if self.method not in HEAD_METHODS:
+                raise OptionError("heads", f"--heads is for --method medusa or eagle, not {self.method}")
+            if self.engine not in ("auto", "embedded"):
+                raise OptionError("heads", "--heads is for the embedded engine (vLLM takes its heads in --speculative-config)")
+        elif self.engine == "embedded" and self.method not in EMBEDDED_METHODS:
+            hint = " (pass --heads DIR from spectui heads train)" if self.method in HEAD_METHODS else ""
             raise OptionError(
-                "method", f"--method {self.method} needs trained heads: use --engine vllm, or draft / ngram"
+                "method", f"--method {self.method} needs trained heads{hint}: use --engine vllm, or draft / ngram"
             )
         if self.tp < 1 or (self.draft_tp is not None and self.draft_tp < 1):
             raise OptionError("tp", "--tp and --draft-tp must be >= 1")

@@ -174,3 +174,143 @@ def test_the_chi_square_catches_drafts_taken_as_they_come(small_target, tiny_tok
         generator = torch.Generator().manual_seed(seed)
         seconds.append(proposer.propose(prompt_ids + [steps[0].token_ids[0]], 1, TEMPERATURE, 1.0, generator).drafted[0])
     assert chi_square(seconds, second) > CHI2_CRITICAL_0_001_DF5
+
+
+# ---------------------------------------------------------------- training
+
+
+def acceptance(target, tokenizer, proposer, prompt_ids, k=3):
+    engine = make_engine(target, tokenizer, proposer)
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+    drafted = sum(len(s.drafted) for s in steps)
+    return sum(s.num_accepted for s in steps) / max(drafted, 1)
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_training_lowers_the_loss(tiny_target, trained_heads, kind):
+    _, record = trained_heads[kind]
+    assert record["loss_after"] < 0.8 * record["loss_before"]
+    assert record["steps"] == 150 and record["seconds"] > 0
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_trained_heads_are_accepted_more_than_untrained(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
+    prompt_ids = repetitive_ids[:12]
+    heads, _ = trained_heads[kind]
+    fresh = new_heads(kind, tiny_target.config.hidden_size, 4).eval().requires_grad_(False)
+    before = acceptance(tiny_target, tiny_tokenizer, head_proposer(fresh, kind, tiny_target), prompt_ids)
+    after = acceptance(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target), prompt_ids)
+    assert after > before + 0.1, (before, after)
+    # Trained or not, the output is still the target's greedy output.
+    expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target))
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=4))
+    assert [t for s in steps for t in s.token_ids] == expected
+
+
+# ---------------------------------------------------------------- stored heads
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_saved_heads_reload_and_draft_the_same(tmp_path, tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
+    import json
+
+    heads, record = trained_heads[kind]
+    save_heads(tmp_path, kind, heads, fingerprint(tiny_target, "tiny"), record)
+    config = json.loads((tmp_path / "heads.json").read_text())
+    assert config["kind"] == kind and config["training"]["steps"] == 150 and "seconds" in config["training"]
+    assert config["target"]["vocab_size"] == len(tiny_tokenizer) and config["target"]["hidden_size"] == 64
+    loaded, _ = load_heads(tmp_path, tiny_target, "tiny", kind=kind)
+    for name, tensor in heads.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    # The same target in bfloat16 is still the same target.
+    import copy
+
+    load_heads(tmp_path, copy.deepcopy(tiny_target).to(torch.bfloat16), "tiny-bf16", kind=kind)
+
+
+@pytest.mark.parametrize(
+    ("other", "says"),
+    [(dict(vocab_size=100, seed=1), "vocab 100"), (dict(vocab_size=None, seed=2), "LM head differs")],
+)
+def test_heads_for_another_target_are_refused(tmp_path, tiny_target, tiny_tokenizer, trained_heads, other, says):
+    from tiny_models import make_tiny_model
+
+    heads, record = trained_heads["medusa"]
+    save_heads(tmp_path, "medusa", heads, fingerprint(tiny_target, "tiny"), record)
+    stranger = make_tiny_model(other["vocab_size"] or len(tiny_tokenizer), seed=other["seed"])
+    with pytest.raises(SpectuiError) as refused:
+        load_heads(tmp_path, stranger, "stranger")
+    message = str(refused.value)
+    assert "\n" not in message and says in message and "'tiny'" in message and "spectui heads train" in message
+
+
+def test_a_folder_without_heads_is_one_line(tmp_path, tiny_target):
+    with pytest.raises(SpectuiError, match="holds no trained heads"):
+        load_heads(tmp_path, tiny_target, "tiny")
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def cli(*args):
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def one_line_error(result, expected: str):
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("spectui: error: ") and expected in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--kind", "hydra"], "--kind must be medusa or eagle, got 'hydra'"),
+        (["--kind", "eagle", "--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
+        (["--kind", "medusa", "--steps", "0"], "--steps must be >= 1"),
+        (["--kind", "medusa", "--text", "/no/such/file.txt"], "--text /no/such/file.txt: no such file"),
+    ],
+)
+def test_heads_train_bad_input_is_one_line(args, expected):
+    one_line_error(cli("heads", "train", *args), expected)
+
+
+@pytest.fixture(scope="module")
+def target_folder(tmp_path_factory, tiny_target, tiny_tokenizer):
+    folder = tmp_path_factory.mktemp("target")
+    tiny_target.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_heads_train_then_generate_with_them(tmp_path, target_folder):
+    import json
+
+    text = tmp_path / "notes.txt"
+    text.write_text(REPETITIVE * 3)
+    out = tmp_path / "medusa-heads"
+    result = cli("heads", "train", "--kind", "medusa", "--model", target_folder, "--steps", "5", "--suite", "quick",
+                 "--max-new-tokens", "4", "--text", str(text), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((out / "heads.json").read_text())
+    assert config["kind"] == "medusa" and config["training"]["steps"] == 5
+    assert config["training"]["sequences"] == 10 + 1  # the quick suite's replies and the text
+    common = ("hello world", "--model", target_folder, "--dtype", "float32", "--device", "cpu", "--max-tokens", "12", "-k", "3")
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert (reply["model"]["method"], reply["model"]["draft"]) == ("medusa", str(out))
+    assert any(step["drafted"] for step in reply["steps"])
+    one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
+    one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
+    one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")
+    one_line_error(cli("generate", *common, "--method", "medusa", "--heads", str(tmp_path)), "holds no trained heads")
+
+
+def test_the_cli_still_imports_without_torch():
+    code = "import sys, spectui.cli.app, spectui.cli.heads; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

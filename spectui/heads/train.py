@@ -31,12 +31,19 @@ class CachedSequence:
     features: torch.Tensor  # [L, H], float32: the target's feature at each position
 
 
-def workload_prompt_ids(tokenizer) -> list[list[int]]:
-    """The shipped workload prompts, as the chat engine would prompt the target."""
+def workload_prompt_ids(
+    tokenizer, suite_name: str = "full", context: int | None = None, max_new_tokens: int = 0
+) -> list[list[int]]:
+    """The shipped workload prompts, as the chat engine would prompt the target; a prompt
+    too long for the context keeps its end (where the reply starts) and leaves room for it."""
     from spectui.bench.workloads import suite
     from spectui.engines.prompt import chat_prompt_ids
 
-    return [chat_prompt_ids(tokenizer, workload.as_messages()) for workload in suite("full")]
+    prompts = [chat_prompt_ids(tokenizer, workload.as_messages()) for workload in suite(suite_name)]
+    if context:
+        room = max(1, context - max_new_tokens)
+        prompts = [ids[-room:] for ids in prompts]
+    return prompts
 
 
 def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
@@ -136,7 +143,7 @@ def train_heads(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(heads.parameters(), 1.0)
         optimizer.step()
-        running = 0.95 * running + 0.05 * float(loss)
+        running = 0.95 * running + 0.05 * float(loss.detach())
         progress("train", step + 1, steps, {"loss": running})
     heads.eval()
     return {
