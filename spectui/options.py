@@ -13,6 +13,7 @@ EMBEDDED_METHODS = ("draft", "ngram")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
+TREE_WIDTH_MAX = 8
 
 
 AUTO_K = "auto"
@@ -65,6 +66,7 @@ class EngineOptions:
     lookup_min: int = 1
     lookup_max: int = 4
     heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
+    tree_width: int = 1  # medusa with --heads: candidates per depth at T = 0 (1 = a chain)
     engine: str = "auto"
     # vLLM (in-process, and what `spectui serve` passes on)
     speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k
@@ -101,6 +103,10 @@ class EngineOptions:
             raise OptionError("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.method not in VLLM_METHODS:
             raise OptionError("method", f"method must be one of {', '.join(VLLM_METHODS)}, got {self.method!r}")
+        if not 1 <= self.tree_width <= TREE_WIDTH_MAX:
+            raise OptionError("tree_width", f"tree_width must be from 1 to {TREE_WIDTH_MAX}, got {self.tree_width}")
+        if self.tree_width > 1 and (self.method != "medusa" or self.heads is None):
+            raise OptionError("tree_width", "--tree-width is for --method medusa --heads DIR (EAGLE drafts a chain)")
         if self.heads is not None:
             if self.method not in HEAD_METHODS:
                 raise OptionError("heads", f"--heads is for --method medusa or eagle, not {self.method}")

@@ -304,7 +304,10 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder):
     reply = json.loads(result.stdout)
     assert (reply["model"]["method"], reply["model"]["draft"]) == ("medusa", str(out))
     assert any(step["drafted"] for step in reply["steps"])
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
+    assert result.exit_code == 0, result.stderr
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
+    one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa --heads DIR")
     one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
     one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")
     one_line_error(cli("generate", *common, "--method", "medusa", "--heads", str(tmp_path)), "holds no trained heads")
@@ -314,3 +317,80 @@ def test_the_cli_still_imports_without_torch():
     code = "import sys, spectui.cli.app, spectui.cli.heads; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- tree drafting (Medusa, T = 0)
+
+
+def test_medusa_tree_layout():
+    from spectui.engines.embedded.head_proposers import medusa_tree
+    from spectui.engines.embedded.tree import main_chain_length, node_depths
+
+    drafted, parents = medusa_tree([[10, 11], [20, 21], [30, 31]])
+    assert drafted[:3] == [10, 20, 30] and parents[:3] == [-1, 0, 1]
+    assert main_chain_length(parents) == 3
+    paths = set()
+    for leaf in range(len(drafted)):
+        if leaf not in parents:
+            path, node = [], leaf
+            while node >= 0:
+                path.insert(0, drafted[node])
+                node = parents[node]
+            paths.add(tuple(path))
+    assert paths == {(10, 20, 30), (11, 20, 30), (10, 21, 30), (10, 20, 31)}
+    assert max(node_depths(parents)) == 3
+
+
+def test_one_tree_forward_gives_each_branch_its_chain_logits(tiny_target):
+    from spectui.engines.embedded.kv import CachedModel
+
+    context = [5, 9, 14, 3, 7, 22]
+    drafted, parents = [40, 41, 50, 51, 52], [-1, 0, -1, 2, 2]
+    cached = CachedModel(tiny_target)
+    cached.logits(context[:4], num_rows=1)  # part of the context is cached already
+    logits, hidden, first_position = cached.tree_logits_and_hidden(context, drafted, parents)
+    assert first_position == 4 and hidden.shape == (len(context) - 4 + len(drafted), 64)
+    with torch.no_grad():
+        for branch, rows in (([40, 41], [0, 1, 2]), ([50, 51], [0, 3, 4]), ([50, 52], [0, 3, 5])):
+            chain = tiny_target(input_ids=torch.tensor([context + branch])).logits[0, -3:]
+            assert torch.allclose(logits[rows], chain, atol=1e-4), branch
+    # The cache now holds the context and the main chain only, and continues from them.
+    assert cached.seen == context + [40, 41]
+    after = cached.logits(context + [40, 41, 60], num_rows=1)
+    with torch.no_grad():
+        expected = tiny_target(input_ids=torch.tensor([context + [40, 41, 60]])).logits[0, -1]
+    assert torch.allclose(after[0], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("width", [2, 3])
+@pytest.mark.parametrize("prompt", PROMPTS[:2])
+def test_greedy_with_a_medusa_tree_equals_plain_greedy(tiny_target, tiny_tokenizer, trained_heads, width, prompt):
+    prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+    expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
+    heads, _ = trained_heads["medusa"]
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target, tree_width=width))
+    for k in (1, 2, 4):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+        assert [t for s in steps for t in s.token_ids] == expected, f"width={width} k={k} diverged"
+        for step in steps[1:]:
+            n = step.num_accepted
+            assert step.token_ids[:n] == step.drafted[:n] and len(step.drafted) <= k
+            if step.sources[-1] is Source.RECOVERED:
+                assert step.token_ids[n] != step.drafted[n]
+
+
+def test_a_tree_accepts_at_least_what_its_main_chain_accepts(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids):
+    """From the same position the tree holds the chain as its first branch: one step never
+    accepts fewer tokens, and somewhere an alternative candidate is taken."""
+    heads, _ = trained_heads["medusa"]
+    sequence = repetitive_ids[:8] + greedy_reference(tiny_target, repetitive_ids[:8], 30, tiny_tokenizer.eos_token_id)
+    chain = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target))
+    tree = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target, tree_width=3))
+    chain_total = tree_total = 0
+    for end in range(8, len(sequence) - 6):
+        control, params = Control(k=4), GenerationParams(max_tokens=6)
+        by_chain = collect(chain, sequence[:end], params, control)[0][1].num_accepted
+        by_tree = collect(tree, sequence[:end], params, control)[0][1].num_accepted
+        assert by_tree >= by_chain, end
+        chain_total, tree_total = chain_total + by_chain, tree_total + by_tree
+    assert tree_total > chain_total

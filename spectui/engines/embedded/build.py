@@ -55,7 +55,7 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         from spectui.heads.store import load_heads
 
         heads, _ = load_heads(draft_name, target_model, target_name, kind=options.method)
-        proposer = head_proposer(heads, options.method, target_model)
+        proposer = head_proposer(heads, options.method, target_model, options.tree_width)
     else:
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
     info = EngineInfo(

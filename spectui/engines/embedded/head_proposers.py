@@ -81,10 +81,12 @@ class MedusaProposer(_FeatureProposer):
 
     method = "medusa"
 
-    def __init__(self, heads, lm_head: torch.nn.Module) -> None:
+    def __init__(self, heads, lm_head: torch.nn.Module, tree_width: int = 1) -> None:
         super().__init__()
         self.heads = heads
         self.lm_head = lm_head
+        # Candidates per depth at T = 0; 1 drafts a chain.
+        self.tree_width = tree_width
 
     @torch.inference_mode()
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
@@ -94,6 +96,10 @@ class MedusaProposer(_FeatureProposer):
         _, features = window
         num_drafts = min(k, self.heads.num_heads)
         logits = lm_logits(self.lm_head, self.heads(features[-1])[:num_drafts])
+        if temperature == 0.0 and self.tree_width > 1:
+            candidates = logits.topk(min(self.tree_width, logits.shape[-1]), dim=-1).indices.tolist()
+            drafted, parents = medusa_tree(candidates)
+            return Proposal(drafted, None, parents)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
         for row in logits:
@@ -102,6 +108,27 @@ class MedusaProposer(_FeatureProposer):
             if p_draft is not None:
                 rows.append(p_draft)
         return Proposal(drafted, torch.stack(rows) if rows else None)
+
+
+def medusa_tree(candidates: list[list[int]]) -> tuple[list[int], list[int]]:
+    """A sparse tree from each depth's ranked candidates: the main chain (every depth's top
+    candidate) first, then, under each main-chain node, the other candidates for the next
+    depth, each continued by the top candidates of the depths after it.
+
+    Medusa's heads do not see the path, so a depth's candidates are the same under every
+    parent; this tree grows as width * depth^2 / 2 rather than width^depth.
+    """
+    depth = len(candidates)
+    drafted = [candidates[d][0] for d in range(depth)]
+    parents = list(range(-1, depth - 1))
+    for d in range(depth):
+        for alternative in candidates[d][1:]:
+            parent = d - 1  # the main chain's node one depth up (-1: the root)
+            for token in [alternative] + [candidates[e][0] for e in range(d + 1, depth)]:
+                drafted.append(token)
+                parents.append(parent)
+                parent = len(drafted) - 1
+    return drafted, parents
 
 
 class EagleProposer(_FeatureProposer):
@@ -142,9 +169,10 @@ class EagleProposer(_FeatureProposer):
         return Proposal(drafted, torch.stack(rows) if rows else None)
 
 
-def head_proposer(heads, kind: str, model):
-    """The proposer for trained heads of `kind` on the target `model` (frozen LM head and embedding)."""
+def head_proposer(heads, kind: str, model, tree_width: int = 1):
+    """The proposer for trained heads of `kind` on the target `model` (frozen LM head and
+    embedding). tree_width > 1: Medusa drafts a tree at T = 0 (EAGLE always a chain)."""
     lm_head = model.get_output_embeddings()
     if kind == "medusa":
-        return MedusaProposer(heads, lm_head)
+        return MedusaProposer(heads, lm_head, tree_width)
     return EagleProposer(heads, lm_head, model.get_input_embeddings())

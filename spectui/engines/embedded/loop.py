@@ -16,6 +16,7 @@ from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
 from spectui.events import Control, Done, GenerationParams, Source, Step
 
@@ -59,17 +60,24 @@ def decode_steps(
         draft_started = time.perf_counter()
         drafted: list[int] = []
         p_draft = None
+        parents = None
         if k > 0:
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
-            drafted, p_draft = proposal.drafted, proposal.p_draft
+            drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
         verify_started = time.perf_counter()
-        if needs_hidden:
+        if parents is not None:
+            if temperature != 0.0:
+                raise ValueError("a draft tree is verified greedily: sampled steps must draft a chain")
+            # From here on the step reads as a chain: the verified path and its rejected top candidate.
+            drafted, verdict, hidden, first_position = verify_tree(target, token_ids, drafted, parents)
+        elif needs_hidden:
             target_logits, hidden, first_position = target.logits_and_hidden(
                 token_ids + drafted, num_rows=len(drafted) + 1
             )
         else:
             target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
-        verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+        if parents is None:
+            verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
         if needs_hidden:
             # Features of rejected drafts describe a future that did not happen: only the
             # positions up to the last accepted token are handed on.
