@@ -394,3 +394,28 @@ def test_a_tree_accepts_at_least_what_its_main_chain_accepts(tiny_target, tiny_t
         assert by_tree >= by_chain, end
         chain_total, tree_total = chain_total + by_chain, tree_total + by_tree
     assert tree_total > chain_total
+
+
+@torch.inference_mode()
+def test_a_tree_on_the_batch_invariant_int8_target_matches_one_token_decodes_bitwise(tiny_target):
+    """The CPU default (int8 with batch-invariant attention) reads the tree mask: every node's
+    logits equal, bit for bit, a one-token decode along its own branch."""
+    import copy
+
+    from transformers import DynamicCache
+
+    from spectui.engines.embedded.kv import CachedModel
+    from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+
+    model = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
+    context = [5, 9, 14, 3, 7, 22]
+    drafted, parents = [40, 41, 50, 51, 52], [-1, 0, -1, 2, 2]
+    logits, _, _ = CachedModel(model).tree_logits_and_hidden(context, drafted, parents)
+    for branch, rows in (([40, 41], [0, 1, 2]), ([50, 51], [0, 3, 4]), ([50, 52], [0, 3, 5])):
+        cache = DynamicCache()
+        model(input_ids=torch.tensor([context[:-1]]), past_key_values=cache, use_cache=True)
+        one_at_a_time = [
+            model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True).logits[0, -1].float()
+            for token in [context[-1]] + branch
+        ]
+        assert torch.equal(logits[rows], torch.stack(one_at_a_time)), branch
