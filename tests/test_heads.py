@@ -419,3 +419,27 @@ def test_a_tree_on_the_batch_invariant_int8_target_matches_one_token_decodes_bit
             for token in [context[-1]] + branch
         ]
         assert torch.equal(logits[rows], torch.stack(one_at_a_time)), branch
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_heads_trained_in_float32_draft_for_the_int8_target(tmp_path, tiny_target, tiny_tokenizer, trained_heads, kind):
+    """The CPU default target is int8: same model, so its fingerprint matches, and the
+    output is still the int8 target's own greedy output (k = 0 on the same engine)."""
+    import copy
+
+    from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+
+    heads, record = trained_heads[kind]
+    save_heads(tmp_path, kind, heads, fingerprint(tiny_target, "tiny"), record)
+    int8_target = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
+    loaded, _ = load_heads(tmp_path, int8_target, "tiny", kind=kind)
+    width = 2 if kind == "medusa" else 1
+    engine = make_engine(int8_target, tiny_tokenizer, head_proposer(loaded, kind, int8_target, tree_width=width))
+    prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
+    outputs = {}
+    for k in (0, 3):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=32), Control(k=k))
+        outputs[k] = [t for s in steps for t in s.token_ids]
+        if k:
+            assert any(s.num_accepted for s in steps)
+    assert outputs[3] == outputs[0]
