@@ -66,7 +66,7 @@ class EngineOptions:
     lookup_min: int = 1
     lookup_max: int = 4
     heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
-    tree_width: int = 1  # medusa with --heads: candidates per depth at T = 0 (1 = a chain)
+    tree_width: int = 1  # medusa / eagle with --heads: candidates per depth at T = 0 (1 = a chain)
     engine: str = "auto"
     # vLLM (in-process, and what `spectui serve` passes on)
     speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k
@@ -105,8 +105,8 @@ class EngineOptions:
             raise OptionError("method", f"method must be one of {', '.join(VLLM_METHODS)}, got {self.method!r}")
         if not 1 <= self.tree_width <= TREE_WIDTH_MAX:
             raise OptionError("tree_width", f"tree_width must be from 1 to {TREE_WIDTH_MAX}, got {self.tree_width}")
-        if self.tree_width > 1 and (self.method != "medusa" or self.heads is None):
-            raise OptionError("tree_width", "--tree-width is for --method medusa --heads DIR (EAGLE drafts a chain)")
+        if self.tree_width > 1 and (self.method not in HEAD_METHODS or self.heads is None):
+            raise OptionError("tree_width", "--tree-width is for --method medusa or eagle with --heads DIR")
         if self.heads is not None:
             if self.method not in HEAD_METHODS:
                 raise OptionError("heads", f"--heads is for --method medusa or eagle, not {self.method}")

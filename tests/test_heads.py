@@ -307,7 +307,7 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder):
     result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
     assert result.exit_code == 0, result.stderr
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
-    one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa --heads DIR")
+    one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa or eagle with --heads DIR")
     one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
     one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")
     one_line_error(cli("generate", *common, "--method", "medusa", "--heads", str(tmp_path)), "holds no trained heads")
@@ -319,7 +319,7 @@ def test_the_cli_still_imports_without_torch():
     assert out.stdout.strip() == "[]"
 
 
-# ---------------------------------------------------------------- tree drafting (Medusa, T = 0)
+# ---------------------------------------------------------------- tree drafting (T = 0)
 
 
 def test_medusa_tree_layout():
@@ -362,13 +362,14 @@ def test_one_tree_forward_gives_each_branch_its_chain_logits(tiny_target):
     assert torch.allclose(after[0], expected, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
 @pytest.mark.parametrize("width", [2, 3])
 @pytest.mark.parametrize("prompt", PROMPTS[:2])
-def test_greedy_with_a_medusa_tree_equals_plain_greedy(tiny_target, tiny_tokenizer, trained_heads, width, prompt):
+def test_greedy_with_a_tree_equals_plain_greedy(tiny_target, tiny_tokenizer, trained_heads, width, prompt, kind):
     prompt_ids = tiny_tokenizer(prompt)["input_ids"]
     expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
-    heads, _ = trained_heads["medusa"]
-    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target, tree_width=width))
+    heads, _ = trained_heads[kind]
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target, tree_width=width))
     for k in (1, 2, 4):
         steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
         assert [t for s in steps for t in s.token_ids] == expected, f"width={width} k={k} diverged"
@@ -379,13 +380,14 @@ def test_greedy_with_a_medusa_tree_equals_plain_greedy(tiny_target, tiny_tokeniz
                 assert step.token_ids[n] != step.drafted[n]
 
 
-def test_a_tree_accepts_at_least_what_its_main_chain_accepts(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids):
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_a_tree_accepts_at_least_what_its_main_chain_accepts(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
     """From the same position the tree holds the chain as its first branch: one step never
     accepts fewer tokens, and somewhere an alternative candidate is taken."""
-    heads, _ = trained_heads["medusa"]
+    heads, _ = trained_heads[kind]
     sequence = repetitive_ids[:8] + greedy_reference(tiny_target, repetitive_ids[:8], 30, tiny_tokenizer.eos_token_id)
-    chain = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target))
-    tree = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, "medusa", tiny_target, tree_width=3))
+    chain = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target))
+    tree = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target, tree_width=3))
     chain_total = tree_total = 0
     for end in range(8, len(sequence) - 6):
         control, params = Control(k=4), GenerationParams(max_tokens=6)
@@ -433,8 +435,7 @@ def test_heads_trained_in_float32_draft_for_the_int8_target(tmp_path, tiny_targe
     save_heads(tmp_path, kind, heads, fingerprint(tiny_target, "tiny"), record)
     int8_target = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
     loaded, _ = load_heads(tmp_path, int8_target, "tiny", kind=kind)
-    width = 2 if kind == "medusa" else 1
-    engine = make_engine(int8_target, tiny_tokenizer, head_proposer(loaded, kind, int8_target, tree_width=width))
+    engine = make_engine(int8_target, tiny_tokenizer, head_proposer(loaded, kind, int8_target, tree_width=2))
     prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
     outputs = {}
     for k in (0, 3):

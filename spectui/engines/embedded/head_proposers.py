@@ -3,7 +3,7 @@
 They need the target's last hidden state at the verified positions, which the loop
 hands them after every verify (`needs_hidden`, `observe_hidden`); they draft from the
 feature of the position before the last token, the one whose logits chose that token.
-Chain drafting: one candidate per depth.
+Chain drafting (one candidate per depth) at any temperature; a tree at T = 0 when asked.
 """
 
 from __future__ import annotations
@@ -132,16 +132,18 @@ def medusa_tree(candidates: list[list[int]]) -> tuple[list[int], list[int]]:
 
 
 class EagleProposer(_FeatureProposer):
-    """EAGLE chain drafting: predict the next feature, read a token from it through the
-    target's LM head, feed both back, k times."""
+    """EAGLE drafting: predict the next feature, read a token from it through the target's
+    LM head, feed both back, k times; at T = 0 with tree_width > 1, a tree whose main chain
+    is exactly that chain."""
 
     method = "eagle"
 
-    def __init__(self, drafter, lm_head: torch.nn.Module, embedding: torch.nn.Module) -> None:
+    def __init__(self, drafter, lm_head: torch.nn.Module, embedding: torch.nn.Module, tree_width: int = 1) -> None:
         super().__init__()
         self.drafter = drafter
         self.lm_head = lm_head
         self.embedding = embedding
+        self.tree_width = tree_width
 
     @torch.inference_mode()
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
@@ -149,30 +151,69 @@ class EagleProposer(_FeatureProposer):
         if window is None:
             return Proposal([], None)
         start, features = window
-        device = features.device
         # Pair j: the feature at position j with the token at j + 1.
-        next_ids = torch.tensor(list(token_ids[start + 1 :]), dtype=torch.long, device=device)
-        next_embeddings = embed(self.embedding, next_ids)
+        next_ids = torch.tensor(list(token_ids[start + 1 :]), dtype=torch.long, device=features.device)
+        state = (features, embed(self.embedding, next_ids))
+        if temperature == 0.0 and self.tree_width > 1:
+            drafted, parents = self._tree(state, k)
+            return Proposal(drafted, None, parents)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
         for _ in range(k):
-            # The whole window is recomputed per draft (no KV cache): at most `window`
-            # positions through one layer, and nothing to roll back after a rejection.
-            predicted = self.drafter(features[None], next_embeddings[None])[0, -1]
-            token, p_draft = draw(lm_logits(self.lm_head, predicted), temperature, top_p, generator)
+            predicted, logits = self._predict(state)
+            token, p_draft = draw(logits, temperature, top_p, generator)
             drafted.append(token)
             if p_draft is not None:
                 rows.append(p_draft)
-            token_embedding = embed(self.embedding, torch.tensor([token], device=device))
-            features = torch.cat([features, predicted[None]])[-self.drafter.window :]
-            next_embeddings = torch.cat([next_embeddings, token_embedding])[-self.drafter.window :]
+            state = self._extend(state, predicted, token)
         return Proposal(drafted, torch.stack(rows) if rows else None)
+
+    def _predict(self, state) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next feature and its logits. The whole window is recomputed per draft (no KV
+        cache): at most `window` positions through one layer, and nothing to roll back."""
+        features, next_embeddings = state
+        predicted = self.drafter(features[None], next_embeddings[None])[0, -1]
+        return predicted, lm_logits(self.lm_head, predicted)
+
+    def _extend(self, state, predicted: torch.Tensor, token: int):
+        features, next_embeddings = state
+        token_embedding = embed(self.embedding, torch.tensor([token], device=features.device))
+        window = self.drafter.window
+        return torch.cat([features, predicted[None]])[-window:], torch.cat([next_embeddings, token_embedding])[-window:]
+
+    def _tree(self, state, k: int) -> tuple[list[int], list[int]]:
+        """The shape of medusa_tree: the main chain of argmax drafts, and under each of its
+        nodes the other top candidates, each continued greedily to depth k. Unlike Medusa,
+        a continuation is predicted from its own branch."""
+        drafted: list[int] = []
+        parents: list[int] = []
+        branch_points = []
+        for depth in range(k):
+            predicted, logits = self._predict(state)
+            top = logits.topk(min(self.tree_width, logits.shape[-1])).indices.tolist()
+            drafted.append(top[0])
+            parents.append(depth - 1)
+            branch_points.append((depth, state, predicted, top[1:]))
+            state = self._extend(state, predicted, top[0])
+        for depth, base, predicted, alternatives in branch_points:
+            for token in alternatives:
+                drafted.append(token)
+                parents.append(depth - 1)
+                branch = self._extend(base, predicted, token)
+                for _ in range(depth + 1, k):
+                    next_predicted, logits = self._predict(branch)
+                    next_token = int(logits.argmax())
+                    drafted.append(next_token)
+                    parents.append(len(drafted) - 2)
+                    branch = self._extend(branch, next_predicted, next_token)
+
+        return drafted, parents
 
 
 def head_proposer(heads, kind: str, model, tree_width: int = 1):
     """The proposer for trained heads of `kind` on the target `model` (frozen LM head and
-    embedding). tree_width > 1: Medusa drafts a tree at T = 0 (EAGLE always a chain)."""
+    embedding). tree_width > 1: a draft tree at T = 0, that many candidates per depth."""
     lm_head = model.get_output_embeddings()
     if kind == "medusa":
         return MedusaProposer(heads, lm_head, tree_width)
-    return EagleProposer(heads, lm_head, model.get_input_embeddings())
+    return EagleProposer(heads, lm_head, model.get_input_embeddings(), tree_width)
