@@ -11,6 +11,9 @@ ENGINES = ("auto", "embedded", "vllm", "server")
 # Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
 EMBEDDED_METHODS = ("draft", "ngram")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+# The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
+HEAD_METHODS = ("medusa", "eagle")
+TREE_WIDTH_MAX = 8
 
 
 AUTO_K = "auto"
@@ -62,6 +65,8 @@ class EngineOptions:
     device: str = "auto"
     lookup_min: int = 1
     lookup_max: int = 4
+    heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
+    tree_width: int = 1  # medusa / eagle with --heads: candidates per depth at T = 0 (1 = a chain)
     engine: str = "auto"
     # vLLM (in-process, and what `spectui serve` passes on)
     speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k
@@ -98,9 +103,19 @@ class EngineOptions:
             raise OptionError("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.method not in VLLM_METHODS:
             raise OptionError("method", f"method must be one of {', '.join(VLLM_METHODS)}, got {self.method!r}")
-        if self.engine == "embedded" and self.method not in EMBEDDED_METHODS:
+        if not 1 <= self.tree_width <= TREE_WIDTH_MAX:
+            raise OptionError("tree_width", f"tree_width must be from 1 to {TREE_WIDTH_MAX}, got {self.tree_width}")
+        if self.tree_width > 1 and (self.method not in HEAD_METHODS or self.heads is None):
+            raise OptionError("tree_width", "--tree-width is for --method medusa or eagle with --heads DIR")
+        if self.heads is not None:
+            if self.method not in HEAD_METHODS:
+                raise OptionError("heads", f"--heads is for --method medusa or eagle, not {self.method}")
+            if self.engine not in ("auto", "embedded"):
+                raise OptionError("heads", "--heads is for the embedded engine (vLLM takes its heads in --speculative-config)")
+        elif self.engine == "embedded" and self.method not in EMBEDDED_METHODS:
+            hint = " (pass --heads DIR from spectui heads train)" if self.method in HEAD_METHODS else ""
             raise OptionError(
-                "method", f"--method {self.method} needs trained heads: use --engine vllm, or draft / ngram"
+                "method", f"--method {self.method} needs trained heads{hint}: use --engine vllm, or draft / ngram"
             )
         if self.tp < 1 or (self.draft_tp is not None and self.draft_tp < 1):
             raise OptionError("tp", "--tp and --draft-tp must be >= 1")

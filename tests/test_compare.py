@@ -361,7 +361,7 @@ def test_cli_compare_table_on_tiny_models(tiny_folders):
         (["--runs", "51"], "spectui: error: runs must be from 1 to 50, got 51"),
         (["--engine", "server"], "spectui: error: --engine server needs --server URL (e.g. http://127.0.0.1:8000)"),
         (["--method", "eagle", "--engine", "embedded"],
-         "spectui: error: --method eagle needs trained heads: use --engine vllm, or draft / ngram"),
+         "spectui: error: --method eagle needs trained heads (pass --heads DIR from spectui heads train): use --engine vllm, or draft / ngram"),
         (["-k", "40"], "spectui: error: k must be from 0 to 16 or auto, got 40"),
     ],
 )

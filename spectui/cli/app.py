@@ -18,6 +18,8 @@ from spectui.cli.engine_options import (
     EngineName,
     EngineOption,
     GpuMemoryOption,
+    HeadsOption,
+    TreeWidthOption,
     MaxModelLenOption,
     ServerOption,
     ApiKeyFileOption,
@@ -41,7 +43,7 @@ from spectui.cli.engine_options import (
     check_prompt,
     engine_options_from,
 )
-from spectui.errors import SpectuiError
+from spectui.errors import SpectuiError, UsageError
 from spectui.options import k_setting
 
 app = typer.Typer(
@@ -58,11 +60,13 @@ def _register_commands() -> None:
     """The commands that live in their own modules (typer and stdlib at import, like this one)."""
     from spectui.cli.chat import register
     from spectui.cli.doctor import doctor_command
+    from spectui.cli.heads import heads_app
     from spectui.cli.serve import serve_command
 
     register(app)
     app.command("serve")(serve_command)
     app.command("doctor")(doctor_command)
+    app.add_typer(heads_app, name="heads")
 
 
 @app.callback(invoke_without_command=True)
@@ -86,6 +90,8 @@ def generate(
     device: DeviceOption = DEFAULTS.device,
     lookup_min: LookupMinOption = DEFAULTS.lookup_min,
     lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    heads: HeadsOption = DEFAULTS.heads,
+    tree_width: TreeWidthOption = DEFAULTS.tree_width,
     system: SystemOption = None,
     engine: EngineOption = EngineName(DEFAULTS.engine),
     server: ServerOption = DEFAULTS.server,
@@ -125,6 +131,8 @@ def compare(
     device: DeviceOption = DEFAULTS.device,
     lookup_min: LookupMinOption = DEFAULTS.lookup_min,
     lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    heads: HeadsOption = DEFAULTS.heads,
+    tree_width: TreeWidthOption = DEFAULTS.tree_width,
     system: SystemOption = None,
     engine: EngineOption = EngineName(DEFAULTS.engine),
     server: ServerOption = DEFAULTS.server,
@@ -151,6 +159,8 @@ def compare(
         check_prompt(prompt)
         options = engine_options_from(locals())
         if not (as_json or table):
+            if heads is not None:
+                raise UsageError("compare --heads runs headless only so far: add --json or --table")
             from spectui.cli.chat import run_chat
 
             overrides = dict(

@@ -46,7 +46,7 @@ DEFAULTS = EngineOptions()
 PromptArgument = Annotated[str, typer.Argument(help="The user message.")]
 ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", help="Target: alias, local folder, .gguf or hub id.")]
 DraftOption = Annotated[Optional[str], typer.Option("--draft", "-d", help="Draft model (same tokenizer as the target).")]
-MethodOption = Annotated[Method, typer.Option("--method", help="Where drafts come from (eagle, eagle3, medusa, mtp: vLLM only).")]
+MethodOption = Annotated[Method, typer.Option("--method", help="Where drafts come from (eagle, medusa: vLLM, or the embedded engine with --heads; eagle3, mtp: vLLM only).")]
 KOption = Annotated[str, typer.Option("--k", "-k", help="Draft tokens per step, 0-16 (0 = plain decoding), or auto: the embedded engine picks k before every step.")]
 TemperatureOption = Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.")]
 TopPOption = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass, (0, 1].")]
@@ -55,6 +55,8 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed for sampling.")]
 DtypeOption = Annotated[Dtype, typer.Option("--dtype", help="Target precision (auto picks the fastest lossless one).")]
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")]
 LookupMinOption = Annotated[int, typer.Option("--lookup-min", help="ngram: shortest n-gram to match.")]
+HeadsOption = Annotated[Optional[str], typer.Option("--heads", help="--method medusa / eagle on the embedded engine: a folder from `spectui heads train`.")]
+TreeWidthOption = Annotated[int, typer.Option("--tree-width", help="--method medusa / eagle --heads: candidates per depth at T = 0, verified as a tree in one forward (1 = a chain).")]
 LookupMaxOption = Annotated[int, typer.Option("--lookup-max", help="ngram: longest n-gram to match.")]
 EngineOption = Annotated[EngineName, typer.Option("--engine", help="auto: vLLM when installed with a GPU, else embedded.")]
 ServerOption = Annotated[Optional[str], typer.Option("--server", help="--engine server: the vLLM server's URL.")]
@@ -87,6 +89,8 @@ def engine_options(
     device: str,
     lookup_min: int,
     lookup_max: int,
+    heads: str | None = None,
+    tree_width: int = DEFAULTS.tree_width,
     engine: EngineName = EngineName.auto,
     server: str | None = None,
     api_key: str | None = None,
@@ -102,7 +106,7 @@ def engine_options(
     return EngineOptions.checked(
         model=model, draft=draft, method=method.value, k=k, auto_k=auto_k, temperature=temperature,
         top_p=top_p, max_tokens=max_tokens, seed=seed, dtype=dtype.value, device=device,
-        lookup_min=lookup_min, lookup_max=lookup_max, engine=engine.value, server=server,
+        lookup_min=lookup_min, lookup_max=lookup_max, heads=heads, tree_width=tree_width, engine=engine.value, server=server,
         api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
         gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
     )

@@ -9,6 +9,8 @@ def chosen_engine(options: EngineOptions) -> str:
     """`auto` is vLLM where it is installed and a GPU is present, the embedded engine elsewhere."""
     if options.engine != "auto":
         return options.engine
+    if options.heads is not None:
+        return "embedded"  # heads from `spectui heads train` run on the embedded engine only
     from spectui.engines.vllm.build import cuda_present, vllm_installed
 
     return "vllm" if vllm_installed() and options.device != "cpu" and cuda_present() else "embedded"

@@ -336,8 +336,11 @@ def batch_invariant_attention(module, query, key, value, attention_mask, scaling
     Row i of a q_len-row forward sits at position kv_len - q_len + i and sees exactly the keys
     0..that position, the same keys and the same kernel call as a one-token decode at that
     position, so its output is bitwise the same. Batch 1 without padding: the causal mask is
-    implied and `attention_mask` is not read. Costs one small kernel call per row and layer
-    (about 0.5 ms per layer for a 9-token verify on the 1.5B model here).
+    implied when `attention_mask` is None (transformers passes None for plain causal calls).
+    A draft tree (spectui.engines.embedded.tree) passes its own 4D mask: a node's row then
+    gathers the keys it may see (the context, its ancestors, itself), in order, which are the
+    keys a one-token decode along that branch would hold. Costs one small kernel call per
+    row and layer (about 0.5 ms per layer for a 9-token verify on the 1.5B model here).
     """
     import torch
 
@@ -353,11 +356,27 @@ def batch_invariant_attention(module, query, key, value, attention_mask, scaling
     rows = []
     for i in range(q_len):
         visible = first_position + i + 1
+        row_key, row_value = key[:, :, :visible], value[:, :, :visible]
+        if attention_mask is not None:
+            seen = _visible_keys(attention_mask, i, kv_len)
+            if not torch.equal(seen, torch.arange(visible, device=seen.device)):
+                row_key, row_value = key[:, :, seen], value[:, :, seen]
         rows.append(torch.nn.functional.scaled_dot_product_attention(
-            query[:, :, i:i + 1], key[:, :, :visible], value[:, :, :visible],
+            query[:, :, i:i + 1], row_key, row_value,
             scale=scaling, enable_gqa=enable_gqa))
     attn_output = torch.cat(rows, dim=2) if q_len > 1 else rows[0]
     return attn_output.transpose(1, 2).contiguous(), None
+
+
+def _visible_keys(attention_mask, row: int, kv_len: int):
+    """Indices of the keys query row `row` may attend to, from a [1, 1, q, kv] mask (bool, or
+    additive float with 0 where allowed)."""
+    import torch
+
+    allowed = attention_mask[0, 0, row, :kv_len]
+    if allowed.dtype != torch.bool:
+        allowed = allowed > torch.finfo(allowed.dtype).min / 2
+    return allowed.nonzero().flatten()
 
 
 def use_batch_invariant_attention(model: "nn.Module") -> "nn.Module":

@@ -43,11 +43,19 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     if options.method == "draft":
         draft_name = draft_for(target_name, options.draft)
         check_same_vocab(target_name, draft_name)  # before any weights load
+    if options.method in ("medusa", "eagle"):
+        draft_name = heads_folder(options)
     target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
     proposer = None
     if options.method == "draft":
         draft_model, _ = load_model(draft_name, draft_dtype(target_dtype, device), device, progress)
         proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    elif options.method in ("medusa", "eagle"):
+        from spectui.engines.embedded.head_proposers import head_proposer
+        from spectui.heads.store import load_heads
+
+        heads, _ = load_heads(draft_name, target_model, target_name, kind=options.method)
+        proposer = head_proposer(heads, options.method, target_model, options.tree_width)
     else:
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
     info = EngineInfo(
@@ -60,6 +68,18 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         live_k=True,
     )
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
+
+
+def heads_folder(options: EngineOptions) -> str:
+    """The --heads folder, checked before the target's weights load."""
+    from spectui.heads.store import read_config
+
+    if options.heads is None:
+        raise UsageError(f"--method {options.method} on the embedded engine needs --heads DIR (make one with spectui heads train)")
+    config = read_config(options.heads)
+    if config["kind"] != options.method:
+        raise UsageError(f"{options.heads} holds {config['kind']} heads: pass --method {config['kind']}")
+    return options.heads
 
 
 def draft_dtype(target_dtype: str, device: str) -> str:

@@ -27,6 +27,8 @@ class EmbeddedEngine:
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
         self._draft_name = info.draft
+        # What info.draft names: the draft model, or the heads folder of medusa / eagle.
+        self._draft_method = info.method
         # Adaptive k's estimates, per proposer: they carry over from reply to reply.
         self._choosers: dict[str, AdaptiveK] = {}
 
@@ -45,7 +47,7 @@ class EmbeddedEngine:
             self._proposers[method] = NgramProposer()
         variant = copy.copy(self)
         variant.proposer = self._proposers[method]
-        variant.info = replace(self.info, method=method, draft=self._draft_name if method == "draft" else None)
+        variant.info = replace(self.info, method=method, draft=self._draft_name if method == self._draft_method else None)
         return variant
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:

@@ -50,12 +50,70 @@ class CachedModel:
 
         Row -1 predicts the token after token_ids[-1].
         """
+        out, _ = self._forward(token_ids, num_rows, hidden=False)
+        return out.logits[0, -num_rows:].float()
+
+    @torch.inference_mode()
+    def logits_and_hidden(self, token_ids: Sequence[int], num_rows: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """logits as above, and the target's last hidden state (after the final norm, what the
+        LM head reads) at every position this call ran: [num_run, H], row i is position
+        first_position + i. Same forward pass: Medusa and EAGLE heads read these features.
+
+        Returns (logits, hidden, first_position).
+        """
+        out, first_position = self._forward(token_ids, num_rows, hidden=True)
+        return out.logits[0, -num_rows:].float(), out.hidden_states[-1][0], first_position
+
+    @torch.inference_mode()
+    def tree_logits_and_hidden(
+        self, token_ids: Sequence[int], drafted: Sequence[int], parents: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """A draft tree (spectui.engines.embedded.tree) after token_ids, in one forward.
+
+        Returns (logits [1 + N, V]: row 0 follows token_ids[-1], row 1 + i follows node i;
+        hidden [num_tail + N, H] for the context tail run here and every node; first_position
+        of the tail). The cache then holds token_ids and the tree's main chain.
+        """
+        from spectui.engines.embedded.tree import main_chain_length, node_depths, tree_attention_mask
+
+        keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - 1)
+        self._crop_to(keep)
+        tail = list(token_ids[keep:])
+        depths = node_depths(parents)
+        root = len(token_ids) - 1
+        position_ids = torch.tensor(
+            [list(range(keep, len(token_ids))) + [root + depth for depth in depths]], device=self.device
+        )
+        dtype = next(p for p in self.model.parameters() if p.is_floating_point()).dtype
+        mask = tree_attention_mask(parents, keep, len(tail), dtype, self.device)
+        input_ids = torch.tensor([tail + list(drafted)], dtype=torch.long, device=self.device)
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
+            logits_to_keep=len(drafted) + 1, output_hidden_states=True, **{self.cache_argument: self.cache},
+        )
+        # Only the main chain's entries continue the context; the other branches go.
+        chain = list(drafted[: main_chain_length(parents)])
+        self.seen = list(token_ids) + chain
+        self._crop_to(len(self.seen))
+        return out.logits[0].float(), out.hidden_states[-1][0], keep
+
+    def _crop_to(self, length: int) -> None:
+        excess = self.cache.get_seq_length() - length
+        if excess > 0:
+            self.cache.crop(-excess)
+        self.seen = self.seen[:length]
+
+    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool):
         keep = common_prefix_len(self.seen, token_ids)
         # At least num_rows tokens must run through the model to produce their logits.
         keep = min(keep, len(token_ids) - num_rows)
         if keep < len(self.seen):
             self.cache.crop(keep - len(self.seen))
         new_ids = torch.tensor([list(token_ids[keep:])], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache})
+        # Hidden states only when asked: the draft and n-gram paths keep their lean forward.
+        extra = {"output_hidden_states": True} if hidden else {}
+        out = self.model(
+            input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache}, **extra
+        )
         self.seen = list(token_ids)
-        return out.logits[0, -num_rows:].float()
+        return out, keep

@@ -16,6 +16,7 @@ from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
 from spectui.events import Control, Done, GenerationParams, Source, Step
 
@@ -39,6 +40,9 @@ def decode_steps(
     num_generated = 0
     started = time.perf_counter()
     first_token_at = 0.0
+    # Medusa and EAGLE draft from the target's own features: they ask for them once, and
+    # the draft and n-gram paths keep the plain logits call.
+    needs_hidden = proposer is not None and getattr(proposer, "needs_hidden", False)
     while True:
         if control.cancelled:
             yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
@@ -56,12 +60,29 @@ def decode_steps(
         draft_started = time.perf_counter()
         drafted: list[int] = []
         p_draft = None
+        parents = None
         if k > 0:
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
-            drafted, p_draft = proposal.drafted, proposal.p_draft
+            drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
         verify_started = time.perf_counter()
-        target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
-        verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+        if parents is not None:
+            if temperature != 0.0:
+                raise ValueError("a draft tree is verified greedily: sampled steps must draft a chain")
+            # From here on the step reads as a chain: the verified path and its rejected top candidate.
+            drafted, verdict, hidden, first_position = verify_tree(target, token_ids, drafted, parents)
+        elif needs_hidden:
+            target_logits, hidden, first_position = target.logits_and_hidden(
+                token_ids + drafted, num_rows=len(drafted) + 1
+            )
+        else:
+            target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
+        if parents is None:
+            verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+        if needs_hidden:
+            # Features of rejected drafts describe a future that did not happen: only the
+            # positions up to the last accepted token are handed on.
+            num_verified = len(token_ids) + verdict.num_accepted
+            proposer.observe_hidden((token_ids + drafted)[:num_verified], first_position, hidden[: num_verified - first_position])
         finished = time.perf_counter()
 
         accepted = drafted[: verdict.num_accepted]

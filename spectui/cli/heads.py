@@ -1,0 +1,119 @@
+"""`spectui heads train`: Medusa or EAGLE heads for a target, trained here on its own replies.
+
+Only typer and stdlib at import: `spectui --help` must not import torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from spectui.cli import fail
+from spectui.errors import SpectuiError, UsageError
+
+KINDS = ("medusa", "eagle")
+SUITES = ("quick", "full")
+
+heads_app = typer.Typer(help="Medusa and EAGLE heads for the embedded engine, trained locally.")
+
+
+def default_out(model: str, kind: str) -> Path:
+    from spectui.models.registry import cache_dir
+
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model).name or model)
+    return cache_dir() / "heads" / f"{safe}-{kind}"
+
+
+def check_train_options(kind: str, steps: int, num_heads: int, max_new_tokens: int, suite: str, texts: list[Path]) -> None:
+    if kind not in KINDS:
+        raise UsageError(f"--kind must be medusa or eagle, got {kind!r}")
+    if steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {steps}")
+    if not 1 <= num_heads <= 16:
+        raise UsageError(f"--num-heads must be from 1 to 16, got {num_heads}")
+    if max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
+    if suite not in SUITES:
+        raise UsageError(f"--suite must be quick or full, got {suite!r}")
+    for path in texts:
+        if not path.is_file():
+            raise UsageError(f"--text {path}: no such file")
+
+
+@heads_app.command("train")
+def train_command(
+    kind: str = typer.Option(..., "--kind", help="medusa or eagle."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
+    steps: int = typer.Option(2000, "--steps", help="Training steps (one sequence each)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the heads (default: the cache, per model and kind)."),
+    text: Optional[list[Path]] = typer.Option(None, "--text", help="A local text file to train on as well (repeatable)."),
+    suite: str = typer.Option("full", "--suite", help="Workload prompts whose replies are the data: quick or full."),
+    num_heads: int = typer.Option(4, "--num-heads", help="medusa: heads, i.e. the most tokens drafted per step."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Length of each greedy reply."),
+    learning_rate: float = typer.Option(1e-3, "--lr", help="Adam's learning rate."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Self-distillation: the target's greedy replies to the workload prompts (and --text
+    files) are cached as features once, then the heads learn them; the target stays frozen."""
+    try:
+        texts = list(text or [])
+        check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts)
+        from spectui.models.registry import DEFAULT_TARGET, resolve
+
+        name = model or DEFAULT_TARGET
+        resolve(name)  # an unknown name is one line, before anything loads
+        run_train(name, kind, steps, out or default_out(name, kind), texts, suite, num_heads, max_new_tokens,
+                  learning_rate, device, seed)
+    except SpectuiError as error:
+        fail(error)
+
+
+def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed) -> None:
+    import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from spectui.engines.embedded.build import resolve_device
+    from spectui.engines.prompt import stop_token_ids
+    from spectui.heads import train
+    from spectui.heads.store import fingerprint, save_heads
+    from spectui.models.fetch import rich_progress
+    from spectui.models.load import load_model
+
+    err = Console(stderr=True)
+    device = resolve_device(device)
+    with rich_progress() as load_progress:
+        # float32: the features and the LM head the heads learn against are the exact ones.
+        target, tokenizer = load_model(name, "float32", device, load_progress)
+    torch.manual_seed(seed)
+    progress = Progress(
+        TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=err,
+    )
+    tasks: dict[str, int] = {}
+
+    def report(stage: str, done: int, total: int, info: dict) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total, info="")
+        shown = f"loss {info['loss']:.3f}" if "loss" in info else ""
+        progress.update(tasks[stage], completed=done, total=total, info=shown)
+
+    with progress:
+        context = getattr(target.config, "max_position_embeddings", None)
+        prompts = train.workload_prompt_ids(tokenizer, suite, context, max_new_tokens)
+        stop_ids = stop_token_ids(tokenizer, getattr(target, "generation_config", None))
+        sequences = train.greedy_replies(target, prompts, max_new_tokens, stop_ids, report)
+        sequences += train.text_sequences(tokenizer, texts)
+        examples = train.cache_features(target, sequences, report)
+        heads = train.new_heads(kind, target.config.hidden_size, num_heads).to(device)
+        record = train.train_heads(heads, train.loss_function(kind, heads, target), examples, steps,
+                                   learning_rate, seed, report)
+    folder = save_heads(out, kind, heads, fingerprint(target, name), record)
+    err.print(
+        f"{kind} heads for {name}: loss {record['loss_before']:.3f} → {record['loss_after']:.3f} "
+        f"in {record['seconds']:.0f} s on {record['sequences']} sequences ({record['tokens']:,} tokens): {folder}"
+    )
+    err.print(f"use them with: spectui generate PROMPT --model {name} --method {kind} --heads {folder}", style="dim")

@@ -1,0 +1,108 @@
+"""EAGLE (Li et al. 2024): draft at the feature level, one decoder layer deep.
+
+Input at position j: concat(feature_j, embedding(token_{j+1})) -> fc to the hidden size
+-> one causal decoder layer -> a prediction of feature_{j+1}. The target's frozen LM
+head turns a predicted feature into a token; drafting rolls features forward.
+
+The layer is written here rather than borrowed from transformers: it sees at most
+`window` positions, with a learned bias per head and distance instead of rotary
+positions, so training (banded causal mask) and drafting (the last `window` positions,
+recomputed each draft step instead of kept in a KV cache) see exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from spectui.heads.lm import lm_logits
+
+# The paper's weights: regress features, with a light token-level term through the LM head.
+FEATURE_LOSS_WEIGHT = 1.0
+TOKEN_LOSS_WEIGHT = 0.1
+# Uniform noise on the input features (the paper's U(-0.1, 0.1), relative to the features'
+# scale here): drafting feeds the layer its own slightly wrong predictions.
+FEATURE_NOISE = 0.1
+
+
+class EagleDrafter(nn.Module):
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, window: int) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.window = window
+        self.fc = nn.Linear(2 * hidden_size, hidden_size)
+        self.attention_norm = nn.RMSNorm(hidden_size)
+        self.qkv = nn.Linear(hidden_size, 3 * hidden_size, bias=False)
+        self.attention_out = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.mlp_norm = nn.RMSNorm(hidden_size)
+        self.gate = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.up = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.down = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.distance_bias = nn.Parameter(torch.zeros(num_heads, window))
+
+    def sizes(self) -> dict:
+        return {
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "window": self.window,
+        }
+
+    def forward(self, features: torch.Tensor, next_embeddings: torch.Tensor) -> torch.Tensor:
+        """features [B, L, H] at positions j, next_embeddings [B, L, H] of tokens j + 1
+        -> predicted features [B, L, H] at positions j + 1."""
+        x = self.fc(torch.cat([features, next_embeddings], dim=-1))
+        x = x + self._attention(self.attention_norm(x))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    def _attention(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        head_size = self.hidden_size // self.num_heads
+        q, k, v = self.qkv(x).view(batch, length, 3, self.num_heads, head_size).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(length, x.device, x.dtype))
+        return self.attention_out(out.transpose(1, 2).reshape(batch, length, self.hidden_size))
+
+    def _mask(self, length: int, device, dtype) -> torch.Tensor:
+        """[heads, L, L] additive: the learned distance bias inside the causal window, -inf outside."""
+        positions = torch.arange(length, device=device)
+        distance = positions[:, None] - positions[None, :]
+        allowed = (distance >= 0) & (distance < self.window)
+        bias = self.distance_bias[:, distance.clamp(0, self.window - 1)].to(dtype)
+        return bias.masked_fill(~allowed, float("-inf"))
+
+
+def eagle_loss(
+    drafter: EagleDrafter,
+    lm_head: nn.Module,
+    embedding: nn.Module,
+    features: torch.Tensor,
+    token_ids: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Smooth L1 between predicted and true features, plus cross-entropy of the predicted
+    feature's tokens against the sequence. features [L, H], token_ids [L]."""
+    inputs = features[:-1]
+    if FEATURE_NOISE:
+        scale = inputs.pow(2).mean().sqrt()
+        noise = torch.rand(inputs.shape, generator=generator, device=inputs.device) * 2 - 1
+        inputs = inputs + FEATURE_NOISE * scale * noise
+    next_embeddings = embedding(token_ids[1:]).float()
+    predicted = drafter(inputs[None], next_embeddings[None])[0]
+    feature_loss = F.smooth_l1_loss(predicted, features[1:])
+    # predicted[j] is feature j + 1, which predicts token j + 2.
+    token_loss = F.cross_entropy(lm_logits(lm_head, predicted[:-1]), token_ids[2:])
+    return FEATURE_LOSS_WEIGHT * feature_loss + TOKEN_LOSS_WEIGHT * token_loss
+
+
+def default_sizes(hidden_size: int) -> dict:
+    """Heads of 64 dimensions, as most targets use; an MLP twice as wide as the model."""
+    num_heads = max(1, hidden_size // 64)
+    while hidden_size % num_heads:
+        num_heads -= 1
+    return {"hidden_size": hidden_size, "num_heads": num_heads, "intermediate_size": 2 * hidden_size, "window": 32}

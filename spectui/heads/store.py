@@ -1,0 +1,125 @@
+"""Trained heads on disk: heads.safetensors beside heads.json, and the check that they
+belong to the target they are loaded for.
+
+A head reads the target's features and writes through its LM head: on any other model
+its drafts are noise. The fingerprint is the target's sizes and a probe of its LM head
+(a few weights), compared with a tolerance so that the same model loaded in bfloat16 or
+int8 still matches, while a different model of the same sizes does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from spectui.errors import ModelError
+from spectui.heads.lm import input_dtype
+
+KINDS = ("medusa", "eagle")
+CONFIG_FILE = "heads.json"
+WEIGHTS_FILE = "heads.safetensors"
+FORMAT_VERSION = 1
+_PROBE_COLUMNS = 4  # hidden dimensions probed
+_PROBE_ROWS = 8  # vocabulary rows probed, spread over the vocabulary
+# Relative to the probe's largest weight: int8 per-channel rounding is ~1/127 of a row's
+# range; unrelated models differ by the weights' own size.
+_PROBE_TOLERANCE = 0.05
+
+
+def fingerprint(model, name: str) -> dict:
+    """The target's identity as heads.json keeps it: its name, sizes and an LM-head probe.
+
+    The probe is a few weights read by running the LM head on unit vectors: a quantized
+    LM head keeps no float weight to read, and this also gives the logits' true width.
+    """
+    lm_head = model.get_output_embeddings()
+    hidden_size = int(model.config.hidden_size)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        unit = torch.eye(hidden_size, device=device)[:_PROBE_COLUMNS].to(input_dtype(lm_head))
+        columns = lm_head(unit).float()  # [columns, V]: the first columns of W, transposed
+    vocab_size = int(columns.shape[-1])
+    rows = torch.linspace(0, vocab_size - 1, _PROBE_ROWS).long().to(device)
+    probe = [round(float(x), 6) for x in columns[:, rows].flatten()]
+    return {"model": name, "vocab_size": vocab_size, "hidden_size": hidden_size, "lm_head_probe": probe}
+
+
+def check_fingerprint(folder: Path, trained_for: dict, target: dict) -> None:
+    """One line when the heads belong to another target; nothing when they match."""
+    what = f"{folder} holds heads trained for {trained_for.get('model')!r}"
+    sizes = ("vocab_size", "hidden_size")
+    if any(trained_for.get(key) != target[key] for key in sizes):
+        theirs = ", ".join(f"{key.split('_')[0]} {trained_for.get(key)}" for key in sizes)
+        ours = ", ".join(f"{key.split('_')[0]} {target[key]}" for key in sizes)
+        raise ModelError(
+            f"{what} ({theirs}), not for {target['model']!r} ({ours}): "
+            f"train heads for it with spectui heads train --model {target['model']}"
+        )
+    trained_probe = torch.tensor(trained_for.get("lm_head_probe") or [], dtype=torch.float32)
+    target_probe = torch.tensor(target["lm_head_probe"], dtype=torch.float32)
+    scale = float(target_probe.abs().max()) or 1.0
+    if trained_probe.shape != target_probe.shape or float((trained_probe - target_probe).abs().max()) > _PROBE_TOLERANCE * scale:
+        raise ModelError(
+            f"{what}, whose LM head differs from {target['model']!r}'s (same sizes, other weights): "
+            f"train heads for it with spectui heads train --model {target['model']}"
+        )
+
+
+def build_heads(kind: str, sizes: dict) -> torch.nn.Module:
+    if kind == "medusa":
+        from spectui.heads.medusa import MedusaHeads
+
+        return MedusaHeads(**sizes)
+    if kind == "eagle":
+        from spectui.heads.eagle import EagleDrafter
+
+        return EagleDrafter(**sizes)
+    raise ModelError(f"unknown kind of heads {kind!r}: expected one of {', '.join(KINDS)}")
+
+
+def save_heads(folder: Path, kind: str, heads: torch.nn.Module, target: dict, training: dict) -> Path:
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {name: tensor.detach().float().cpu().contiguous() for name, tensor in heads.state_dict().items()}
+    save_file(tensors, str(folder / WEIGHTS_FILE))
+    config = {"format": FORMAT_VERSION, "kind": kind, "sizes": heads.sizes(), "target": target, "training": training}
+    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    return folder
+
+
+def read_config(folder: Path) -> dict:
+    folder = Path(folder)
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise ModelError(f"{folder} holds no trained heads ({CONFIG_FILE} is missing): make them with spectui heads train")
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ModelError(f"cannot read {path}: {error}") from None
+    if not isinstance(config, dict) or config.get("kind") not in KINDS or not isinstance(config.get("sizes"), dict):
+        raise ModelError(f"{path} does not describe medusa or eagle heads")
+    return config
+
+
+def load_heads(folder: Path, model, name: str, kind: str | None = None) -> tuple[torch.nn.Module, dict]:
+    """(heads on the target's device in float32, their config); refused with a ModelError
+    (one line) when they were trained for another target or are not of `kind`."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    config = read_config(folder)
+    if kind is not None and config["kind"] != kind:
+        raise ModelError(f"{folder} holds {config['kind']} heads, not {kind}: pass --method {config['kind']}")
+    check_fingerprint(folder, config.get("target") or {}, fingerprint(model, name))
+    heads = build_heads(config["kind"], config["sizes"])
+    try:
+        heads.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
+    except Exception as error:  # a truncated or foreign file: say which, in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelError(f"cannot load {folder / WEIGHTS_FILE}: {first[:160]}") from None
+    heads.to(next(model.parameters()).device).eval().requires_grad_(False)
+    return heads, config

@@ -1,0 +1,446 @@
+"""Medusa and EAGLE drafting on tiny random models: lossless at T = 0 and T > 0, trained
+heads draft better than untrained ones, stored heads refuse another target, the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from spectui.engine import EngineInfo
+from spectui.engines.embedded.engine import EmbeddedEngine
+from spectui.engines.embedded.head_proposers import EagleProposer, MedusaProposer, head_proposer
+from spectui.errors import SpectuiError
+from spectui.events import Control, Done, GenerationParams, Source, Step
+from spectui.heads.store import fingerprint, load_heads, save_heads
+from spectui.heads.train import CachedSequence, cache_features, loss_function, mean_loss, new_heads, train_heads
+
+from test_engine import PROMPTS, collect, greedy_reference
+
+# A reply that repeats itself: what trained heads should learn to predict.
+REPETITIVE = "abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc"
+
+
+def make_engine(target, tokenizer, proposer):
+    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)
+    return EmbeddedEngine(target, tokenizer, proposer, info)
+
+
+def untrained(kind, target, num_heads=4):
+    torch.manual_seed(0)
+    heads = new_heads(kind, target.config.hidden_size, num_heads).eval().requires_grad_(False)
+    if kind == "medusa":
+        # Zero-initialised blocks would make every head the LM head itself: perturb them
+        # so the untrained heads draft something other than the next token.
+        with torch.no_grad():
+            for parameter in heads.parameters():
+                parameter.add_(0.05 * torch.randn(parameter.shape))
+    return heads
+
+
+def trained(kind, target, sequences, steps, num_heads=4):
+    heads = new_heads(kind, target.config.hidden_size, num_heads)
+    examples = cache_features(target, sequences)
+    loss_of = loss_function(kind, heads, target)
+    record = train_heads(heads, loss_of, examples, steps=steps, learning_rate=3e-3, seed=0)
+    heads.requires_grad_(False)
+    return heads, record
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny matrices: a second intra-op thread only waits for the first (10x slower on a busy 2-core box)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def repetitive_ids(tiny_tokenizer):
+    return tiny_tokenizer(REPETITIVE)["input_ids"]
+
+
+@pytest.fixture(scope="module")
+def training_sequences(tiny_target, tiny_tokenizer, repetitive_ids):
+    """The target's own greedy continuations of the test prompts and of the repetitive text."""
+    from spectui.heads.train import greedy_replies
+
+    prompts = [tiny_tokenizer(p)["input_ids"] for p in PROMPTS] + [repetitive_ids[:12]]
+    return greedy_replies(tiny_target, prompts, 40, {tiny_tokenizer.eos_token_id})
+
+
+@pytest.fixture(scope="module")
+def trained_heads(tiny_target, training_sequences):
+    return {kind: trained(kind, tiny_target, training_sequences, steps=150) for kind in ("medusa", "eagle")}
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_with_heads_equals_plain_greedy(tiny_target, tiny_tokenizer, kind, prompt):
+    prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+    expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(untrained(kind, tiny_target), kind, tiny_target))
+    drafted_any = False
+    for k in (0, 1, 3, 4, 6):
+        steps, done = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+        assert [t for s in steps for t in s.token_ids] == expected, f"{kind} k={k} diverged from greedy"
+        for step in steps:
+            assert len(step.drafted) <= (min(k, 4) if kind == "medusa" else k)
+            assert step.method == (kind if step.drafted else "")
+            drafted_any |= bool(step.drafted)
+    assert drafted_any
+
+
+# ---------------------------------------------------------------- T > 0: still the target's distribution
+
+SMALL_VOCAB = 6
+TEMPERATURE = 1.0
+REPLIES = 2_000
+CHI2_CRITICAL_0_001_DF5 = 20.515  # as in test_verify: a correct rule fails 1 seed in 1000
+
+
+@pytest.fixture(scope="module")
+def small_target():
+    """A six-token model, soft enough that every token has a fair chance at each position."""
+    from tiny_models import make_tiny_model
+
+    model = make_tiny_model(SMALL_VOCAB, seed=5)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.25)
+    return model
+
+
+def exact_marginals(model, prompt_ids):
+    """The target's own distribution of its 2nd and 3rd sampled tokens, by enumeration."""
+    from spectui.engines.embedded.sampling import target_probs
+
+    def probs(ids):
+        with torch.no_grad():
+            return target_probs(model(input_ids=torch.tensor([ids])).logits[0, -1], TEMPERATURE, 1.0)
+
+    first = probs(prompt_ids)
+    second = torch.zeros(SMALL_VOCAB)
+    third = torch.zeros(SMALL_VOCAB)
+    for a in range(SMALL_VOCAB):
+        p_b = probs(prompt_ids + [a])
+        second += first[a] * p_b
+        for b in range(SMALL_VOCAB):
+            third += first[a] * p_b[b] * probs(prompt_ids + [a, b])
+    return second, third
+
+
+def chi_square(samples, expected):
+    counts = torch.bincount(torch.tensor(samples), minlength=SMALL_VOCAB).float()
+    return float(((counts - len(samples) * expected) ** 2 / (len(samples) * expected)).sum())
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_sampled_output_with_heads_follows_the_target_distribution(small_target, tiny_tokenizer, kind):
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    second, third = exact_marginals(small_target, prompt_ids)
+    assert float(torch.minimum(second, third).min()) * REPLIES >= 5  # chi-square needs counts
+    heads = untrained(kind, small_target, num_heads=2)
+    engine = make_engine(small_target, tiny_tokenizer, head_proposer(heads, kind, small_target))
+    engine.stop_ids = set()  # the tiny tokenizer's <eos> is one of the six ids
+    seconds, thirds, sources = [], [], []
+    for seed in range(REPLIES):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=3, seed=seed), Control(k=2, temperature=TEMPERATURE))
+        tokens = [t for s in steps for t in s.token_ids]
+        seconds.append(tokens[1])
+        thirds.append(tokens[2])
+        sources += [source for s in steps[1:] for source in s.sources]
+    # Both the accepted and the rejected paths ran, or the test would prove little.
+    assert 0.1 < sources.count(Source.DRAFT) / len(sources) < 0.9
+    assert Source.RECOVERED in sources
+    assert chi_square(seconds, second) < CHI2_CRITICAL_0_001_DF5
+    assert chi_square(thirds, third) < CHI2_CRITICAL_0_001_DF5
+
+
+def test_the_chi_square_catches_drafts_taken_as_they_come(small_target, tiny_tokenizer):
+    """The same statistic on a rule that keeps every draft: the heads' own distribution shows."""
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    second, _ = exact_marginals(small_target, prompt_ids)
+    heads = untrained("medusa", small_target, num_heads=2)
+    proposer = head_proposer(heads, "medusa", small_target)
+    engine = make_engine(small_target, tiny_tokenizer, proposer)
+    engine.stop_ids = set()
+    seconds = []
+    for seed in range(REPLIES // 2):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=2, seed=seed), Control(k=0, temperature=TEMPERATURE))
+        generator = torch.Generator().manual_seed(seed)
+        seconds.append(proposer.propose(prompt_ids + [steps[0].token_ids[0]], 1, TEMPERATURE, 1.0, generator).drafted[0])
+    assert chi_square(seconds, second) > CHI2_CRITICAL_0_001_DF5
+
+
+# ---------------------------------------------------------------- training
+
+
+def acceptance(target, tokenizer, proposer, prompt_ids, k=3):
+    engine = make_engine(target, tokenizer, proposer)
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+    drafted = sum(len(s.drafted) for s in steps)
+    return sum(s.num_accepted for s in steps) / max(drafted, 1)
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_training_lowers_the_loss(tiny_target, trained_heads, kind):
+    _, record = trained_heads[kind]
+    assert record["loss_after"] < 0.8 * record["loss_before"]
+    assert record["steps"] == 150 and record["seconds"] > 0
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_trained_heads_are_accepted_more_than_untrained(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
+    prompt_ids = repetitive_ids[:12]
+    heads, _ = trained_heads[kind]
+    fresh = new_heads(kind, tiny_target.config.hidden_size, 4).eval().requires_grad_(False)
+    before = acceptance(tiny_target, tiny_tokenizer, head_proposer(fresh, kind, tiny_target), prompt_ids)
+    after = acceptance(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target), prompt_ids)
+    assert after > before + 0.1, (before, after)
+    # Trained or not, the output is still the target's greedy output.
+    expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target))
+    steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=4))
+    assert [t for s in steps for t in s.token_ids] == expected
+
+
+# ---------------------------------------------------------------- stored heads
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_saved_heads_reload_and_draft_the_same(tmp_path, tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
+    import json
+
+    heads, record = trained_heads[kind]
+    save_heads(tmp_path, kind, heads, fingerprint(tiny_target, "tiny"), record)
+    config = json.loads((tmp_path / "heads.json").read_text())
+    assert config["kind"] == kind and config["training"]["steps"] == 150 and "seconds" in config["training"]
+    assert config["target"]["vocab_size"] == len(tiny_tokenizer) and config["target"]["hidden_size"] == 64
+    loaded, _ = load_heads(tmp_path, tiny_target, "tiny", kind=kind)
+    for name, tensor in heads.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    # The same target in bfloat16 is still the same target.
+    import copy
+
+    load_heads(tmp_path, copy.deepcopy(tiny_target).to(torch.bfloat16), "tiny-bf16", kind=kind)
+
+
+@pytest.mark.parametrize(
+    ("other", "says"),
+    [(dict(vocab_size=100, seed=1), "vocab 100"), (dict(vocab_size=None, seed=2), "LM head differs")],
+)
+def test_heads_for_another_target_are_refused(tmp_path, tiny_target, tiny_tokenizer, trained_heads, other, says):
+    from tiny_models import make_tiny_model
+
+    heads, record = trained_heads["medusa"]
+    save_heads(tmp_path, "medusa", heads, fingerprint(tiny_target, "tiny"), record)
+    stranger = make_tiny_model(other["vocab_size"] or len(tiny_tokenizer), seed=other["seed"])
+    with pytest.raises(SpectuiError) as refused:
+        load_heads(tmp_path, stranger, "stranger")
+    message = str(refused.value)
+    assert "\n" not in message and says in message and "'tiny'" in message and "spectui heads train" in message
+
+
+def test_a_folder_without_heads_is_one_line(tmp_path, tiny_target):
+    with pytest.raises(SpectuiError, match="holds no trained heads"):
+        load_heads(tmp_path, tiny_target, "tiny")
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def cli(*args):
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def one_line_error(result, expected: str):
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("spectui: error: ") and expected in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--kind", "hydra"], "--kind must be medusa or eagle, got 'hydra'"),
+        (["--kind", "eagle", "--model", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
+        (["--kind", "medusa", "--steps", "0"], "--steps must be >= 1"),
+        (["--kind", "medusa", "--text", "/no/such/file.txt"], "--text /no/such/file.txt: no such file"),
+    ],
+)
+def test_heads_train_bad_input_is_one_line(args, expected):
+    one_line_error(cli("heads", "train", *args), expected)
+
+
+@pytest.fixture(scope="module")
+def target_folder(tmp_path_factory, tiny_target, tiny_tokenizer):
+    folder = tmp_path_factory.mktemp("target")
+    tiny_target.save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_heads_train_then_generate_with_them(tmp_path, target_folder):
+    import json
+
+    text = tmp_path / "notes.txt"
+    text.write_text(REPETITIVE * 3)
+    out = tmp_path / "medusa-heads"
+    result = cli("heads", "train", "--kind", "medusa", "--model", target_folder, "--steps", "5", "--suite", "quick",
+                 "--max-new-tokens", "4", "--text", str(text), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((out / "heads.json").read_text())
+    assert config["kind"] == "medusa" and config["training"]["steps"] == 5
+    assert config["training"]["sequences"] == 10 + 1  # the quick suite's replies and the text
+    common = ("hello world", "--model", target_folder, "--dtype", "float32", "--device", "cpu", "--max-tokens", "12", "-k", "3")
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    reply = json.loads(result.stdout)
+    assert (reply["model"]["method"], reply["model"]["draft"]) == ("medusa", str(out))
+    assert any(step["drafted"] for step in reply["steps"])
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
+    one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa or eagle with --heads DIR")
+    one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
+    one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")
+    one_line_error(cli("generate", *common, "--method", "medusa", "--heads", str(tmp_path)), "holds no trained heads")
+
+
+def test_the_cli_still_imports_without_torch():
+    code = "import sys, spectui.cli.app, spectui.cli.heads; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- tree drafting (T = 0)
+
+
+def test_medusa_tree_layout():
+    from spectui.engines.embedded.head_proposers import medusa_tree
+    from spectui.engines.embedded.tree import main_chain_length, node_depths
+
+    drafted, parents = medusa_tree([[10, 11], [20, 21], [30, 31]])
+    assert drafted[:3] == [10, 20, 30] and parents[:3] == [-1, 0, 1]
+    assert main_chain_length(parents) == 3
+    paths = set()
+    for leaf in range(len(drafted)):
+        if leaf not in parents:
+            path, node = [], leaf
+            while node >= 0:
+                path.insert(0, drafted[node])
+                node = parents[node]
+            paths.add(tuple(path))
+    assert paths == {(10, 20, 30), (11, 20, 30), (10, 21, 30), (10, 20, 31)}
+    assert max(node_depths(parents)) == 3
+
+
+def test_one_tree_forward_gives_each_branch_its_chain_logits(tiny_target):
+    from spectui.engines.embedded.kv import CachedModel
+
+    context = [5, 9, 14, 3, 7, 22]
+    drafted, parents = [40, 41, 50, 51, 52], [-1, 0, -1, 2, 2]
+    cached = CachedModel(tiny_target)
+    cached.logits(context[:4], num_rows=1)  # part of the context is cached already
+    logits, hidden, first_position = cached.tree_logits_and_hidden(context, drafted, parents)
+    assert first_position == 4 and hidden.shape == (len(context) - 4 + len(drafted), 64)
+    with torch.no_grad():
+        for branch, rows in (([40, 41], [0, 1, 2]), ([50, 51], [0, 3, 4]), ([50, 52], [0, 3, 5])):
+            chain = tiny_target(input_ids=torch.tensor([context + branch])).logits[0, -3:]
+            assert torch.allclose(logits[rows], chain, atol=1e-4), branch
+    # The cache now holds the context and the main chain only, and continues from them.
+    assert cached.seen == context + [40, 41]
+    after = cached.logits(context + [40, 41, 60], num_rows=1)
+    with torch.no_grad():
+        expected = tiny_target(input_ids=torch.tensor([context + [40, 41, 60]])).logits[0, -1]
+    assert torch.allclose(after[0], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+@pytest.mark.parametrize("width", [2, 3])
+@pytest.mark.parametrize("prompt", PROMPTS[:2])
+def test_greedy_with_a_tree_equals_plain_greedy(tiny_target, tiny_tokenizer, trained_heads, width, prompt, kind):
+    prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+    expected = greedy_reference(tiny_target, prompt_ids, 40, tiny_tokenizer.eos_token_id)
+    heads, _ = trained_heads[kind]
+    engine = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target, tree_width=width))
+    for k in (1, 2, 4):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+        assert [t for s in steps for t in s.token_ids] == expected, f"width={width} k={k} diverged"
+        for step in steps[1:]:
+            n = step.num_accepted
+            assert step.token_ids[:n] == step.drafted[:n] and len(step.drafted) <= k
+            if step.sources[-1] is Source.RECOVERED:
+                assert step.token_ids[n] != step.drafted[n]
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_a_tree_accepts_at_least_what_its_main_chain_accepts(tiny_target, tiny_tokenizer, trained_heads, repetitive_ids, kind):
+    """From the same position the tree holds the chain as its first branch: one step never
+    accepts fewer tokens, and somewhere an alternative candidate is taken."""
+    heads, _ = trained_heads[kind]
+    sequence = repetitive_ids[:8] + greedy_reference(tiny_target, repetitive_ids[:8], 30, tiny_tokenizer.eos_token_id)
+    chain = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target))
+    tree = make_engine(tiny_target, tiny_tokenizer, head_proposer(heads, kind, tiny_target, tree_width=3))
+    chain_total = tree_total = 0
+    for end in range(8, len(sequence) - 6):
+        control, params = Control(k=4), GenerationParams(max_tokens=6)
+        by_chain = collect(chain, sequence[:end], params, control)[0][1].num_accepted
+        by_tree = collect(tree, sequence[:end], params, control)[0][1].num_accepted
+        assert by_tree >= by_chain, end
+        chain_total, tree_total = chain_total + by_chain, tree_total + by_tree
+    assert tree_total > chain_total
+
+
+@torch.inference_mode()
+def test_a_tree_on_the_batch_invariant_int8_target_matches_one_token_decodes_bitwise(tiny_target):
+    """The CPU default (int8 with batch-invariant attention) reads the tree mask: every node's
+    logits equal, bit for bit, a one-token decode along its own branch."""
+    import copy
+
+    from transformers import DynamicCache
+
+    from spectui.engines.embedded.kv import CachedModel
+    from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+
+    model = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
+    context = [5, 9, 14, 3, 7, 22]
+    drafted, parents = [40, 41, 50, 51, 52], [-1, 0, -1, 2, 2]
+    logits, _, _ = CachedModel(model).tree_logits_and_hidden(context, drafted, parents)
+    for branch, rows in (([40, 41], [0, 1, 2]), ([50, 51], [0, 3, 4]), ([50, 52], [0, 3, 5])):
+        cache = DynamicCache()
+        model(input_ids=torch.tensor([context[:-1]]), past_key_values=cache, use_cache=True)
+        one_at_a_time = [
+            model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True).logits[0, -1].float()
+            for token in [context[-1]] + branch
+        ]
+        assert torch.equal(logits[rows], torch.stack(one_at_a_time)), branch
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_heads_trained_in_float32_draft_for_the_int8_target(tmp_path, tiny_target, tiny_tokenizer, trained_heads, kind):
+    """The CPU default target is int8: same model, so its fingerprint matches, and the
+    output is still the int8 target's own greedy output (k = 0 on the same engine)."""
+    import copy
+
+    from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+
+    heads, record = trained_heads[kind]
+    save_heads(tmp_path, kind, heads, fingerprint(tiny_target, "tiny"), record)
+    int8_target = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
+    loaded, _ = load_heads(tmp_path, int8_target, "tiny", kind=kind)
+    engine = make_engine(int8_target, tiny_tokenizer, head_proposer(loaded, kind, int8_target, tree_width=2))
+    prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
+    outputs = {}
+    for k in (0, 3):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=32), Control(k=k))
+        outputs[k] = [t for s in steps for t in s.token_ids]
+        if k:
+            assert any(s.num_accepted for s in steps)
+    assert outputs[3] == outputs[0]
