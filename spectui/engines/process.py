@@ -66,10 +66,10 @@ def mirror(control: Control, values) -> None:
 
 def serve(connection, values, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
+    import signal
+
     from spectui.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
     from spectui.tui.token_pieces import StepPieces, decoder_for
-
-    import signal
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -85,6 +85,13 @@ def serve(connection, values, build: Build) -> None:
         connection.send(("failed", one_line(error)))
         return
     variants = {engine.info.method: engine}
+
+    def variant(method: str):
+        # A view made before a restart asks the new process for its method by name.
+        if method not in variants:
+            variants[method] = engine.with_method(method)
+        return variants[method]
+
     connection.send(("ready", engine.info, getattr(engine, "context_length", None)))
     control = SharedControl(values)
     while True:
@@ -94,18 +101,14 @@ def serve(connection, values, build: Build) -> None:
             break
         if request[0] == "close":
             break
-        if request[0] == "method":
-            try:
-                variants.setdefault(request[1], engine.with_method(request[1]))
-                connection.send(("info", variants[request[1]].info))
-            except Exception as error:
-                connection.send(("error", one_line(error)))
-            continue
-        _, method, messages, params = request
-        variant = variants[method]
-        splitter = StepPieces(decoder_for(variant))
         try:
-            for event in variant.stream(messages, params, control):
+            if request[0] == "method":
+                connection.send(("info", variant(request[1]).info))
+                continue
+            _, method, messages, params = request
+            drafting = variant(method)
+            splitter = StepPieces(decoder_for(drafting))
+            for event in drafting.stream(messages, params, control):
                 if isinstance(event, Step):
                     connection.send(("step", event, *splitter.split(event)))
                 else:
