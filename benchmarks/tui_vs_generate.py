@@ -1,7 +1,8 @@
 """Tokens/s of one real reply inside the TUI against `spectui generate`'s path, in one run.
 
     python benchmarks/tui_vs_generate.py [--model M] [--draft D] [--method draft|ngram]
-        [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--engine-in process|thread] [--json]
+        [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--engine-in process|thread]
+        [--keys] [--json]
 
 One process loads the engine once, then alternates (order flipped each round):
   generate  run_reply() on the main thread, nothing else running — what `spectui generate` does;
@@ -10,6 +11,8 @@ One process loads the engine once, then alternates (order flipped each round):
             runs where the chat runs it: in a process of its own (loaded once more, there), or
             with --engine-in thread in a thread beside the UI, sharing the engine above.
 Both use the same prompt at temperature 0, so their tokens must be identical (checked).
+--keys adds one more TUI reply (not counted in the rates) while this process types F6/F5
+(k up, k down) every 300 ms, and reports how long after each keystroke its action ran.
 It reports, per path, the engine-timed rate (tokens / the engine's own seconds, the number
 both `generate` and the chat panel show) and the wall rate (tokens / time from sending the
 prompt to the last token — on screen, for the TUI), and the TUI/generate ratios.
@@ -30,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Write a Python function that checks whether a string is a palindrome, with a docstring."
 SETTLE_SECONDS = 1.0
+KEYS = ("\x1b[15~", "\x1b[17~")  # F5 (k down) after F6 (k up): k stays within one of -k
+KEY_INTERVAL = 0.3
 
 
 class KeepOpen:
@@ -57,17 +62,23 @@ def generate_once(engine, messages, params, control_args) -> dict:
             "wall_seconds": wall, "gamma": stats.gamma}
 
 
-def tui_once(engine, config, prompt: str) -> dict:
+def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
     from spectui.tui.app import SpectuiApp
     from spectui.tui.screens.chat import ChatScreen
 
-    record: dict = {}
+    record: dict = {"actions": []}
 
     class BenchChat(ChatScreen):
         def send(self, text):
             record["sent"] = time.perf_counter()
             record["ui_cpu_start"] = time.thread_time()
             super().send(text)
+            if marker is not None:
+                marker.write_text("typing")
+
+        def action_k(self, delta):
+            record["actions"].append(time.perf_counter())
+            super().action_k(delta)
 
         def on_reply_ended(self, message):
             super().on_reply_ended(message)
@@ -111,7 +122,7 @@ def child(args, out: Path) -> None:
         tui_engine = ProcessEngine(partial(build_embedded_engine, engine_options(config)))
     messages = [{"role": "user", "content": args.prompt}]
     params = GenerationParams(max_tokens=args.max_tokens, top_p=1.0, seed=0)
-    runs: dict[str, list[dict]] = {"generate": [], "tui": []}
+    runs: dict[str, list[dict]] = {"generate": [], "tui": [], "keys": []}
     generate_once(engine, messages, params, {"k": args.k, "temperature": 0.0})  # warm-up
     for round_index in range(args.rounds):
         order = ["generate", "tui"] if round_index % 2 == 0 else ["tui", "generate"]
@@ -120,6 +131,8 @@ def child(args, out: Path) -> None:
                 runs[path].append(generate_once(engine, messages, params, {"k": args.k, "temperature": 0.0}))
             else:
                 runs[path].append(tui_once(tui_engine, config, args.prompt))
+    if args.keys:
+        runs["keys"].append(tui_once(tui_engine, config, args.prompt, args.marker))
     info = engine.info
     engine.close()
     tui_engine.close()
@@ -131,8 +144,20 @@ def summarize(record: dict, args) -> dict:
     runs = record["runs"]
     reference = runs["generate"][0]["token_ids"]
     identical = all(run["token_ids"] == reference for path in runs for run in runs[path])
+    keys = {}
+    if runs["keys"]:
+        run, writes = runs["keys"][0], record["writes"]
+        during = [(a - w) * 1000 for w, a in zip(writes, run["actions"]) if w <= run["shown"]]
+        ordered = sorted(during)
+        keys = {
+            "keys_during_reply": len(during),
+            "key_latency_ms_p50": round(ordered[len(ordered) // 2], 1) if ordered else None,
+            "key_latency_ms_p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1) if ordered else None,
+            "key_latency_ms_max": round(ordered[-1], 1) if ordered else None,
+        }
     rate = {}
-    for path, path_runs in runs.items():
+    for path in ("generate", "tui"):
+        path_runs = runs[path]
         rate[path] = {
             "engine_tokens_per_s": statistics.median(r["tokens"] / r["engine_seconds"] for r in path_runs),
             "wall_tokens_per_s": statistics.median(r["tokens"] / r["wall_seconds"] for r in path_runs),
@@ -148,6 +173,7 @@ def summarize(record: dict, args) -> dict:
         **{f"{path}_{name}": round(value, 2) for path in rate for name, value in rate[path].items()},
         "tui_over_generate_engine": round(rate["tui"]["engine_tokens_per_s"] / rate["generate"]["engine_tokens_per_s"], 4),
         "tui_over_generate_wall": round(rate["tui"]["wall_tokens_per_s"] / rate["generate"]["wall_tokens_per_s"], 4),
+        **keys,
     }
 
 
@@ -161,8 +187,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--engine-in", choices=["process", "thread"], default="process")
+    parser.add_argument("--keys", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--marker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args, args.child)
@@ -171,12 +199,23 @@ def main() -> None:
 
     passed = [arg for arg in sys.argv[1:] if arg != "--json"]
     with tempfile.TemporaryDirectory() as scratch:
-        out = Path(scratch) / "record.json"
+        out, marker = Path(scratch) / "record.json", Path(scratch) / "typing"
+        writes: list[float] = []
+
+        def type_keys(type_text, running) -> None:
+            while running():
+                writes.append(time.perf_counter())
+                type_text(KEYS[len(writes) % 2])
+                time.sleep(KEY_INTERVAL)
+
         print("loading the engine and running both paths in a terminal (a few minutes)...", file=sys.stderr)
-        run_in_terminal([__file__, *passed, "--child", str(out)], timeout=3600)
+        run_in_terminal([__file__, *passed, "--child", str(out), "--marker", str(marker)], timeout=3600,
+                        started=marker if args.keys else None, while_running=type_keys if args.keys else None)
         if not out.exists():
             raise SystemExit("the benchmark child did not finish; run it with --child FILE to see why")
-        summary = summarize(json.loads(out.read_text()), args)
+        record = json.loads(out.read_text())
+        record["writes"] = writes
+        summary = summarize(record, args)
     print_summary(summary, args.json)
 
 
