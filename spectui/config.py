@@ -88,6 +88,8 @@ class ChatConfig:
     ghosts: bool = False
     lookup_min: int = 1
     lookup_max: int = 4
+    heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
+    tree_width: int = 1
     # vLLM engines
     server: str | None = None
     baseline_server: str | None = None  # the compare view's baseline, for engines with a fixed k
@@ -126,6 +128,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "ghosts": (bool,),
     "lookup_min": (int,),
     "lookup_max": (int,),
+    "heads": (str,),
+    "tree_width": (int,),
     "server": (str,),
     "baseline_server": (str,),
     "api_key": (str,),
@@ -201,7 +205,7 @@ def engine_options(config: ChatConfig) -> EngineOptions:
         model=config.model, draft=config.draft, method=config.method, **k_and_auto(config.k),
         temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
         seed=config.seed, dtype=config.dtype, device=config.device,
-        lookup_min=config.lookup_min, lookup_max=config.lookup_max,
+        lookup_min=config.lookup_min, lookup_max=config.lookup_max, heads=config.heads, tree_width=config.tree_width,
         # scripted is the TUI's demo engine, not one EngineOptions builds
         engine="auto" if config.engine == "scripted" else config.engine,
         server=config.server, api_key=config.api_key, api_key_file=config.api_key_file, speculative_config=config.speculative_config,

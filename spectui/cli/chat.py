@@ -123,7 +123,9 @@ def chat_command(
     resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
     draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
-    method: Optional[str] = typer.Option(None, "--method", help="draft or ngram; with vLLM also eagle, eagle3, medusa, mtp."),
+    method: Optional[str] = typer.Option(
+        None, "--method", help="draft or ngram; medusa or eagle with --heads; with vLLM also eagle, eagle3, medusa, mtp."
+    ),
     k: Optional[str] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16, or auto (adaptive k)."),
     temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
     engine: Optional[EngineName] = typer.Option(
@@ -146,6 +148,8 @@ def chat_command(
     max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="vLLM: longest context."),
     lookup_min: Optional[int] = typer.Option(None, "--lookup-min", help="ngram: shortest n-gram to match."),
     lookup_max: Optional[int] = typer.Option(None, "--lookup-max", help="ngram: longest n-gram to match."),
+    heads: Optional[str] = typer.Option(None, "--heads", help="--method medusa / eagle on the embedded engine: a folder from `spectui heads train`."),
+    tree_width: Optional[int] = typer.Option(None, "--tree-width", help="--heads: candidates per depth at T = 0, verified as a tree (1 = a chain)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="auto, float32, bfloat16, float16 or int8."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N or auto."),
     theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),
@@ -160,7 +164,7 @@ def chat_command(
                  engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system,
                  server=server, api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
                  gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                 lookup_min=lookup_min, lookup_max=lookup_max),
+                 lookup_min=lookup_min, lookup_max=lookup_max, heads=heads, tree_width=tree_width),
             resume=resume, conversation_id=conversation_id, history=not no_history,
         )
     except SpectuiError as error:
@@ -180,7 +184,12 @@ def check_engine_choice(config) -> None:
             resolve(name)
     from spectui.options import EMBEDDED_METHODS
 
-    if config.engine == "auto" and config.method not in EMBEDDED_METHODS:
+    if config.heads is not None:
+        from spectui.config import engine_options
+        from spectui.engines.embedded.build import heads_folder
+
+        heads_folder(engine_options(config))  # there, and of the method asked for
+    if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
         from spectui.config import engine_options
         from spectui.engines.factory import chosen_engine
 

@@ -114,6 +114,11 @@ def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
     assert result.exit_code == 2 and result.stderr.startswith("spectui: error: --speculative-config is not JSON")
     result = runner.invoke(cli(), ["chat", "--engine", "vllm", "--model", "no-such-model-anywhere"])
     assert result.exit_code == 2 and "unknown model 'no-such-model-anywhere'" in result.stderr
+    result = runner.invoke(cli(), ["chat", "--method", "medusa", "--heads", str(tmp_path / "no-heads")])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "no-heads" in result.stderr
+    result = runner.invoke(cli(), ["chat", "--method", "draft", "--tree-width", "2"])
+    assert result.exit_code == 2 and "--tree-width is for --method medusa or eagle" in result.stderr
 
 
 def test_chat_engines_come_from_the_factory(monkeypatch):
@@ -143,6 +148,8 @@ def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(mo
     assert engine_factory_for(ChatConfig(engine="auto", model="smollm2-135m", k=5))(None) == "proxy"
     build = started[-1]
     assert build.func is build_engine and (build.args[0].model, build.args[0].k) == ("smollm2-135m", 5)
+    engine_factory_for(ChatConfig(engine="embedded", method="eagle", heads="/heads/eagle", tree_width=3))(None)
+    assert (started[-1].args[0].heads, started[-1].args[0].tree_width) == ("/heads/eagle", 3)
     monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: "in this process")
     monkeypatch.setenv("SPECTUI_ENGINE_PROCESS", "0")
     assert engine_factory_for(ChatConfig(engine="embedded"))(None) == "in this process"
