@@ -12,7 +12,7 @@ with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A prop
 offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
 At k = 0 nothing is learned about acceptance, so now and then one step drafts a single token
 (a probe): while probes are accepted they repeat, until the estimate says draft; each
-refusal doubles the wait, up to 32 steps. A new reply probes at once: its prompt is new evidence.
+refusal doubles the wait, up to 64 steps.
 Stdlib only.
 """
 
@@ -38,11 +38,6 @@ SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster
 # Drafting must be predicted this much faster than plain decoding to start: the draft's
 # catch-up after plain steps and after each new prompt is real time the model leaves out.
 DRAFT_MARGIN = 0.05
-# A reply's n-th step weighs FRESH_WEIGHT / n until that falls to ACCEPT_WEIGHT: a new prompt
-# can differ from the last (the bench's categories, a chat moving from prose to code), and
-# a 32-token reply is over in a handful of steps. Simulated 32-token replies alternating
-# between prompts: auto vs the best fixed k, worst prompt 0.72 → 0.81 with cheap drafts.
-FRESH_WEIGHT = 0.5
 
 
 def moving(old: float | None, new: float, weight: float) -> float:
@@ -72,7 +67,6 @@ class AdaptiveK:
     # only where the text repeats, and a step without one costs a plain step
     proposal_rate: float | None = None
     probing: bool = False
-    reply_steps: int = 0
     drafted_last_step: bool = False
 
     def __post_init__(self) -> None:
@@ -87,12 +81,7 @@ class AdaptiveK:
         steady = self.drafted_last_step
         self.drafted_last_step = bool(drafted) and not prefill
         if prefill:
-            # A new prompt is new evidence: what the last reply taught about acceptance may
-            # not hold for this one, so its first steps weigh more and, at k = 0, it probes at once.
-            self.reply_steps = 0
-            self.plain_steps = max(self.plain_steps, self.probe_after)
             return
-        self.reply_steps += 1
         if step.k:
             self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
         if drafted:
@@ -103,10 +92,9 @@ class AdaptiveK:
                 self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             # position i was tried only if every draft before it was accepted
             tried = min(drafted, step.num_accepted + 1, self.k_max)
-            weight = max(ACCEPT_WEIGHT, FRESH_WEIGHT / self.reply_steps)
             for i in range(tried):
                 previous = self.accept[i] if self.accept[i] is not None else PRIOR_ACCEPT
-                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
+                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, ACCEPT_WEIGHT)
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
             for i in range(tried, self.k_max):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -66,45 +65,11 @@ def test_it_drops_to_k0_when_no_k_pays_and_probes_rarely():
 def test_it_comes_back_when_acceptance_recovers(seed):
     rng = random.Random(seed)
     chosen = run_trace(AdaptiveK(), [(300, 0.05, 0.1, 0.05), (200, 0.9, 0.1, 0.05)], rng)
-    # An accepted probe (5% of them) is repeated at once, so runs of probes come by chance:
-    # over 40 seeds, 91 to 100 of these 100 steps were plain (mean 96.8).
-    assert Counter(chosen[200:300])[0] >= 90
+    assert Counter(chosen[200:300])[0] >= 95
     back = next(i for i, k in enumerate(chosen[300:]) if k >= 3)
     # the next probe (at most 64 plain steps away) finds acceptance back; drafting resumes
     assert back <= 160, back
     assert Counter(chosen[-60:]).most_common(1)[0][0] >= 4
-
-
-def prefill_step() -> Step:
-    return Step((1,), (Source.TARGET,), "x")
-
-
-def test_a_new_reply_probes_at_once_even_if_the_last_reply_settled_on_k0():
-    # What the last prompt taught may not hold for this one: waiting up to 32 plain steps
-    # for the next probe would let a whole short reply pass undrafted.
-    for seed in range(10):
-        chooser = AdaptiveK()
-        run_trace(chooser, [(100, 0.02, 0.4, 0.05)], random.Random(seed))
-        assert chooser.choose().k == 0  # settled on plain decoding
-        chooser.observe(prefill_step(), prefill=True)
-        assert chooser.choose().k == 1, seed
-
-
-def test_the_first_steps_of_a_reply_weigh_more_than_later_ones():
-    chooser = AdaptiveK()
-    run_trace(chooser, [(200, 0.3, 0.05, 0.05)], random.Random(0))
-    before = chooser.acceptance()[0]
-    chooser.observe(prefill_step(), prefill=True)
-    accepted_all = Step((1, 2, 3), (Source.DRAFT, Source.DRAFT, Source.BONUS), "", drafted=(1, 2), k=2,
-                        draft_seconds=0.01, verify_seconds=0.1)
-    chooser.observe(accepted_all)
-    first = chooser.acceptance()[0]
-    assert first == pytest.approx(before + 0.5 * (1 - before))  # half-way to what this reply shows
-    for _ in range(20):
-        chooser.observe(accepted_all)
-    later = chooser.acceptance()[0]
-    chooser.observe(replace(accepted_all, sources=(Source.RECOVERED,), token_ids=(1,)))
-    assert chooser.acceptance()[0] == pytest.approx(later * (1 - 0.15))  # then the usual weight
 
 
 @pytest.mark.parametrize("seed", range(5))
