@@ -105,6 +105,10 @@ class AdaptiveK:
                 self.probe_after = 1
             self.probing = False
             self.plain_steps = 0
+        elif self.probing and step.k:
+            # Prompt lookup found no match for the probe: nothing was learned about
+            # acceptance, and a step without drafts costs a plain step, so look again next step.
+            self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
         # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)

@@ -72,6 +72,21 @@ def test_it_comes_back_when_acceptance_recovers(seed):
     assert Counter(chosen[-60:]).most_common(1)[0][0] >= 4
 
 
+def test_a_probe_that_drafted_nothing_is_made_again_at_the_next_step():
+    # Prompt lookup proposes nothing where the n-gram has no earlier match: such a probe
+    # learned nothing and cost a plain step, so it must not count as a refusal.
+    chooser = AdaptiveK()
+    run_trace(chooser, [(300, 0.02, 0.02, 0.05)], random.Random(3))
+    while chooser.choose().k == 0:
+        chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1))
+    for _ in range(3):  # the probe step: k = 1 asked, no match, one plain token
+        chooser.observe(Step((1,), (Source.TARGET,), "", k=1, verify_seconds=0.1))
+        assert chooser.choose().k == 1
+    refused = Step((1,), (Source.RECOVERED,), "", drafted=(5,), k=1, draft_seconds=0.002, verify_seconds=0.105)
+    chooser.observe(refused)
+    assert chooser.choose().k == 0  # a probe that was refused: back to waiting
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_from_k0_it_climbs_past_k1_within_a_short_reply_once_every_draft_is_accepted(seed):
     # A reply that moves from text no draft can guess into code it guesses every time: at
