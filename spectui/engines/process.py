@@ -219,7 +219,7 @@ class ProcessEngine:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def with_method(self, method: str) -> "ProcessEngine":
+    def with_method(self, method: str) -> "MethodView":
         """A view drafting by `method` (the child keeps the variant, sharing its target)."""
         with self._lock:
             self._connection.send(("method", method))

@@ -9,6 +9,7 @@ import signal
 from functools import partial
 
 from spectui.config import ChatConfig
+from spectui.events import Control, GenerationParams, Step
 from spectui.tui.widgets.conversation import ReplyView
 from tiny_models import build_tiny_engine
 from tui_fakes import ready, reply_done, send, wait_for
@@ -31,8 +32,8 @@ def test_a_reply_streams_from_the_engine_process_with_its_pieces_and_gamma(make_
             await send(pilot, "def add(a, b):")
             await reply_done(pilot)
             view = app.chat_screen.query_one(ReplyView)
-            expected = [e for e in local.stream([{"role": "user", "content": "def add(a, b):"}],
-                                                _params(30), _control(4)) if hasattr(e, "token_ids")]
+            events = local.stream([{"role": "user", "content": "def add(a, b):"}], GenerationParams(max_tokens=30), Control(k=4))
+            expected = [e for e in events if isinstance(e, Step)]
             assert view.token_view.text == "".join(s.text for s in expected)
             gamma = sum(s.num_accepted for s in expected) / sum(s.num_drafted for s in expected)
             assert app.chat_screen.stats_panel.data.gamma_reply == gamma
@@ -70,15 +71,3 @@ def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_messag
             await reply_done(pilot)
 
     asyncio.run(scenario())
-
-
-def _params(max_tokens):
-    from spectui.events import GenerationParams
-
-    return GenerationParams(max_tokens=max_tokens)
-
-
-def _control(k):
-    from spectui.events import Control
-
-    return Control(k=k)
