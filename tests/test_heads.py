@@ -67,10 +67,11 @@ def repetitive_ids(tiny_tokenizer):
 @pytest.fixture(scope="module")
 def training_sequences(tiny_target, tiny_tokenizer, repetitive_ids):
     """The target's own greedy continuations of the test prompts and of the repetitive text."""
-    from spectui.heads.train import greedy_replies
-
     prompts = [tiny_tokenizer(p)["input_ids"] for p in PROMPTS] + [repetitive_ids[:12]]
-    return greedy_replies(tiny_target, prompts, 40, {tiny_tokenizer.eos_token_id})
+    eos = tiny_tokenizer.eos_token_id
+    with torch.no_grad():
+        return [tiny_target.generate(torch.tensor([prompt]), max_new_tokens=40, do_sample=False, eos_token_id=eos,
+                                     pad_token_id=eos)[0].tolist() for prompt in prompts]
 
 
 @pytest.fixture(scope="module")
@@ -286,9 +287,10 @@ def target_folder(tmp_path_factory, tiny_target, tiny_tokenizer):
     return str(folder)
 
 
-def test_heads_train_then_generate_with_them(tmp_path, target_folder):
+def test_heads_train_then_generate_with_them(tmp_path, target_folder, monkeypatch):
     import json
 
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
     text = tmp_path / "notes.txt"
     text.write_text(REPETITIVE * 3)
     out = tmp_path / "medusa-heads"
@@ -297,7 +299,14 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder):
     assert result.exit_code == 0, result.stderr
     config = json.loads((out / "heads.json").read_text())
     assert config["kind"] == "medusa" and config["training"]["steps"] == 5
-    assert config["training"]["sequences"] == 10 + 1  # the quick suite's replies and the text
+    # The quick suite's replies (those whose prompt leaves the tiny model's 512-token context room for one), and the text.
+    from spectui.bench.workloads import suite
+    from spectui.engines.prompt import chat_prompt_ids
+    from spectui.models.load import load_model
+
+    _, tokenizer = load_model(target_folder, "float32", "cpu")
+    fitting = sum(len(chat_prompt_ids(tokenizer, w.as_messages())) + 4 <= 512 for w in suite("quick"))
+    assert 5 <= fitting < 10 and config["training"]["sequences"] == fitting + 1
     common = ("hello world", "--model", target_folder, "--dtype", "float32", "--device", "cpu", "--max-tokens", "12", "-k", "3")
     result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--json")
     assert result.exit_code == 0, result.stderr
@@ -307,6 +316,19 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder):
     result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
     assert result.exit_code == 0, result.stderr
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
+    assert config["training"]["suite"] == "quick" and config["training"]["vocab_sample"] == 4096
+
+    # EAGLE heads for the same target learn from the replies medusa's training wrote.
+    import spectui.heads.train
+
+    def no_new_replies(*args, **kwargs):
+        raise AssertionError("the replies were written again")
+
+    monkeypatch.setattr(spectui.heads.train, "engine_replies", no_new_replies)
+    result = cli("heads", "train", "--kind", "eagle", "--model", target_folder, "--steps", "2", "--suite", "quick",
+                 "--max-new-tokens", "4", "--out", str(tmp_path / "eagle-heads"))
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((tmp_path / "eagle-heads" / "heads.json").read_text())["training"]["sequences"] == fitting
     one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa or eagle with --heads DIR")
     one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
     one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")
@@ -444,3 +466,29 @@ def test_heads_trained_in_float32_draft_for_the_int8_target(tmp_path, tiny_targe
         if k:
             assert any(s.num_accepted for s in steps)
     assert outputs[3] == outputs[0]
+
+
+def test_training_suite_holds_out_the_bench_prompts():
+    from spectui.bench.workloads import suite
+    from spectui.heads.train import training_workloads
+
+    held_out, trained = suite("quick"), training_workloads("train")
+    assert trained and not any(workload in held_out for workload in trained)
+    assert len(trained) + len(held_out) == len(suite("full"))
+    assert {w.category for w in trained} == {w.category for w in held_out}
+
+
+def test_sampled_softmax_is_the_full_one_over_the_whole_vocabulary_and_names_every_target():
+    from spectui.heads.lm import sampled_vocab, token_loss
+
+    torch.manual_seed(0)
+    lm_head = torch.nn.Linear(8, 50, bias=True)
+    features, targets = torch.randn(6, 8), torch.tensor([3, 3, 7, 41, 0, 19])
+    everything = sampled_vocab(torch.arange(50), 50, 0, None)
+    assert torch.allclose(token_loss(lm_head, features, targets, everything), token_loss(lm_head, features, targets))
+    generator = torch.Generator().manual_seed(1)
+    subset = sampled_vocab(torch.unique(targets), 50, 10, generator)
+    assert set(targets.tolist()) <= set(subset.ids.tolist()) and len(subset.ids) < 50
+    assert torch.equal(subset.ids[subset.position[targets]], targets)
+    # Fewer competitors, lower loss: the subset's softmax is not the full one in disguise.
+    assert token_loss(lm_head, features, targets, subset) < token_loss(lm_head, features, targets)

@@ -14,7 +14,7 @@ from spectui.cli import fail
 from spectui.errors import SpectuiError, UsageError
 
 KINDS = ("medusa", "eagle")
-SUITES = ("quick", "full")
+SUITES = ("train", "quick", "full")
 
 heads_app = typer.Typer(help="Medusa and EAGLE heads for the embedded engine, trained locally.")
 
@@ -26,7 +26,9 @@ def default_out(model: str, kind: str) -> Path:
     return cache_dir() / "heads" / f"{safe}-{kind}"
 
 
-def check_train_options(kind: str, steps: int, num_heads: int, max_new_tokens: int, suite: str, texts: list[Path]) -> None:
+def check_train_options(
+    kind: str, steps: int, num_heads: int, max_new_tokens: int, suite: str, texts: list[Path], vocab_sample: int = 0
+) -> None:
     if kind not in KINDS:
         raise UsageError(f"--kind must be medusa or eagle, got {kind!r}")
     if steps < 1:
@@ -36,7 +38,9 @@ def check_train_options(kind: str, steps: int, num_heads: int, max_new_tokens: i
     if max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
     if suite not in SUITES:
-        raise UsageError(f"--suite must be quick or full, got {suite!r}")
+        raise UsageError(f"--suite must be train, quick or full, got {suite!r}")
+    if vocab_sample < 0:
+        raise UsageError(f"--vocab-sample must be >= 0, got {vocab_sample}")
     for path in texts:
         if not path.is_file():
             raise UsageError(f"--text {path}: no such file")
@@ -49,45 +53,51 @@ def train_command(
     steps: int = typer.Option(2000, "--steps", help="Training steps (one sequence each)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the heads (default: the cache, per model and kind)."),
     text: Optional[list[Path]] = typer.Option(None, "--text", help="A local text file to train on as well (repeatable)."),
-    suite: str = typer.Option("full", "--suite", help="Workload prompts whose replies are the data: quick or full."),
+    suite: str = typer.Option(
+        "train", "--suite",
+        help="Workload prompts whose replies are the data: train (full less quick, so the quick bench is held out), quick or full.",
+    ),
     num_heads: int = typer.Option(4, "--num-heads", help="medusa: heads, i.e. the most tokens drafted per step."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", help="Length of each greedy reply."),
     learning_rate: float = typer.Option(1e-3, "--lr", help="Adam's learning rate."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    dtype: str = typer.Option("auto", "--dtype", help="The target that writes the replies: the engine's own by default."),
+    vocab_sample: int = typer.Option(
+        4096, "--vocab-sample", help="Softmax over the data's tokens and this many random others (0: the whole vocabulary)."
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Self-distillation: the target's greedy replies to the workload prompts (and --text
     files) are cached as features once, then the heads learn them; the target stays frozen."""
     try:
         texts = list(text or [])
-        check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts)
+        check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts, vocab_sample)
         from spectui.models.registry import DEFAULT_TARGET, resolve
 
         name = model or DEFAULT_TARGET
         resolve(name)  # an unknown name is one line, before anything loads
         run_train(name, kind, steps, out or default_out(name, kind), texts, suite, num_heads, max_new_tokens,
-                  learning_rate, device, seed)
+                  learning_rate, device, seed, dtype, vocab_sample)
     except SpectuiError as error:
         fail(error)
 
 
-def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed) -> None:
+def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed,
+              dtype="auto", vocab_sample=0) -> None:
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from spectui.engines.embedded.build import resolve_device
-    from spectui.engines.prompt import stop_token_ids
     from spectui.heads import train
     from spectui.heads.store import fingerprint, save_heads
     from spectui.models.fetch import rich_progress
-    from spectui.models.load import load_model
+    from spectui.models.load import load_model, resolve_dtype
 
     err = Console(stderr=True)
     device = resolve_device(device)
-    with rich_progress() as load_progress:
-        # float32: the features and the LM head the heads learn against are the exact ones.
-        target, tokenizer = load_model(name, "float32", device, load_progress)
+    reply_dtype = resolve_dtype(dtype, device)
+    replies_file = train.replies_path(name, reply_dtype, suite, max_new_tokens)
     torch.manual_seed(seed)
     progress = Progress(
         TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -101,16 +111,32 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
         shown = f"loss {info['loss']:.3f}" if "loss" in info else ""
         progress.update(tasks[stage], completed=done, total=total, info=shown)
 
+    def write_replies() -> list[list[int]]:
+        # The target as the engine runs it (int8 on a CPU, several times faster than
+        # float32) says what the heads must learn to predict.
+        from spectui.engines.embedded.build import build_embedded_engine
+        from spectui.options import EngineOptions
+
+        with rich_progress() as load_progress:
+            writer = build_embedded_engine(EngineOptions(model=name, method="ngram", dtype=reply_dtype, device=device),
+                                           load_progress)
+        try:
+            with progress:
+                return train.engine_replies(writer, suite, max_new_tokens, report)
+        finally:
+            writer.close()
+
+    sequences = train.cached_replies(replies_file, write_replies)
+    with rich_progress() as load_progress:
+        # float32: the LM head the heads learn against is the target's own, unrounded.
+        target, tokenizer = load_model(name, "float32", device, load_progress)
     with progress:
-        context = getattr(target.config, "max_position_embeddings", None)
-        prompts = train.workload_prompt_ids(tokenizer, suite, context, max_new_tokens)
-        stop_ids = stop_token_ids(tokenizer, getattr(target, "generation_config", None))
-        sequences = train.greedy_replies(target, prompts, max_new_tokens, stop_ids, report)
         sequences += train.text_sequences(tokenizer, texts)
         examples = train.cache_features(target, sequences, report)
         heads = train.new_heads(kind, target.config.hidden_size, num_heads).to(device)
-        record = train.train_heads(heads, train.loss_function(kind, heads, target), examples, steps,
-                                   learning_rate, seed, report)
+        loss_of = train.loss_function(kind, heads, target, vocab_sample, examples)
+        record = train.train_heads(heads, loss_of, examples, steps, learning_rate, seed, report)
+    record.update(suite=suite, reply_dtype=reply_dtype, vocab_sample=vocab_sample)
     folder = save_heads(out, kind, heads, fingerprint(target, name), record)
     err.print(
         f"{kind} heads for {name}: loss {record['loss_before']:.3f} → {record['loss_after']:.3f} "

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from spectui.heads.lm import lm_logits
+from spectui.heads.lm import VocabSubset, token_loss
 
 # The paper's weights: regress features, with a light token-level term through the LM head.
 FEATURE_LOSS_WEIGHT = 1.0
@@ -84,6 +84,7 @@ def eagle_loss(
     features: torch.Tensor,
     token_ids: torch.Tensor,
     generator: torch.Generator | None = None,
+    vocab: VocabSubset | None = None,
 ) -> torch.Tensor:
     """Smooth L1 between predicted and true features, plus cross-entropy of the predicted
     feature's tokens against the sequence. features [L, H], token_ids [L]."""
@@ -96,8 +97,8 @@ def eagle_loss(
     predicted = drafter(inputs[None], next_embeddings[None])[0]
     feature_loss = F.smooth_l1_loss(predicted, features[1:])
     # predicted[j] is feature j + 1, which predicts token j + 2.
-    token_loss = F.cross_entropy(lm_logits(lm_head, predicted[:-1]), token_ids[2:])
-    return FEATURE_LOSS_WEIGHT * feature_loss + TOKEN_LOSS_WEIGHT * token_loss
+    next_token_loss = token_loss(lm_head, predicted[:-1], token_ids[2:], vocab)
+    return FEATURE_LOSS_WEIGHT * feature_loss + TOKEN_LOSS_WEIGHT * next_token_loss
 
 
 def default_sizes(hidden_size: int) -> dict:

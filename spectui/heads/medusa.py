@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from spectui.heads.lm import lm_logits
+from spectui.heads.lm import VocabSubset, token_loss
 
 # The paper weights head i's loss by 0.8^i: later heads are harder and noisier, and should
 # not pull the shared training away from the heads that get accepted most.
@@ -46,7 +46,9 @@ class MedusaHeads(nn.Module):
         return {"hidden_size": self.hidden_size, "num_heads": self.num_heads, "num_layers": self.num_layers}
 
 
-def medusa_loss(heads: MedusaHeads, lm_head: nn.Module, features: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+def medusa_loss(
+    heads: MedusaHeads, lm_head: nn.Module, features: torch.Tensor, token_ids: torch.Tensor, vocab: VocabSubset | None = None
+) -> torch.Tensor:
     """Cross-entropy of head i (0-based) at position t against token t + 2 + i.
 
     features [L, H]: the target's feature at each position; token_ids [L]: the sequence.
@@ -59,8 +61,7 @@ def medusa_loss(heads: MedusaHeads, lm_head: nn.Module, features: torch.Tensor, 
         shift = 2 + i
         if length <= shift:
             break
-        logits = lm_logits(lm_head, head_features[i, : length - shift])
         weight = HEAD_LOSS_DECAY**i
-        total = total + weight * F.cross_entropy(logits, token_ids[shift:])
+        total = total + weight * token_loss(lm_head, head_features[i, : length - shift], token_ids[shift:], vocab)
         weight_sum += weight
     return total / max(weight_sum, 1e-9)

@@ -31,19 +31,18 @@ class CachedSequence:
     features: torch.Tensor  # [L, H], float32: the target's feature at each position
 
 
-def workload_prompt_ids(
-    tokenizer, suite_name: str = "full", context: int | None = None, max_new_tokens: int = 0
-) -> list[list[int]]:
-    """The shipped workload prompts, as the chat engine would prompt the target; a prompt
-    too long for the context keeps its end (where the reply starts) and leaves room for it."""
-    from spectui.bench.workloads import suite
-    from spectui.engines.prompt import chat_prompt_ids
+# The full suite less the quick one: `spectui bench` (quick by default) then measures heads
+# on prompts they never saw, as a user's prompts will be.
+TRAIN_SUITE = "train"
 
-    prompts = [chat_prompt_ids(tokenizer, workload.as_messages()) for workload in suite(suite_name)]
-    if context:
-        room = max(1, context - max_new_tokens)
-        prompts = [ids[-room:] for ids in prompts]
-    return prompts
+
+def training_workloads(suite_name: str):
+    from spectui.bench.workloads import suite
+
+    if suite_name == TRAIN_SUITE:
+        held_out = suite("quick")
+        return [workload for workload in suite("full") if workload not in held_out]
+    return suite(suite_name)
 
 
 def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
@@ -54,23 +53,57 @@ def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
     return [ids for ids in sequences if len(ids) >= 4]
 
 
-@torch.no_grad()
-def greedy_replies(
-    model, prompts: Sequence[list[int]], max_new_tokens: int, stop_ids: set[int], progress: ProgressFn = _no_progress
-) -> list[list[int]]:
-    """Each prompt followed by the target's own greedy reply: what the heads must predict
-    is what this target says, not what some dataset says."""
-    device = next(model.parameters()).device
+def replies_path(name: str, dtype: str, suite_name: str, max_new_tokens: int) -> Path:
+    """Where the replies for these settings are kept: medusa and eagle heads for one target
+    learn from the same replies, and writing them is the slow part on a CPU."""
+    import hashlib
+    import json
+
+    from spectui.models.registry import cache_dir
+
+    prompts = [workload.as_messages() for workload in training_workloads(suite_name)]
+    key = json.dumps([name, dtype, max_new_tokens, prompts], sort_keys=True)
+    return cache_dir() / "heads" / "replies" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[list[int]]:
+    import json
+
+    if path.is_file():
+        return json.loads(path.read_text())
+    sequences = write()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".part")
+    partial.write_text(json.dumps(sequences))
+    partial.replace(path)
+    return sequences
+
+
+def engine_replies(engine, suite_name: str, max_new_tokens: int, progress: ProgressFn = _no_progress) -> list[list[int]]:
+    """Each workload prompt followed by the target's greedy reply, written by spectui's own
+    engine as it will run with the heads: the target in the engine's dtype, prompt lookup
+    drafting (lossless at T = 0: faster, not different). A prompt that leaves no room for
+    the reply in the model's context is left out."""
+    from spectui.errors import SpectuiError
+    from spectui.events import Control, Done, GenerationParams
+
+    workloads = training_workloads(suite_name)
     sequences = []
-    for done, prompt in enumerate(prompts):
-        progress("replies", done, len(prompts), {})
-        stop = sorted(stop_ids)
-        output = model.generate(
-            torch.tensor([prompt], device=device), max_new_tokens=max_new_tokens, do_sample=False,
-            eos_token_id=stop or None, pad_token_id=stop[0] if stop else None,
-        )
-        sequences.append(output[0].tolist())
-    progress("replies", len(prompts), len(prompts), {})
+    for done, workload in enumerate(workloads):
+        progress("replies", done, len(workloads), {})
+        context = engine.context_length
+        if context is not None and len(engine.prompt_ids(workload.as_messages())) + max_new_tokens > context:
+            continue
+        reply: list[int] = []
+        params = GenerationParams(max_tokens=max_new_tokens, seed=0, truncate=True)
+        for event in engine.stream(workload.as_messages(), params, Control(4, 0.0)):
+            if isinstance(event, Done):
+                if event.finish_reason == "error":
+                    raise SpectuiError(f"writing the reply to {workload.name}: {event.error}")
+                sequences.append(list(event.prompt_token_ids) + reply)
+                break
+            reply += event.token_ids
+    progress("replies", len(workloads), len(workloads), {})
     return sequences
 
 
@@ -89,16 +122,30 @@ def cache_features(model, sequences: Sequence[list[int]], progress: ProgressFn =
     return cached
 
 
-def loss_function(kind: str, heads, model) -> Callable[[CachedSequence, torch.Generator | None], torch.Tensor]:
+def loss_function(
+    kind: str, heads, model, vocab_sample: int = 0, examples: Sequence[CachedSequence] = ()
+) -> Callable[[CachedSequence, torch.Generator | None], torch.Tensor]:
+    """vocab_sample > 0: each call's softmax runs over the tokens `examples` hold and that
+    many random others (see sampled_vocab), not the whole vocabulary."""
+    from spectui.heads.lm import sampled_vocab
+
     lm_head = model.get_output_embeddings()
+    vocab_size = lm_head.weight.shape[0]
+    always = torch.unique(torch.cat([example.token_ids for example in examples])) if vocab_sample and examples else None
+
+    def vocab(generator):
+        return None if always is None else sampled_vocab(always, vocab_size, vocab_sample, generator)
+
     if kind == "medusa":
         from spectui.heads.medusa import medusa_loss
 
-        return lambda example, generator: medusa_loss(heads, lm_head, example.features, example.token_ids)
+        return lambda example, generator: medusa_loss(heads, lm_head, example.features, example.token_ids, vocab(generator))
     from spectui.heads.eagle import eagle_loss
 
     embedding = model.get_input_embeddings()
-    return lambda example, generator: eagle_loss(heads, lm_head, embedding, example.features, example.token_ids, generator)
+    return lambda example, generator: eagle_loss(
+        heads, lm_head, embedding, example.features, example.token_ids, generator, vocab(generator)
+    )
 
 
 def mean_loss(loss_of, examples: Sequence[CachedSequence]) -> float:
