@@ -200,7 +200,8 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
             "draft_cost", "verify_cost", "speedup", "predicted_speedup", "runs"} <= set(first_arm)
     assert encoded["machine"]["cpus"] >= 1
     written = write_plots(result, tmp_path)
-    assert len(written) == 8 and all(path.read_bytes()[:4] == b"\x89PNG" for path in written)
+    assert len(written) == 9 and all(path.read_bytes()[:4] == b"\x89PNG" for path in written)
+    assert tmp_path / "methods.png" in written  # the methods side by side
 
     # Read back from its JSON (split over two files), the report is the same report.
     from spectui.bench.report import markdown

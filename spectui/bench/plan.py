@@ -14,9 +14,11 @@ from spectui.bench.workloads import Workload
 from spectui.options import AUTO_START_K
 
 RUNNERS = ("spectui", "transformers", "vllm")
-METHODS = ("draft", "ngram")
-# The anchor's method for each spectui method, at the same k.
+# medusa and eagle run from heads trained here (bench --heads); no anchor has them.
+METHODS = ("draft", "ngram", "medusa", "eagle")
+# The anchor's method for each spectui method that has one, at the same k.
 TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
+VLLM_METHODS = ("draft", "ngram")
 
 
 def plan_arms(
@@ -31,11 +33,16 @@ def plan_arms(
         arms += [Arm("spectui", method, AUTO_START_K, auto=True) for method in methods]
     if "transformers" in runners:
         arms.append(Arm("transformers", "none", 0))
-        arms += [Arm("transformers", TRANSFORMERS_METHOD[method], anchor_k) for method in methods]
+        arms += [Arm("transformers", TRANSFORMERS_METHOD[method], anchor_k) for method in methods if method in TRANSFORMERS_METHOD]
     if "vllm" in runners:
         arms.append(Arm("vllm", "none", 0))
-        arms += [Arm("vllm", method, anchor_k) for method in (methods if vllm_methods is None else vllm_methods)]
+        arms += [Arm("vllm", method, anchor_k) for method in (default_vllm_methods(methods) if vllm_methods is None else vllm_methods)]
     return arms
+
+
+def default_vllm_methods(methods: Sequence[str]) -> list[str]:
+    """vLLM runs a method with the same weights as spectui: not heads trained for the embedded engine."""
+    return [method for method in methods if method in VLLM_METHODS]
 
 
 def plan_cases(workloads: Sequence[Workload], temperatures: Sequence[float] | None) -> list[Case]:

@@ -110,7 +110,33 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
             axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the best fixed k")
             axes.legend(fontsize=8)
             written.append(save(figure, folder / f"adaptive_{method}.png", plt))
+    bars = method_bars(result)
+    if len(methods) > 1 and bars:
+        figure, axes = plt.subplots(figsize=(10, 5))
+        names = list(bars)
+        width = 0.8 / len(methods)
+        for index, method in enumerate(methods):
+            offset = (index - (len(methods) - 1) / 2) * width
+            axes.bar([p + offset for p in range(len(names))], [bars[n].get(method, 0.0) for n in names], width, label=method)
+        axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        axes.set_xticks(list(range(len(names))), names, rotation=30, ha="right", fontsize=8)
+        axes.set(ylabel="decode speedup over k=0 (best fixed k)", title="spectui: each drafting method at its best k, per category")
+        axes.legend(fontsize=8)
+        written.append(save(figure, folder / "methods.png", plt))
     return written
+
+
+def method_bars(result: BenchResult) -> dict[str, dict[str, float]]:
+    """series -> {method: its best fixed k's speedup}, medians over the cases."""
+    from spectui.bench.report import best_arm
+
+    speedups: dict[str, dict[str, list[float]]] = {}
+    for case in result.cases:
+        for method in result.settings.get("methods", []):
+            best = best_arm(case, method)
+            if best is not None and best.speedup:
+                speedups.setdefault(series_name(result, case), {}).setdefault(method, []).append(best.speedup)
+    return {name: {method: median_of(values) for method, values in by_method.items()} for name, by_method in speedups.items()}
 
 
 def adaptive_bars(result: BenchResult, method: str) -> dict[str, tuple[float, float]]:

@@ -19,6 +19,11 @@ CODE_AND_JSON = ("json", "code-python", "code-typescript", "code-go")
 LOOKUP_FRIENDLY = ("summarize", "retrieval")
 
 
+def anchored(methods: Sequence[str]) -> list[str]:
+    """The methods transformers has an anchor for (not medusa or eagle)."""
+    return [method for method in methods if method in TRANSFORMERS_METHOD]
+
+
 def ratio(case: CaseResult, top: Arm, bottom: Arm) -> float | None:
     upper, lower = case.arm(top), case.arm(bottom)
     if upper is None or lower is None or not upper.decode_tokens_per_s or not lower.decode_tokens_per_s:
@@ -57,7 +62,7 @@ class CategoryRow:
     temperature: float
     cases: int
     baseline_tokens_per_s: float | None
-    best: dict[str, tuple[int, float | None, float | None]]  # method -> (k, speedup, γ at that k)
+    best: dict[str, tuple[int, float | None, float | None, float | None]]  # method -> (k, speedup, γ and τ at that k)
     predicted_k: dict[str, int | None]
     vs_transformers: float | None  # spectui k = 0 / transformers plain
     vs_anchor: dict[str, float | None]  # method -> spectui at anchor k / transformers' same method
@@ -81,6 +86,7 @@ def category_rows(result: BenchResult) -> list[CategoryRow]:
                 statistics.median_low(ks) if ks else 0,
                 median_of(arm.speedup for arm in arms if arm is not None),
                 median_of(arm.gamma for arm in arms if arm is not None),
+                median_of(arm.tau for arm in arms if arm is not None),
             )
         rows.append(CategoryRow(
             category=category,
@@ -92,7 +98,7 @@ def category_rows(result: BenchResult) -> list[CategoryRow]:
                          if "predicted_k" in c.best.get(m, {})]) else None for m in methods},
             vs_transformers=median_of(ratio(c, BASELINE, Arm("transformers", "none", 0)) for c in cases),
             vs_anchor={m: median_of(ratio(c, Arm("spectui", m, anchor_k), Arm("transformers", TRANSFORMERS_METHOD[m], anchor_k))
-                                    for c in cases) for m in methods},
+                                    for c in cases) for m in anchored(methods)},
             vllm_speedup={m: median_of(ratio(c, Arm("vllm", m, anchor_k), Arm("vllm", "none", 0)) for c in cases)
                           for m in methods},
             auto={m: (median_of(auto_over_best(c, m) for c in cases),
@@ -152,11 +158,12 @@ def fmt(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
 def row_cells(row: CategoryRow, methods: Sequence[str], with_vllm: bool, with_adaptive: bool = False) -> list[str]:
     cells = [row.category, f"{row.temperature:g}", fmt(row.baseline_tokens_per_s, ".2f")]
     for method in methods:
-        k, gain, gamma = row.best[method]
-        cells.append(f"k={k} {fmt(gain, '.2f', '×')}" + (f" γ {gamma:.2f}" if gamma is not None else ""))
+        k, gain, gamma, tau = row.best[method]
+        cells.append(f"k={k} {fmt(gain, '.2f', '×')}" + (f" γ {gamma:.2f}" if gamma is not None else "")
+                     + (f" τ {tau:.2f}" if tau is not None and k > 0 else ""))
         cells.append(str(row.predicted_k.get(method) if row.predicted_k.get(method) is not None else "—"))
     cells.append(fmt(row.vs_transformers, ".2f", "×"))
-    cells += [fmt(row.vs_anchor[m], ".2f", "×") for m in methods]
+    cells += [fmt(row.vs_anchor[m], ".2f", "×") for m in anchored(methods)]
     if with_vllm:
         cells += [fmt(row.vllm_speedup[m], ".2f", "×") for m in methods]
     if with_adaptive:
@@ -169,7 +176,7 @@ def headers(methods: Sequence[str], anchor_k: int, with_vllm: bool, with_adaptiv
     for method in methods:
         names += [f"best {method}", "model's k"]
     names.append("k=0 / HF greedy")
-    names += [f"{method} / HF {TRANSFORMERS_METHOD[method]} (k={anchor_k})" for method in methods]
+    names += [f"{method} / HF {TRANSFORMERS_METHOD[method]} (k={anchor_k})" for method in anchored(methods)]
     if with_vllm:
         names += [f"vLLM {method} / plain" for method in methods]
     if with_adaptive:
@@ -179,6 +186,28 @@ def headers(methods: Sequence[str], anchor_k: int, with_vllm: bool, with_adaptiv
 
 def with_vllm(result: BenchResult) -> bool:
     return "vllm" in result.settings.get("runners", [])
+
+
+DRAFTER_HEADERS = ["method", "drafter", "memory (RSS added at load)", "KV cache per 1k tokens", "on disk", "training"]
+
+
+def drafter_rows(result: BenchResult) -> list[list[str]]:
+    """What each method's drafter costs: the memory column of the seed's comparison, measured."""
+    from spectui.metrics import format_bytes
+
+    rows = []
+    for method, cost in (result.settings.get("drafters") or {}).items():
+        if method not in result.settings.get("methods", []):
+            continue
+        training = cost.get("training") or {}
+        trained = (f"{training['steps']} steps, {training['seconds'] / 60:.1f} min, {training.get('tokens', 0):,} tokens"
+                   f" ({training.get('suite', '?')} prompts)" if "steps" in training and "seconds" in training else "—")
+        kv = cost.get("kv_bytes_per_token")
+        rows.append([
+            method, cost.get("name") or "—", format_bytes(cost.get("resident_bytes")),
+            format_bytes(kv * 1000) if kv else "—", format_bytes(cost.get("file_bytes")) if cost.get("file_bytes") else "—", trained,
+        ])
+    return rows
 
 
 def rich_tables(result: BenchResult):
@@ -197,7 +226,12 @@ def rich_tables(result: BenchResult):
     for target in targets(result):
         met = {True: "[green]yes[/]", False: "[red]no[/]", None: "not run"}[target.met]
         goals.add_row(target.claim, f"≥ {target.goal:.2f}×", fmt(target.measured, ".2f", "×"), met)
-    return table, goals
+    drafters = Table(title="what each drafter costs")
+    for name in DRAFTER_HEADERS:
+        drafters.add_column(name)
+    for cells in drafter_rows(result):
+        drafters.add_row(*cells)
+    return (table, goals, drafters) if drafters.row_count else (table, goals)
 
 
 def markdown(result: BenchResult, command: str) -> str:
@@ -232,4 +266,13 @@ def markdown(result: BenchResult, command: str) -> str:
     lines += ["", "## Per category", "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for row in category_rows(result):
         lines.append("| " + " | ".join(row_cells(row, methods, vllm, adaptive)) + " |")
+    drafters = drafter_rows(result)
+    if drafters:
+        lines += ["", "## What each drafter costs", "",
+                  "Memory is the process's resident memory before and after the drafter loaded; a draft "
+                  "model's KV cache grows with the reply on top of it. Heads are trained by `spectui heads train` "
+                  "on the target's replies to workload prompts: the train prompts are the full suite less the "
+                  "quick one, so a quick bench measures heads on prompts they never saw.", "",
+                  "| " + " | ".join(DRAFTER_HEADERS) + " |", "|" + "---|" * len(DRAFTER_HEADERS)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in drafters]
     return "\n".join(lines) + "\n"

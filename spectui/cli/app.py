@@ -182,7 +182,7 @@ def compare(
 def bench(
     suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
     engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm."),
-    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram."),
+    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, medusa, eagle (these two need --heads)."),
     ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
     temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
@@ -199,6 +199,9 @@ def bench(
     report: Optional[str] = typer.Option(
         None, "--report", help="Run nothing: tables, --markdown and --plots from saved --json files (comma list)."
     ),
+    bench_heads: Optional[list[Path]] = typer.Option(
+        None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
+    ),
     model: ModelOption = DEFAULTS.model,
     draft: DraftOption = DEFAULTS.draft,
     dtype: DtypeOption = Dtype(DEFAULTS.dtype),
@@ -209,7 +212,6 @@ def bench(
     max_model_len: MaxModelLenOption = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from spectui.bench.plan import METHODS
     from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
 
     try:
@@ -218,12 +220,19 @@ def bench(
             raise typer.Exit(run_report_command(paths, markdown_path, plots))
         runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
             suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
-        options = engine_options_from({**locals(), "method": Method(method_names[0]), "k": anchor_k,
+        # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
+        base_method = "draft" if "draft" in method_names else "ngram"
+        options = engine_options_from({**locals(), "method": Method(base_method), "k": anchor_k,
                                        "temperature": 0.0, "top_p": 1.0, "max_tokens": DEFAULTS.max_tokens,
                                        "seed": DEFAULTS.seed})
+        from spectui.bench.drafters import heads_by_method
+        from spectui.bench.plan import VLLM_METHODS
+
+        heads_folders = heads_by_method(list(bench_heads or []), method_names)
         code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
                                  repeats, bench_max_tokens, category_list, json_path, plots, markdown_path,
-                                 parse_list("vllm-methods", vllm_methods, METHODS) if vllm_methods else None)
+                                 parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
+                                 heads_folders)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

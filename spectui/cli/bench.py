@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from spectui.bench.plan import METHODS, RUNNERS, plan_arms, plan_cases, run_bench
+from spectui.bench.plan import METHODS, RUNNERS, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
 from spectui.bench.workloads import CATEGORIES, suite
 from spectui.errors import SpectuiError
@@ -51,12 +51,22 @@ def parse_temperatures(text: str | None) -> list[float] | None:
     return values
 
 
-def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress, vllm_methods=None) -> tuple[dict, list]:
-    """{runner name: callable(arm, messages, params, temperature)} and the engines to close."""
+def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress, vllm_methods=None,
+                  heads=None) -> tuple[dict, list, dict]:
+    """{runner name: callable(arm, messages, params, temperature)}, the engines to close and
+    {method: what its drafter costs in memory}."""
+    from spectui.bench.drafters import add_drafters
     from spectui.bench.runners import TransformersRunner, run_engine
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.embedded.build import build_embedded_engine, draft_for
+    from spectui.models.load import check_same_vocab
+    from spectui.models.registry import DEFAULT_TARGET
 
-    engine = build_embedded_engine(replace(options, engine="embedded", method=methods[0]), progress)
+    if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
+        target_name = options.model or DEFAULT_TARGET
+        check_same_vocab(target_name, draft_for(target_name, options.draft))
+    # The target alone first, so that each drafter's memory is measured as it loads.
+    engine = build_embedded_engine(replace(options, engine="embedded", method="ngram", heads=None, tree_width=1), progress)
+    drafters = add_drafters(engine, options, methods, heads or {}, progress)
     engines = [engine]
     runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
     if "transformers" in runner_names:
@@ -66,18 +76,18 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
         from spectui.engines.vllm.build import build_vllm_engine
 
         # vLLM fixes k when it starts: one engine per method, and one without speculation.
-        vllm_methods = methods if vllm_methods is None else vllm_methods
+        vllm_methods = default_vllm_methods(methods) if vllm_methods is None else vllm_methods
         share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
         by_method = {}
         for method in ("none", *vllm_methods):
             k = 0 if method == "none" else anchor_k
-            vllm_options = replace(options, engine="vllm", method=method if method != "none" else methods[0], k=k,
+            vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
                                    dtype="auto" if options.dtype == "int8" else options.dtype,
                                    gpu_memory_utilization=share)
             by_method[method] = build_vllm_engine(vllm_options, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
-    return runners, engines
+    return runners, engines, drafters
 
 
 def run_bench_command(
@@ -96,6 +106,7 @@ def run_bench_command(
     plots_dir: Path | None,
     markdown_path: Path | None,
     vllm_methods: list[str] | None = None,
+    heads: dict | None = None,
 ) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -112,9 +123,10 @@ def run_bench_command(
     cases = plan_cases(workloads, temperatures)
     arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
     with rich_progress() as progress:
-        runners, engines = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods)
-    settings = {"suite": suite_name, "model": engines[0].info.target, "draft": engines[0].info.draft,
-                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or methods, "ks": ks, "auto": auto,
+        runners, engines, drafters = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods, heads)
+    settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
+                "drafters": drafters,
+                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
                 "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats

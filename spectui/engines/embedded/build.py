@@ -31,7 +31,7 @@ def draft_for(target: str, draft: str | None) -> str:
 
 def build_embedded_engine(options: EngineOptions, progress=None):
     from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.embedded.proposers import NgramProposer
     from spectui.models.load import check_same_vocab, load_model, resolve_dtype
     from spectui.models.registry import DEFAULT_TARGET, resolve
 
@@ -46,18 +46,11 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     if options.method in ("medusa", "eagle"):
         draft_name = heads_folder(options)
     target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
-    proposer = None
-    if options.method == "draft":
-        draft_model, _ = load_model(draft_name, draft_dtype(target_dtype, device), device, progress)
-        proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
-    elif options.method in ("medusa", "eagle"):
-        from spectui.engines.embedded.head_proposers import head_proposer
-        from spectui.heads.store import load_heads
-
-        heads, _ = load_heads(draft_name, target_model, target_name, kind=options.method)
-        proposer = head_proposer(heads, options.method, target_model, options.tree_width)
-    else:
+    if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
+    else:
+        proposer = load_proposer(options.method, draft_name, target_model, target_name, target_dtype, device,
+                                 options.tree_width, progress)
     info = EngineInfo(
         name="embedded",
         target=target_name,
@@ -68,6 +61,22 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         live_k=True,
     )
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
+
+
+def load_proposer(method: str, draft_name: str, target_model, target_name: str, target_dtype: str, device: str,
+                  tree_width: int = 1, progress=None):
+    """The drafter that needs weights: a draft model, or medusa / eagle heads from a folder."""
+    if method == "draft":
+        from spectui.engines.embedded.proposers import DraftModelProposer
+        from spectui.models.load import load_model
+
+        draft_model, _ = load_model(draft_name, draft_dtype(target_dtype, device), device, progress)
+        return DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    from spectui.engines.embedded.head_proposers import head_proposer
+    from spectui.heads.store import load_heads
+
+    heads, _ = load_heads(draft_name, target_model, target_name, kind=method)
+    return head_proposer(heads, method, target_model, tree_width)
 
 
 def heads_folder(options: EngineOptions) -> str:

@@ -26,9 +26,8 @@ class EmbeddedEngine:
         self.stop_ids = stop_token_ids(tokenizer, getattr(target_model, "generation_config", None))
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
-        self._draft_name = info.draft
-        # What info.draft names: the draft model, or the heads folder of medusa / eagle.
-        self._draft_method = info.method
+        # What info.draft names per method: the draft model, or the heads folder of medusa / eagle.
+        self._draft_names: dict[str, str | None] = {info.method: info.draft}
         # Adaptive k's estimates, per proposer: they carry over from reply to reply.
         self._choosers: dict[str, AdaptiveK] = {}
 
@@ -47,8 +46,14 @@ class EmbeddedEngine:
             self._proposers[method] = NgramProposer()
         variant = copy.copy(self)
         variant.proposer = self._proposers[method]
-        variant.info = replace(self.info, method=method, draft=self._draft_name if method == self._draft_method else None)
+        variant.info = replace(self.info, method=method, draft=self._draft_names.get(method))
         return variant
+
+    def add_proposer(self, method: str, proposer: Proposer, name: str | None) -> None:
+        """One more drafter over the same target, for with_method: a bench run compares a
+        draft model, n-gram lookup and trained heads on one loaded target."""
+        self._proposers[method] = proposer
+        self._draft_names[method] = name
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, messages)

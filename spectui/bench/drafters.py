@@ -1,0 +1,82 @@
+"""The drafters a bench run compares on one loaded target, and what each costs to hold.
+
+Memory is measured, not estimated from sizes: the process's resident memory before and
+after each drafter loads (weights plus whatever loading them leaves behind). A draft
+model also grows a KV cache as the reply does; that part is counted from its config.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from spectui.errors import UsageError
+from spectui.options import HEAD_METHODS
+
+
+def heads_by_method(folders: list[Path], methods: list[str]) -> dict[str, Path]:
+    """{medusa / eagle: its folder}, each head method asked for having exactly one."""
+    from spectui.heads.store import read_config
+
+    found: dict[str, Path] = {}
+    for folder in folders:
+        kind = read_config(folder)["kind"]
+        if kind in found:
+            raise UsageError(f"--heads {folder}: {found[kind]} already gives the {kind} heads")
+        found[kind] = Path(folder)
+    missing = [method for method in methods if method in HEAD_METHODS and method not in found]
+    if missing:
+        raise UsageError(f"--methods {missing[0]} needs --heads DIR with {missing[0]} heads (make them with spectui heads train)")
+    unused = [kind for kind in found if kind not in methods]
+    if unused:
+        raise UsageError(f"--heads gives {unused[0]} heads but --methods does not run {unused[0]}")
+    return found
+
+
+def resident_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+
+def kv_bytes_per_token(model) -> int:
+    """Keys and values one token adds to a model's cache, in the dtype it computes in."""
+    config = model.config
+    layers = int(config.num_hidden_layers)
+    heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    # The cache holds what the attention computes in: the embeddings' dtype, even where
+    # the linear layers are int8.
+    return 2 * layers * heads * head_dim * model.get_input_embeddings().weight.element_size()
+
+
+def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
+    """Load each method's drafter beside the engine's target; {method: what it costs}."""
+    from spectui.engines.embedded.build import draft_for, load_proposer
+    from spectui.heads.store import read_config
+
+    costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "resident_bytes": 0}}
+    target_name = engine.info.target
+    for method in methods:
+        if method == "ngram":
+            continue
+        name = draft_for(target_name, options.draft) if method == "draft" else str(heads[method])
+        gc.collect()
+        before = resident_bytes()
+        proposer = load_proposer(method, name, engine.target.model, target_name, engine.info.dtype,
+                                 engine.info.device, 1, progress)
+        gc.collect()
+        after = resident_bytes()
+        cost = {"name": name, "resident_bytes": after - before if before is not None and after is not None else None}
+        if method == "draft":
+            cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer.draft.model)
+        else:
+            config = read_config(name)
+            cost["file_bytes"] = sum(path.stat().st_size for path in Path(name).iterdir() if path.is_file())
+            cost["training"] = config.get("training", {})
+        engine.add_proposer(method, proposer, name)
+        costs[method] = cost
+    return costs

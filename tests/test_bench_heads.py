@@ -1,0 +1,90 @@
+"""Trained heads in `spectui bench`: beside the other drafters on one loaded target, with
+what each drafter costs in memory, on tiny models (nothing here is timed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from spectui.bench.measure import BASELINE
+from spectui.bench.plan import plan_arms, plan_cases, run_bench
+from spectui.bench.runs import Arm
+from spectui.bench.workloads import Workload
+
+METHODS = ["ngram", "medusa", "eagle"]
+
+
+@pytest.fixture
+def heads_setup(tmp_path, tiny_target, tiny_tokenizer):
+    from spectui.heads.store import fingerprint, save_heads
+    from spectui.heads.train import new_heads
+
+    target = tmp_path / "target"
+    tiny_target.save_pretrained(target)
+    tiny_tokenizer.save_pretrained(target)
+    folders = []
+    for kind in ("medusa", "eagle"):
+        torch.manual_seed(0)
+        heads = new_heads(kind, tiny_target.config.hidden_size, 3)
+        record = {"steps": 7, "seconds": 1.5, "tokens": 100, "suite": "train"}
+        folders.append(save_heads(tmp_path / kind, kind, heads, fingerprint(tiny_target, str(target)), record))
+    return str(target), folders
+
+
+def test_bench_runs_heads_beside_ngram_and_says_what_each_drafter_costs(heads_setup, tmp_path):
+    from spectui.bench.drafters import heads_by_method
+    from spectui.bench.report import markdown
+    from spectui.cli.bench import build_runners
+    from spectui.options import EngineOptions
+
+    target, folders = heads_setup
+    options = EngineOptions(model=target, method="ngram", dtype="float32", device="cpu")
+    heads = heads_by_method(folders, METHODS)
+    runners, engines, drafters = build_runners(options, ["spectui"], METHODS, 2, None, None, heads)
+    engine = engines[0]
+    assert engine.with_method("medusa").info.draft == str(folders[0])
+    assert engine.with_method("eagle").proposer.method == "eagle"
+    assert drafters["ngram"]["resident_bytes"] == 0
+    for method, folder in zip(("medusa", "eagle"), folders):
+        cost = drafters[method]
+        assert cost["name"] == str(folder) and cost["training"]["steps"] == 7
+        assert cost["file_bytes"] > (folder / "heads.safetensors").stat().st_size
+        assert isinstance(cost["resident_bytes"], int)
+
+    workload = Workload("code-python", "py-x", ({"role": "user", "content": "def add(a, b):"},), 0.0, 10, 5)
+    arms = plan_arms(["spectui"], METHODS, [0, 2], anchor_k=2)
+    assert {Arm("spectui", "medusa", 2), Arm("spectui", "eagle", 2)} <= set(arms)
+    settings = {"methods": METHODS, "ks": [0, 2], "anchor_k": 2, "runners": ["spectui"], "drafters": drafters}
+    result = run_bench(plan_cases([workload], None), arms, runners, 1, settings)
+    (case,) = result.cases
+    for arm_result in case.arms:
+        assert arm_result.same_tokens_as_baseline is True, arm_result.arm.label  # lossless at T = 0
+    for method in ("medusa", "eagle"):
+        drafted = case.arm(Arm("spectui", method, 2))
+        assert drafted.gamma is not None and 1 <= drafted.tau <= 3  # the heads drafted, and were verified
+    assert case.arm(BASELINE) is not None
+
+    text = markdown(result, "cmd")
+    assert "## What each drafter costs" in text
+    assert f"| medusa | {folders[0]} |" in text and "7 steps, 0.0 min, 100 tokens (train prompts)" in text
+    assert "HF medusa" not in text  # transformers has no medusa anchor: no such column
+    from spectui.bench.plots import method_bars
+
+    assert set(method_bars(result)["code-python"]) == set(METHODS)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--methods", "ngram,medusa"], "--methods medusa needs --heads DIR with medusa heads"),
+        (["--methods", "ngram", "--heads", "/no/such/heads"], "/no/such/heads holds no trained heads"),
+    ],
+)
+def test_heads_options_get_one_line_and_exit_2(args, words):
+    from spectui.cli.app import app
+
+    result = CliRunner().invoke(app, ["bench", *args])
+    assert result.exit_code in (1, 2), result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
