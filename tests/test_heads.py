@@ -304,8 +304,11 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder):
     reply = json.loads(result.stdout)
     assert (reply["model"]["method"], reply["model"]["draft"]) == ("medusa", str(out))
     assert any(step["drafted"] for step in reply["steps"])
-    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
+    assert not any("tree_nodes" in step for step in reply["steps"])
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--temperature", "0.8", "--json")
     assert result.exit_code == 0, result.stderr
+    tree_steps = [step for step in json.loads(result.stdout)["steps"] if step["drafted"]]
+    assert tree_steps and all(step["tree_nodes"] > len(step["drafted"]) for step in tree_steps)
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
     one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa or eagle with --heads DIR")
     one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
