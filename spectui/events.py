@@ -57,6 +57,9 @@ class Step:
     # token, max_tokens) before all of them were emitted; None: the DRAFT tokens shown.
     accepted_count: int | None = None
     auto: AutoChoice | None = None  # set when adaptive k chose k
+    # A tree step: how many drafted nodes the target verified in its one forward (drafted
+    # then holds the path it took and the first candidate it turned down). None for a chain.
+    tree_nodes: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):

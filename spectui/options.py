@@ -66,7 +66,7 @@ class EngineOptions:
     lookup_min: int = 1
     lookup_max: int = 4
     heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
-    tree_width: int = 1  # medusa / eagle with --heads: candidates per depth at T = 0 (1 = a chain)
+    tree_width: int = 1  # medusa / eagle with --heads: candidates per depth, verified as a tree (1 = a chain)
     engine: str = "auto"
     # vLLM (in-process, and what `spectui serve` passes on)
     speculative_config: str | None = None  # JSON, passed through; wins over method/draft/k

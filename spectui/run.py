@@ -60,6 +60,8 @@ class Reply:
                     "num_drafted": step.num_drafted,
                     "k": step.k,
                     "exact": step.exact,
+                    # Only a tree step has it: chain steps print as they always did.
+                    **({"tree_nodes": step.tree_nodes} if step.tree_nodes is not None else {}),
                 }
                 for step in self.steps
             ],

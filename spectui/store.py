@@ -331,12 +331,16 @@ def _step_row(message_id: int, index: int, step: Step, pieces: Sequence[str], gh
 
 def drafted_json(step: Step) -> str:
     """The drafted ids, or {"count": n} from an engine that reports counts only (vLLM), with
-    "accepted" when the reply stopped inside the step's accepted drafts."""
+    "accepted" when the reply stopped inside the step's accepted drafts and "tree_nodes" for a
+    tree step. Keys in this one column rather than new ones keep every history file readable
+    both ways: an old row has none of them, an older spectui ignores the ones it does not know."""
     counts: dict = {}
     if step.draft_count is not None and not step.drafted:
         counts["count"] = step.draft_count
     if step.accepted_count is not None:
         counts["accepted"] = step.accepted_count
+    if step.tree_nodes is not None:
+        counts["tree_nodes"] = step.tree_nodes
     if not counts:
         return json.dumps(list(step.drafted))
     counts.setdefault("ids", list(step.drafted))
@@ -352,6 +356,8 @@ def drafted_fields(stored: str) -> dict:
         fields["draft_count"] = int(value["count"])
     if "accepted" in value:
         fields["accepted_count"] = int(value["accepted"])
+    if "tree_nodes" in value:
+        fields["tree_nodes"] = int(value["tree_nodes"])
     return fields
 
 
@@ -410,6 +416,7 @@ def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
                     "drafted": list(step.drafted),
                     "num_drafted": step.num_drafted,
                     "num_accepted": step.num_accepted,
+                    "tree_nodes": step.tree_nodes,  # drafted nodes verified, for a tree step
                     "k": step.k,
                     "temperature": step.temperature,
                     "draft_seconds": step.draft_seconds,

@@ -313,8 +313,11 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder, monkeypatc
     reply = json.loads(result.stdout)
     assert (reply["model"]["method"], reply["model"]["draft"]) == ("medusa", str(out))
     assert any(step["drafted"] for step in reply["steps"])
-    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--json")
+    assert not any("tree_nodes" in step for step in reply["steps"])
+    result = cli("generate", *common, "--method", "medusa", "--heads", str(out), "--tree-width", "3", "--temperature", "0.8", "--json")
     assert result.exit_code == 0, result.stderr
+    tree_steps = [step for step in json.loads(result.stdout)["steps"] if step["drafted"]]
+    assert tree_steps and all(step["tree_nodes"] > len(step["drafted"]) for step in tree_steps)
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
     assert config["training"]["suite"] == "quick" and config["training"]["vocab_sample"] == 4096
 
@@ -492,3 +495,238 @@ def test_sampled_softmax_is_the_full_one_over_the_whole_vocabulary_and_names_eve
     assert torch.equal(subset.ids[subset.position[targets]], targets)
     # Fewer competitors, lower loss: the subset's softmax is not the full one in disguise.
     assert token_loss(lm_head, features, targets, subset) < token_loss(lm_head, features, targets)
+
+# ---------------------------------------------------------------- tree drafting (T > 0)
+
+def chi2_critical_0_001(df: int) -> float:
+    """The chi-square value a correct rule exceeds 1 seed in 1000 (Wilson-Hilferty; within 1%
+    of the tables from 5 degrees of freedom: 20.75 for 20.515, 51.29 for 51.179 at 24)."""
+    z = 3.0902  # the standard normal's 0.999 quantile
+    return df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
+
+
+def chi_square_table(observed: dict, expected: dict, draws: int) -> tuple[float, int]:
+    """(statistic, degrees of freedom) of observed counts against exact probabilities by outcome;
+    an outcome of probability 0 must never be seen."""
+    impossible = [outcome for outcome in observed if expected.get(outcome, 0.0) == 0.0]
+    assert not impossible, f"outcomes the target gives probability 0: {impossible}"
+    possible = {outcome: p for outcome, p in expected.items() if p > 0.0}
+    statistic = sum((observed.get(outcome, 0) - draws * p) ** 2 / (draws * p) for outcome, p in possible.items())
+    return statistic, len(possible) - 1
+
+
+def sampled_walks(walk, drafted, parents, p_target, draws, seed=0) -> dict:
+    """How often each outcome (the emitted tokens and the last one's source) comes out of `walk`."""
+    from collections import Counter
+
+    generator = torch.Generator().manual_seed(seed)
+    outcomes = Counter()
+    for _ in range(draws):
+        path, verdict = walk(drafted, parents, p_target, generator)
+        assert verdict.num_accepted == len(path)
+        outcomes[tuple(drafted[i] for i in path) + (verdict.next_token, verdict.next_source)] += 1
+    return outcomes
+
+
+def exact_walk_outcomes(drafted, parents, p_target) -> dict:
+    """The target sampling alone, read along the tree: each outcome's probability."""
+    outcomes: dict = {}
+
+    def visit(node, prefix, probability):
+        row = p_target[node + 1]
+        children = {drafted[i]: i for i, parent in enumerate(parents) if parent == node}
+        for token, p in enumerate(row.tolist()):
+            if token in children:
+                visit(children[token], prefix + (token,), probability * p)
+            else:
+                source = Source.RECOVERED if children or node < 0 else Source.BONUS
+                outcomes[prefix + (token, source)] = outcomes.get(prefix + (token, source), 0.0) + probability * p
+
+    visit(-1, (), 1.0)
+    return outcomes
+
+
+# A tree over five tokens: the root's candidates 0 and 1, node 0's candidates 2 and 3, node 1's 4.
+HAND_TREE = ([0, 1, 2, 3, 4], [-1, -1, 0, 0, 1])
+HAND_P_TARGET = torch.tensor(
+    [
+        [0.30, 0.25, 0.20, 0.15, 0.10],  # after the root
+        [0.10, 0.20, 0.25, 0.05, 0.40],  # after node 0
+        [0.50, 0.10, 0.10, 0.10, 0.20],  # after node 1
+        [0.20, 0.20, 0.20, 0.20, 0.20],  # after node 2 (a leaf)
+        [0.60, 0.10, 0.10, 0.10, 0.10],  # after node 3 (a leaf)
+        [0.10, 0.10, 0.10, 0.10, 0.60],  # after node 4 (a leaf)
+    ]
+)
+
+
+def test_a_sampled_walk_takes_a_child_the_target_is_sure_of():
+    from spectui.engines.embedded.tree import walk_sampled
+
+    drafted, parents = HAND_TREE
+    p_target = HAND_P_TARGET.clone()
+    p_target[0] = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0])  # the second candidate, certainly
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        path, verdict = walk_sampled(drafted, parents, p_target, generator)
+        assert path == [1, 4] or (path == [1] and verdict.next_source is Source.RECOVERED and verdict.next_token != 4)
+        assert verdict.num_accepted == len(path)
+        if path == [1, 4]:
+            assert verdict.next_source is Source.BONUS  # node 4 is a leaf
+
+
+def test_a_sampled_walk_recovers_when_the_target_gives_every_candidate_zero():
+    from spectui.engines.embedded.tree import walk_sampled
+
+    drafted, parents = HAND_TREE
+    p_target = HAND_P_TARGET.clone()
+    p_target[0] = torch.tensor([0.0, 0.0, 0.5, 0.3, 0.2])
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        path, verdict = walk_sampled(drafted, parents, p_target, generator)
+        assert path == [] and verdict.num_accepted == 0
+        assert verdict.next_source is Source.RECOVERED and verdict.next_token in (2, 3, 4)
+
+
+def test_sampled_walks_come_out_as_often_as_the_target_says():
+    from spectui.engines.embedded.tree import walk_sampled
+
+    drafted, parents = HAND_TREE
+    expected = exact_walk_outcomes(drafted, parents, HAND_P_TARGET)
+    assert abs(sum(expected.values()) - 1.0) < 1e-6
+    draws = 20_000
+    observed = sampled_walks(walk_sampled, drafted, parents, HAND_P_TARGET, draws)
+    statistic, df = chi_square_table(observed, expected, draws)
+    assert statistic < chi2_critical_0_001(df), (statistic, df)
+    # Total variation, for a reader: a few thousandths on 20k draws.
+    assert 0.5 * sum(abs(observed.get(o, 0) / draws - p) for o, p in expected.items()) < 0.02
+
+
+def test_the_walk_statistic_catches_wrong_rules():
+    """Taking the first candidate the target gives any mass, or accepting each candidate with
+    its plain p (no renormalising after a rejection), is not the target's distribution."""
+    from spectui.engines.embedded.sampling import sample
+    from spectui.engines.embedded.verify import Verdict
+
+    def walk(accept):
+        def walk_wrong(drafted, parents, p_target, generator):
+            path, node = [], -1
+            while True:
+                row = p_target[node + 1]
+                children = [i for i, parent in enumerate(parents) if parent == node]
+                taken = next((c for c in children if accept(row, drafted[c], generator)), None)
+                if taken is None:
+                    rest = row.clone()
+                    rest[[drafted[c] for c in children]] = 0.0
+                    source = Source.RECOVERED if children else Source.BONUS
+                    return path, Verdict(len(path), sample(rest / rest.sum(), generator), source)
+                path.append(taken)
+                node = taken
+
+        return walk_wrong
+
+    first_with_mass = walk(lambda row, token, generator: bool(row[token] > 0))
+    unnormalised = walk(lambda row, token, generator: bool(torch.rand(1, generator=generator) < row[token]))
+    drafted, parents = HAND_TREE
+    expected = exact_walk_outcomes(drafted, parents, HAND_P_TARGET)
+    for wrong in (first_with_mass, unnormalised):
+        statistic, df = chi_square_table(sampled_walks(wrong, drafted, parents, HAND_P_TARGET, 20_000), expected, 20_000)
+        assert statistic > chi2_critical_0_001(df), (wrong, statistic)
+
+
+def exact_joint(model, prompt_ids, top_p):
+    """The target's own distribution of its (2nd, 3rd) sampled tokens and of its 4th, by enumeration."""
+    from spectui.engines.embedded.sampling import target_probs
+
+    def probs(ids):
+        with torch.no_grad():
+            return target_probs(model(input_ids=torch.tensor([ids])).logits[0, -1], TEMPERATURE, top_p)
+
+    first = probs(prompt_ids)
+    joint = torch.zeros(SMALL_VOCAB, SMALL_VOCAB)
+    fourth = torch.zeros(SMALL_VOCAB)
+    for a in range(SMALL_VOCAB):
+        p_b = probs(prompt_ids + [a])
+        for b in range(SMALL_VOCAB):
+            p_c = probs(prompt_ids + [a, b])
+            joint[b] += first[a] * p_b[b] * p_c
+            for c in range(SMALL_VOCAB):
+                fourth += first[a] * p_b[b] * p_c[c] * probs(prompt_ids + [a, b, c])
+    return joint, fourth
+
+
+def sampled_tree_replies(engine, prompt_ids, top_p, replies):
+    """(2nd, 3rd) and 4th tokens of seeded 4-token replies at T = 1, k = 2, and the tree steps."""
+    pairs, fourths, tree_steps = [], [], []
+    for seed in range(replies):
+        params = GenerationParams(max_tokens=4, seed=seed, top_p=top_p)
+        steps, _ = collect(engine, prompt_ids, params, Control(k=2, temperature=TEMPERATURE))
+        tokens = [t for s in steps for t in s.token_ids]
+        pairs.append((tokens[1], tokens[2]))
+        fourths.append(tokens[3])
+        tree_steps += [s for s in steps if s.drafted]
+    return pairs, fourths, tree_steps
+
+
+def tree_chi_squares(pairs, fourths, joint, fourth):
+    from collections import Counter
+
+    pair_stat, pair_df = chi_square_table(
+        Counter(pairs), {(b, c): float(joint[b, c]) for b in range(SMALL_VOCAB) for c in range(SMALL_VOCAB)}, len(pairs)
+    )
+    fourth_stat, fourth_df = chi_square_table(Counter(fourths), dict(enumerate(fourth.tolist())), len(fourths))
+    return (pair_stat, pair_df), (fourth_stat, fourth_df)
+
+
+@pytest.mark.parametrize(("kind", "top_p"), [("medusa", 1.0), ("eagle", 1.0), ("medusa", 0.7)])
+def test_sampled_output_with_a_tree_follows_the_target_distribution(small_target, tiny_tokenizer, kind, top_p):
+    """Width 3 over a six-token vocabulary: half of it drafted at each depth, so the walk takes
+    the main chain, takes alternatives, and recovers; top_p 0.7 also cuts candidates to p = 0."""
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    joint, fourth = exact_joint(small_target, prompt_ids, top_p)
+    # Chi-square needs counts; top_p leaves some pairs at probability 0, which must never come out.
+    assert min(float(p) for p in torch.cat([joint.flatten(), fourth]) if p > 0) * REPLIES >= 5
+    heads = untrained(kind, small_target, num_heads=2)
+    proposer = head_proposer(heads, kind, small_target, tree_width=3)
+    proposals = []
+    propose = proposer.propose
+    proposer.propose = lambda *args: proposals.append(propose(*args)) or proposals[-1]
+    engine = make_engine(small_target, tiny_tokenizer, proposer)
+    engine.stop_ids = set()  # the tiny tokenizer's <eos> is one of the six ids
+    pairs, fourths, tree_steps = sampled_tree_replies(engine, prompt_ids, top_p, REPLIES)
+    assert tree_steps and all(s.tree_nodes is not None and s.tree_nodes > len(s.drafted) for s in tree_steps)
+    sources = [source for s in tree_steps for source in s.sources]
+    # Every way out of the walk ran, or the test would prove little.
+    assert 0.1 < sources.count(Source.DRAFT) / len(sources) < 0.9
+    assert Source.RECOVERED in sources and Source.BONUS in sources
+    # Alternatives were taken: an accepted first token that is not the main chain's.
+    proposals = [proposal for proposal in proposals if proposal.drafted]
+    assert len(proposals) == len(tree_steps)
+    assert all(proposal.parents is not None and s.tree_nodes == len(proposal.drafted) for proposal, s in zip(proposals, tree_steps))
+    assert any(s.num_accepted and s.token_ids[0] != proposal.drafted[0] for proposal, s in zip(proposals, tree_steps))
+    (pair_stat, pair_df), (fourth_stat, fourth_df) = tree_chi_squares(pairs, fourths, joint, fourth)
+    assert pair_stat < chi2_critical_0_001(pair_df), (pair_stat, pair_df)
+    assert fourth_stat < chi2_critical_0_001(fourth_df), (fourth_stat, fourth_df)
+
+
+def test_the_tree_chi_square_catches_a_walk_that_takes_the_first_candidate(small_target, tiny_tokenizer, monkeypatch):
+    """The same statistic with a walk that always descends into a node's first child."""
+    from spectui.engines.embedded import tree
+    from spectui.engines.embedded.verify import Verdict
+
+    def first_child_walk(drafted, parents, p_target, generator):
+        path, node = [], -1
+        while (child := next((i for i, parent in enumerate(parents) if parent == node), None)) is not None:
+            path.append(child)
+            node = child
+        return path, Verdict(len(path), tree.sample(p_target[node + 1], generator), Source.BONUS)
+
+    monkeypatch.setattr(tree, "walk_sampled", first_child_walk)
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+    joint, fourth = exact_joint(small_target, prompt_ids, 1.0)
+    heads = untrained("medusa", small_target, num_heads=2)
+    engine = make_engine(small_target, tiny_tokenizer, head_proposer(heads, "medusa", small_target, tree_width=3))
+    engine.stop_ids = set()
+    pairs, fourths, _ = sampled_tree_replies(engine, prompt_ids, 1.0, REPLIES // 4)
+    (pair_stat, pair_df), _ = tree_chi_squares(pairs, fourths, joint, fourth)
+    assert pair_stat > chi2_critical_0_001(pair_df), pair_stat

@@ -58,6 +58,28 @@ def test_same_tokens_sources_and_pieces_as_the_engine_in_this_process(process_en
     assert any(step.num_drafted and step.rejected for step in steps)  # ghosts were split too
 
 
+def test_tree_steps_cross_over_whole():
+    """A tree step's tree_nodes survives the pipe, and a seeded sampled tree reply is the same
+    in the engine process as in this one."""
+    from spectui.engines.process import ProcessEngine
+    from tiny_models import build_tiny_tree_engine
+
+    local = build_tiny_tree_engine()
+    engine = ProcessEngine(partial(build_tiny_tree_engine))
+    try:
+        for temperature in (0.0, 1.0):
+            steps, _ = reply(engine, Control(k=3, temperature=temperature), max_tokens=24)
+            local_steps, _ = reply(local, Control(k=3, temperature=temperature), max_tokens=24)
+            assert [(s.token_ids, s.sources, s.drafted, s.tree_nodes) for s in steps] == [
+                (s.token_ids, s.sources, s.drafted, s.tree_nodes) for s in local_steps
+            ]
+            tree_steps = [s for s in steps if s.drafted]
+            assert tree_steps and all(s.tree_nodes is not None and s.tree_nodes > len(s.drafted) for s in tree_steps)
+            assert {s.method for s in tree_steps} == {"medusa"}
+    finally:
+        engine.close()
+
+
 def test_k_temperature_and_cancel_reach_the_running_reply():
     from spectui.engines.process import ProcessEngine
 

@@ -100,3 +100,24 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
     if progress is not None:
         progress("tiny models", 1, 1)
     return EmbeddedEngine(target, tokenizer, proposer, info)
+
+
+def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int = 2):
+    """The tiny target drafting a tree from untrained heads (perturbed, so that they draft
+    something other than the next token), built the same way in any process."""
+    import torch
+
+    from spectui.engine import EngineInfo
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.head_proposers import head_proposer
+    from spectui.heads.train import new_heads
+
+    tokenizer = make_tiny_tokenizer()
+    target = make_tiny_model(len(tokenizer), seed=1)
+    torch.manual_seed(0)
+    heads = new_heads(kind, target.config.hidden_size, 4).eval().requires_grad_(False)
+    with torch.no_grad():
+        for parameter in heads.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape))
+    info = EngineInfo("embedded", "tiny", "tiny-heads", kind, "float32", "cpu", live_k=True)
+    return EmbeddedEngine(target, tokenizer, head_proposer(heads, kind, target, tree_width), info)

@@ -149,7 +149,7 @@ def chat_command(
     lookup_min: Optional[int] = typer.Option(None, "--lookup-min", help="ngram: shortest n-gram to match."),
     lookup_max: Optional[int] = typer.Option(None, "--lookup-max", help="ngram: longest n-gram to match."),
     heads: Optional[str] = typer.Option(None, "--heads", help="--method medusa / eagle on the embedded engine: a folder from `spectui heads train`."),
-    tree_width: Optional[int] = typer.Option(None, "--tree-width", help="--heads: candidates per depth at T = 0, verified as a tree (1 = a chain)."),
+    tree_width: Optional[int] = typer.Option(None, "--tree-width", help="--heads: candidates per depth, verified as a tree (1 = a chain)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="auto, float32, bfloat16, float16 or int8."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N or auto."),
     theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),

@@ -56,7 +56,7 @@ DtypeOption = Annotated[Dtype, typer.Option("--dtype", help="Target precision (a
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")]
 LookupMinOption = Annotated[int, typer.Option("--lookup-min", help="ngram: shortest n-gram to match.")]
 HeadsOption = Annotated[Optional[str], typer.Option("--heads", help="--method medusa / eagle on the embedded engine: a folder from `spectui heads train`.")]
-TreeWidthOption = Annotated[int, typer.Option("--tree-width", help="--method medusa / eagle --heads: candidates per depth at T = 0, verified as a tree in one forward (1 = a chain).")]
+TreeWidthOption = Annotated[int, typer.Option("--tree-width", help="--method medusa / eagle --heads: candidates per depth, verified as a tree in one forward (1 = a chain).")]
 LookupMaxOption = Annotated[int, typer.Option("--lookup-max", help="ngram: longest n-gram to match.")]
 EngineOption = Annotated[EngineName, typer.Option("--engine", help="auto: vLLM when installed with a GPU, else embedded.")]
 ServerOption = Annotated[Optional[str], typer.Option("--server", help="--engine server: the vLLM server's URL.")]

@@ -113,6 +113,9 @@ class ReplyTracker:
         self.kept: list[int] = []  # per draft position: steps that accepted it
         self.alpha_values: list[float | None] = []
         self.costs = CostSums()  # timing of every step but the first (the prefill)
+        self.tree_steps = 0  # steps that verified a draft tree (Step.tree_nodes set)
+        self.tree_nodes = 0  # the nodes those steps verified, in all
+        self.tree_nodes_last: int | None = None
 
     def add(self, step: Step, arrived: float) -> None:
         if self.steps:
@@ -131,6 +134,10 @@ class ReplyTracker:
             self.offered[position] += 1
             self.kept[position] += position < accepted
         self.alpha_values.append(accepted / drafted if drafted else None)
+        if step.tree_nodes is not None:
+            self.tree_steps += 1
+            self.tree_nodes += step.tree_nodes
+            self.tree_nodes_last = step.tree_nodes
 
     def finish(self, done: Done | None, now: float) -> None:
         self.done = done
@@ -157,6 +164,10 @@ class ReplyTracker:
 
     def alpha_series(self) -> list[float | None]:
         return self.alpha_values
+
+    def tree_nodes_mean(self) -> float | None:
+        """Candidates the target verified per tree step in this reply; None without a tree."""
+        return self.tree_nodes / self.tree_steps if self.tree_steps else None
 
     def time_to_first_token(self) -> float | None:
         if self.done is not None and self.done.time_to_first_token > 0:
@@ -219,6 +230,10 @@ class PanelData:
     status: str = "idle"
     auto: AutoChoice | None = None  # adaptive k's latest choice in this reply
     k_series: tuple[int, ...] = ()  # the k of each step, when adaptive k chose them
+    # Tree drafting: drafted nodes verified per step, the mean over the reply's tree steps and
+    # the latest one's; None for chains.
+    tree_nodes_mean: float | None = None
+    tree_nodes_last: int | None = None
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None) -> Theory | None:
@@ -270,6 +285,8 @@ def panel_data(
         memory=memory,
         theory=theory_for(alpha, k, cost),
         status=status,
+        tree_nodes_mean=reply.tree_nodes_mean(),
+        tree_nodes_last=reply.tree_nodes_last,
         **adaptive_fields(reply.steps),
     )
 

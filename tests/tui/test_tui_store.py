@@ -119,3 +119,24 @@ def test_a_history_from_a_newer_spectui_is_refused_untouched(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
     db.close()
+
+
+def test_a_tree_step_keeps_its_node_count_and_chains_stay_as_they_were(tmp_path):
+    from dataclasses import replace
+
+    path = tmp_path / "h.sqlite3"
+    store = Store(path)
+    conversation = store.new_conversation({})
+    reply = store.add_message(conversation, "assistant", "")
+    tree = replace(step(1), tree_nodes=14, method="medusa")
+    store.add_step(reply, 0, step(0), ["a", "b"], "", 0.1)
+    store.add_step(reply, 1, tree, ["c", "d"], "", 0.2)
+    assert [s.step for s in store.load_steps(reply)] == [step(0), tree]
+    # A chain's row is what it always was (a plain list of ids), so any spectui reads it.
+    db = sqlite3.connect(path)
+    stored = [json.loads(row[0]) for row in db.execute("SELECT drafted FROM steps ORDER BY idx")]
+    db.close()
+    assert stored == [[0, 999], {"tree_nodes": 14, "ids": [10, 999]}]
+    lines = [json.loads(line) for line in export_trace_jsonl(store.load_conversation(conversation))]
+    assert [line["tree_nodes"] for line in lines] == [None, 14]
+    store.close()

@@ -20,7 +20,8 @@ class PlanEngine:
 
     The k of each step is read from Control when the step starts, like the real engine.
     With gated=True every step after the first waits for `release()`, so a test can act
-    between two steps. Token i decodes to " w<i>".
+    between two steps. Token i decodes to " w<i>". tree_nodes: per entry of `plan`, the
+    nodes of a draft tree that step verified (Step.tree_nodes; None: a chain), with `method`.
     """
 
     def __init__(
@@ -31,12 +32,16 @@ class PlanEngine:
         raise_after: int | None = None,
         error_after: int | None = None,
         name: str = "fake",
+        tree_nodes: Sequence[int | None] | None = None,
+        method: str = "draft",
     ) -> None:
         self.plan = list(plan)
+        self.tree_nodes = list(tree_nodes) if tree_nodes is not None else [None] * len(self.plan)
+        self.method = method
         self.gated = gated
         self.raise_after = raise_after
         self.error_after = error_after
-        self.info = EngineInfo(name, "fake-target", "fake-draft", "draft", "fp32", "cpu", live_k)
+        self.info = EngineInfo(name, "fake-target", "fake-draft", method, "fp32", "cpu", live_k)
         self.steps: list[Step] = []  # what it yielded, in order, across replies
         self.messages_seen: list[list[Message]] = []
         self._gate = threading.Semaphore(0)
@@ -88,7 +93,8 @@ class PlanEngine:
                 step = Step(
                     tuple(ids), (Source.DRAFT,) * accepted + (last,), self.decode(ids),
                     drafted=tuple(ids[:accepted]) + tuple(rejected), k=k, temperature=temperature,
-                    draft_seconds=0.001 * k, verify_seconds=0.01 * (1 + 0.1 * k), method="draft",
+                    draft_seconds=0.001 * k, verify_seconds=0.01 * (1 + 0.1 * k), method=self.method,
+                    tree_nodes=self.tree_nodes[index],
                 )
             self.steps.append(step)
             reply_steps.append(step)

@@ -3,7 +3,9 @@
 They need the target's last hidden state at the verified positions, which the loop
 hands them after every verify (`needs_hidden`, `observe_hidden`); they draft from the
 feature of the position before the last token, the one whose logits chose that token.
-Chain drafting (one candidate per depth) at any temperature; a tree at T = 0 when asked.
+Chain drafting (one candidate per depth), or with tree_width > 1 a tree of each depth's
+top candidates, at any temperature: the tree's candidates are fixed by the context, and
+the target's walk down it (spectui.engines.embedded.tree) keeps sampled output exact.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class MedusaProposer(_FeatureProposer):
         super().__init__()
         self.heads = heads
         self.lm_head = lm_head
-        # Candidates per depth at T = 0; 1 drafts a chain.
+        # Candidates per depth, verified as a tree; 1 drafts a chain.
         self.tree_width = tree_width
 
     @torch.inference_mode()
@@ -96,7 +98,7 @@ class MedusaProposer(_FeatureProposer):
         _, features = window
         num_drafts = min(k, self.heads.num_heads)
         logits = lm_logits(self.lm_head, self.heads(features[-1])[:num_drafts])
-        if temperature == 0.0 and self.tree_width > 1:
+        if self.tree_width > 1:
             candidates = logits.topk(min(self.tree_width, logits.shape[-1]), dim=-1).indices.tolist()
             drafted, parents = medusa_tree(candidates)
             return Proposal(drafted, None, parents)
@@ -133,8 +135,8 @@ def medusa_tree(candidates: list[list[int]]) -> tuple[list[int], list[int]]:
 
 class EagleProposer(_FeatureProposer):
     """EAGLE drafting: predict the next feature, read a token from it through the target's
-    LM head, feed both back, k times; at T = 0 with tree_width > 1, a tree whose main chain
-    is exactly that chain."""
+    LM head, feed both back, k times; with tree_width > 1, a tree whose main chain is the
+    argmax chain."""
 
     method = "eagle"
 
@@ -154,7 +156,7 @@ class EagleProposer(_FeatureProposer):
         # Pair j: the feature at position j with the token at j + 1.
         next_ids = torch.tensor(list(token_ids[start + 1 :]), dtype=torch.long, device=features.device)
         state = (features, embed(self.embedding, next_ids))
-        if temperature == 0.0 and self.tree_width > 1:
+        if self.tree_width > 1:
             drafted, parents = self._tree(state, k)
             return Proposal(drafted, None, parents)
         drafted: list[int] = []
@@ -212,7 +214,7 @@ class EagleProposer(_FeatureProposer):
 
 def head_proposer(heads, kind: str, model, tree_width: int = 1):
     """The proposer for trained heads of `kind` on the target `model` (frozen LM head and
-    embedding). tree_width > 1: a draft tree at T = 0, that many candidates per depth."""
+    embedding). tree_width > 1: a draft tree, that many candidates per depth."""
     lm_head = model.get_output_embeddings()
     if kind == "medusa":
         return MedusaProposer(heads, lm_head, tree_width)

@@ -61,15 +61,17 @@ def decode_steps(
         drafted: list[int] = []
         p_draft = None
         parents = None
+        tree_nodes = None
         if k > 0:
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
             drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
         verify_started = time.perf_counter()
         if parents is not None:
-            if temperature != 0.0:
-                raise ValueError("a draft tree is verified greedily: sampled steps must draft a chain")
+            tree_nodes = len(drafted)
             # From here on the step reads as a chain: the verified path and its rejected top candidate.
-            drafted, verdict, hidden, first_position = verify_tree(target, token_ids, drafted, parents)
+            drafted, verdict, hidden, first_position = verify_tree(
+                target, token_ids, drafted, parents, temperature, params.top_p, generator
+            )
         elif needs_hidden:
             target_logits, hidden, first_position = target.logits_and_hidden(
                 token_ids + drafted, num_rows=len(drafted) + 1
@@ -118,6 +120,7 @@ def decode_steps(
             method=proposer.method if drafted else "",
             accepted_count=accepted_count,
             auto=auto,
+            tree_nodes=tree_nodes,
         )
         if adaptive is not None:
             adaptive.observe(step, prefill=num_generated == len(emitted))

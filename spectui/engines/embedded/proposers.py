@@ -19,8 +19,8 @@ class Proposal:
     # Distributions the drafts were sampled from, [len(drafted), V]; None when the
     # proposer is deterministic (a point mass on each drafted id) or at T = 0.
     p_draft: torch.Tensor | None
-    # A draft tree (T = 0 only): the parent of each drafted id, -1 for the context's last
-    # token; None for a chain. See spectui.engines.embedded.tree.
+    # A draft tree (deterministic candidates, p_draft None): the parent of each drafted
+    # id, -1 for the context's last token; None for a chain. See spectui.engines.embedded.tree.
     parents: list[int] | None = None
 
 

@@ -1,15 +1,16 @@
-"""Tree drafting at T = 0: several candidates per depth, verified in one target forward.
+"""Tree drafting: several candidates per depth, verified in one target forward.
 
 A tree is a flat list of drafted tokens and, for each, the index of its parent (-1: the
 last token of the context, the root). One forward runs the whole tree under a 4D
 attention mask where each node sees the context and its own ancestors only, at the
-position its depth gives it; the target then walks down the tree, keeping the child it
-would have chosen itself, and emits the longest such path and its own next token.
+position its depth gives it; the target then walks down the tree and emits the path it
+accepts and its own next token: at T = 0 it keeps the child it would have chosen itself
+(walk_greedy), at T > 0 the child its own sample names (walk_sampled, SpecInfer's
+multi-candidate rule for deterministic candidates), so the output is the target's either way.
 
-Greedy only: the rejection rule for several candidates per position (SpecInfer's) is not
-implemented, so a sampled step drafts a chain. The tree's first branch must be a chain
-from the root (its main chain): the cache keeps those entries, valid as a continuation
-of the context, and forgets the other branches, which the next forward recomputes.
+The tree's first branch must be a chain from the root (its main chain): the cache keeps
+those entries, valid as a continuation of the context, and forgets the other branches,
+which the next forward recomputes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
+from spectui.engines.embedded.sampling import sample, target_probs
 from spectui.engines.embedded.verify import Verdict
 from spectui.events import Source
 
@@ -67,13 +69,38 @@ def walk_greedy(drafted: Sequence[int], parents: Sequence[int], target_logits: t
     if target_logits.shape[0] != len(drafted) + 1:
         raise ValueError(f"target_logits must have {len(drafted) + 1} rows, got {target_logits.shape[0]}")
     predicted = target_logits.argmax(dim=-1).tolist()
+    return _walk(drafted, parents, lambda node: predicted[node + 1])
+
+
+def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, generator: torch.Generator | None) -> tuple[list[int], Verdict]:
+    """The path a sampling target takes down the tree: node indices, and its verdict.
+
+    p_target: the target's distributions after temperature and top-p, [1 + N, V] (or rows
+    computed on demand, indexed the same way); row 0 follows the root, row 1 + i node i.
+
+    At each node, x ~ p (the target's row there): a child whose token is x is descended
+    into, else x is emitted. This is SpecInfer's multi-candidate rejection rule for
+    candidates whose draft distribution is one-hot (the tree's top-k candidates are fixed
+    by the context): accepting child c_i with probability p'(c_i), else zeroing c_i out of
+    the residual p' and renormalising, and sampling p' when all are rejected, picks child
+    c_i with probability exactly p(c_i) and any other token x with probability p(x). Each
+    emitted token is therefore drawn from the target's own distribution given the tokens
+    before it, whatever the tree holds.
+    """
+    if len(p_target) != len(drafted) + 1:
+        raise ValueError(f"p_target must have {len(drafted) + 1} rows, got {len(p_target)}")
+    return _walk(drafted, parents, lambda node: sample(p_target[node + 1], generator))
+
+
+def _walk(drafted: Sequence[int], parents: Sequence[int], target_token) -> tuple[list[int], Verdict]:
+    """Down from the root while target_token(node) (the target's token after node) is a child."""
     children: dict[int, list[int]] = {}
     for i, parent in enumerate(parents):
         children.setdefault(parent, []).append(i)
     path: list[int] = []
     node = -1
     while True:
-        wanted = predicted[node + 1]
+        wanted = target_token(node)
         match = next((child for child in children.get(node, []) if drafted[child] == wanted), None)
         if match is None:
             # A leaf reached means every depth passed: the target's token is the bonus.
@@ -83,15 +110,43 @@ def walk_greedy(drafted: Sequence[int], parents: Sequence[int], target_logits: t
         node = match
 
 
-def verify_tree(target, token_ids: Sequence[int], drafted: Sequence[int], parents: Sequence[int]):
-    """One target forward over the tree and the greedy walk down it.
+class _ProbRows:
+    """target_probs of logits rows, computed when first read: a walk visits depth + 1 rows of
+    the tree's 1 + N, and top-p sorts the whole vocabulary for each row it is given."""
+
+    def __init__(self, logits: torch.Tensor, temperature: float, top_p: float) -> None:
+        self.logits, self.temperature, self.top_p = logits, temperature, top_p
+        self.rows: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return self.logits.shape[0]
+
+    def __getitem__(self, row: int) -> torch.Tensor:
+        if row not in self.rows:
+            self.rows[row] = target_probs(self.logits[row], self.temperature, self.top_p)
+        return self.rows[row]
+
+
+def verify_tree(
+    target,
+    token_ids: Sequence[int],
+    drafted: Sequence[int],
+    parents: Sequence[int],
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+):
+    """One target forward over the tree and the walk down it (greedy at T = 0, else sampled).
 
     Returns (drafted as a chain along the verified path: the accepted nodes, then the
     rejected top candidate if any, as a Step shows drafts; the verdict; the target's
     features of the context tail and the accepted nodes; the first position they describe).
     """
     logits, hidden, first_position = target.tree_logits_and_hidden(token_ids, drafted, parents)
-    path, verdict = walk_greedy(drafted, parents, logits)
+    if temperature == 0.0:
+        path, verdict = walk_greedy(drafted, parents, logits)
+    else:
+        path, verdict = walk_sampled(drafted, parents, _ProbRows(logits, temperature, top_p), generator)
     last = path[-1] if path else -1
     rejected = [i for i, parent in enumerate(parents) if parent == last][:1]
     shown = [drafted[i] for i in path + rejected]

@@ -33,6 +33,8 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
     add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
     add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" tokens/step", LABEL)])
     add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])
+    if data.tree_nodes_mean is not None:
+        lines.extend(tree_lines(data, inner))
     if data.per_position:
         add([(" acceptance by position", LABEL)])
         for index, rate in enumerate(data.per_position[:MAX_POSITIONS], start=1):
@@ -70,6 +72,16 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
         label = " est." if theory.cost.estimated else ""
         add([(" c ", LABEL), (f"{theory.cost.draft_cost:.3f}{label}", VALUE), (f"  v(k)=1+{theory.cost.verify_slope:.2f}k", LABEL)])
     return lines
+
+
+def tree_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]:
+    """Candidates the target verified per step of a draft tree: the reply's mean, then the last
+    step's, on the same line when the panel is wider than its default."""
+    mean = [(" tree    ", LABEL), (fmt(data.tree_nodes_mean, ".1f"), VALUE), (" candidates/step", LABEL)]
+    last = [(" (last ", LABEL), (str(data.tree_nodes_last), VALUE), (")", LABEL)]
+    if sum(len(text) for text, _ in mean + last) <= inner:
+        return [mean + last]
+    return [mean, [("         last step ", LABEL), (str(data.tree_nodes_last), VALUE)]]
 
 
 def adaptive_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]:
