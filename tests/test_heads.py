@@ -321,17 +321,18 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder, monkeypatc
     one_line_error(cli("generate", *common, "--method", "eagle", "--heads", str(out)), "holds medusa heads: pass --method medusa")
     assert config["training"]["suite"] == "quick" and config["training"]["vocab_sample"] == 4096
 
-    # EAGLE heads for the same target learn from the replies medusa's training wrote.
+    # EAGLE heads for the same target learn from the replies and features medusa's training cached.
     import spectui.heads.train
 
-    def no_new_replies(*args, **kwargs):
-        raise AssertionError("the replies were written again")
+    def not_again(*args, **kwargs):
+        raise AssertionError("computed again instead of read from the cache")
 
-    monkeypatch.setattr(spectui.heads.train, "engine_replies", no_new_replies)
+    monkeypatch.setattr(spectui.heads.train, "engine_replies", not_again)
+    monkeypatch.setattr(spectui.heads.train, "cache_features", not_again)
     result = cli("heads", "train", "--kind", "eagle", "--model", target_folder, "--steps", "2", "--suite", "quick",
-                 "--max-new-tokens", "4", "--out", str(tmp_path / "eagle-heads"))
+                 "--max-new-tokens", "4", "--text", str(text), "--out", str(tmp_path / "eagle-heads"))
     assert result.exit_code == 0, result.stderr
-    assert json.loads((tmp_path / "eagle-heads" / "heads.json").read_text())["training"]["sequences"] == fitting
+    assert json.loads((tmp_path / "eagle-heads" / "heads.json").read_text())["training"]["sequences"] == fitting + 1
     one_line_error(cli("generate", *common, "--method", "ngram", "--tree-width", "2"), "--tree-width is for --method medusa or eagle with --heads DIR")
     one_line_error(cli("generate", *common, "--method", "medusa", "--engine", "embedded"), "--method medusa needs trained heads")
     one_line_error(cli("generate", *common, "--method", "ngram", "--heads", str(out)), "--heads is for --method medusa or eagle")

@@ -132,7 +132,8 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
         target, tokenizer = load_model(name, "float32", device, load_progress)
     with progress:
         sequences += train.text_sequences(tokenizer, texts)
-        examples = train.cache_features(target, sequences, report)
+        examples = train.cached_features(train.features_path(name, sequences),
+                                         lambda: train.cache_features(target, sequences, report))
         heads = train.new_heads(kind, target.config.hidden_size, num_heads).to(device)
         loss_of = train.loss_function(kind, heads, target, vocab_sample, examples)
         record = train.train_heads(heads, loss_of, examples, steps, learning_rate, seed, report)

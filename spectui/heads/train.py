@@ -116,10 +116,34 @@ def cache_features(model, sequences: Sequence[list[int]], progress: ProgressFn =
     for done, ids in enumerate(sequences):
         progress("features", done, len(sequences), {})
         input_ids = torch.tensor([ids], device=device)
-        out = model(input_ids=input_ids, output_hidden_states=True, logits_to_keep=1)
+        out = model(input_ids=input_ids, output_hidden_states=True, logits_to_keep=1, use_cache=False)
         cached.append(CachedSequence(input_ids[0], out.hidden_states[-1][0].float()))
     progress("features", len(sequences), len(sequences), {})
     return cached
+
+
+def features_path(name: str, sequences: Sequence[list[int]]) -> Path:
+    """Where the features of these sequences under this target are kept: a 1.5B target's
+    float32 forwards over the data cost more than training one kind of heads on them."""
+    import hashlib
+    import json
+
+    from spectui.models.registry import cache_dir
+
+    key = hashlib.sha256(json.dumps([name, list(sequences)]).encode()).hexdigest()[:24]
+    return cache_dir() / "heads" / "features" / f"{key}.pt"
+
+
+def cached_features(path: Path, compute: Callable[[], list[CachedSequence]]) -> list[CachedSequence]:
+    if path.is_file():
+        saved = torch.load(path, weights_only=True)
+        return [CachedSequence(ids, features) for ids, features in zip(saved["token_ids"], saved["features"])]
+    examples = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".part")
+    torch.save({"token_ids": [e.token_ids for e in examples], "features": [e.features for e in examples]}, partial)
+    partial.replace(path)
+    return examples
 
 
 def loss_function(

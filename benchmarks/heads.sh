@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Medusa and EAGLE heads trained here, benched beside the draft model and prompt lookup:
+#   bash benchmarks/heads.sh smollm2   # SmolLM2-135M: ngram, medusa, eagle
+#   bash benchmarks/heads.sh qwen      # Qwen2.5-Coder 1.5B (+ 0.5B draft): draft, ngram, medusa, eagle
+# Writes benchmarks/bench-heads-<pair>.md, its JSON and plots under benchmarks/bench/.
+#
+# Beside the target's replies to the training prompts (the full suite less the quick one
+# the bench runs), the heads read local text: the Python sources of `rich` from this
+# virtualenv and Node.js's API docs from Debian's nodejs package (code and prose, as the
+# workloads are). Nothing is downloaded.
+set -euo pipefail
+pair="${1:?usage: bash benchmarks/heads.sh smollm2|qwen}"
+text_dir="${SPECTUI_HEADS_TEXT:-${TMPDIR:-/tmp}/spectui-heads-text}"
+mkdir -p "$text_dir"
+rich_dir="$(python -c 'import pathlib, rich; print(pathlib.Path(rich.__file__).parent)')"
+node_docs=/usr/share/doc/nodejs/api
+
+case "$pair" in
+  smollm2) model=smollm2-135m; methods=ngram,medusa,eagle; ks=0,2,4; text_bytes=300000
+           medusa_steps=1000; eagle_steps=1000 ;;
+  # 1.5B on two cores: less text (its features cost a float32 forward each) and one k.
+  qwen)    model=qwen2.5-coder-1.5b; methods=draft,ngram,medusa,eagle; ks=0,3; text_bytes=80000
+           medusa_steps=600; eagle_steps=600 ;;
+  *) echo "unknown pair $pair: smollm2 or qwen" >&2; exit 2 ;;
+esac
+
+cat "$rich_dir"/*.py | head -c "$text_bytes" > "$text_dir/code-$pair.txt"
+if [ -d "$node_docs" ]; then
+  cat "$node_docs"/{url,process,child_process,http}.md | head -c "$text_bytes" > "$text_dir/docs-$pair.txt"
+else
+  : > "$text_dir/docs-$pair.txt"  # no Node docs here: the code and the replies alone
+fi
+texts=(--text "$text_dir/code-$pair.txt")
+[ -s "$text_dir/docs-$pair.txt" ] && texts+=(--text "$text_dir/docs-$pair.txt")
+
+heads_root="${SPECTUI_HEADS_DIR:-$HOME/.cache/spectui/heads}"
+spectui heads train --model "$model" --kind medusa --steps "$medusa_steps" "${texts[@]}" --out "$heads_root/$model-medusa"
+spectui heads train --model "$model" --kind eagle --steps "$eagle_steps" "${texts[@]}" --out "$heads_root/$model-eagle"
+
+spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --max-tokens 64 --repeats 2 \
+  --heads "$heads_root/$model-medusa" --heads "$heads_root/$model-eagle" \
+  --json "benchmarks/bench/heads-$pair.json" --plots "benchmarks/bench/heads-$pair" \
+  --markdown "benchmarks/bench-heads-$pair.md"
