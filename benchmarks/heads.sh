@@ -24,9 +24,10 @@ case "$pair" in
   *) echo "unknown pair $pair: smollm2 or qwen" >&2; exit 2 ;;
 esac
 
-cat "$rich_dir"/*.py | head -c "$text_bytes" > "$text_dir/code-$pair.txt"
+# (Files named _* are left out: one of them is a 140 KB table of emoji names.)
+head -c "$text_bytes" < <(cat "$rich_dir"/[a-z]*.py) > "$text_dir/code-$pair.txt"
 if [ -d "$node_docs" ]; then
-  cat "$node_docs"/{url,process,child_process,http}.md | head -c "$text_bytes" > "$text_dir/docs-$pair.txt"
+  head -c "$text_bytes" < <(cat "$node_docs"/{url,process,child_process,http}.md) > "$text_dir/docs-$pair.txt"
 else
   : > "$text_dir/docs-$pair.txt"  # no Node docs here: the code and the replies alone
 fi
