@@ -16,8 +16,8 @@ rich_dir="$(python -c 'import pathlib, rich; print(pathlib.Path(rich.__file__).p
 node_docs=/usr/share/doc/nodejs/api
 
 case "$pair" in
-  smollm2) model=smollm2-135m; methods=ngram,medusa,eagle; ks=0,2,4; text_bytes=300000
-           medusa_steps=1000; eagle_steps=1000 ;;
+  smollm2) model=smollm2-135m; methods=ngram,medusa,eagle; ks=0,2,4; text_bytes=150000
+           medusa_steps=800; eagle_steps=800 ;;
   # 1.5B on two cores: less text (its features cost a float32 forward each) and one k.
   qwen)    model=qwen2.5-coder-1.5b; methods=draft,ngram,medusa,eagle; ks=0,3; text_bytes=80000
            medusa_steps=600; eagle_steps=600 ;;
