@@ -35,8 +35,14 @@ texts=(--text "$text_dir/code-$pair.txt")
 [ -s "$text_dir/docs-$pair.txt" ] && texts+=(--text "$text_dir/docs-$pair.txt")
 
 heads_root="${SPECTUI_HEADS_DIR:-$HOME/.cache/spectui/heads}"
-spectui heads train --model "$model" --kind medusa --steps "$medusa_steps" "${texts[@]}" --out "$heads_root/$model-medusa"
-spectui heads train --model "$model" --kind eagle --steps "$eagle_steps" "${texts[@]}" --out "$heads_root/$model-eagle"
+# Heads already trained there are kept (delete the folder to train them again).
+train() {  # kind steps
+  [ -f "$heads_root/$model-$1/heads.json" ] || \
+    spectui heads train --model "$model" --kind "$1" --steps "$2" "${texts[@]}" --out "$heads_root/$model-$1"
+}
+train medusa "$medusa_steps"
+train eagle "$eagle_steps"
+[ "${SPECTUI_HEADS_TRAIN_ONLY:-0}" = 1 ] && exit 0
 
 spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --max-tokens 64 --repeats 2 \
   --heads "$heads_root/$model-medusa" --heads "$heads_root/$model-eagle" \
