@@ -177,6 +177,8 @@ class ProcessEngine:
         self._lock = threading.Lock()  # one request on the pipe at a time
         self._pieces: dict[int, tuple[list[str], str]] = {}
         self._process = None
+        # progress(stage, done, total) while a reply starts the process again (set_restart_progress)
+        self._restart_progress = None
         self.info: EngineInfo
         self.context_length: int | None = None
         self._start(progress)
@@ -231,13 +233,20 @@ class ProcessEngine:
     def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
         return self.stream_method(self.info.method, messages, params, control)
 
+    def set_restart_progress(self, progress) -> None:
+        """Who hears progress(stage, done, total) when a reply must start the process again:
+        a reload of the weights is seconds to minutes the UI should not call streaming."""
+        self._restart_progress = progress
+
     def stream_method(
         self, method: str, messages: Sequence[Message], params: GenerationParams, control: Control
     ) -> Iterator[Step | Done]:
         with self._lock:
             if not self.alive:
                 # The last reply saw it die: this message starts it again, as promised then.
-                self._start(None)
+                if self._restart_progress is not None:
+                    self._restart_progress("starting the engine process", 0, 0)
+                self._start(self._restart_progress)
             self._pieces.clear()
             mirror(control, self._values)
             watch = lambda: mirror(control, self._values)  # noqa: E731
@@ -317,6 +326,9 @@ class MethodView:
 
     def with_method(self, method: str):
         return self._base.with_method(method)
+
+    def set_restart_progress(self, progress) -> None:
+        self._base.set_restart_progress(progress)
 
     def splitter(self) -> "SentPieces":
         return self._base.splitter()

@@ -24,6 +24,17 @@ class EngineProgress(Message):
         self.total = total
 
 
+class EngineRestarting(Message):
+    """A reply's engine process had ended and is being started again for it."""
+
+    def __init__(self, reply_id: int, stage: str, done: int, total: int) -> None:
+        super().__init__()
+        self.reply_id = reply_id
+        self.stage = stage
+        self.done = done
+        self.total = total
+
+
 class EngineReady(Message):
     def __init__(self, engine, seconds: float) -> None:
         super().__init__()

@@ -17,6 +17,7 @@ from spectui.tui.messages import (
     EngineFailed,
     EngineProgress,
     EngineReady,
+    EngineRestarting,
     ReplyEnded,
     StepArrived,
     StoreFailed,
@@ -48,20 +49,24 @@ def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
     return thread
 
 
+def throttled(progress: Callable[[str, int, int], None]) -> Callable[[str, int, int], None]:
+    """progress, called at most once per percent per stage: loading must not flood the UI."""
+    last: dict[str, float] = {}
+
+    def throttled_progress(stage: str, done: int, total: int) -> None:
+        fraction = done / total if total else 0.0
+        if stage not in last or fraction - last[stage] >= 0.01 or done == total:
+            last[stage] = fraction
+            progress(stage, done, total)
+
+    return throttled_progress
+
+
 def load_engine(engine_factory: Callable, post: Post, clock: Callable[[], float] = time.monotonic) -> None:
     """Call engine_factory(progress) and post EngineReady or EngineFailed."""
     started = clock()
-    last: dict[str, float] = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        fraction = done / total if total else 0.0
-        # At most one message per percent per stage: loading must not flood the UI.
-        if stage not in last or fraction - last[stage] >= 0.01 or done == total:
-            last[stage] = fraction
-            post(EngineProgress(stage, done, total))
-
     try:
-        engine = engine_factory(progress)
+        engine = engine_factory(throttled(lambda stage, done, total: post(EngineProgress(stage, done, total))))
     except BaseException as error:  # anything, even SystemExit from a library: show it, stay up
         post(EngineFailed(one_line(error)))
         return
@@ -122,6 +127,9 @@ def stream_reply(
     started = clock()
     splitter = splitter_for(engine)
     streamed: list[StepArrived] = []
+    set_restart_progress = getattr(engine, "set_restart_progress", None)
+    if set_restart_progress is not None:  # an engine in its own process, which may have to start again
+        set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
     try:
         for event in engine.stream(list(messages), params, control):
             if isinstance(event, Step):

@@ -64,8 +64,12 @@ def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_messag
             assert stored.role == "assistant" and stored.content == shown
             assert len(stored.steps) == len(view_steps := chat.last_reply.steps) and view_steps
             await send(pilot, "SELECT id")
+            # While the new process loads, the bar says so rather than "streaming".
+            await wait_for(pilot, lambda: "● restarting" in chat.param_bar.plain, timeout=60)
+            assert "the engine process had ended" in chat.param_bar.plain
             await wait_for(pilot, lambda: len(chat.query(ReplyView)) == 2 and chat.current is not None
                            and len(chat.current.tracker.steps) >= 2, timeout=120)
+            await wait_for(pilot, lambda: "● streaming" in chat.param_bar.plain)
             assert app.engine.pid != first_pid
             chat.action_cancel()
             await reply_done(pilot)

@@ -22,7 +22,7 @@ from spectui.options import parse_k
 from spectui.store import APPROXIMATE_NOTE, Conversation
 from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings, key_display
-from spectui.tui.messages import ReplyEnded, StepArrived, StoreFailed
+from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
 from spectui.tui.replay import problem_text, reply_summary, stored_reply
 from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
 from spectui.tui.token_pieces import display_chunks
@@ -63,6 +63,7 @@ class ActiveReply:
     control: Control
     message_id: int | None
     status: str = "streaming"
+    detail: str = ""  # what the bar says after the status
 
 
 @dataclass
@@ -181,7 +182,7 @@ class ChatScreen(Screen):
         app = self.app
         restart = self._pending_restart_detail()
         if self.current is not None:
-            return self.current.status, restart
+            return self.current.status, self.current.detail or restart
         if app.restarting_k is not None:
             progress = f" · {app.loading_detail}" if app.loading_detail else ""
             return "restarting", f"{app.engine_label} with k = {app.restarting_k}{progress}"
@@ -323,6 +324,9 @@ class ChatScreen(Screen):
         current = self.current
         if current is None or not batch:
             return
+        if current.status == "restarting":  # the engine is back: its steps are coming
+            current.status, current.detail = "streaming", ""
+            self.refresh_bar()
         chunks: list[tuple[str, str]] = []
         for arrived in batch:
             current.tracker.add(arrived.step, arrived.arrived)
@@ -335,6 +339,15 @@ class ChatScreen(Screen):
         self._frames += 1
         if self._frames % PANEL_EVERY_FRAMES == 0:
             self.refresh_panels()
+
+    def on_engine_restarting(self, message: EngineRestarting) -> None:
+        current = self.current
+        if current is None or current.reply_id != message.reply_id or current.status == "cancelling":
+            return
+        percent = f" {100 * message.done / message.total:.0f}%" if message.total else ""
+        current.status = "restarting"
+        current.detail = f"the engine process had ended · {message.stage}{percent}"
+        self.refresh_bar()
 
     def _text_end_scroll_y(self, token_view) -> int:
         """The scroll offset that puts the reply's last line of text at the bottom."""
