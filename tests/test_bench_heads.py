@@ -51,6 +51,8 @@ def test_bench_runs_heads_beside_ngram_and_says_what_each_drafter_costs(heads_se
         assert cost["name"] == str(folder) and cost["training"]["steps"] == 7
         assert cost["file_bytes"] > (folder / "heads.safetensors").stat().st_size
         assert isinstance(cost["resident_bytes"], int)
+    hidden = 64  # tiny_models' hidden size
+    assert drafters["medusa"]["weights_bytes"] == 3 * (hidden * hidden + hidden) * 4  # 3 residual blocks, float32
 
     workload = Workload("code-python", "py-x", ({"role": "user", "content": "def add(a, b):"},), 0.0, 10, 5)
     arms = plan_arms(["spectui"], METHODS, [0, 2], anchor_k=2)
@@ -88,3 +90,15 @@ def test_heads_options_get_one_line_and_exit_2(args, words):
     assert result.exit_code in (1, 2), result.output
     assert words in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_weights_are_counted_once_each_and_int8_at_its_packed_size():
+    from spectui.bench.drafters import weights_bytes
+
+    linear = torch.nn.Linear(64, 64)
+    assert weights_bytes(linear) == (64 * 64 + 64) * 4
+    tied = torch.nn.Sequential(linear, torch.nn.Linear(64, 64))
+    tied[1].weight = linear.weight
+    assert weights_bytes(tied) == (64 * 64 + 64) * 4 + 64 * 4  # the shared weight once, and the second bias
+    packed = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(64, 64)), {torch.nn.Linear}, torch.qint8)
+    assert 64 * 64 <= weights_bytes(packed) < (64 * 64 + 64) * 4 / 2

@@ -1,8 +1,9 @@
 """The drafters a bench run compares on one loaded target, and what each costs to hold.
 
-Memory is measured, not estimated from sizes: the process's resident memory before and
-after each drafter loads (weights plus whatever loading them leaves behind). A draft
-model also grows a KV cache as the reply does; that part is counted from its config.
+Memory is counted from the tensors each drafter holds (packed int8 at its packed size),
+and measured as the process's resident memory before and after it loads (which the
+allocator's reuse of freed pages can make smaller than the weights). A draft model also
+grows a KV cache as the reply does; that part is counted from its config.
 """
 
 from __future__ import annotations
@@ -42,6 +43,36 @@ def resident_bytes() -> int | None:
         return None
 
 
+def weights_bytes(module) -> int:
+    """Bytes of a module's own tensors, each counted once (a tied weight is one tensor),
+    quantized ones at their packed size: what holding this drafter costs beside the target."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+
+    def add(value) -> None:
+        nonlocal total
+        if isinstance(value, torch.Tensor):
+            if value.data_ptr() not in seen:
+                seen.add(value.data_ptr())
+                total += value.numel() * value.element_size()
+        elif isinstance(value, (tuple, list)):  # torch's packed int8 Linear keeps (weight, bias)
+            for item in value:
+                add(item)
+
+    for value in module.state_dict().values():
+        add(value)
+    return total
+
+
+def proposer_module(proposer):
+    """The drafter's own weights: the draft model, or the medusa / eagle heads."""
+    if hasattr(proposer, "draft"):
+        return proposer.draft.model
+    return getattr(proposer, "heads", None) or getattr(proposer, "drafter")
+
+
 def kv_bytes_per_token(model) -> int:
     """Keys and values one token adds to a model's cache, in the dtype it computes in."""
     config = model.config
@@ -58,7 +89,7 @@ def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], pr
     from spectui.engines.embedded.build import draft_for, load_proposer
     from spectui.heads.store import read_config
 
-    costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "resident_bytes": 0}}
+    costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     target_name = engine.info.target
     for method in methods:
         if method == "ngram":
@@ -70,7 +101,8 @@ def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], pr
                                  engine.info.device, 1, progress)
         gc.collect()
         after = resident_bytes()
-        cost = {"name": name, "resident_bytes": after - before if before is not None and after is not None else None}
+        cost = {"name": name, "weights_bytes": weights_bytes(proposer_module(proposer)),
+                "resident_bytes": after - before if before is not None and after is not None else None}
         if method == "draft":
             cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer.draft.model)
         else:

@@ -188,7 +188,7 @@ def with_vllm(result: BenchResult) -> bool:
     return "vllm" in result.settings.get("runners", [])
 
 
-DRAFTER_HEADERS = ["method", "drafter", "memory (RSS added at load)", "KV cache per 1k tokens", "on disk", "training"]
+DRAFTER_HEADERS = ["method", "drafter", "weights in memory", "RSS added at load", "KV cache per 1k tokens", "on disk", "training"]
 
 
 def drafter_rows(result: BenchResult) -> list[list[str]]:
@@ -204,7 +204,8 @@ def drafter_rows(result: BenchResult) -> list[list[str]]:
                    f" ({training.get('suite', '?')} prompts)" if "steps" in training and "seconds" in training else "—")
         kv = cost.get("kv_bytes_per_token")
         rows.append([
-            method, cost.get("name") or "—", format_bytes(cost.get("resident_bytes")),
+            method, cost.get("name") or "—", format_bytes(cost["weights_bytes"]) if "weights_bytes" in cost else "—",
+            format_bytes(cost.get("resident_bytes")),
             format_bytes(kv * 1000) if kv else "—", format_bytes(cost.get("file_bytes")) if cost.get("file_bytes") else "—", trained,
         ])
     return rows
@@ -246,7 +247,7 @@ def markdown(result: BenchResult, command: str) -> str:
         f"Reproduce: `{command}`",
         "",
         f"Machine: {', '.join(f'{k} {v}' for k, v in result.machine.items())}. "
-        f"Settings: {', '.join(f'{k} {v}' for k, v in result.settings.items() if k != 'arms')}. "
+        f"Settings: {', '.join(f'{k} {v}' for k, v in result.settings.items() if k not in ('arms', 'drafters'))}. "
         f"{len(result.cases)} cases × {len(result.settings.get('arms', []))} arms × "
         f"{result.settings.get('repeats')} rounds in {result.seconds / 60:.0f} min.",
         "",
@@ -269,8 +270,9 @@ def markdown(result: BenchResult, command: str) -> str:
     drafters = drafter_rows(result)
     if drafters:
         lines += ["", "## What each drafter costs", "",
-                  "Memory is the process's resident memory before and after the drafter loaded; a draft "
-                  "model's KV cache grows with the reply on top of it. Heads are trained by `spectui heads train` "
+                  "Weights are counted from the drafter's tensors (packed int8 at its packed size); RSS is the "
+                  "process's resident memory before and after it loaded, which reused freed pages can make "
+                  "smaller than the weights; a draft model's KV cache grows with the reply on top of them. Heads are trained by `spectui heads train` "
                   "on the target's replies to workload prompts: the train prompts are the full suite less the "
                   "quick one, so a quick bench measures heads on prompts they never saw.", "",
                   "| " + " | ".join(DRAFTER_HEADERS) + " |", "|" + "---|" * len(DRAFTER_HEADERS)]
