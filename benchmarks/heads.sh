@@ -16,10 +16,10 @@ rich_dir="$(python -c 'import pathlib, rich; print(pathlib.Path(rich.__file__).p
 node_docs=/usr/share/doc/nodejs/api
 
 case "$pair" in
-  smollm2) model=smollm2-135m; methods=ngram,medusa,eagle; ks=0,2,4; text_bytes=150000
+  smollm2) model=smollm2-135m; methods=ngram,medusa,eagle; ks=0,2,4; max_tokens=64; text_bytes=150000
            medusa_steps=800; eagle_steps=800 ;;
-  # 1.5B on two cores: less text (its features cost a float32 forward each) and one k.
-  qwen)    model=qwen2.5-coder-1.5b; methods=draft,ngram,medusa,eagle; ks=0,3; text_bytes=80000
+  # 1.5B on two cores: less text (a float32 forward of 256 tokens is ~8 s here), one k, shorter replies.
+  qwen)    model=qwen2.5-coder-1.5b; methods=draft,ngram,medusa,eagle; ks=0,3; max_tokens=48; text_bytes=16000
            medusa_steps=600; eagle_steps=600 ;;
   *) echo "unknown pair $pair: smollm2 or qwen" >&2; exit 2 ;;
 esac
@@ -44,7 +44,7 @@ train medusa "$medusa_steps"
 train eagle "$eagle_steps"
 [ "${SPECTUI_HEADS_TRAIN_ONLY:-0}" = 1 ] && exit 0
 
-spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --max-tokens 64 --repeats 2 \
+spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --max-tokens "$max_tokens" --repeats 2 \
   --heads "$heads_root/$model-medusa" --heads "$heads_root/$model-eagle" \
   --json "benchmarks/bench/heads-$pair.json" --plots "benchmarks/bench/heads-$pair" \
   --markdown "benchmarks/bench-heads-$pair.md"

@@ -53,17 +53,30 @@ def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
     return [ids for ids in sequences if len(ids) >= 4]
 
 
-def replies_path(name: str, dtype: str, suite_name: str, max_new_tokens: int) -> Path:
-    """Where the replies for these settings are kept: medusa and eagle heads for one target
-    learn from the same replies, and writing them is the slow part on a CPU."""
+def cache_file(folder: str, key: object, suffix: str) -> Path:
+    """A file in the heads cache named by a hash of everything its content depends on."""
     import hashlib
     import json
 
     from spectui.models.registry import cache_dir
 
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_dir() / "heads" / folder / f"{digest}{suffix}"
+
+
+def save_atomically(path: Path, save: Callable[[Path], None]) -> None:
+    """save(partial) then a rename: a run killed halfway leaves no cache file to trust."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".part")
+    save(partial)
+    partial.replace(path)
+
+
+def replies_path(name: str, dtype: str, suite_name: str, max_new_tokens: int) -> Path:
+    """Where the replies for these settings are kept: medusa and eagle heads for one target
+    learn from the same replies, and writing them is the slow part on a CPU."""
     prompts = [workload.as_messages() for workload in training_workloads(suite_name)]
-    key = json.dumps([name, dtype, max_new_tokens, prompts], sort_keys=True)
-    return cache_dir() / "heads" / "replies" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    return cache_file("replies", [name, dtype, max_new_tokens, prompts], ".json")
 
 
 def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[list[int]]:
@@ -72,10 +85,7 @@ def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[lis
     if path.is_file():
         return json.loads(path.read_text())
     sequences = write()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".part")
-    partial.write_text(json.dumps(sequences))
-    partial.replace(path)
+    save_atomically(path, lambda partial: partial.write_text(json.dumps(sequences)))
     return sequences
 
 
@@ -125,13 +135,7 @@ def cache_features(model, sequences: Sequence[list[int]], progress: ProgressFn =
 def features_path(name: str, sequences: Sequence[list[int]]) -> Path:
     """Where the features of these sequences under this target are kept: a 1.5B target's
     float32 forwards over the data cost more than training one kind of heads on them."""
-    import hashlib
-    import json
-
-    from spectui.models.registry import cache_dir
-
-    key = hashlib.sha256(json.dumps([name, list(sequences)]).encode()).hexdigest()[:24]
-    return cache_dir() / "heads" / "features" / f"{key}.pt"
+    return cache_file("features", [name, list(sequences)], ".pt")
 
 
 def cached_features(path: Path, compute: Callable[[], list[CachedSequence]]) -> list[CachedSequence]:
@@ -139,10 +143,8 @@ def cached_features(path: Path, compute: Callable[[], list[CachedSequence]]) -> 
         saved = torch.load(path, weights_only=True)
         return [CachedSequence(ids, features) for ids, features in zip(saved["token_ids"], saved["features"])]
     examples = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".part")
-    torch.save({"token_ids": [e.token_ids for e in examples], "features": [e.features for e in examples]}, partial)
-    partial.replace(path)
+    saved = {"token_ids": [e.token_ids for e in examples], "features": [e.features for e in examples]}
+    save_atomically(path, lambda partial: torch.save(saved, partial))
     return examples
 
 
