@@ -35,12 +35,10 @@ def heads_by_method(folders: list[Path], methods: list[str]) -> dict[str, Path]:
 
 
 def resident_bytes() -> int | None:
-    try:
-        import psutil
+    from spectui.metrics import read_memory
 
-        return int(psutil.Process().memory_info().rss)
-    except Exception:
-        return None
+    reading = read_memory("cpu")  # this process's RSS
+    return reading.used_bytes if reading is not None else None
 
 
 def weights_bytes(module) -> int:
