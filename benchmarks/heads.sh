@@ -44,7 +44,9 @@ train medusa "$medusa_steps"
 train eagle "$eagle_steps"
 [ "${SPECTUI_HEADS_TRAIN_ONLY:-0}" = 1 ] && exit 0
 
-spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --max-tokens "$max_tokens" --repeats 2 \
+# The anchor k is the largest k, so it adds no arms of its own (a 1.5B case costs ~25 s an arm here).
+spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" --anchor-k "${ks##*,}" \
+  --max-tokens "$max_tokens" --repeats 2 \
   --heads "$heads_root/$model-medusa" --heads "$heads_root/$model-eagle" \
   --json "benchmarks/bench/heads-$pair.json" --plots "benchmarks/bench/heads-$pair" \
   --markdown "benchmarks/bench-heads-$pair.md"

@@ -102,3 +102,19 @@ def test_weights_are_counted_once_each_and_int8_at_its_packed_size():
     assert weights_bytes(tied) == (64 * 64 + 64) * 4 + 64 * 4  # the shared weight once, and the second bias
     packed = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(64, 64)), {torch.nn.Linear}, torch.qint8)
     assert 64 * 64 <= weights_bytes(packed) < (64 * 64 + 64) * 4 / 2
+
+
+def test_the_cost_table_signs_a_shrinking_rss_and_shortens_the_home_folder():
+    # Loading heads into pages the process had freed can shrink its RSS: the table shows the
+    # sign rather than a raw byte count, and a heads folder under ~ is written that way.
+    from pathlib import Path
+
+    from spectui.bench.plan import BenchResult
+    from spectui.bench.report import drafter_rows
+
+    folder = str(Path.home() / ".cache" / "spectui" / "heads" / "m-eagle")
+    result = BenchResult({"methods": ["eagle"], "drafters": {"eagle": {
+        "name": folder, "weights_bytes": 3 << 20, "resident_bytes": -(1 << 20)}}})
+    (row,) = drafter_rows(result)
+    assert row[1] == "~/.cache/spectui/heads/m-eagle"
+    assert row[2:4] == ["3.0 MiB", "−1.0 MiB"]

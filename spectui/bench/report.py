@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from spectui.bench.measure import BASELINE, CaseResult
 from spectui.bench.plan import TRANSFORMERS_METHOD, BenchResult
@@ -203,9 +204,12 @@ def drafter_rows(result: BenchResult) -> list[list[str]]:
         trained = (f"{training['steps']} steps, {training['seconds'] / 60:.1f} min, {training.get('tokens', 0):,} tokens"
                    f" ({training.get('suite', '?')} prompts)" if "steps" in training and "seconds" in training else "—")
         kv = cost.get("kv_bytes_per_token")
+        resident = cost.get("resident_bytes")
+        # freed pages the drafter's load reused can make the process shrink: say so, signed
+        rss = f"−{format_bytes(-resident)}" if resident is not None and resident < 0 else format_bytes(resident)
+        name = (cost.get("name") or "—").replace(str(Path.home()), "~", 1)
         rows.append([
-            method, cost.get("name") or "—", format_bytes(cost["weights_bytes"]) if "weights_bytes" in cost else "—",
-            format_bytes(cost.get("resident_bytes")),
+            method, name, format_bytes(cost["weights_bytes"]) if "weights_bytes" in cost else "—", rss,
             format_bytes(kv * 1000) if kv else "—", format_bytes(cost.get("file_bytes")) if cost.get("file_bytes") else "—", trained,
         ])
     return rows
