@@ -10,9 +10,13 @@ Expected tokens per step E(k) = 1 + sum over j = 1..k of accept[0]·…·accept[
 choice is the k with the largest E(k) / (k·d + V(k)): Leviathan's S(k) = E(α,k) / (k·c + v(k))
 with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A proposer that
 offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
+Every step also pays a fixed overhead o outside drafting and verifying (sampling's
+bookkeeping, detokenizing, the consumer handling the step); it is measured between steps and
+added to every k's cost, so long steps get the credit for amortizing it.
 At k = 0 nothing is learned about acceptance, so now and then one step drafts a single token
 (a probe): while probes are accepted they repeat, until the estimate says draft; each
-refusal doubles the wait, up to 64 steps.
+refusal doubles the wait. A probe that costs little over a plain step (prompt lookup, heads)
+is made every few steps and at the start of every reply; one that runs a draft model waits longer.
 Stdlib only.
 """
 
@@ -27,6 +31,12 @@ START_K = 4  # before anything is measured: the sweet spot the literature and ou
 PRIOR_ACCEPT = 0.6
 PRIOR_VERIFY_SLOPE = 0.05  # V(k)/V(0) - 1 per drafted token before two ks are measured
 ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen steps count
+# A position's first observations weigh 1/2, 1/3, … until that falls to ACCEPT_WEIGHT: with a
+# fixed weight a reply of a dozen steps ends before the estimate leaves its prior. A new reply
+# keeps what was learned as a prior worth FRESH_OBSERVATIONS steps, so its own first steps
+# weigh 1/4, 1/5, …: at 0.15, creative writing after a retrieval answer (α 0.99) drafted k 6,
+# 6, 3, all refused, before it stopped, and factual QA after it took half its reply to resume.
+FRESH_OBSERVATIONS = 2
 COST_WEIGHT = 0.2
 # Untried positions follow the last tried one quickly: at k = 1 only position 0 is seen, and
 # a stale low estimate further on would hold k at 1 while every draft is accepted (measured:
@@ -34,9 +44,13 @@ COST_WEIGHT = 0.2
 DRIFT_WEIGHT = 0.3
 PROBE_AFTER = 16  # plain steps before the first probe
 PROBE_AFTER_MAX = 32  # a probe costs about a quarter of a step: under 1% at this spacing
+CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
+CHEAP_PROBE_AFTER = 4  # ~8% per cheap probe: every 4th to 8th step is at most 2%
+CHEAP_PROBE_AFTER_MAX = 8
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
-# Drafting must be predicted this much faster than plain decoding to start: the draft's
-# catch-up after plain steps and after each new prompt is real time the model leaves out.
+# Drafting with a draft model must be predicted this much faster than plain decoding to
+# start: its catch-up after plain steps and after each new prompt is real time the model
+# leaves out. Cheap proposers (prompt lookup, heads) have no catch-up to pay.
 DRAFT_MARGIN = 0.05
 
 
@@ -57,8 +71,10 @@ def expected_tokens(accept: list[float], k: int) -> float:
 class AdaptiveK:
     k_max: int = K_AUTO_MAX
     accept: list[float | None] | None = None
+    seen: list[int] | None = None  # observations per position, for the first ones' weight
     draft_seconds: float | None = None  # per drafted token
     verify_seconds: dict[int, float] | None = None
+    overhead_seconds: float | None = None  # per step, outside drafting and verifying
     current_k: int = START_K
     plain_steps: int = 0
     probe_after: int = PROBE_AFTER
@@ -71,6 +87,7 @@ class AdaptiveK:
 
     def __post_init__(self) -> None:
         self.accept = self.accept or [None] * self.k_max
+        self.seen = self.seen or [0] * self.k_max
         self.verify_seconds = self.verify_seconds or {}
 
     # learning
@@ -81,6 +98,12 @@ class AdaptiveK:
         steady = self.drafted_last_step
         self.drafted_last_step = bool(drafted) and not prefill
         if prefill:
+            # A new prompt is new text: what was learned is a prior its first steps correct
+            # quickly, and where it may repeat itself a cheap probe looks at once.
+            self.seen = [min(count, FRESH_OBSERVATIONS) for count in self.seen]
+            self.probe_after = self.probe_wait()[0]
+            if self.cheap_probe():
+                self.plain_steps = self.probe_after
             return
         if step.k:
             self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
@@ -92,9 +115,13 @@ class AdaptiveK:
                 self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             # position i was tried only if every draft before it was accepted
             tried = min(drafted, step.num_accepted + 1, self.k_max)
+            # a position tried for the first time starts from what the model assumed for it
+            assumed = self.acceptance()
             for i in range(tried):
-                previous = self.accept[i] if self.accept[i] is not None else PRIOR_ACCEPT
-                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, ACCEPT_WEIGHT)
+                previous = self.accept[i] if self.accept[i] is not None else assumed[i]
+                weight = max(ACCEPT_WEIGHT, 1 / (self.seen[i] + 2))
+                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
+                self.seen[i] += 1
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
             for i in range(tried, self.k_max):
@@ -113,10 +140,14 @@ class AdaptiveK:
             self.plain_steps += 1
         # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
         self.verify_seconds[drafted] = moving(self.verify_seconds.get(drafted), step.verify_seconds, COST_WEIGHT)
-        plain = self.verify_cost(0)
-        seconds = step.draft_seconds + step.verify_seconds
+        plain = self.step_seconds(self.verify_cost(0))
+        seconds = self.step_seconds(step.draft_seconds + step.verify_seconds)
         if plain and seconds > 0:
             self.realised = moving(self.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
+
+    def observe_overhead(self, seconds: float) -> None:
+        """The time between one step's end and the next one's start."""
+        self.overhead_seconds = moving(self.overhead_seconds, seconds, COST_WEIGHT)
 
     # the model
 
@@ -145,6 +176,25 @@ class AdaptiveK:
         slope = sum((j - mean_k) * (measured[j] - mean_v) for j in ks) / sum((j - mean_k) ** 2 for j in ks)
         return max(1e-9, mean_v + max(0.0, slope) * (k - mean_k))
 
+    def step_seconds(self, working: float | None) -> float | None:
+        """A step's wall time: its drafting and verifying plus the overhead every step pays."""
+        return None if working is None else working + (self.overhead_seconds or 0.0)
+
+    def probe_cost(self) -> float | None:
+        """A probe's cost over a plain step, in plain steps (None until both are measured)."""
+        plain, probe = self.verify_cost(0), self.verify_cost(1)
+        if plain is None or probe is None or self.draft_seconds is None:
+            return None
+        return (self.draft_seconds + probe - plain) / self.step_seconds(plain)
+
+    def cheap_probe(self) -> bool:
+        cost = self.probe_cost()
+        return cost is not None and cost < CHEAP_PROBE
+
+    def probe_wait(self) -> tuple[int, int]:
+        """Plain steps before the first probe, and the longest wait refusals lead to."""
+        return (CHEAP_PROBE_AFTER, CHEAP_PROBE_AFTER_MAX) if self.cheap_probe() else (PROBE_AFTER, PROBE_AFTER_MAX)
+
     def rate(self, k: int, accept: list[float]) -> float | None:
         """Predicted tokens per second at k."""
         verify = self.verify_cost(k)
@@ -154,7 +204,7 @@ class AdaptiveK:
         offered = 1.0 if self.proposal_rate is None else self.proposal_rate
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
         seconds = offered * (k * (self.draft_seconds or 0.0) + verify) + (1 - offered) * plain
-        return tokens / seconds
+        return tokens / self.step_seconds(seconds)
 
     def choose(self) -> AutoChoice:
         accept = self.acceptance()
@@ -164,14 +214,16 @@ class AdaptiveK:
         best = max(rates, key=lambda k: rates[k])
         if rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
             best = self.current_k
-        if best and rates[best] < rates[0] * (1 + DRAFT_MARGIN):
+        cheap = self.cheap_probe()
+        if best and rates[best] < rates[0] * (1 + (SWITCH_MARGIN if cheap else DRAFT_MARGIN)):
             best = 0
         plain_rate = rates[0]
         cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
         why = f"α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
         if best == 0 and self.plain_steps >= self.probe_after:
             # a cheap look: one drafted token tells whether acceptance came back
-            self.probe_after = min(PROBE_AFTER_MAX, max(PROBE_AFTER, self.probe_after * 2))
+            first_wait, longest_wait = self.probe_wait()
+            self.probe_after = min(longest_wait, max(first_wait, self.probe_after * 2))
             self.plain_steps = 0
             self.probing = True
             self.current_k = 0

@@ -24,15 +24,23 @@ def simulated_step(k: int, alpha: float, draft_seconds: float, plain_seconds: fl
                 draft_seconds=k * draft_seconds, verify_seconds=plain_seconds * (1 + slope * k))
 
 
-def run_trace(chooser: AdaptiveK, phases, rng) -> list[int]:
-    """phases: [(steps, alpha, draft cost c, verify slope)] with a plain step of 0.1 s."""
+def run_trace(chooser: AdaptiveK, phases, rng, overhead: float = 0.0) -> list[int]:
+    """phases: [(steps, alpha, draft cost c, verify slope)] with a plain step of 0.1 s;
+    overhead: what every step pays besides, in plain steps."""
     chosen = []
     for steps, alpha, cost, slope in phases:
         for _ in range(steps):
+            if overhead:
+                chooser.observe_overhead(overhead * 0.1)
             k = chooser.choose().k
             chooser.observe(simulated_step(k, alpha, cost * 0.1, 0.1, slope, rng))
             chosen.append(k)
     return chosen
+
+
+def new_reply(chooser: AdaptiveK) -> None:
+    """A reply's first step: the prompt's prefill, nothing drafted."""
+    chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=1.0), prefill=True)
 
 
 def test_expected_tokens_matches_leviathan_for_a_constant_alpha():
@@ -146,3 +154,58 @@ def test_the_drafts_catch_up_after_plain_steps_is_not_taken_for_its_cost():
         chosen.append(k)
         previous_k = k
     assert Counter(chosen[-100:]).most_common(1)[0][0] >= 4
+
+
+@pytest.mark.parametrize("alpha, cost, slope", [(0.6, 0.5, 0.05), (0.75, 0.5, 0.1)])
+def test_the_overhead_every_step_pays_counts_for_longer_steps(alpha, cost, slope):
+    # A step also pays a fixed plain step's worth besides drafting and verifying: fewer,
+    # longer steps amortize it, so the best k is one higher than the costs alone say.
+    rng = random.Random(5)
+    chosen = run_trace(AdaptiveK(), [(400, alpha, cost, slope)], rng, overhead=1.0)
+    settled = Counter(chosen[-150:]).most_common(1)[0][0]
+    verify = lambda k: (2 + slope * k) / 2  # relative to a plain step with its overhead
+    best, best_speedup = best_k(alpha, cost / 2, verify, 8)
+    assert best > best_k(alpha, cost, lambda k: 1 + slope * k, 8)[0]
+    assert speedup(alpha, settled, cost / 2, verify) >= best_speedup * 0.97, (settled, best)
+
+
+def test_a_reply_accepted_throughout_reaches_the_best_k_within_a_few_steps():
+    # Replies are short (a dozen steps at 32 tokens): the estimate must leave its prior of
+    # 0.6 within a few steps, not the dozen a fixed weight of 0.15 takes.
+    rng = random.Random(6)
+    chosen = run_trace(AdaptiveK(), [(12, 1.0, 0.3, 0.05)], rng)
+    tokens = sum(k + 1 for k in chosen)
+    seconds = sum(1 + 0.3 * k + 0.05 * k for k in chosen)
+    # measuring steps included, the reply is within 7% of the best fixed k's speed
+    assert tokens / seconds >= 0.93 * best_k(1.0, 0.3, lambda k: 1 + 0.05 * k, 8)[1], chosen
+
+
+def test_a_new_reply_starts_with_a_probe_when_probing_is_cheap():
+    # Prompt lookup: drafts cost nothing, a probe ~7% of a step. After a reply that never
+    # matched, the next prompt may repeat itself: look at its first step, not 16 steps on.
+    def after_a_refused_probe(cost: float) -> AdaptiveK:
+        chooser = AdaptiveK()
+        run_trace(chooser, [(200, 0.02, cost, 0.07)], random.Random(7))
+        while chooser.choose().k == 0:
+            chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1))
+        chooser.observe(Step((1,), (Source.RECOVERED,), "", drafted=(5,), k=1,
+                             draft_seconds=cost * 0.1, verify_seconds=0.107))
+        assert chooser.choose().k == 0
+        return chooser
+
+    cheap = after_a_refused_probe(0.001)
+    new_reply(cheap)
+    assert cheap.choose().k == 1
+    # a draft model's probe costs a third of a step and its catch-up: it waits
+    dear = after_a_refused_probe(0.3)
+    new_reply(dear)
+    assert dear.choose().k == 0
+
+
+def test_cheap_probes_cost_under_two_percent_when_nothing_is_accepted():
+    rng = random.Random(8)
+    chosen = run_trace(AdaptiveK(), [(600, 0.02, 0.001, 0.07)], rng)
+    late = chosen[-400:]
+    cost = sum(1 + 0.07 * k + 0.001 * k for k in late) / len(late)
+    assert cost <= 1.02
+    assert 400 / 9 <= Counter(late)[1] <= 400 / 4  # a probe every 5th to 9th step

@@ -43,12 +43,15 @@ def decode_steps(
     # Medusa and EAGLE draft from the target's own features: they ask for them once, and
     # the draft and n-gram paths keep the plain logits call.
     needs_hidden = proposer is not None and getattr(proposer, "needs_hidden", False)
+    finished = None
     while True:
         if control.cancelled:
             yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
             return
         k, temperature = control.snapshot()
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
+        if adaptive is not None and finished is not None:
+            adaptive.observe_overhead(time.perf_counter() - finished)
         auto = adaptive.choose() if adaptive is not None and num_generated > 0 else None
         if auto is not None:
             k = auto.k
