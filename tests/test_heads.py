@@ -731,3 +731,24 @@ def test_the_tree_chi_square_catches_a_walk_that_takes_the_first_candidate(small
     pairs, fourths, _ = sampled_tree_replies(engine, prompt_ids, 1.0, REPLIES // 4)
     (pair_stat, pair_df), _ = tree_chi_squares(pairs, fourths, joint, fourth)
     assert pair_stat > chi2_critical_0_001(pair_df), pair_stat
+
+
+def test_eagle_drafting_with_kept_keys_and_values_equals_the_full_window():
+    # Drafting keeps the window's keys and values and runs one row per drafted token; the
+    # training forward recomputes every row under the banded mask. The newest row's output
+    # must be the same, also once the window has slid past its first rows.
+    from spectui.heads.eagle import EagleDrafter
+
+    torch.manual_seed(0)
+    drafter = EagleDrafter(hidden_size=32, num_heads=4, intermediate_size=64, window=6).eval()
+    with torch.no_grad():
+        drafter.distance_bias.normal_()
+    features, embeddings = torch.randn(11, 32), torch.randn(11, 32)
+    with torch.no_grad():
+        predicted, keys_values = drafter.start(features[:4], embeddings[:4])
+        assert torch.allclose(predicted, drafter(features[None, :4], embeddings[None, :4])[0, -1], atol=1e-5)
+        for end in range(5, 12):
+            predicted, keys_values = drafter.step(features[end - 1], embeddings[end - 1], keys_values)
+            full = drafter(features[None, :end], embeddings[None, :end])[0, -1]
+            assert torch.allclose(predicted, full, atol=1e-5), end
+            assert keys_values[0].shape[1] == min(end, 6)

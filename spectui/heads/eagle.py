@@ -6,8 +6,9 @@ head turns a predicted feature into a token; drafting rolls features forward.
 
 The layer is written here rather than borrowed from transformers: it sees at most
 `window` positions, with a learned bias per head and distance instead of rotary
-positions, so training (banded causal mask) and drafting (the last `window` positions,
-recomputed each draft step instead of kept in a KV cache) see exactly the same thing.
+positions, so training (banded causal mask) and drafting see exactly the same thing.
+Drafting (`start`, then `step` per drafted token) keeps the window's keys and values: a
+row's key and value depend on that row's inputs alone, so a new row needs one row of work.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ TOKEN_LOSS_WEIGHT = 0.1
 # Uniform noise on the input features (the paper's U(-0.1, 0.1), relative to the features'
 # scale here): drafting feeds the layer its own slightly wrong predictions.
 FEATURE_NOISE = 0.1
+
+
+KeysValues = tuple[torch.Tensor, torch.Tensor]  # [heads, L, head size] each
 
 
 class EagleDrafter(nn.Module):
@@ -60,6 +64,47 @@ class EagleDrafter(nn.Module):
         x = x + self._attention(self.attention_norm(x))
         h = self.mlp_norm(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    def start(self, features: torch.Tensor, next_embeddings: torch.Tensor) -> tuple[torch.Tensor, KeysValues]:
+        """features [L, H] at positions j, next_embeddings [L, H] of tokens j + 1 -> the
+        predicted feature at the last position + 1 [H], and the window's keys and values.
+        Only the last row's output is needed: the other rows stop at their keys and values."""
+        x = self.fc(torch.cat([features, next_embeddings], dim=-1))
+        keys_values = self._keys_values(x)
+        return self._last_row(x[-1:], keys_values), keys_values
+
+    def step(self, feature: torch.Tensor, next_embedding: torch.Tensor, keys_values: KeysValues) -> tuple[torch.Tensor, KeysValues]:
+        """One more position: its feature (a prediction) [H] and the drafted token's
+        embedding [H] -> the next predicted feature [H], and the window moved on by one."""
+        x = self.fc(torch.cat([feature, next_embedding])[None])
+        new_keys, new_values = self._keys_values(x)
+        keys, values = keys_values
+        keys_values = (torch.cat([keys, new_keys], dim=1)[:, -self.window :],
+                       torch.cat([values, new_values], dim=1)[:, -self.window :])
+        return self._last_row(x, keys_values), keys_values
+
+    def _keys_values(self, x: torch.Tensor) -> KeysValues:
+        """x [L, H] -> keys and values [heads, L, head size]."""
+        _, k, v = self._heads(self.qkv(self.attention_norm(x)))
+        return k, v
+
+    def _heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        length = qkv.shape[0]
+        head_size = self.hidden_size // self.num_heads
+        q, k, v = qkv.view(length, 3, self.num_heads, head_size).permute(1, 2, 0, 3)
+        return q, k, v
+
+    def _last_row(self, x: torch.Tensor, keys_values: KeysValues) -> torch.Tensor:
+        """x [1, H]: the window's newest row, whose key and value end keys_values -> its output [H]."""
+        keys, values = keys_values
+        q = self._heads(self.qkv(self.attention_norm(x)))[0]
+        length = keys.shape[1]
+        # distances from the newest row back to each key: length - 1, ..., 0
+        bias = self.distance_bias[:, torch.arange(length - 1, -1, -1, device=x.device)][:, None].to(x.dtype)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias)
+        x = x + self.attention_out(out.transpose(0, 1).reshape(1, self.hidden_size))
+        h = self.mlp_norm(x)
+        return (x + self.down(F.silu(self.gate(h)) * self.up(h)))[0]
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape

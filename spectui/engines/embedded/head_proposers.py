@@ -155,33 +155,29 @@ class EagleProposer(_FeatureProposer):
         start, features = window
         # Pair j: the feature at position j with the token at j + 1.
         next_ids = torch.tensor(list(token_ids[start + 1 :]), dtype=torch.long, device=features.device)
-        state = (features, embed(self.embedding, next_ids))
+        state = self.drafter.start(features, embed(self.embedding, next_ids))
         if self.tree_width > 1:
             drafted, parents = self._tree(state, k)
             return Proposal(drafted, None, parents)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
-        for _ in range(k):
-            predicted, logits = self._predict(state)
-            token, p_draft = draw(logits, temperature, top_p, generator)
+        for depth in range(k):
+            token, p_draft = draw(self._logits(state), temperature, top_p, generator)
             drafted.append(token)
             if p_draft is not None:
                 rows.append(p_draft)
-            state = self._extend(state, predicted, token)
+            if depth + 1 < k:
+                state = self._extend(state, token)
         return Proposal(drafted, torch.stack(rows) if rows else None)
 
-    def _predict(self, state) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next feature and its logits. The whole window is recomputed per draft (no KV
-        cache): at most `window` positions through one layer, and nothing to roll back."""
-        features, next_embeddings = state
-        predicted = self.drafter(features[None], next_embeddings[None])[0, -1]
-        return predicted, lm_logits(self.lm_head, predicted)
+    def _logits(self, state) -> torch.Tensor:
+        return lm_logits(self.lm_head, state[0])
 
-    def _extend(self, state, predicted: torch.Tensor, token: int):
-        features, next_embeddings = state
-        token_embedding = embed(self.embedding, torch.tensor([token], device=features.device))
-        window = self.drafter.window
-        return torch.cat([features, predicted[None]])[-window:], torch.cat([next_embeddings, token_embedding])[-window:]
+    def _extend(self, state, token: int):
+        """The state after drafting token from state's predicted feature."""
+        predicted, keys_values = state
+        token_embedding = embed(self.embedding, torch.tensor([token], device=predicted.device))[0]
+        return self.drafter.step(predicted, token_embedding, keys_values)
 
     def _tree(self, state, k: int) -> tuple[list[int], list[int]]:
         """The shape of medusa_tree: the main chain of argmax drafts, and under each of its
@@ -191,24 +187,23 @@ class EagleProposer(_FeatureProposer):
         parents: list[int] = []
         branch_points = []
         for depth in range(k):
-            predicted, logits = self._predict(state)
+            logits = self._logits(state)
             top = logits.topk(min(self.tree_width, logits.shape[-1])).indices.tolist()
             drafted.append(top[0])
             parents.append(depth - 1)
-            branch_points.append((depth, state, predicted, top[1:]))
-            state = self._extend(state, predicted, top[0])
-        for depth, base, predicted, alternatives in branch_points:
+            branch_points.append((depth, state, top[1:]))
+            if depth + 1 < k:
+                state = self._extend(state, top[0])
+        for depth, base, alternatives in branch_points:
             for token in alternatives:
                 drafted.append(token)
                 parents.append(depth - 1)
-                branch = self._extend(base, predicted, token)
+                branch = base
                 for _ in range(depth + 1, k):
-                    next_predicted, logits = self._predict(branch)
-                    next_token = int(logits.argmax())
-                    drafted.append(next_token)
+                    branch = self._extend(branch, token)
+                    token = int(self._logits(branch).argmax())
+                    drafted.append(token)
                     parents.append(len(drafted) - 2)
-                    branch = self._extend(branch, next_predicted, next_token)
-
         return drafted, parents
 
 
