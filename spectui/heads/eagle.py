@@ -62,49 +62,47 @@ class EagleDrafter(nn.Module):
         -> predicted features [B, L, H] at positions j + 1."""
         x = self.fc(torch.cat([features, next_embeddings], dim=-1))
         x = x + self._attention(self.attention_norm(x))
-        h = self.mlp_norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return self._mlp(x)
 
     def start(self, features: torch.Tensor, next_embeddings: torch.Tensor) -> tuple[torch.Tensor, KeysValues]:
         """features [L, H] at positions j, next_embeddings [L, H] of tokens j + 1 -> the
         predicted feature at the last position + 1 [H], and the window's keys and values.
         Only the last row's output is needed: the other rows stop at their keys and values."""
         x = self.fc(torch.cat([features, next_embeddings], dim=-1))
-        keys_values = self._keys_values(x)
-        return self._last_row(x[-1:], keys_values), keys_values
+        q, k, v = self._qkv(x)
+        return self._last_row(x[-1:], q[:, -1:], (k, v)), (k, v)
 
     def step(self, feature: torch.Tensor, next_embedding: torch.Tensor, keys_values: KeysValues) -> tuple[torch.Tensor, KeysValues]:
         """One more position: its feature (a prediction) [H] and the drafted token's
         embedding [H] -> the next predicted feature [H], and the window moved on by one."""
         x = self.fc(torch.cat([feature, next_embedding])[None])
-        new_keys, new_values = self._keys_values(x)
+        q, new_keys, new_values = self._qkv(x)
         keys, values = keys_values
         keys_values = (torch.cat([keys, new_keys], dim=1)[:, -self.window :],
                        torch.cat([values, new_values], dim=1)[:, -self.window :])
-        return self._last_row(x, keys_values), keys_values
+        return self._last_row(x, q, keys_values), keys_values
 
-    def _keys_values(self, x: torch.Tensor) -> KeysValues:
-        """x [L, H] -> keys and values [heads, L, head size]."""
-        _, k, v = self._heads(self.qkv(self.attention_norm(x)))
-        return k, v
-
-    def _heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        length = qkv.shape[0]
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [L, H] -> queries, keys and values [heads, L, head size]."""
         head_size = self.hidden_size // self.num_heads
-        q, k, v = qkv.view(length, 3, self.num_heads, head_size).permute(1, 2, 0, 3)
+        qkv = self.qkv(self.attention_norm(x)).view(x.shape[0], 3, self.num_heads, head_size)
+        q, k, v = qkv.permute(1, 2, 0, 3)
         return q, k, v
 
-    def _last_row(self, x: torch.Tensor, keys_values: KeysValues) -> torch.Tensor:
-        """x [1, H]: the window's newest row, whose key and value end keys_values -> its output [H]."""
+    def _last_row(self, x: torch.Tensor, q: torch.Tensor, keys_values: KeysValues) -> torch.Tensor:
+        """x [1, H] and its query: the window's newest row, whose key and value end
+        keys_values -> its output [H]."""
         keys, values = keys_values
-        q = self._heads(self.qkv(self.attention_norm(x)))[0]
         length = keys.shape[1]
         # distances from the newest row back to each key: length - 1, ..., 0
         bias = self.distance_bias[:, torch.arange(length - 1, -1, -1, device=x.device)][:, None].to(x.dtype)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias)
         x = x + self.attention_out(out.transpose(0, 1).reshape(1, self.hidden_size))
+        return self._mlp(x)[0]
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         h = self.mlp_norm(x)
-        return (x + self.down(F.silu(self.gate(h)) * self.up(h)))[0]
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
