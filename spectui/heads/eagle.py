@@ -93,9 +93,7 @@ class EagleDrafter(nn.Module):
         """x [1, H] and its query: the window's newest row, whose key and value end
         keys_values -> its output [H]."""
         keys, values = keys_values
-        length = keys.shape[1]
-        # distances from the newest row back to each key: length - 1, ..., 0
-        bias = self.distance_bias[:, torch.arange(length - 1, -1, -1, device=x.device)][:, None].to(x.dtype)
+        bias = self._mask(keys.shape[1], x.device, x.dtype)[:, -1:]  # the newest row's, as in training
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=bias)
         x = x + self.attention_out(out.transpose(0, 1).reshape(1, self.hidden_size))
         return self._mlp(x)[0]
