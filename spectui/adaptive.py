@@ -37,6 +37,10 @@ ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen s
 # weigh 1/4, 1/5, …: at 0.15, creative writing after a retrieval answer (α 0.99) drafted k 6,
 # 6, 3, all refused, before it stopped, and factual QA after it took half its reply to resume.
 FRESH_OBSERVATIONS = 2
+# Slow start: a reply's first drafting step drafts at most 2, and every step whose drafts
+# were all accepted doubles the cap. After retrieval (α 0.99) creative writing (α 0.3)
+# otherwise started at k 8: four plain steps' cost for one token.
+RAMP_START = 2
 COST_WEIGHT = 0.2
 # Untried positions follow the last tried one quickly: at k = 1 only position 0 is seen, and
 # a stale low estimate further on would hold k at 1 while every draft is accepted (measured:
@@ -84,6 +88,7 @@ class AdaptiveK:
     proposal_rate: float | None = None
     probing: bool = False
     drafted_last_step: bool = False
+    ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
 
     def __post_init__(self) -> None:
         self.accept = self.accept or [None] * self.k_max
@@ -99,11 +104,13 @@ class AdaptiveK:
         self.drafted_last_step = bool(drafted) and not prefill
         if prefill:
             # A new prompt is new text: what was learned is a prior its first steps correct
-            # quickly, and where it may repeat itself a cheap probe looks at once.
+            # quickly, and k climbs to it only as this reply's drafts are accepted.
             self.seen = [min(count, FRESH_OBSERVATIONS) for count in self.seen]
+            self.ramp = RAMP_START
+            # The reply's first drafting step may probe: the draft model read the prompt with
+            # the target (decode_steps), so a probe costs one drafted token, no catch-up.
             self.probe_after = self.probe_wait()[0]
-            if self.cheap_probe():
-                self.plain_steps = self.probe_after
+            self.plain_steps = self.probe_after
             return
         if step.k:
             self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
@@ -127,6 +134,8 @@ class AdaptiveK:
             for i in range(tried, self.k_max):
                 if self.accept[i] is not None:
                     self.accept[i] = moving(self.accept[i], self.accept[tried - 1], DRIFT_WEIGHT)
+            if step.num_accepted == drafted:
+                self.ramp = min(self.k_max, max(self.ramp, 2 * drafted))
             if self.probing and step.num_accepted:
                 # acceptance may be back: look again at once, until the estimate says draft
                 self.probe_after = 1
@@ -208,11 +217,11 @@ class AdaptiveK:
 
     def choose(self) -> AutoChoice:
         accept = self.acceptance()
-        rates = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
+        rates = {k: self.rate(k, accept) for k in range(min(self.k_max, self.ramp) + 1)}
         if any(rate is None for rate in rates.values()) or not rates[0]:
             return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
         best = max(rates, key=lambda k: rates[k])
-        if rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
+        if self.current_k in rates and rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
             best = self.current_k
         cheap = self.cheap_probe()
         if best and rates[best] < rates[0] * (1 + (SWITCH_MARGIN if cheap else DRAFT_MARGIN)):

@@ -180,26 +180,50 @@ def test_a_reply_accepted_throughout_reaches_the_best_k_within_a_few_steps():
     assert tokens / seconds >= 0.93 * best_k(1.0, 0.3, lambda k: 1 + 0.05 * k, 8)[1], chosen
 
 
-def test_a_new_reply_starts_with_a_probe_when_probing_is_cheap():
-    # Prompt lookup: drafts cost nothing, a probe ~7% of a step. After a reply that never
-    # matched, the next prompt may repeat itself: look at its first step, not 16 steps on.
-    def after_a_refused_probe(cost: float) -> AdaptiveK:
-        chooser = AdaptiveK()
-        run_trace(chooser, [(200, 0.02, cost, 0.07)], random.Random(7))
-        while chooser.choose().k == 0:
-            chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1))
-        chooser.observe(Step((1,), (Source.RECOVERED,), "", drafted=(5,), k=1,
-                             draft_seconds=cost * 0.1, verify_seconds=0.107))
-        assert chooser.choose().k == 0
-        return chooser
+@pytest.mark.parametrize("cost", [0.001, 0.3])
+def test_a_new_reply_starts_with_a_probe(cost):
+    # After a reply where drafting never paid, the next prompt may be one it pays on (prompt
+    # lookup on a text that repeats, a draft model on code): look at its first step, not 16
+    # steps on. The draft model read the prompt with the target, so its probe is one token.
+    chooser = AdaptiveK()
+    run_trace(chooser, [(200, 0.02, cost, 0.07)], random.Random(7))
+    while chooser.choose().k == 0:
+        chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1))
+    chooser.observe(Step((1,), (Source.RECOVERED,), "", drafted=(5,), k=1,
+                         draft_seconds=cost * 0.1, verify_seconds=0.107))
+    assert chooser.choose().k == 0
+    new_reply(chooser)
+    assert chooser.choose().k == 1
 
-    cheap = after_a_refused_probe(0.001)
-    new_reply(cheap)
-    assert cheap.choose().k == 1
-    # a draft model's probe costs a third of a step and its catch-up: it waits
-    dear = after_a_refused_probe(0.3)
-    new_reply(dear)
-    assert dear.choose().k == 0
+
+def reply_seconds(chooser: AdaptiveK, alpha: float, cost: float, tokens: int, rng) -> tuple[float, list[int]]:
+    """A new reply of `tokens` tokens: its time in plain steps, and the ks chosen."""
+    new_reply(chooser)
+    made, seconds, chosen = 0, 0.0, []
+    while made < tokens:
+        k = chooser.choose().k
+        step = simulated_step(k, alpha, cost * 0.1, 0.1, 0.05, rng)
+        chooser.observe(step)
+        made += len(step.token_ids)
+        seconds += (step.draft_seconds + step.verify_seconds) / 0.1
+        chosen.append(k)
+    return seconds / made, chosen
+
+
+def test_a_reply_that_refuses_everything_after_one_that_accepted_everything_costs_little():
+    # Estimates carry over between replies, and the next prompt may be nothing like the
+    # last: after retrieval (every draft accepted, k 8) comes creative writing. Slow start
+    # lets k grow only as this reply's drafts are accepted: 2, then 4, then 8.
+    rng = random.Random(9)  # acceptance 0 or 1: nothing here is random
+    chooser = AdaptiveK()
+    _, chosen = reply_seconds(chooser, 1.0, 0.45, 400, rng)
+    assert chosen[-1] == 8
+    _, chosen = reply_seconds(chooser, 1.0, 0.45, 48, rng)
+    assert chosen[:3] == [2, 4, 8]
+    per_token, chosen = reply_seconds(chooser, 0.0, 0.45, 48, rng)
+    assert max(chosen) <= 2
+    # a plain step per token, and the refusals that taught it (without slow start: 8, 3, 1, 1.14)
+    assert per_token <= 1.07, chosen
 
 
 def test_cheap_probes_cost_under_two_percent_when_nothing_is_accepted():

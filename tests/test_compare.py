@@ -249,6 +249,9 @@ def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
         def reset(self):
             pass
 
+        def prefill(self, token_ids):
+            raise AssertionError("k = 0 must not read the prompt into a drafter")
+
         def propose(self, *args):
             raise AssertionError("k = 0 must not draft")
 

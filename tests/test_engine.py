@@ -67,6 +67,25 @@ def test_greedy_speculation_equals_plain_greedy(tiny_target, tiny_tokenizer, pro
         assert rejected_any, "the noisy draft should be rejected sometimes"
 
 
+def test_the_draft_model_reads_the_prompt_in_the_first_step_not_the_second(tiny_target, tiny_draft, tiny_tokenizer):
+    # As in vLLM: the draft's prefill lands in the time to first token, so the first
+    # drafting step runs the draft over the one new token, not the whole prompt.
+    proposer = DraftModelProposer(tiny_draft)
+    engine = make_engine(tiny_target, tiny_tokenizer, proposer)
+    prompt_ids = tiny_tokenizer(PROMPTS[1])["input_ids"]
+    stream = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=16), Control(k=3))
+    first = next(stream)
+    assert first.drafted == () and proposer.draft.seen == prompt_ids
+    second = next(stream)
+    assert len(second.drafted) == 3
+    assert proposer.draft.seen == prompt_ids + list(first.token_ids) + list(second.drafted[:2])
+    stream.close()
+    # a plain reply (k = 0) leaves the draft alone
+    proposer.reset()
+    collect(engine, prompt_ids, GenerationParams(max_tokens=4), Control(k=0))
+    assert proposer.draft.seen == []
+
+
 def test_sources_describe_the_verify(tiny_target, tiny_tokenizer, proposers):
     engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
     prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
@@ -146,6 +165,9 @@ def test_a_crash_inside_the_engine_ends_the_reply_with_an_error(tiny_target, tin
         calls = 0
 
         def reset(self):
+            pass
+
+        def prefill(self, token_ids):
             pass
 
         def propose(self, token_ids, k, temperature, top_p, generator):

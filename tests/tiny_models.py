@@ -72,6 +72,9 @@ class SlowProposer:
     def reset(self) -> None:
         self.inner.reset()
 
+    def prefill(self, token_ids) -> None:
+        self.inner.prefill(token_ids)
+
     def propose(self, *args):
         import time
 

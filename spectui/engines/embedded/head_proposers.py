@@ -69,6 +69,9 @@ class _FeatureProposer:
     def reset(self) -> None:
         self.history = FeatureHistory()
 
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        pass  # the prompt's features come from the target's prefill, through observe_hidden
+
     def observe_hidden(self, token_ids: Sequence[int], first_position: int, hidden: torch.Tensor) -> None:
         self.history.observe(token_ids, first_position, hidden)
 

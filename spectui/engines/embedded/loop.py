@@ -55,12 +55,16 @@ def decode_steps(
         auto = adaptive.choose() if adaptive is not None and num_generated > 0 else None
         if auto is not None:
             k = auto.k
+        draft_started = time.perf_counter()
+        if num_generated == 0 and proposer is not None and (k > 0 or adaptive is not None):
+            # The drafter reads the prompt while the target prefills it, as in vLLM: its cost
+            # lands in the time to first token instead of the reply's first drafting step.
+            proposer.prefill(token_ids)
         # The first token comes from the prefill alone, as in vLLM: nothing to draft from yet.
         if num_generated == 0 or proposer is None:
             k = 0
         k = min(k, params.max_tokens - num_generated - 1)
 
-        draft_started = time.perf_counter()
         drafted: list[int] = []
         p_draft = None
         parents = None

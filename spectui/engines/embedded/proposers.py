@@ -36,6 +36,9 @@ class Proposer(Protocol):
         generator: torch.Generator | None,
     ) -> Proposal: ...
 
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        """Read a new prompt before the first drafting step (a no-op for proposers without a cache)."""
+
     def reset(self) -> None: ...
 
 
@@ -53,6 +56,9 @@ class DraftModelProposer:
 
     def reset(self) -> None:
         self.draft.reset()
+
+    def prefill(self, token_ids) -> None:
+        self.draft.logits(token_ids, num_rows=1)
 
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
         drafted: list[int] = []
@@ -83,6 +89,9 @@ class NgramProposer:
         self.lookup_max = lookup_max
 
     def reset(self) -> None:
+        pass
+
+    def prefill(self, token_ids) -> None:
         pass
 
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
