@@ -72,6 +72,31 @@ def test_costs_are_relative_to_one_plain_target_step():
     assert draft_cost(drafted, None) is None
 
 
+def test_replayed_speed_charges_every_step_at_the_cases_median_costs():
+    from spectui.bench.runs import case_costs, replayed_rate, replayed_seconds
+
+    # one plain step and one drafting step each hit a slow moment of the machine
+    plain = [step(1, verify_s=5.0)] + [step(1, verify_s=v) for v in (0.1, 0.1, 0.4)]
+    drafted = [step(1, verify_s=5.0)] + [step(3, drafted=2, accepted=2, k=2, draft_s=d, verify_s=v)
+                                         for d, v in ((0.1, 0.12), (0.1, 0.12), (0.6, 0.5))]
+    costs = case_costs([("none", plain), ("draft", drafted)])
+    assert costs.verify == {0: pytest.approx(0.1), 2: pytest.approx(0.12)}
+    assert costs.draft == {"draft": pytest.approx(0.05)}
+    assert replayed_seconds(plain, "none", costs) == pytest.approx(0.3)
+    assert replayed_seconds(drafted, "draft", costs) == pytest.approx(3 * (0.12 + 2 * 0.05))
+    speedup = replayed_rate([drafted], "draft", costs) / replayed_rate([plain], "none", costs)
+    assert speedup == pytest.approx((9 / 0.66) / (3 / 0.3))
+    # after two plain steps a draft model first reads the two tokens it missed: one forward
+    # over them, scaled as the target's forward over as many tokens is
+    resumed = [step(1, verify_s=5.0), step(1, verify_s=0.1), step(1, verify_s=0.1),
+               step(3, drafted=2, accepted=2, k=2, draft_s=0.1, verify_s=0.12)]
+    assert replayed_seconds(resumed, "draft", costs) == pytest.approx(0.2 + 0.12 + 0.1 + 0.05 * 0.12 / 0.1)
+    assert replayed_seconds(resumed, "ngram", case_costs([("none", plain), ("ngram", resumed)])) == pytest.approx(
+        0.2 + 0.12 + 0.1)
+    tree = replace(drafted[1], tree_nodes=6)
+    assert replayed_seconds([drafted[0], tree], "draft", costs) is None
+
+
 def test_verify_cost_model_goes_through_the_measured_points():
     assert linear_fit([(0, 1.0), (2, 2.0), (4, 3.0)]) == pytest.approx((1.0, 0.5))
     assert linear_fit([(1, 1.0), (1, 2.0)]) is None
@@ -177,6 +202,8 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
             assert arm_result.decode_tokens_per_s > 0 and arm_result.time_to_first_token > 0
             # the ratio is the two medians of this very case
             assert arm_result.speedup == pytest.approx(arm_result.decode_tokens_per_s / base.decode_tokens_per_s)
+            if arm_result.arm.runner == "spectui":
+                assert arm_result.replayed_speedup > 0
             if arm_result.arm.runner == "spectui" and arm_result.arm.speculative and not arm_result.arm.auto:
                 assert 0 <= arm_result.gamma <= 1 and 1 <= arm_result.tau <= arm_result.arm.k + 1
                 # a draft model always drafts k; n-gram lookup drafts what the context matches
@@ -193,11 +220,12 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
                 # prompt lookup all emit the target's greedy tokens
                 assert arm_result.same_tokens_as_baseline is True, arm_result.arm.label
         assert "predicted_k" in case.best["draft"] and "measured_k" in case.best["ngram"]
+        assert base.replayed_speedup == pytest.approx(1.0)
 
     encoded = json.loads(json.dumps(result.as_dict()))
     first_arm = encoded["cases"][0]["arms"][0]
     assert {"tokens_per_s", "decode_tokens_per_s", "time_to_first_token", "gamma", "tau", "per_position",
-            "draft_cost", "verify_cost", "speedup", "predicted_speedup", "runs"} <= set(first_arm)
+            "draft_cost", "verify_cost", "speedup", "replayed_speedup", "predicted_speedup", "runs"} <= set(first_arm)
     assert encoded["machine"]["cpus"] >= 1
     written = write_plots(result, tmp_path)
     assert len(written) == 9 and all(path.read_bytes()[:4] == b"\x89PNG" for path in written)

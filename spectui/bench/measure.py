@@ -3,8 +3,9 @@ arm's numbers are medians over the rounds. Stdlib only: runners are passed in.
 
 A case's speedups divide by spectui's own k = 0 arm of the same case, measured in the same
 rounds, so slow and fast moments of the machine fall on both sides of every ratio.
-Speed is decode tokens/s (after the first token): the prompt's prefill is the same work for
-every arm and speculation does not touch it.
+Speed is decode tokens/s (after the first token): the prompt's prefill (the draft model's
+included) is not what speculation speeds up. Replayed ratios put every step at the case's
+median costs, to see an arm's choices apart from the machine's noise.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from spectui.bench.runs import (
     Arm,
     TimedReply,
+    case_costs,
     draft_cost,
     median_of,
+    replayed_rate,
     target_step_seconds,
     verify_cost,
     verify_cost_model,
@@ -54,6 +57,8 @@ class ArmResult:
     draft_cost: float | None = None
     verify_cost: float | None = None
     speedup: float | None = None  # decode tokens/s over spectui k = 0, same case
+    # the same ratio with every step at the case's median costs: the machine's noise left out
+    replayed_speedup: float | None = None
     predicted_speedup: float | None = None
     same_tokens_as_baseline: bool | None = None  # T = 0 only: greedy is deterministic
     mean_k: float | None = None  # adaptive k: the mean k it chose
@@ -65,7 +70,8 @@ class ArmResult:
             "time_to_first_token": self.time_to_first_token, "tokens": self.tokens,
             "gamma": self.gamma, "tau": self.tau, "per_position": self.per_position,
             "draft_cost": self.draft_cost, "verify_cost": self.verify_cost,
-            "speedup": self.speedup, "predicted_speedup": self.predicted_speedup,
+            "speedup": self.speedup, "replayed_speedup": self.replayed_speedup,
+            "predicted_speedup": self.predicted_speedup,
             "same_tokens_as_baseline": self.same_tokens_as_baseline, "auto": self.arm.auto, "mean_k": self.mean_k,
             "runs": [
                 {"tokens": r.num_tokens, "wall_seconds": r.wall_seconds, "time_to_first_token": r.first_token_seconds,
@@ -119,9 +125,16 @@ def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResu
     target_seconds = target_step_seconds([reply.steps for reply in replies.get(BASELINE, [])])
     results = [arm_result(arm, arm_replies, target_seconds) for arm, arm_replies in replies.items()]
     base = next((r for r in results if r.arm == BASELINE), None)
+    ours = {arm: [reply.steps for reply in arm_replies if reply.steps]
+            for arm, arm_replies in replies.items() if arm.runner == "spectui"}
+    costs = case_costs((arm.method, steps) for arm, step_lists in ours.items() for steps in step_lists)
+    base_rate = replayed_rate(ours.get(BASELINE, []), BASELINE.method, costs)
     for result in results:
         if base is not None and base.decode_tokens_per_s and result.decode_tokens_per_s:
             result.speedup = result.decode_tokens_per_s / base.decode_tokens_per_s
+        rate = replayed_rate(ours.get(result.arm, []), result.arm.method, costs)
+        if base_rate and rate:
+            result.replayed_speedup = rate / base_rate
         if base is not None and case.temperature == 0:
             result.same_tokens_as_baseline = all(
                 reply.token_ids == base.replies[0].token_ids for reply in result.replies

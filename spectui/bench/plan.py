@@ -54,9 +54,22 @@ def plan_cases(workloads: Sequence[Workload], temperatures: Sequence[float] | No
     ]
 
 
+def cpu_model() -> str | None:
+    """The CPU's name (platform.processor() says only x86_64 on Linux): runs on different
+    VMs differ by 2-3x in speed, so a summary must say which it ran on."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def machine() -> dict:
     info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "processor": platform.processor() or platform.machine()}
+            "processor": cpu_model() or platform.processor() or platform.machine()}
     try:
         import torch
 

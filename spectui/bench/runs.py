@@ -108,3 +108,61 @@ def verify_cost_model(measured: dict[int, float]) -> Callable[[int], float]:
     fit = linear_fit(points)
     intercept, slope = fit if fit is not None else (1.0, 0.0)
     return lambda k: 1.0 if k <= 0 else max(1.0, intercept + slope * k)
+
+
+@dataclass(frozen=True)
+class CaseCosts:
+    """One case's median seconds per operation, over every arm's steps (each reply's first
+    step, which holds the prefill, left out)."""
+
+    verify: dict[int, float]  # drafted tokens -> the target's forward over them and one more
+    draft: dict[str, float]  # method -> one drafted token
+
+
+def case_costs(replies: Iterable[tuple[str, Sequence[Step]]]) -> CaseCosts:
+    """replies: (method, steps) of spectui's arms in one case."""
+    verify: dict[int, list[float]] = {}
+    draft: dict[str, list[float]] = {}
+    for method, steps in replies:
+        for step in steps[1:]:
+            verify.setdefault(step.num_drafted, []).append(step.verify_seconds)
+            if step.num_drafted:
+                draft.setdefault(method, []).append(step.draft_seconds / step.num_drafted)
+    return CaseCosts({n: statistics.median(v) for n, v in verify.items()},
+                     {m: statistics.median(d) for m, d in draft.items()})
+
+
+def replayed_seconds(steps: Sequence[Step], method: str, costs: CaseCosts) -> float | None:
+    """A reply's decode time with each of its steps at the case's median costs: the arm's real
+    choices and acceptances, without the machine's moment-to-moment speed (rounds of one arm
+    differ by 15-40% on a shared VM). A draft model that sat out plain steps first runs over
+    the tokens it missed: charged as one forward over that many tokens, scaled as the
+    target's forwards scale. None for draft trees (their cost is not a chain's)."""
+    total, missed = 0.0, 0
+    for step in steps[1:]:
+        drafted = step.num_drafted
+        if (step.tree_nodes is not None or drafted not in costs.verify or 0 not in costs.verify
+                or (drafted and method not in costs.draft)):
+            return None
+        total += costs.verify[drafted]
+        if drafted:
+            total += drafted * costs.draft[method]
+            if method == "draft" and missed:
+                widest = costs.verify.get(missed, costs.verify[max(costs.verify)])
+                total += costs.draft[method] * widest / costs.verify[0]
+            missed = 0
+        else:
+            missed += len(step.token_ids)
+    return total
+
+
+def replayed_rate(replies: Sequence[Sequence[Step]], method: str, costs: CaseCosts) -> float | None:
+    """Tokens per replayed second over replies (their first steps left out, as decode speed does)."""
+    tokens, seconds = 0, 0.0
+    for steps in replies:
+        replayed = replayed_seconds(steps, method, costs)
+        if replayed is None:
+            return None
+        tokens += sum(len(step.token_ids) for step in steps[1:])
+        seconds += replayed
+    return tokens / seconds if seconds > 0 else None

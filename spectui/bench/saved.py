@@ -16,7 +16,7 @@ from spectui.errors import UsageError
 
 ARM_NUMBERS = (
     "tokens_per_s", "decode_tokens_per_s", "time_to_first_token", "tokens", "gamma", "tau", "draft_cost",
-    "verify_cost", "speedup", "predicted_speedup", "same_tokens_as_baseline", "mean_k",
+    "verify_cost", "speedup", "replayed_speedup", "predicted_speedup", "same_tokens_as_baseline", "mean_k",
 )
 
 
