@@ -22,6 +22,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from spectui.events import AutoChoice, Step
@@ -42,6 +43,7 @@ FRESH_OBSERVATIONS = 2
 # otherwise started at k 8: four plain steps' cost for one token.
 RAMP_START = 2
 COST_WEIGHT = 0.2
+VERIFY_WINDOW = 24  # verify forwards the V(k) line is fitted to: a couple of replies' worth
 # Untried positions follow the last tried one quickly: at k = 1 only position 0 is seen, and
 # a stale low estimate further on would hold k at 1 while every draft is accepted (measured:
 # at 0.05 per step, a TypeScript reply with γ 1.0 stayed at k = 1 for all its 30 steps).
@@ -77,7 +79,8 @@ class AdaptiveK:
     accept: list[float | None] | None = None
     seen: list[int] | None = None  # observations per position, for the first ones' weight
     draft_seconds: float | None = None  # per drafted token
-    verify_seconds: dict[int, float] | None = None
+    # the last verify forwards, (drafted, seconds): V(k) is the line through them
+    verify_points: deque[tuple[int, float]] | None = None
     overhead_seconds: float | None = None  # per step, outside drafting and verifying
     current_k: int = START_K
     plain_steps: int = 0
@@ -93,7 +96,7 @@ class AdaptiveK:
     def __post_init__(self) -> None:
         self.accept = self.accept or [None] * self.k_max
         self.seen = self.seen or [0] * self.k_max
-        self.verify_seconds = self.verify_seconds or {}
+        self.verify_points = deque(self.verify_points or (), maxlen=VERIFY_WINDOW)
 
     # learning
 
@@ -148,7 +151,7 @@ class AdaptiveK:
         else:
             self.plain_steps += 1
         # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
-        self.verify_seconds[drafted] = moving(self.verify_seconds.get(drafted), step.verify_seconds, COST_WEIGHT)
+        self.verify_points.append((drafted, step.verify_seconds))
         plain = self.step_seconds(self.verify_cost(0))
         seconds = self.step_seconds(step.draft_seconds + step.verify_seconds)
         if plain and seconds > 0:
@@ -169,21 +172,24 @@ class AdaptiveK:
         return filled
 
     def verify_cost(self, k: int) -> float | None:
-        """V(k) in seconds: measured at k, else a line through what was measured."""
-        measured = self.verify_seconds
-        if k in measured:
-            return measured[k]
-        if not measured:
+        """V(k) in seconds: the least-squares line through the last verify forwards.
+
+        A line through recent points, not a table per k: a k left behind keeps no stale
+        figure (the first reply's first forwards, slow while the machine warms up, held a
+        draft at k = 1 through a whole reply where every draft was accepted)."""
+        points = self.verify_points
+        if not points:
             return None
-        if len(measured) == 1:
-            (known_k, known), = measured.items()
-            plain = known / (1 + PRIOR_VERIFY_SLOPE * known_k)
+        mean_k = sum(n for n, _ in points) / len(points)
+        mean_v = sum(v for _, v in points) / len(points)
+        spread = sum((n - mean_k) ** 2 for n, _ in points)
+        if not spread:  # one k so far: the prior's slope through it
+            plain = mean_v / (1 + PRIOR_VERIFY_SLOPE * mean_k)
             return plain * (1 + PRIOR_VERIFY_SLOPE * k)
-        ks = sorted(measured)
-        mean_k = sum(ks) / len(ks)
-        mean_v = sum(measured[j] for j in ks) / len(ks)
-        slope = sum((j - mean_k) * (measured[j] - mean_v) for j in ks) / sum((j - mean_k) ** 2 for j in ks)
-        return max(1e-9, mean_v + max(0.0, slope) * (k - mean_k))
+        slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
+        if slope <= 0:  # noise: a bigger verify is never cheaper
+            return mean_v
+        return max(1e-9, mean_v + slope * (k - mean_k))
 
     def step_seconds(self, working: float | None) -> float | None:
         """A step's wall time: its drafting and verifying plus the overhead every step pays."""
