@@ -16,7 +16,10 @@ added to every k's cost, so long steps get the credit for amortizing it.
 At k = 0 nothing is learned about acceptance, so now and then one step drafts a single token
 (a probe): while probes are accepted they repeat, until the estimate says draft; each
 refusal doubles the wait. A probe that costs little over a plain step (prompt lookup, heads)
-is made every few steps and at the start of every reply; one that runs a draft model waits longer.
+is made every few steps, one that runs a draft model waits longer, and every reply starts
+with one. Estimates carry over between replies, but a new prompt may be nothing like the
+last: with a draft model, a reply's k starts capped at 2 and the cap doubles with each
+fully accepted step.
 Stdlib only.
 """
 
@@ -40,7 +43,8 @@ ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen s
 FRESH_OBSERVATIONS = 2
 # Slow start: a reply's first drafting step drafts at most 2, and every step whose drafts
 # were all accepted doubles the cap. After retrieval (α 0.99) creative writing (α 0.3)
-# otherwise started at k 8: four plain steps' cost for one token.
+# otherwise started at k 8: four plain steps' cost for one token. Not for cheap proposers
+# (prompt lookup): a refused draft costs them a few verified tokens, a capped k whole steps.
 RAMP_START = 2
 COST_WEIGHT = 0.2
 VERIFY_WINDOW = 24  # verify forwards the V(k) line is fitted to: a couple of replies' worth
@@ -223,13 +227,16 @@ class AdaptiveK:
 
     def choose(self) -> AutoChoice:
         accept = self.acceptance()
-        rates = {k: self.rate(k, accept) for k in range(min(self.k_max, self.ramp) + 1)}
-        if any(rate is None for rate in rates.values()) or not rates[0]:
+        every_rate = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
+        if any(rate is None for rate in every_rate.values()) or not every_rate[0]:
             return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
+        cheap = self.cheap_probe()
+        # slow start guards against drafts that cost real time; a refused cheap one costs little
+        cap = self.k_max if cheap else self.ramp
+        rates = {k: rate for k, rate in every_rate.items() if k <= cap}
         best = max(rates, key=lambda k: rates[k])
         if self.current_k in rates and rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
             best = self.current_k
-        cheap = self.cheap_probe()
         if best and rates[best] < rates[0] * (1 + (SWITCH_MARGIN if cheap else DRAFT_MARGIN)):
             best = 0
         plain_rate = rates[0]
@@ -244,4 +251,5 @@ class AdaptiveK:
             self.current_k = 0
             return AutoChoice(1, rates[1] / plain_rate, self.realised, f"{why} → probe k 1")
         self.current_k = best
-        return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}")
+        held = " (slow start)" if best and max(every_rate, key=lambda k: every_rate[k]) > cap else ""
+        return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")

@@ -236,8 +236,16 @@ def test_a_reply_that_refuses_everything_after_one_that_accepted_everything_cost
     assert chosen[-1] == 8
     _, chosen = reply_seconds(chooser, 1.0, 0.45, 48, rng)
     assert chosen[:3] == [2, 4, 8]
+    new_reply(chooser)
+    first = chooser.choose()
+    assert first.k == 2 and first.reason.endswith("→ k 2 (slow start)"), first
     per_token, chosen = reply_seconds(chooser, 0.0, 0.45, 48, rng)
     assert max(chosen) <= 2
+    # prompt lookup: a refused draft costs a few verified tokens, so no slow start
+    cheap = AdaptiveK()
+    reply_seconds(cheap, 1.0, 0.001, 400, rng)
+    new_reply(cheap)
+    assert cheap.choose().k == 8
     # a plain step per token, and the refusals that taught it (without slow start: 8, 3, 1, 1.14)
     assert per_token <= 1.07, chosen
 
