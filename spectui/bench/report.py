@@ -262,13 +262,14 @@ REPLAYED_NOTE = (
 
 def prefill_note(result: BenchResult) -> str:
     """What reading the prompt costs a draft model: it happens before the first token."""
-    extra = median_of(
-        median_of(r.time_to_first_token for r in case.arms if r.arm.runner == "spectui" and r.arm.method == "draft"
-                  and r.arm.speculative and r.time_to_first_token is not None) - base.time_to_first_token
-        for case in result.cases
-        if (base := case.arm(BASELINE)) is not None and base.time_to_first_token is not None
-        and any(r.arm.method == "draft" and r.arm.speculative and r.time_to_first_token for r in case.arms)
-    )
+    gaps = []
+    for case in result.cases:
+        base = case.arm(BASELINE)
+        drafting = median_of(r.time_to_first_token for r in case.arms
+                             if r.arm.runner == "spectui" and r.arm.method == "draft" and r.arm.speculative)
+        if base is not None and base.time_to_first_token is not None and drafting is not None:
+            gaps.append(drafting - base.time_to_first_token)
+    extra = median_of(gaps)
     if extra is None:
         return ""
     return (f"A draft model reads the prompt while the target prefills it (as vLLM does), so its arms "
