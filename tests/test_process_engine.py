@@ -97,10 +97,13 @@ def test_k_temperature_and_cancel_reach_the_running_reply():
         steps.append(next(stream))
         steps.append(next(stream))
         assert steps[-1].auto is not None  # adaptive k chose this step's k
+        cancelled_at = time.monotonic()
         control.cancel()
         rest = list(stream)
         assert isinstance(rest[-1], Done) and rest[-1].finish_reason == "cancelled"
-        assert len(rest) <= 3  # the step in flight, perhaps one more, then Done
+        # the step in flight (0.25 s when it drafts), perhaps a few fast plain ones, then Done:
+        # counted in time, since adaptive k may well pick k = 0 for so dear a draft
+        assert time.monotonic() - cancelled_at < 1.5
         # The next reply starts clean on the same process.
         control = Control(k=3)
         steps, done = reply(engine, control, max_tokens=8)

@@ -12,6 +12,7 @@ from spectui.stats import summarize
 from spectui.tui.token_pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView
 
+from tiny_models import SlowProposer
 from tui_fakes import ready, reply_done, send, wait_for
 
 
@@ -81,9 +82,11 @@ def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
                     self.steps.append(event)
                 yield event
 
-    engine = ChatRecordingEngine(
-        build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", k=3))
-    )
+    inner = build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", k=3))
+    # On a fast CPU the whole reply can end before the pilot's key press lands: a short
+    # pause per step keeps it streaming while the key is pressed.
+    inner.proposer = SlowProposer(inner.proposer, 0.05)
+    engine = ChatRecordingEngine(inner)
 
     async def scenario():
         app = make_app(lambda progress: engine, ChatConfig(k=3, max_tokens=120), store=True)
