@@ -59,7 +59,7 @@ CHEAP_PROBE_AFTER = 4  # ~8% per cheap probe: every 4th to 8th step is at most 2
 CHEAP_PROBE_AFTER_MAX = 8
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
 # Drafting with a draft model must be predicted this much faster than plain decoding to
-# start: its catch-up after plain steps and after each new prompt is real time the model
+# start: its catch-up over the tokens of the plain steps it sat out is real time the model
 # leaves out. Cheap proposers (prompt lookup, heads) have no catch-up to pay.
 DRAFT_MARGIN = 0.05
 

@@ -138,11 +138,12 @@ def replayed_seconds(steps: Sequence[Step], method: str, costs: CaseCosts) -> fl
     differ by 15-40% on a shared VM). A draft model that sat out plain steps first runs over
     the tokens it missed: charged as one forward over that many tokens, scaled as the
     target's forwards scale. None for draft trees (their cost is not a chain's)."""
+    if 0 not in costs.verify:
+        return None
     total, missed = 0.0, 0
     for step in steps[1:]:
         drafted = step.num_drafted
-        if (step.tree_nodes is not None or drafted not in costs.verify or 0 not in costs.verify
-                or (drafted and method not in costs.draft)):
+        if step.tree_nodes is not None or drafted not in costs.verify or (drafted and method not in costs.draft):
             return None
         total += costs.verify[drafted]
         if drafted:

@@ -69,24 +69,24 @@ class EagleDrafter(nn.Module):
         predicted feature at the last position + 1 [H], and the window's keys and values.
         Only the last row's output is needed: the other rows stop at their keys and values."""
         x = self.fc(torch.cat([features, next_embeddings], dim=-1))
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(self.attention_norm(x))
         return self._last_row(x[-1:], q[:, -1:], (k, v)), (k, v)
 
     def step(self, feature: torch.Tensor, next_embedding: torch.Tensor, keys_values: KeysValues) -> tuple[torch.Tensor, KeysValues]:
         """One more position: its feature (a prediction) [H] and the drafted token's
         embedding [H] -> the next predicted feature [H], and the window moved on by one."""
         x = self.fc(torch.cat([feature, next_embedding])[None])
-        q, new_keys, new_values = self._qkv(x)
+        q, new_keys, new_values = self._qkv(self.attention_norm(x))
         keys, values = keys_values
         keys_values = (torch.cat([keys, new_keys], dim=1)[:, -self.window :],
                        torch.cat([values, new_values], dim=1)[:, -self.window :])
         return self._last_row(x, q, keys_values), keys_values
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x [L, H] -> queries, keys and values [heads, L, head size]."""
+        """x [..., L, H], normalised -> queries, keys and values [..., heads, L, head size]."""
         head_size = self.hidden_size // self.num_heads
-        qkv = self.qkv(self.attention_norm(x)).view(x.shape[0], 3, self.num_heads, head_size)
-        q, k, v = qkv.permute(1, 2, 0, 3)
+        qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, head_size))  # [..., L, 3, heads, head size]
+        q, k, v = qkv.movedim(-3, 0).transpose(-3, -2)
         return q, k, v
 
     def _last_row(self, x: torch.Tensor, q: torch.Tensor, keys_values: KeysValues) -> torch.Tensor:
@@ -104,8 +104,7 @@ class EagleDrafter(nn.Module):
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
-        head_size = self.hidden_size // self.num_heads
-        q, k, v = self.qkv(x).view(batch, length, 3, self.num_heads, head_size).permute(2, 0, 3, 1, 4)
+        q, k, v = self._qkv(x)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(length, x.device, x.dtype))
         return self.attention_out(out.transpose(1, 2).reshape(batch, length, self.hidden_size))
 
