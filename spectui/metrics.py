@@ -6,6 +6,7 @@ Stdlib only at import; NVML, torch and psutil are imported when memory is first 
 from __future__ import annotations
 
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -129,13 +130,28 @@ def _rss_memory() -> MemoryReading | None:
         return None
 
 
+CHILDREN_RESCAN_SECONDS = 5.0
+_tree: tuple[float, list] | None = None  # (when listed, [this process, its children])
+
+
+def _process_tree(psutil) -> list:
+    """This process and its children, listed again at most every few seconds: listing
+    children reads every process's /proc entry, milliseconds the panel asks for twice a second
+    on cores the engine is using."""
+    global _tree
+    now = time.monotonic()
+    if _tree is None or now - _tree[0] > CHILDREN_RESCAN_SECONDS:
+        me = psutil.Process()
+        _tree = (now, [me, *me.children(recursive=True)])
+    return _tree[1]
+
+
 def tree_rss(pool_bytes: int | None = None) -> MemoryReading | None:
     """RSS of this process and its children: vLLM on CPU runs the model in its own processes."""
     try:
         import psutil
 
-        me = psutil.Process()
-        processes = [me, *me.children(recursive=True)]
+        processes = _process_tree(psutil)
         rss = 0
         for process in processes:
             try:

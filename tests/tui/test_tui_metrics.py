@@ -63,6 +63,31 @@ def test_tree_rss_counts_this_process_and_says_so():
     assert tree.used_bytes >= alone.used_bytes * 0.9 and tree.pool_bytes == 2**30
 
 
+def test_tree_rss_lists_children_again_only_after_a_while(monkeypatch):
+    import subprocess
+    import sys
+
+    from spectui import metrics
+
+    def listed() -> set[int]:
+        return {process.pid for process in metrics._tree[1]}
+
+    monkeypatch.setattr(metrics, "_tree", None)
+    metrics.tree_rss()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        metrics.tree_rss()
+        assert child.pid not in listed()  # the panel's twice-a-second reading reuses the list
+        monkeypatch.setattr(metrics, "CHILDREN_RESCAN_SECONDS", 0.0)
+        metrics.tree_rss()
+        assert child.pid in listed()
+    finally:
+        child.kill()
+        child.wait()
+    monkeypatch.setattr(metrics, "CHILDREN_RESCAN_SECONDS", 3600.0)
+    assert child.pid in listed() and metrics.tree_rss().used_bytes > 0  # a child gone since the listing is skipped
+
+
 def test_alpha_estimate_is_the_iid_maximum_likelihood():
     # Accept with probability a: successes / (successes + failures).
     steps = [drafted_step(4, 4), drafted_step(4, 1), drafted_step(2, 0), plain_step()]
