@@ -2,7 +2,7 @@
 
     python benchmarks/tui_vs_generate.py [--model M] [--draft D] [--method draft|ngram]
         [-k 4] [--max-tokens 128] [--rounds 3] [--prompt TEXT] [--engine-in process|thread]
-        [--keys] [--json]
+        [--keys] [--engine-env NAME=VALUE ...] [--json]
 
 One process loads the engine once, then alternates (order flipped each round):
   generate  run_reply() on the main thread, nothing else running — what `spectui generate` does;
@@ -11,11 +11,13 @@ One process loads the engine once, then alternates (order flipped each round):
             runs where the chat runs it: in a process of its own (loaded once more, there), or
             with --engine-in thread in a thread beside the UI, sharing the engine above.
 Both use the same prompt at temperature 0, so their tokens must be identical (checked).
+--engine-env sets a variable for the chat's engine process only (e.g. OMP_WAIT_POLICY).
 --keys adds one more TUI reply (not counted in the rates) while this process types F6/F5
 (k up, k down) every 300 ms, and reports how long after each keystroke its action ran.
 It reports, per path, the engine-timed rate (tokens / the engine's own seconds, the number
 both `generate` and the chat panel show) and the wall rate (tokens / time from sending the
-prompt to the last token — on screen, for the TUI), and the TUI/generate ratios.
+prompt to the last token — on screen, for the TUI), the TUI/generate ratios, and (engine in
+a process) the UI process's CPU time over the reply's wall time.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
     class BenchChat(ChatScreen):
         def send(self, text):
             record["sent"] = time.perf_counter()
-            record["ui_cpu_start"] = time.thread_time()
+            record["ui_cpu_start"] = time.process_time()
             super().send(text)
             if marker is not None:
                 marker.write_text("typing")
@@ -84,7 +86,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
             super().on_reply_ended(message)
             tracker = self.last_reply
             record["shown"] = time.perf_counter()  # the last token has been drawn by now
-            record["ui_cpu_seconds"] = time.thread_time() - record["ui_cpu_start"]
+            record["ui_cpu_seconds"] = time.process_time() - record["ui_cpu_start"]
             stats = tracker.stats()
             record.update(token_ids=[t for step in tracker.steps for t in step.token_ids], tokens=stats.num_tokens,
                           engine_seconds=stats.seconds, gamma=stats.gamma)
@@ -115,7 +117,12 @@ def child(args, out: Path) -> None:
     engine = build_embedded_engine(engine_options(config))
     tui_engine = engine
     if args.engine_in == "process":
+        import os
         from functools import partial
+
+        for assignment in args.engine_env:
+            name, _, value = assignment.partition("=")
+            os.environ[name] = value  # this process's torch has started: only the engine's child sees it
 
         from spectui.engines.process import ProcessEngine
 
@@ -173,6 +180,8 @@ def summarize(record: dict, args) -> dict:
         **{f"{path}_{name}": round(value, 2) for path in rate for name, value in rate[path].items()},
         "tui_over_generate_engine": round(rate["tui"]["engine_tokens_per_s"] / rate["generate"]["engine_tokens_per_s"], 4),
         "tui_over_generate_wall": round(rate["tui"]["wall_tokens_per_s"] / rate["generate"]["wall_tokens_per_s"], 4),
+        **({"ui_cpu_share": round(statistics.median(r["ui_cpu_seconds"] / r["wall_seconds"] for r in runs["tui"]), 4)}
+           if args.engine_in == "process" else {}),
         **keys,
     }
 
@@ -188,6 +197,7 @@ def main() -> None:
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--engine-in", choices=["process", "thread"], default="process")
     parser.add_argument("--keys", action="store_true")
+    parser.add_argument("--engine-env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--marker", type=Path, help=argparse.SUPPRESS)
