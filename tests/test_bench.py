@@ -169,6 +169,23 @@ def test_speedups_divide_arms_of_the_same_case():
     assert "spectui bench --categories code-go" in text and "| code-go | 0 |" in text
 
 
+def test_best_config_takes_each_cases_fastest_method():
+    draft, ngram = Arm("spectui", "draft", 4), Arm("spectui", "ngram", 4)
+    # Go favours the draft model (2x), Python prompt lookup (4x): the best config is per case.
+    timings = {"code-go": {BASELINE: 0.2, draft: 0.1, ngram: 0.16}, "code-python": {BASELINE: 0.2, draft: 0.25, ngram: 0.05}}
+    results = []
+    for category, seconds in timings.items():
+        workload = Workload(category, f"{category}-x", ({"role": "user", "content": "hi"},), 0.0, 11, 3)
+        runner = ScriptedRunner(seconds)
+        results.append(run_case(Case(workload, 0.0), [BASELINE, draft, ngram], {"spectui": runner}, repeats=1))
+    by_claim = {t.claim: t for t in targets(BenchResult({"methods": ["draft", "ngram"], "anchor_k": 4}, results))}
+    assert by_claim["spectui best draft k vs its k=0, code and JSON"].measured == pytest.approx((2.0 + 1.0) / 2)
+    best_config = by_claim["spectui best config (any method, any k) vs its k=0, code and JSON"]
+    assert best_config.measured == pytest.approx((2.0 + 4.0) / 2) and best_config.met
+    one_method = targets(BenchResult({"methods": ["draft"], "anchor_k": 4}, results))
+    assert not [t for t in one_method if "best config" in t.claim]  # the draft line already says it
+
+
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engine import EngineInfo
