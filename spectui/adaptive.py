@@ -10,6 +10,11 @@ Expected tokens per step E(k) = 1 + sum over j = 1..k of accept[0]·…·accept[
 choice is the k with the largest E(k) / (k·d + V(k)): Leviathan's S(k) = E(α,k) / (k·c + v(k))
 with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A proposer that
 offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
+A proposer that drafts for next to nothing and knows its odds beforehand (prompt lookup: the
+length of the n-gram it matched) drafts first, and the controller then picks how many of the
+drafts to verify from how drafts with the same evidence fared: a 1-token match's copy is
+refused three times in four, a 4-token match's is mostly accepted, and one estimate for both
+would be wrong for each.
 Every step also pays a fixed overhead o outside drafting and verifying (sampling's
 bookkeeping, detokenizing, the consumer handling the step); it is measured between steps and
 added to every k's cost, so long steps get the credit for amortizing it.
@@ -68,6 +73,15 @@ def moving(old: float | None, new: float, weight: float) -> float:
     return new if old is None else old + weight * (new - old)
 
 
+def filled(accept: list[float | None]) -> list[float]:
+    """Every position's estimate; one never tried takes the last measured one before it."""
+    out, last = [], PRIOR_ACCEPT
+    for value in accept:
+        last = value if value is not None else last
+        out.append(last)
+    return out
+
+
 def expected_tokens(accept: list[float], k: int) -> float:
     """E(k) with per-position acceptance: 1 + sum_j prod_{i<j} accept[i]."""
     total, reach = 1.0, 1.0
@@ -101,18 +115,31 @@ class AdaptiveK:
         self.accept = self.accept or [None] * self.k_max
         self.seen = self.seen or [0] * self.k_max
         self.verify_points = deque(self.verify_points or (), maxlen=VERIFY_WINDOW)
+        # per (evidence, temperature), for choose_for: (accept, seen) as above, and the k = 0
+        # choices since the last probe. Sampling accepts a copied token only as often as the
+        # target would pick it: a 4-token match in math at T 0.7 is not one at T 0.
+        self.by_evidence: dict[tuple[int, float], tuple[list[float | None], list[int]]] = {}
+        self.declined: dict[tuple[int, float], int] = {}
+
+    def _tables(self, evidence: int | None, temperature: float) -> tuple[list[float | None], list[int]]:
+        if evidence is None:
+            return self.accept, self.seen
+        return self.by_evidence.setdefault((evidence, temperature), ([None] * self.k_max, [0] * self.k_max))
 
     # learning
 
-    def observe(self, step: Step, prefill: bool = False) -> None:
-        """Learn from one finished step; a reply's first (prefill=True) only resets the draft's state."""
+    def observe(self, step: Step, prefill: bool = False, evidence: int | None = None) -> None:
+        """Learn from one finished step; a reply's first (prefill=True) only resets the draft's state.
+
+        evidence: what choose_for was told for this step's drafts."""
         drafted = step.num_drafted
         steady = self.drafted_last_step
         self.drafted_last_step = bool(drafted) and not prefill
         if prefill:
             # A new prompt is new text: what was learned is a prior its first steps correct
             # quickly, and k climbs to it only as this reply's drafts are accepted.
-            self.seen = [min(count, FRESH_OBSERVATIONS) for count in self.seen]
+            for seen in [self.seen, *(seen for _, seen in self.by_evidence.values())]:
+                seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
             # The reply's first drafting step may probe: the draft model read the prompt with
             # the target (decode_steps), so a probe costs one drafted token, no catch-up.
@@ -129,18 +156,19 @@ class AdaptiveK:
                 self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             # position i was tried only if every draft before it was accepted
             tried = min(drafted, step.num_accepted + 1, self.k_max)
+            accept, seen = self._tables(evidence, step.temperature)
             # a position tried for the first time starts from what the model assumed for it
-            assumed = self.acceptance()
+            assumed = filled(accept)
             for i in range(tried):
-                previous = self.accept[i] if self.accept[i] is not None else assumed[i]
-                weight = max(ACCEPT_WEIGHT, 1 / (self.seen[i] + 2))
-                self.accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
-                self.seen[i] += 1
+                previous = accept[i] if accept[i] is not None else assumed[i]
+                weight = max(ACCEPT_WEIGHT, 1 / (seen[i] + 2))
+                accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
+                seen[i] += 1
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
             for i in range(tried, self.k_max):
-                if self.accept[i] is not None:
-                    self.accept[i] = moving(self.accept[i], self.accept[tried - 1], DRIFT_WEIGHT)
+                if accept[i] is not None:
+                    accept[i] = moving(accept[i], accept[tried - 1], DRIFT_WEIGHT)
             if step.num_accepted == drafted:
                 self.ramp = min(self.k_max, max(self.ramp, 2 * drafted))
             if self.probing and step.num_accepted:
@@ -168,12 +196,7 @@ class AdaptiveK:
     # the model
 
     def acceptance(self) -> list[float]:
-        """Every position's estimate; one never tried takes the last measured one before it."""
-        filled, last = [], PRIOR_ACCEPT
-        for value in self.accept:
-            last = value if value is not None else last
-            filled.append(last)
-        return filled
+        return filled(self.accept)
 
     def verify_cost(self, k: int) -> float | None:
         """V(k) in seconds: the least-squares line through the last verify forwards.
@@ -214,13 +237,14 @@ class AdaptiveK:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
         return (CHEAP_PROBE_AFTER, CHEAP_PROBE_AFTER_MAX) if self.cheap_probe() else (PROBE_AFTER, PROBE_AFTER_MAX)
 
-    def rate(self, k: int, accept: list[float]) -> float | None:
-        """Predicted tokens per second at k."""
+    def rate(self, k: int, accept: list[float], offered: float | None = None) -> float | None:
+        """Predicted tokens per second at k; offered: the chance drafts come at all (default: as measured)."""
         verify = self.verify_cost(k)
         if verify is None or (k and self.draft_seconds is None):
             return None
         plain = self.verify_cost(0)
-        offered = 1.0 if self.proposal_rate is None else self.proposal_rate
+        if offered is None:
+            offered = 1.0 if self.proposal_rate is None else self.proposal_rate
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
         seconds = offered * (k * (self.draft_seconds or 0.0) + verify) + (1 - offered) * plain
         return tokens / self.step_seconds(seconds)
@@ -253,3 +277,25 @@ class AdaptiveK:
         self.current_k = best
         held = " (slow start)" if best and max(every_rate, key=lambda k: every_rate[k]) > cap else ""
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
+
+    def choose_for(self, evidence: int, temperature: float) -> AutoChoice:
+        """How many of the drafts in hand to verify, for a proposer that drafted first (prompt
+        lookup), from how drafts with the same evidence fared. No slow start and no hysteresis:
+        each step decides on its own evidence, and a refused draft costs only its verify width.
+        A class whose drafts do not pay is still tried with one draft every few of its steps."""
+        accept = filled(self._tables(evidence, temperature)[0])
+        rates = {k: self.rate(k, accept, offered=1.0) for k in range(self.k_max + 1)}
+        if any(rate is None for rate in rates.values()) or not rates[0]:
+            return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
+        best = max(rates, key=lambda k: rates[k])
+        if best and rates[best] < rates[0] * (1 + SWITCH_MARGIN):
+            best = 0
+        cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
+        why = f"match {evidence}: α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
+        if best == 0:
+            key = (evidence, temperature)
+            self.declined[key] = self.declined.get(key, 0) + 1
+            if self.declined[key] >= CHEAP_PROBE_AFTER:
+                self.declined[key] = 0
+                return AutoChoice(1, rates[1] / rates[0], self.realised, f"{why} → probe k 1")
+        return AutoChoice(best, rates[best] / rates[0], self.realised, f"{why} → k {best}")

@@ -142,6 +142,59 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
         assert all(s.auto.reason for s in steps[1:])
 
 
+def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_target, tiny_tokenizer):
+    from spectui.engine import EngineInfo
+    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import NgramProposer
+
+    info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu", live_k=True)
+    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(1, 4), info)
+    # a prompt that repeats itself: the reply has n-grams to copy, of several lengths
+    prompt = tiny_tokenizer("a b c d e f a b c d e f a b c d e f a b")["input_ids"]
+    params = GenerationParams(max_tokens=48, seed=0)
+
+    def tokens(control):
+        steps = [e for e in engine.stream_ids(prompt, params, control) if isinstance(e, Step)]
+        return [t for s in steps for t in s.token_ids], steps
+
+    plain, _ = tokens(Control(0, 0.0))
+    auto, steps = tokens(Control(4, 0.0, auto=True))
+    assert auto == plain
+    reasons = [s.auto.reason for s in steps[1:]]
+    assert all(s.k <= s.auto.k for s in steps[1:])
+    # each step either had nothing to copy (and did not draft) or chose on its match
+    assert all(r.startswith(("match ", "measuring", "nothing to copy")) for r in reasons), reasons
+    assert all(s.num_drafted == 0 for s in steps[1:] if s.auto.reason.startswith("nothing"))
+    assert any(r.startswith("match ") for r in reasons)
+
+
+def evidence_step(drafted: int, accepted: int, temperature: float = 0.0) -> Step:
+    emitted = accepted + 1
+    sources = (Source.DRAFT,) * accepted + (Source.BONUS if accepted == drafted else Source.RECOVERED,)
+    return Step(tuple(range(emitted)), sources, "", drafted=tuple(range(drafted)), k=drafted, temperature=temperature,
+                draft_seconds=0.0005 * drafted, verify_seconds=0.1 * (1 + 0.05 * drafted))
+
+
+def test_drafts_in_hand_are_verified_as_far_as_their_evidence_pays():
+    # Prompt lookup: 1-token matches are copied wrongly, 4-token ones right. One estimate for
+    # both would verify too few of the good drafts and too many of the bad.
+    rng = random.Random(5)
+    chooser = AdaptiveK()
+    for _ in range(80):
+        evidence = rng.choice([1, 4])
+        k = min(chooser.choose_for(evidence, 0.0).k, 6) or 1
+        accepted = k if evidence == 4 else 0
+        chooser.observe(evidence_step(k, accepted), evidence=evidence)
+    good, bad = chooser.choose_for(4, 0.0), chooser.choose_for(1, 0.0)
+    assert good.k >= 6 and good.reason.startswith("match 4:"), good
+    assert bad.k == 0 and bad.predicted_speedup == pytest.approx(1.0), bad
+    # a match length that stopped paying is still looked at now and then
+    probes = [chooser.choose_for(1, 0.0).k for _ in range(12)]
+    assert 1 <= probes.count(1) <= 4 and set(probes) <= {0, 1}, probes
+    # what a 4-token match is worth at T = 0 says nothing about T = 0.7: a fresh estimate
+    assert chooser.choose_for(4, 0.7).reason.startswith("match 4: α 0.60"), chooser.choose_for(4, 0.7)
+
+
 def test_the_drafts_catch_up_after_plain_steps_is_not_taken_for_its_cost():
     # A draft model that sat out steps first runs over every token it missed: a one-off cost
     # that, counted per drafted token, would make drafting look too dear to try again.

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spectui.engines.embedded.ngram import propose_ngram
+from spectui.engines.embedded.ngram import lookup_ngram, propose_ngram
 from spectui.errors import UsageError
 
 
@@ -97,3 +97,10 @@ def test_matches_the_brute_force_definition(token_ids, k, lookup_min, extra):
     got = propose_ngram(token_ids, k, lookup_min, lookup_max)
     assert got == brute_force(token_ids, k, lookup_min, lookup_max)
     assert len(got) <= k
+
+
+def test_the_lookup_says_how_long_a_match_it_copies_from():
+    assert lookup_ngram([1, 2, 3, 9, 8, 1, 2, 3], k=2) == ([9, 8], 3)
+    assert lookup_ngram([5, 1, 9, 8, 7, 1], k=3) == ([9, 8, 7], 1)
+    assert lookup_ngram([1, 2, 3, 4], k=2) == ([], 0)
+    assert lookup_ngram([1, 2, 3, 1, 2, 3], k=2, lookup_min=4) == ([], 0)

@@ -18,7 +18,7 @@ from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
-from spectui.events import Control, Done, GenerationParams, Source, Step
+from spectui.events import AutoChoice, Control, Done, GenerationParams, Source, Step
 
 
 def decode_steps(
@@ -43,6 +43,7 @@ def decode_steps(
     # Medusa and EAGLE draft from the target's own features: they ask for them once, and
     # the draft and n-gram paths keep the plain logits call.
     needs_hidden = proposer is not None and getattr(proposer, "needs_hidden", False)
+    looks_first = proposer is not None and getattr(proposer, "looks_first", False)
     finished = None
     while True:
         if control.cancelled:
@@ -52,7 +53,7 @@ def decode_steps(
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
         if adaptive is not None and finished is not None:
             adaptive.observe_overhead(time.perf_counter() - finished)
-        auto = adaptive.choose() if adaptive is not None and num_generated > 0 else None
+        auto = adaptive.choose() if adaptive is not None and num_generated > 0 and not looks_first else None
         if auto is not None:
             k = auto.k
         draft_started = time.perf_counter()
@@ -69,7 +70,20 @@ def decode_steps(
         p_draft = None
         parents = None
         tree_nodes = None
-        if k > 0:
+        evidence = None
+        if adaptive is not None and looks_first and num_generated > 0:
+            # Drafting first costs next to nothing; the evidence then says how many drafts to verify.
+            most = min(adaptive.k_max, params.max_tokens - num_generated - 1)
+            proposal = proposer.propose(token_ids, most, temperature, params.top_p, generator) if most > 0 else None
+            if proposal is not None and proposal.drafted:
+                evidence = proposal.evidence
+                auto = adaptive.choose_for(evidence, temperature)
+                k = min(auto.k, most)
+                drafted, p_draft = proposal.drafted[:k], proposal.p_draft
+            else:
+                auto = AutoChoice(0, 1.0, adaptive.realised, "nothing to copy: a plain step")
+                k = 0
+        elif k > 0:
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
             drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
         verify_started = time.perf_counter()
@@ -130,7 +144,7 @@ def decode_steps(
             tree_nodes=tree_nodes,
         )
         if adaptive is not None:
-            adaptive.observe(step, prefill=num_generated == len(emitted))
+            adaptive.observe(step, prefill=num_generated == len(emitted), evidence=evidence)
         yield step
         if finish_reason:
             yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)

@@ -9,7 +9,7 @@ from typing import Protocol
 import torch
 
 from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.ngram import propose_ngram
+from spectui.engines.embedded.ngram import lookup_ngram
 from spectui.engines.embedded.sampling import sample, target_probs
 
 
@@ -22,10 +22,16 @@ class Proposal:
     # A draft tree (deterministic candidates, p_draft None): the parent of each drafted
     # id, -1 for the context's last token; None for a chain. See spectui.engines.embedded.tree.
     parents: list[int] | None = None
+    # What the proposer knew of its drafts' odds before anyone verified them (prompt lookup:
+    # the matched n-gram's length); adaptive k keeps acceptance apart per value.
+    evidence: int | None = None
 
 
 class Proposer(Protocol):
     method: str
+    # Drafting costs next to nothing and says its evidence: adaptive k may draft first and
+    # then choose how many of the drafts to verify (prompt lookup).
+    looks_first: bool
 
     def propose(
         self,
@@ -46,6 +52,7 @@ class DraftModelProposer:
     """A smaller model with the target's tokenizer drafts k tokens autoregressively."""
 
     method = "draft"
+    looks_first = False
 
     def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
         self.draft = CachedModel(draft_model)
@@ -83,6 +90,7 @@ class NgramProposer:
     """Prompt lookup: copy what followed the last n-gram the last time it appeared."""
 
     method = "ngram"
+    looks_first = True
 
     def __init__(self, lookup_min: int = 1, lookup_max: int = 4) -> None:
         self.lookup_min = lookup_min
@@ -95,5 +103,5 @@ class NgramProposer:
         pass
 
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
-        drafted = propose_ngram(token_ids, k, self.lookup_min, self.lookup_max)
-        return Proposal(drafted, None)
+        drafted, match_length = lookup_ngram(token_ids, k, self.lookup_min, self.lookup_max)
+        return Proposal(drafted, None, evidence=match_length or None)
