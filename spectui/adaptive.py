@@ -110,6 +110,7 @@ class AdaptiveK:
     probing: bool = False
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
+    temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
 
     def __post_init__(self) -> None:
         self.accept = self.accept or [None] * self.k_max
@@ -120,6 +121,19 @@ class AdaptiveK:
         # target would pick it: a 4-token match in math at T 0.7 is not one at T 0.
         self.by_evidence: dict[tuple[int, float], tuple[list[float | None], list[int]]] = {}
         self.declined: dict[tuple[int, float], int] = {}
+        self.other_temperatures: dict[float, tuple[list[float | None], list[int]]] = {}
+
+    def at_temperature(self, temperature: float) -> None:
+        """Make `accept` and `seen` those of this temperature (new ones start from the prior).
+
+        A sampled token matches the draft less often than the target's top choice: creative
+        writing at T 1.0 taught one estimate that the draft is useless, and the next reply,
+        code at T 0, started from it at k = 0."""
+        if temperature == self.temperature:
+            return
+        self.other_temperatures[self.temperature] = (self.accept, self.seen)
+        self.accept, self.seen = self.other_temperatures.pop(temperature, ([None] * self.k_max, [0] * self.k_max))
+        self.temperature = temperature
 
     def _tables(self, evidence: int | None, temperature: float) -> tuple[list[float | None], list[int]]:
         if evidence is None:
@@ -138,7 +152,8 @@ class AdaptiveK:
         if prefill:
             # A new prompt is new text: what was learned is a prior its first steps correct
             # quickly, and k climbs to it only as this reply's drafts are accepted.
-            for seen in [self.seen, *(seen for _, seen in self.by_evidence.values())]:
+            tables = [*self.by_evidence.values(), *self.other_temperatures.values()]
+            for seen in [self.seen, *(seen for _, seen in tables)]:
                 seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
             # The reply's first drafting step may probe: the draft model read the prompt with
@@ -146,6 +161,8 @@ class AdaptiveK:
             self.probe_after = self.probe_wait()[0]
             self.plain_steps = self.probe_after
             return
+        if evidence is None:
+            self.at_temperature(step.temperature)
         if step.k:
             self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
         if drafted:
@@ -249,7 +266,9 @@ class AdaptiveK:
         seconds = offered * (k * (self.draft_seconds or 0.0) + verify) + (1 - offered) * plain
         return tokens / self.step_seconds(seconds)
 
-    def choose(self) -> AutoChoice:
+    def choose(self, temperature: float | None = None) -> AutoChoice:
+        if temperature is not None:
+            self.at_temperature(temperature)
         accept = self.acceptance()
         every_rate = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
         if any(rate is None for rate in every_rate.values()) or not every_rate[0]:

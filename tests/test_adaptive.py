@@ -168,6 +168,28 @@ def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_targe
     assert any(r.startswith("match ") for r in reasons)
 
 
+def test_each_temperature_keeps_its_own_acceptance():
+    # Code at T 0 (α 0.95), then creative writing at T 1.0 (α 0.1), then code again: the
+    # sampled stretch must not leave code starting from its estimate.
+    rng = random.Random(6)
+    chooser = AdaptiveK()
+
+    def run(steps, alpha, temperature):
+        for _ in range(steps):
+            k = chooser.choose(temperature).k
+            step = simulated_step(k, alpha, 0.02, 0.1, 0.05, rng)
+            chooser.observe(Step(step.token_ids, step.sources, "", drafted=step.drafted, k=k, temperature=temperature,
+                                 draft_seconds=step.draft_seconds, verify_seconds=step.verify_seconds))
+        return chooser.choose(temperature)
+
+    assert run(60, 0.95, 0.0).k >= 4
+    assert run(60, 0.1, 1.0).k == 0
+    back = chooser.choose(0.0)
+    assert back.k >= 4 and back.reason.startswith("α 0.9"), back
+    again = chooser.choose(1.0)
+    assert again.k == 0 and again.reason.startswith("α 0.1"), again
+
+
 def evidence_step(drafted: int, accepted: int, temperature: float = 0.0) -> Step:
     emitted = accepted + 1
     sources = (Source.DRAFT,) * accepted + (Source.BONUS if accepted == drafted else Source.RECOVERED,)

@@ -53,7 +53,7 @@ def decode_steps(
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
         if adaptive is not None and finished is not None:
             adaptive.observe_overhead(time.perf_counter() - finished)
-        auto = adaptive.choose() if adaptive is not None and num_generated > 0 and not looks_first else None
+        auto = adaptive.choose(temperature) if adaptive is not None and num_generated > 0 and not looks_first else None
         if auto is not None:
             k = auto.k
         draft_started = time.perf_counter()
