@@ -62,6 +62,9 @@ PROBE_AFTER_MAX = 32  # a probe costs about a quarter of a step: under 1% at thi
 CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
 CHEAP_PROBE_AFTER = 4  # ~8% per cheap probe: every 4th to 8th step is at most 2%
 CHEAP_PROBE_AFTER_MAX = 8
+# A draft model under auto k drafts while the chain's confidence pays (confidence_floor); the
+# floor stays below 1 so that a sure draft may always go on.
+FLOOR_MAX = 0.95
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
 # Drafting with a draft model must be predicted this much faster than plain decoding to
 # start: its catch-up over the tokens of the plain steps it sat out is real time the model
@@ -296,6 +299,22 @@ class AdaptiveK:
         self.current_k = best
         held = " (slow start)" if best and max(every_rate, key=lambda k: every_rate[k]) > cap else ""
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
+
+    def confidence_floor(self, choice: AutoChoice) -> float:
+        """For a draft model that can stop mid-step: the chain confidence (the product of the
+        draft's probabilities for its drafts so far) below which one more draft does not pay;
+        0 when drafting was not chosen or the costs are unknown.
+
+        One more draft costs d plus the verify's slope, and adds a token only if the chain so
+        far and it are accepted, about chain · accept[0]; at the predicted speed S the same
+        time yields S · cost tokens. The k S(k) chose stays the plan; the floor lets a sure
+        draft run past it, up to what slow start allows (retrieval: k 1 to 3 for 10 steps while
+        the estimates climbed, every draft accepted), and stops an unsure one short of it."""
+        plain = self.verify_cost(0)
+        if not choice.k or self.probing or choice.predicted_speedup is None or plain is None or self.draft_seconds is None:
+            return 0.0  # a probe stays one cheap look
+        extra = (self.draft_seconds + self.verify_cost(1) - plain) / self.step_seconds(plain)
+        return min(FLOOR_MAX, choice.predicted_speedup * extra / max(self.acceptance()[0], 0.05))
 
     def choose_for(self, evidence: int, temperature: float) -> AutoChoice:
         """How many of the drafts in hand to verify, for a proposer that drafted first (prompt

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from spectui.adaptive import AdaptiveK, expected_tokens
-from spectui.events import Control, GenerationParams, Source, Step
+from spectui.events import AutoChoice, Control, GenerationParams, Source, Step
 from spectui.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
 
 
@@ -141,6 +141,24 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
         assert all(s.auto is not None for s in steps[1:]) and steps[0].auto is None
         assert all(s.auto.reason for s in steps[1:])
 
+    # Drafting while sure, on costs that make it pay (the tiny models' own timings vary with
+    # the machine's load): k 2 planned, further while the chain stays 5% sure (the tiny draft is seldom surer).
+    class Planned(AdaptiveK):
+        def choose(self, temperature=None):
+            return AutoChoice(2, 1.5, None, "α 0.90 → k 2")
+
+        def confidence_floor(self, choice):
+            return 0.05
+
+    engine._choosers["draft"] = Planned()
+    auto, steps = tokens(Control(4, 0.0, auto=True))
+    assert auto == plain
+    assert all(s.auto.reason.endswith("while 5% sure") for s in steps[1:])
+    # past the plan as far as slow start has earned (2, then 4 after a fully accepted step) ...
+    assert all(s.num_drafted <= s.k <= 8 for s in steps[1:]) and max(s.k for s in steps) > 2
+    # ... and short of it where the chain got unsure
+    assert any(s.num_drafted < s.k for s in steps[1:])
+
 
 def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_target, tiny_tokenizer):
     from spectui.engine import EngineInfo
@@ -215,6 +233,38 @@ def test_drafts_in_hand_are_verified_as_far_as_their_evidence_pays():
     assert 1 <= probes.count(1) <= 4 and set(probes) <= {0, 1}, probes
     # what a 4-token match is worth at T = 0 says nothing about T = 0.7: a fresh estimate
     assert chooser.choose_for(4, 0.7).reason.startswith("match 4: α 0.60"), chooser.choose_for(4, 0.7)
+
+
+def test_the_confidence_floor_is_where_one_more_draft_stops_paying():
+    # d 0.04 s, verify slope 0.005 s, plain step 0.1 s: one more draft costs 0.45 of a step;
+    # at a predicted 1.5x that is 0.675 tokens, worth it while chain · α (0.9) beats it.
+    chooser = AdaptiveK(accept=[0.9] * 8, draft_seconds=0.04, verify_points=[(0, 0.1), (1, 0.105), (4, 0.12)])
+    plan = AutoChoice(3, 1.5, None, "α 0.90 → k 3")
+    assert chooser.confidence_floor(plan) == pytest.approx(1.5 * 0.45 / 0.9)
+    assert chooser.confidence_floor(AutoChoice(0, 1.0, None, "→ k 0")) == 0.0
+    assert chooser.confidence_floor(AutoChoice(3, 9.0, None, "")) == 0.95  # a sure draft may always go on
+    chooser.probing = True  # a probe stays one cheap look
+    assert chooser.confidence_floor(plan) == 0.0
+
+
+def test_a_draft_model_stops_where_its_chain_of_drafts_gets_unsure(tiny_target, tiny_draft, tiny_tokenizer):
+    import torch
+
+    from spectui.engines.embedded.kv import CachedModel
+    from spectui.engines.embedded.proposers import DraftModelProposer
+
+    prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
+    full = DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None).drafted
+    model, chain, confidences = CachedModel(tiny_draft), 1.0, []
+    for i, token in enumerate(full):
+        chain *= float(torch.softmax(model.logits(prompt + full[:i], num_rows=1)[0], dim=0)[token])
+        confidences.append(chain)
+    for floor in (0.999, 0.9, 0.5, 0.1):
+        stopped = DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=floor).drafted
+        # the same drafts, up to and including the first that takes the chain below the floor
+        expected = next((i + 1 for i, c in enumerate(confidences) if c < floor), len(full))
+        assert stopped == full[:expected], (floor, confidences)
+    assert len(DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=0.999).drafted) < 8
 
 
 def test_the_drafts_catch_up_after_plain_steps_is_not_taken_for_its_cost():

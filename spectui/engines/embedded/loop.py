@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 import torch
 
@@ -84,7 +85,15 @@ def decode_steps(
                 auto = AutoChoice(0, 1.0, adaptive.realised, "nothing to copy: a plain step")
                 k = 0
         elif k > 0:
-            proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator)
+            stop = {}
+            if auto is not None and getattr(proposer, "stops_early", False):
+                floor = adaptive.confidence_floor(auto)
+                if floor:
+                    # as far as this reply's slow start allows: a sure draft may run past the plan
+                    k = min(max(k, adaptive.ramp), adaptive.k_max, params.max_tokens - num_generated - 1)
+                    auto = replace(auto, k=k, reason=f"{auto.reason}, up to {k} while {floor:.0%} sure")
+                    stop = {"stop_below": floor}
+            proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator, **stop)
             drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
         verify_started = time.perf_counter()
         if parents is not None:

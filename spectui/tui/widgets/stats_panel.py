@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.segment import Segment
 from textual.geometry import Region
 from textual.strip import Strip
@@ -16,6 +18,7 @@ from spectui.tui.session import PanelData
 HEADING, LABEL, VALUE, NOTE, BAR, SPARK = "heading", "label", "value", "note", "bar", "spark"
 ROLES = (HEADING, LABEL, VALUE, NOTE, BAR, SPARK)
 MAX_POSITIONS = 8
+REASON_LINES = 2  # adaptive k's why: "α 0.82, draft 0.45× target → k 3, up to 8 while 82% sure"
 
 
 def fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
@@ -93,7 +96,7 @@ def adaptive_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | s
         [" ", (sparkline([k / top for k in data.k_series], inner - 2) or "–", SPARK)],
         [(" predicted ", LABEL), (fmt(auto.predicted_speedup, ".2f", "×"), VALUE),
          ("  realised ", LABEL), (fmt(auto.realised_speedup, ".2f", "×"), VALUE)],
-        [(" " + auto.reason[: inner - 1], NOTE)],
+        *([(" " + line, NOTE)] for line in textwrap.wrap(auto.reason, inner - 1)[:REASON_LINES]),
         [],
     ]
 
