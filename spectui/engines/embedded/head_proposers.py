@@ -62,6 +62,7 @@ def draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> t
 
 class _FeatureProposer:
     needs_hidden = True
+    looks_first = False  # drafting needs the step's target features: k is chosen before it
 
     def __init__(self) -> None:
         self.history = FeatureHistory()
