@@ -118,19 +118,27 @@ def test_drafting_starts_only_for_a_gain_past_the_margin(alpha, drafts):
     assert choice.predicted_speedup == pytest.approx(max(speedup(alpha, k, 0.4, lambda k: 1.0) for k in range(9)) if drafts else 1.0)
 
 
-def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
+def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
+    """An embedded engine on the tiny models, and tokens(control) -> (token ids, steps) of one reply."""
     from spectui.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer
 
-    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
-    prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
-    params = GenerationParams(max_tokens=60, seed=0)
+    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)
+    engine = EmbeddedEngine(target, tokenizer, proposer, info)
+    prompt_ids = tokenizer(prompt)["input_ids"]
 
     def tokens(control):
-        steps = [e for e in engine.stream_ids(prompt, params, control) if isinstance(e, Step)]
+        steps = [e for e in engine.stream_ids(prompt_ids, GenerationParams(max_tokens=max_tokens, seed=0), control)
+                 if isinstance(e, Step)]
         return [t for s in steps for t in s.token_ids], steps
+
+    return engine, tokens
+
+
+def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
+    from spectui.engines.embedded.proposers import DraftModelProposer
+
+    engine, tokens = tiny_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), "def add(a, b):", 60)
 
     plain, _ = tokens(Control(0, 0.0))
     for _ in range(2):  # the second reply starts from the first one's estimates
@@ -161,19 +169,10 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
 
 
 def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_target, tiny_tokenizer):
-    from spectui.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import NgramProposer
 
-    info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu", live_k=True)
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(1, 4), info)
     # a prompt that repeats itself: the reply has n-grams to copy, of several lengths
-    prompt = tiny_tokenizer("a b c d e f a b c d e f a b c d e f a b")["input_ids"]
-    params = GenerationParams(max_tokens=48, seed=0)
-
-    def tokens(control):
-        steps = [e for e in engine.stream_ids(prompt, params, control) if isinstance(e, Step)]
-        return [t for s in steps for t in s.token_ids], steps
+    _, tokens = tiny_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 4), "a b c d e f a b c d e f a b c d e f a b", 48)
 
     plain, _ = tokens(Control(0, 0.0))
     auto, steps = tokens(Control(4, 0.0, auto=True))
