@@ -24,7 +24,9 @@ refusal doubles the wait. A probe that costs little over a plain step (prompt lo
 is made every few steps, one that runs a draft model waits longer, and every reply starts
 with one. Estimates carry over between replies, but a new prompt may be nothing like the
 last: with a draft model, a reply's k starts capped at 2 and the cap doubles with each
-fully accepted step.
+fully accepted step. Each temperature keeps its own estimates. A draft model under auto k
+also stops mid-step where its own probabilities say the next draft will not pay
+(confidence_floor), and may run past the chosen k where they say it will.
 Stdlib only.
 """
 
@@ -116,8 +118,9 @@ class AdaptiveK:
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
 
     def __post_init__(self) -> None:
-        self.accept = self.accept or [None] * self.k_max
-        self.seen = self.seen or [0] * self.k_max
+        fresh_accept, fresh_seen = self._fresh_table()
+        self.accept = self.accept or fresh_accept
+        self.seen = self.seen or fresh_seen
         self.verify_points = deque(self.verify_points or (), maxlen=VERIFY_WINDOW)
         # per (evidence, temperature), for choose_for: (accept, seen) as above, and the k = 0
         # choices since the last probe. Sampling accepts a copied token only as often as the
@@ -135,13 +138,20 @@ class AdaptiveK:
         if temperature == self.temperature:
             return
         self.other_temperatures[self.temperature] = (self.accept, self.seen)
-        self.accept, self.seen = self.other_temperatures.pop(temperature, ([None] * self.k_max, [0] * self.k_max))
+        self.accept, self.seen = self.other_temperatures.pop(temperature, None) or self._fresh_table()
         self.temperature = temperature
+
+    def _fresh_table(self) -> tuple[list[float | None], list[int]]:
+        """(accept, seen) before anything was observed: every position at the prior."""
+        return [None] * self.k_max, [0] * self.k_max
 
     def _tables(self, evidence: int | None, temperature: float) -> tuple[list[float | None], list[int]]:
         if evidence is None:
             return self.accept, self.seen
-        return self.by_evidence.setdefault((evidence, temperature), ([None] * self.k_max, [0] * self.k_max))
+        key = (evidence, temperature)
+        if key not in self.by_evidence:
+            self.by_evidence[key] = self._fresh_table()
+        return self.by_evidence[key]
 
     # learning
 

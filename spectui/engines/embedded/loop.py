@@ -65,7 +65,8 @@ def decode_steps(
         # The first token comes from the prefill alone, as in vLLM: nothing to draft from yet.
         if num_generated == 0 or proposer is None:
             k = 0
-        k = min(k, params.max_tokens - num_generated - 1)
+        room = params.max_tokens - num_generated - 1  # drafts beyond it could never be emitted
+        k = min(k, room)
 
         drafted: list[int] = []
         p_draft = None
@@ -74,7 +75,7 @@ def decode_steps(
         evidence = None
         if adaptive is not None and looks_first and num_generated > 0:
             # Drafting first costs next to nothing; the evidence then says how many drafts to verify.
-            most = min(adaptive.k_max, params.max_tokens - num_generated - 1)
+            most = min(adaptive.k_max, room)
             proposal = proposer.propose(token_ids, most, temperature, params.top_p, generator) if most > 0 else None
             if proposal is not None and proposal.drafted:
                 evidence = proposal.evidence
@@ -90,7 +91,7 @@ def decode_steps(
                 floor = adaptive.confidence_floor(auto)
                 if floor:
                     # as far as this reply's slow start allows: a sure draft may run past the plan
-                    k = min(max(k, adaptive.ramp), adaptive.k_max, params.max_tokens - num_generated - 1)
+                    k = min(max(k, adaptive.ramp), adaptive.k_max, room)
                     auto = replace(auto, k=k, reason=f"{auto.reason}, up to {k} while {floor:.0%} sure")
                     stop = {"stop_below": floor}
             proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator, **stop)
