@@ -22,7 +22,10 @@ At k = 0 nothing is learned about acceptance, so now and then one step drafts a 
 (a probe): while probes are accepted they repeat, until the estimate says draft; each
 refusal doubles the wait. A probe that costs little over a plain step (prompt lookup, heads)
 is made every few steps, one that runs a draft model waits longer, and every reply starts
-with one. Estimates carry over between replies, but a new prompt may be nothing like the
+with one. A draft model that sat out plain steps must first read the tokens it missed (its
+catch-up), so leaving drafting has a price paid on the way back: a draft model stops drafting
+only when two steps in a row predict plain decoding faster by more than that catch-up, spread
+over the steps until the next probe. Estimates carry over between replies, but a new prompt may be nothing like the
 last: with a draft model, a reply's k starts capped at 2 and the cap doubles with each
 fully accepted step. Each temperature keeps its own estimates. A draft model under auto k
 also stops mid-step where its own probabilities say the next draft will not pay
@@ -59,8 +62,11 @@ VERIFY_WINDOW = 24  # verify forwards the V(k) line is fitted to: a couple of re
 # a stale low estimate further on would hold k at 1 while every draft is accepted (measured:
 # at 0.05 per step, a TypeScript reply with γ 1.0 stayed at k = 1 for all its 30 steps).
 DRIFT_WEIGHT = 0.3
-PROBE_AFTER = 16  # plain steps before the first probe
-PROBE_AFTER_MAX = 32  # a probe costs about a quarter of a step: under 1% at this spacing
+# Plain steps before the first probe, and the longest wait. A draft model's probe after W plain
+# steps also reads those W tokens: at W 16 that catch-up cost 1.3 plain steps on the quick
+# suite, and creative writing at T 1.0 lost 4% to probes at 16 and 32 (3% at 24 and 48).
+PROBE_AFTER = 24
+PROBE_AFTER_MAX = 48
 CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
 CHEAP_PROBE_AFTER = 4  # ~8% per cheap probe: every 4th to 8th step is at most 2%
 CHEAP_PROBE_AFTER_MAX = 8
@@ -72,6 +78,10 @@ SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster
 # start: its catch-up over the tokens of the plain steps it sat out is real time the model
 # leaves out. Cheap proposers (prompt lookup, heads) have no catch-up to pay.
 DRAFT_MARGIN = 0.05
+# ...and predicted slower than plain decoding on this many steps in a row to stop: the estimate
+# is lowest right after a refusal, and stopping there held SQL, summaries and retrieval at
+# k = 0 through runs of accepted drafts (auto 0.84-0.86x the best fixed k, replayed).
+LEAVE_AFTER = 2
 
 
 def moving(old: float | None, new: float, weight: float) -> float:
@@ -113,6 +123,7 @@ class AdaptiveK:
     # only where the text repeats, and a step without one costs a plain step
     proposal_rate: float | None = None
     probing: bool = False
+    leave_votes: int = 0  # drafting steps in a row that predicted plain decoding faster
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
@@ -140,6 +151,8 @@ class AdaptiveK:
         self.other_temperatures[self.temperature] = (self.accept, self.seen)
         self.accept, self.seen = self.other_temperatures.pop(temperature, None) or self._fresh_table()
         self.temperature = temperature
+        # the k in force was chosen on the other temperature's estimates: this one starts anew
+        self.current_k, self.leave_votes = 0, 0
 
     def _fresh_table(self) -> tuple[list[float | None], list[int]]:
         """(accept, seen) before anything was observed: every position at the prior."""
@@ -203,7 +216,7 @@ class AdaptiveK:
                 self.ramp = min(self.k_max, max(self.ramp, 2 * drafted))
             if self.probing and step.num_accepted:
                 # acceptance may be back: look again at once, until the estimate says draft
-                self.probe_after = 1
+                self.probe_after = 0
             self.probing = False
             self.plain_steps = 0
         elif self.probing and step.k:
@@ -263,6 +276,14 @@ class AdaptiveK:
         cost = self.probe_cost()
         return cost is not None and cost < CHEAP_PROBE
 
+    def leaving_cost(self) -> float:
+        """What stopping a draft model costs per step, in plain steps: coming back, at the
+        first probe, it reads the tokens of every plain step it sat out in one forward."""
+        wait = self.probe_wait()[0]
+        plain = self.verify_cost(0)
+        catch_up = (self.draft_seconds or 0.0) * self.verify_cost(wait) / plain
+        return catch_up / (wait * self.step_seconds(plain))
+
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
         return (CHEAP_PROBE_AFTER, CHEAP_PROBE_AFTER_MAX) if self.cheap_probe() else (PROBE_AFTER, PROBE_AFTER_MAX)
@@ -293,8 +314,19 @@ class AdaptiveK:
         best = max(rates, key=lambda k: rates[k])
         if self.current_k in rates and rates[best] < rates[self.current_k] * (1 + SWITCH_MARGIN):
             best = self.current_k
-        if best and rates[best] < rates[0] * (1 + (SWITCH_MARGIN if cheap else DRAFT_MARGIN)):
+        if cheap:
+            best = best if rates[best] >= rates[0] * (1 + SWITCH_MARGIN) else 0
+        elif self.current_k:
+            drafting = max((k for k in rates if k), key=lambda k: rates[k])
+            if rates[drafting] < rates[0] * (1 - self.leaving_cost()):
+                self.leave_votes += 1
+            else:
+                self.leave_votes = 0
+            best = 0 if self.leave_votes >= LEAVE_AFTER else best or drafting
+        elif best and rates[best] < rates[0] * (1 + DRAFT_MARGIN):
             best = 0
+        if best and not self.current_k:
+            self.leave_votes = 0
         plain_rate = rates[0]
         cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
         why = f"α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
