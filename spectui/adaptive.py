@@ -25,9 +25,9 @@ is made every few steps, one that runs a draft model waits longer, and every rep
 with one. A draft model that sat out plain steps must first read the tokens it missed (its
 catch-up), so leaving drafting has a price paid on the way back: a draft model stops drafting
 only when two steps in a row predict plain decoding faster by more than that catch-up, spread
-over the steps until the next probe. Estimates carry over between replies, but a new prompt may be nothing like the
-last: with a draft model, a reply's k starts capped at 2 and the cap doubles with each
-fully accepted step. Each temperature keeps its own estimates. A draft model under auto k
+over the steps until the next probe. Estimates carry over between replies, but a new prompt
+may be nothing like the last: with a draft model, a reply's k starts capped at 2 and the cap
+doubles with each fully accepted step. Each temperature keeps its own estimates. A draft model under auto k
 also stops mid-step where its own probabilities say the next draft will not pay
 (confidence_floor), and may run past the chosen k where they say it will.
 Stdlib only.
@@ -64,7 +64,8 @@ VERIFY_WINDOW = 24  # verify forwards the V(k) line is fitted to: a couple of re
 DRIFT_WEIGHT = 0.3
 # Plain steps before the first probe, and the longest wait. A draft model's probe after W plain
 # steps also reads those W tokens: at W 16 that catch-up cost 1.3 plain steps on the quick
-# suite, and creative writing at T 1.0 lost 4% to probes at 16 and 32 (3% at 24 and 48).
+# suite, and creative writing at T 1.0 lost 4% to probes at 16 and 32, 2% at 24 and 48
+# (benchmarks/adaptive_replay.py). Summaries whose first drafts are refused pay for it.
 PROBE_AFTER = 24
 PROBE_AFTER_MAX = 48
 CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
@@ -339,7 +340,11 @@ class AdaptiveK:
             self.current_k = 0
             return AutoChoice(1, rates[1] / plain_rate, self.realised, f"{why} → probe k 1")
         self.current_k = best
-        held = " (slow start)" if best and max(every_rate, key=lambda k: every_rate[k]) > cap else ""
+        held = ""
+        if best and max(every_rate, key=lambda k: every_rate[k]) > cap:
+            held = " (slow start)"
+        elif best and rates[best] < plain_rate:
+            held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
 
     def confidence_floor(self, choice: AutoChoice) -> float:

@@ -132,8 +132,9 @@ def test_a_draft_model_stops_only_when_two_steps_in_a_row_predict_a_loss_past_it
     chooser = drafting_at(alpha)
     assert chooser.leaving_cost() == pytest.approx(0.04 * 0.22 / 0.1 / 2.4)
     assert chooser.rate(1, chooser.acceptance()) / chooser.rate(0, chooser.acceptance()) == pytest.approx(predicted, abs=0.01)
-    chosen = [chooser.choose().k for _ in range(5)]
-    assert chosen == ([1] * 5 if predicted > 0.97 else [1, 0, 0, 0, 0]), chosen
+    choices = [chooser.choose() for _ in range(5)]
+    assert [c.k for c in choices] == ([1] * 5 if predicted > 0.97 else [1, 0, 0, 0, 0]), choices
+    assert choices[0].reason.endswith("→ k 1 (stopping costs a catch-up)")
 
 
 def test_a_cheap_proposer_stops_at_the_first_predicted_loss():
