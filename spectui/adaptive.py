@@ -27,9 +27,9 @@ catch-up), so leaving drafting has a price paid on the way back: a draft model s
 only when two steps in a row predict plain decoding faster by more than that catch-up, spread
 over the steps until the next probe. Estimates carry over between replies, but a new prompt
 may be nothing like the last: with a draft model, a reply's k starts capped at 2 and the cap
-doubles with each fully accepted step. Each temperature keeps its own estimates. A draft model under auto k
-also stops mid-step where its own probabilities say the next draft will not pay
-(confidence_floor), and may run past the chosen k where they say it will.
+doubles with each fully accepted step. Each temperature keeps its own estimates. A draft
+model under auto k also stops mid-step where its own probabilities say the next draft will
+not pay (confidence_floor), and may run past the chosen k where they say it will.
 Stdlib only.
 """
 
@@ -357,10 +357,9 @@ class AdaptiveK:
         time yields S · cost tokens. The k S(k) chose stays the plan; the floor lets a sure
         draft run past it, up to what slow start allows (retrieval: k 1 to 3 for 10 steps while
         the estimates climbed, every draft accepted), and stops an unsure one short of it."""
-        plain = self.verify_cost(0)
-        if not choice.k or self.probing or choice.predicted_speedup is None or plain is None or self.draft_seconds is None:
+        extra = self.probe_cost()  # one more draft and its verify, in plain steps
+        if not choice.k or self.probing or choice.predicted_speedup is None or extra is None:
             return 0.0  # a probe stays one cheap look
-        extra = (self.draft_seconds + self.verify_cost(1) - plain) / self.step_seconds(plain)
         return min(FLOOR_MAX, choice.predicted_speedup * extra / max(self.acceptance()[0], 0.05))
 
     def choose_for(self, evidence: int, temperature: float) -> AutoChoice:
