@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from spectui.errors import UsageError
+from spectui.engines.embedded.ngram import LOOKUP_MAX
 from spectui.options import EngineOptions, OptionError, parse_k
 
 CONFIG_FILE_NAME = "config.toml"
@@ -87,7 +88,7 @@ class ChatConfig:
     theme: str = "dark"
     ghosts: bool = False
     lookup_min: int = 1
-    lookup_max: int = 4
+    lookup_max: int = LOOKUP_MAX
     heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
     tree_width: int = 1
     # vLLM engines

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from spectui.errors import UsageError
+from spectui.engines.embedded.ngram import LOOKUP_MAX
 from spectui.events import K_MAX
 
 ENGINES = ("auto", "embedded", "vllm", "server")
@@ -64,7 +65,7 @@ class EngineOptions:
     dtype: str = "auto"
     device: str = "auto"
     lookup_min: int = 1
-    lookup_max: int = 4
+    lookup_max: int = LOOKUP_MAX
     heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
     tree_width: int = 1  # medusa / eagle with --heads: candidates per depth, verified as a tree (1 = a chain)
     engine: str = "auto"

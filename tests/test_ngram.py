@@ -47,6 +47,16 @@ def test_lookup_max_caps_the_match_length():
     assert propose_ngram(token_ids, k=1, lookup_max=2) == [8]
 
 
+def test_by_default_a_quote_is_matched_past_four_tokens_to_the_passage_it_copies():
+    quoted = [10, 11, 12, 13, 14, 15, 16, 17]
+    # the passage, then a later 4-gram that equals the passage's last four tokens
+    context = quoted + [50, 51] + [99, 14, 15, 16, 17, 60, 61]
+    reply = quoted
+    assert lookup_ngram(context + reply, k=2) == ([50, 51], 8)
+    # matched on four tokens only, the more recent 4-gram wins and the copy goes astray
+    assert lookup_ngram(context + reply, k=2, lookup_max=4) == ([60, 61], 4)
+
+
 def test_lookup_min_rejects_short_matches():
     token_ids = [1, 2, 3, 9, 3]
     assert propose_ngram(token_ids, k=2, lookup_min=1) == [9, 3]

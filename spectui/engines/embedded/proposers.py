@@ -9,7 +9,7 @@ from typing import Protocol
 import torch
 
 from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.ngram import lookup_ngram
+from spectui.engines.embedded.ngram import LOOKUP_MAX, lookup_ngram
 from spectui.engines.embedded.sampling import sample, target_probs
 
 
@@ -103,7 +103,7 @@ class NgramProposer:
     method = "ngram"
     looks_first = True
 
-    def __init__(self, lookup_min: int = 1, lookup_max: int = 4) -> None:
+    def __init__(self, lookup_min: int = 1, lookup_max: int = LOOKUP_MAX) -> None:
         self.lookup_min = lookup_min
         self.lookup_max = lookup_max
 
