@@ -12,8 +12,8 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from spectui.errors import UsageError
 from spectui.engines.embedded.ngram import LOOKUP_MAX
+from spectui.errors import UsageError
 from spectui.options import EngineOptions, OptionError, parse_k
 
 CONFIG_FILE_NAME = "config.toml"

@@ -12,10 +12,9 @@ from spectui.errors import UsageError
 
 # The longest suffix matched. Past 4 tokens a match still says more: a reply quoting its
 # prompt matches 8 tokens and keeps copying, a common 4-gram often does not, and adaptive k
-# learns each match length's acceptance apart. The suite's six summaries and retrievals
-# replayed through adaptive k (a verify costing 5-9% more per draft): 8 over 4 took
-# retrieval from 2.5-3.1x its plain speed to 2.8-3.5x and left summaries at 1.4x; code,
-# JSON, SQL and factual answers moved by under 1%.
+# learns each match length's acceptance apart. Replayed over the suite's greedy replies
+# (benchmarks/lookup_replay.py), auto k on retrieval went from 2.6-3.2x its plain speed to
+# 2.8-3.5x at the same verify costs; the other categories moved by -0.01x to +0.04x.
 LOOKUP_MAX = 8
 
 
