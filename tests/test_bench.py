@@ -186,6 +186,21 @@ def test_best_config_takes_each_cases_fastest_method():
     assert not [t for t in one_method if "best config" in t.claim]  # the draft line already says it
 
 
+def test_adaptive_prompt_lookup_is_a_config_of_its_own_against_the_copying_target():
+    ngram, auto = Arm("spectui", "ngram", 4), Arm("spectui", "ngram", 4, auto=True)
+    workload = Workload("retrieval", "retrieval-x", ({"role": "user", "content": "quote"},), 0.0, 11, 3)
+    runner = ScriptedRunner({BASELINE: 0.3, ngram: 0.15, auto: 0.1})
+    result = run_case(Case(workload, 0.0), [BASELINE, ngram, auto], {"spectui": runner}, repeats=1)
+    by_claim = {t.claim: t for t in targets(BenchResult({"methods": ["ngram"], "anchor_k": 4}, [result]))}
+    fixed = by_claim["spectui best n-gram k vs its k=0, summarize and retrieval"]
+    adaptive = by_claim["spectui n-gram with adaptive k vs its k=0, summarize and retrieval"]
+    assert fixed.measured == pytest.approx(2.0) and not fixed.met
+    assert adaptive.measured == pytest.approx(3.0) and adaptive.met
+    without_auto = run_case(Case(workload, 0.0), [BASELINE, ngram], {"spectui": runner}, repeats=1)
+    claims = [t.claim for t in targets(BenchResult({"methods": ["ngram"], "anchor_k": 4}, [without_auto]))]
+    assert not [claim for claim in claims if "adaptive" in claim]
+
+
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engine import EngineInfo

@@ -169,6 +169,12 @@ def targets(result: BenchResult) -> list[Target]:
         *([Target("spectui best config (any method, any k) vs its k=0, code and JSON", 1.5,
                   best_config_speedup(CODE_AND_JSON))] if len(result.settings.get("methods", [])) > 1 else []),
         Target("spectui best n-gram k vs its k=0, summarize and retrieval", 2.5, best_speedup(LOOKUP_FRIENDLY, "ngram")),
+        # adaptive k is a config a user picks too (-k auto), and prompt lookup is its best case:
+        # it verifies as many drafts as each match's length has earned
+        *([Target("spectui n-gram with adaptive k vs its k=0, summarize and retrieval", 2.5,
+                  median_of(ratio(c, auto_arm("ngram"), BASELINE) for c in result.cases
+                            if c.case.workload.category in LOOKUP_FRIENDLY))]
+          if with_auto(result) and "ngram" in result.settings.get("methods", []) else []),
     ]
 
 
