@@ -413,6 +413,25 @@ def test_a_reply_that_refuses_everything_after_one_that_accepted_everything_cost
     assert per_token <= 1.10, chosen
 
 
+def test_steps_the_confidence_floor_stopped_short_still_raise_slow_starts_cap():
+    # Retrieval: the draft's confidence dips below the floor after 1 or 2 drafts, and those
+    # are accepted. Raising the cap only to twice a fully accepted step's drafts held it at
+    # k 2 for 8 of its 10 steps (0.91x the best fixed k, replayed): each accepted draft
+    # raises it by one, so three such 1-draft steps bring it to 5.
+    chooser = AdaptiveK()
+    reply_seconds(chooser, 1.0, 0.45, 400, random.Random(9))
+    new_reply(chooser)
+    for _ in range(3):
+        assert chooser.choose().k <= chooser.ramp
+        chooser.observe(Step((5, 6), (Source.DRAFT, Source.BONUS), "", drafted=(5,), k=2,
+                             draft_seconds=0.045, verify_seconds=0.105))
+    assert chooser.ramp == 5 and chooser.choose().k == 5
+    # ... and a refused one raises nothing
+    chooser.observe(Step((5,), (Source.RECOVERED,), "", drafted=(5,), k=5,
+                         draft_seconds=0.045, verify_seconds=0.105))
+    assert chooser.ramp == 5
+
+
 def test_cheap_probes_cost_under_two_percent_when_nothing_is_accepted():
     rng = random.Random(8)
     chosen = run_trace(AdaptiveK(), [(600, 0.02, 0.001, 0.07)], rng)
