@@ -65,6 +65,7 @@ def accepted(drafted: list[int], truth: list[int]) -> int:
 def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) -> float:
     """Tokens per plain step of time over the reply after its first token; how: a fixed k,
     "auto" (chooser decides per step) or "ceiling"."""
+    from spectui.adaptive import K_AUTO_MAX
     from spectui.engines.embedded.ngram import lookup_ngram
     from spectui.events import Source, Step
 
@@ -74,7 +75,7 @@ def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) 
     position, tokens, seconds = 1, 0, 0.0
     while position < len(reply):
         room = len(reply) - position - 1
-        most = min(8 if how in ("auto", "ceiling") else how, room)
+        most = min(K_AUTO_MAX if how in ("auto", "ceiling") else how, room)
         drafted, match = lookup_ngram(prompt + reply[:position], most, 1, lookup_max) if most > 0 else ([], 0)
         auto = None
         if drafted and how == "auto":

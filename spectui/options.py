@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from spectui.errors import UsageError
 from spectui.engines.embedded.ngram import LOOKUP_MAX
+from spectui.errors import UsageError
 from spectui.events import K_MAX
 
 ENGINES = ("auto", "embedded", "vllm", "server")
