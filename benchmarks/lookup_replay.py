@@ -104,7 +104,7 @@ def replay(cases: list[dict], lookup_max: int, slope: float) -> dict[str, dict[s
 
     chooser = AdaptiveK()
     out: dict[str, dict[str, float]] = {case["name"]: {} for case in cases}
-    for round_ in range(ROUNDS):
+    for _ in range(ROUNDS):
         for case in cases:  # suite order, one controller: what each prompt learns carries on
             out[case["name"]]["auto"] = replay_prompt(case, lookup_max, slope, "auto", chooser)
     for case in cases:

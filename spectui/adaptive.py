@@ -218,9 +218,7 @@ class AdaptiveK:
                 if accept[i] is not None:
                     accept[i] = moving(accept[i], accept[tried - 1], DRIFT_WEIGHT)
             if step.num_accepted == drafted:
-                # every draft accepted earns one more: a step drafted to the cap doubles it,
-                # and one the confidence floor stopped short of it (retrieval: 1 or 2 sure-enough
-                # drafts at a time, all accepted) still raises it
+                # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)
             if self.probing and step.num_accepted:
                 # acceptance may be back: look again at once, until the estimate says draft
