@@ -278,6 +278,19 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
     assert fetched == ["smollm2-135m"]
 
 
+def test_fetch_stages_name_the_model(monkeypatch):
+    # A target and its draft go through the same stages one after the other: a bare
+    # "convert 40%" cannot say which of the two is converting.
+    def report_and_stop(spec_, dest, progress):
+        progress("assemble", 5, 10)
+        raise ModelError("stop here")
+
+    monkeypatch.setattr(load_module, "fetch_gguf", report_and_stop)
+    seen = []
+    with pytest.raises(ModelError, match="stop here"):
+        load_module.ensure_local("SmolLM2-135M", lambda *event: seen.append(event))
+    assert seen == [("SmolLM2-135M assemble", 5, 10)]
+
 def test_list_models_reports_cached_index_models():
     from spectui.models.registry import cache_dir
 
@@ -396,6 +409,54 @@ def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
         load_module.check_same_vocab(str(target), str(draft))
 
 
+def _first_fetch_reports_to(monkeypatch) -> list:
+    """ensure_local, as on a cold cache: it reports a stage, then stops the build."""
+    seen = []
+
+    def fetching(name, progress=None, **_):
+        if progress is not None:
+            progress("convert", 1, 1)
+        seen.append(name)
+        raise ModelError("stopped after the first fetch")
+
+    monkeypatch.setattr(load_module, "ensure_local", fetching)
+    return seen
+
+
+def _build_embedded(options, progress):
+    from spectui.engines.embedded.build import build_embedded_engine
+
+    build_embedded_engine(options, progress)
+
+
+def _build_bench_runners(options, progress):
+    from spectui.cli.bench import build_runners
+
+    build_runners(options, ["spectui"], ["draft"], 4, progress)
+
+
+def _build_vllm(options, progress):
+    from spectui.engines.vllm import build as vllm_build
+
+    if not vllm_build.vllm_installed():
+        pytest.skip("vLLM is not installed")
+    vllm_build.build_vllm_engine(options, progress)
+
+
+@pytest.mark.parametrize("build", [_build_embedded, _build_bench_runners, _build_vllm])
+def test_a_draft_pair_fetched_by_its_vocabulary_check_shows_progress(monkeypatch, build):
+    # The vocabulary check is the first thing to need the weights, so on a cold cache the whole
+    # download and conversion happens inside it: a build that gave it no progress showed a bare
+    # "loading" for minutes.
+    from spectui.options import EngineOptions
+
+    seen = _first_fetch_reports_to(monkeypatch)
+    stages = []
+    with pytest.raises(ModelError, match="stopped after the first fetch"):
+        build(EngineOptions(method="draft", k=4), lambda stage, done, total: stages.append(stage))
+    assert seen == [DEFAULT_TARGET] and stages == ["convert"]
+
+
 # --- loading ----------------------------------------------------------------------------
 
 
@@ -413,7 +474,9 @@ def test_load_model_casts_freezes_and_matches_the_saved_model(tiny_folder):
     import torch
     from transformers import AutoModelForCausalLM
 
-    model, tokenizer = load_module.load_model(str(tiny_folder), dtype="bfloat16")
+    seen = []
+    model, tokenizer = load_module.load_model(str(tiny_folder), dtype="bfloat16", progress=lambda *e: seen.append(e))
+    assert seen == [(f"{tiny_folder.name} load", 0, 1), (f"{tiny_folder.name} load", 1, 1)]
     assert not model.training
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert not any(p.requires_grad for p in model.parameters())

@@ -63,7 +63,7 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
 
     if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
         target_name = options.model or DEFAULT_TARGET
-        check_same_vocab(target_name, draft_for(target_name, options.draft))
+        check_same_vocab(target_name, draft_for(target_name, options.draft), progress)
     # The target alone first, so that each drafter's memory is measured as it loads.
     engine = build_embedded_engine(replace(options, engine="embedded", method="ngram", heads=None, tree_width=1), progress)
     drafters = add_drafters(engine, options, methods, heads or {}, progress)

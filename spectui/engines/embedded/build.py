@@ -42,7 +42,7 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     draft_name = None
     if options.method == "draft":
         draft_name = draft_for(target_name, options.draft)
-        check_same_vocab(target_name, draft_name)  # before any weights load
+        check_same_vocab(target_name, draft_name, progress)  # before any weights load; may fetch both
     if options.method in ("medusa", "eagle"):
         draft_name = heads_folder(options)
     target_model, tokenizer = load_model(target_name, target_dtype, device, progress)

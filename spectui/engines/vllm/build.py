@@ -135,7 +135,7 @@ def build_vllm_engine(options: EngineOptions, progress=None):
     if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
         draft_name = draft_for(target_name, options.draft) if options.method == "draft" else options.draft
         if options.method == "draft":
-            check_same_vocab(target_name, draft_name)
+            check_same_vocab(target_name, draft_name, report)
     elif options.draft is not None and options.method == "mtp":
         draft_name = options.draft
     on_cpu = options.device == "cpu" or not cuda_present()
