@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from spectui.engines.embedded import lean
+
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
@@ -36,6 +38,8 @@ class CachedModel:
         self.model = model
         self.device = next(model.parameters()).device
         self.cache_argument = cache_argument(model)
+        # transformers' forward only where lean cannot stand in for it, bit for bit
+        self.lean = lean.supports(model)
         self.reset()
 
     def reset(self) -> None:
@@ -50,8 +54,8 @@ class CachedModel:
 
         Row -1 predicts the token after token_ids[-1].
         """
-        out, _ = self._forward(token_ids, num_rows, hidden=False)
-        return out.logits[0, -num_rows:].float()
+        logits, _, _ = self._forward(token_ids, num_rows, hidden=False)
+        return logits[0, -num_rows:].float()
 
     @torch.inference_mode()
     def logits_and_hidden(self, token_ids: Sequence[int], num_rows: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -61,8 +65,8 @@ class CachedModel:
 
         Returns (logits, hidden, first_position).
         """
-        out, first_position = self._forward(token_ids, num_rows, hidden=True)
-        return out.logits[0, -num_rows:].float(), out.hidden_states[-1][0], first_position
+        logits, hidden, first_position = self._forward(token_ids, num_rows, hidden=True)
+        return logits[0, -num_rows:].float(), hidden, first_position
 
     @torch.inference_mode()
     def tree_logits_and_hidden(
@@ -110,10 +114,14 @@ class CachedModel:
         if keep < len(self.seen):
             self.cache.crop(keep - len(self.seen))
         new_ids = torch.tensor([list(token_ids[keep:])], dtype=torch.long, device=self.device)
-        # Hidden states only when asked: the draft and n-gram paths keep their lean forward.
-        extra = {"output_hidden_states": True} if hidden else {}
-        out = self.model(
-            input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache}, **extra
-        )
+        if self.lean and not hidden:
+            logits, hidden_states = lean.lean_forward(self.model, new_ids, self.cache, num_rows), None
+        else:
+            # Hidden states only when asked: the draft and n-gram paths keep the lighter forward.
+            extra = {"output_hidden_states": True} if hidden else {}
+            out = self.model(
+                input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache}, **extra
+            )
+            logits, hidden_states = out.logits, out.hidden_states[-1][0] if hidden else None
         self.seen = list(token_ids)
-        return out, keep
+        return logits, hidden_states, keep

@@ -1,0 +1,101 @@
+"""What transformers' forward costs: spectui's lean forward and transformers', timed.
+
+    python benchmarks/lean_forward.py [--model qwen2.5-coder-0.5b] [--dtype int8-dynamic] [--compile]
+
+`spectui.engines.embedded.lean` runs the modules transformers' Llama/Qwen2 forward runs,
+without the plumbing around them. This checks its logits are bitwise transformers' over a
+prompt, plain steps and verify-sized steps, then times one-token and five-token forwards of
+each, alternating rounds. `--compile` times `torch.compile` of the lean forward too. Run it
+on an idle machine: the two cores are the whole machine here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PROMPT_TOKENS = 150
+ROUNDS = 4
+
+
+def transformers_forward(model, input_ids, cache, logits_to_keep: int = 1):
+    return model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=logits_to_keep).logits
+
+
+def same_logits(model) -> bool:
+    """Prompt, then plain and verify-sized steps: every forward's logits bitwise equal."""
+    import torch
+    from transformers import DynamicCache
+
+    from spectui.engines.embedded.lean import lean_forward
+
+    caches, generator = (DynamicCache(), DynamicCache()), torch.Generator().manual_seed(0)
+    widths = (PROMPT_TOKENS, 1, 1, 5, 1, 3)
+    ids = torch.randint(100, 20000, (1, PROMPT_TOKENS), generator=generator)
+    for width, next_width in zip(widths, (*widths[1:], 1)):
+        ours = lean_forward(model, ids, caches[0], width)
+        theirs = transformers_forward(model, ids, caches[1], width)
+        if not torch.equal(ours, theirs):
+            return False
+        # the next step starts from the target's choice, as a decode or a verify would
+        drafts = torch.randint(100, 20000, (1, next_width - 1), generator=generator)
+        ids = torch.cat([theirs[:, -1:].argmax(-1), drafts], 1)
+    return True
+
+
+def milliseconds(forward, model) -> tuple[float, float]:
+    """(one-token forward, five-token forward) after a 150-token prompt."""
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    forward(model, torch.randint(100, 20000, (1, PROMPT_TOKENS)), cache)
+    one, five = torch.tensor([[1234]]), torch.tensor([[1234, 55, 66, 77, 88]])
+    for _ in range(3):
+        forward(model, one, cache)
+    start = time.perf_counter()
+    for _ in range(20):
+        forward(model, one, cache)
+    single = (time.perf_counter() - start) / 20
+    start = time.perf_counter()
+    for _ in range(8):
+        forward(model, five, cache, 5)
+        cache.crop(-5)
+    return single * 1000, (time.perf_counter() - start) / 8 * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--dtype", default="int8-dynamic")
+    parser.add_argument("--compile", action="store_true")
+    args = parser.parse_args()
+
+    import torch
+
+    from spectui.engines.embedded.lean import lean_forward
+    from spectui.models.load import load_model
+
+    model, _ = load_model(args.model, args.dtype)
+    arms = {"transformers": transformers_forward, "lean": lean_forward}
+    if args.compile:
+        arms["lean, torch.compile"] = torch.compile(lean_forward, dynamic=True)
+    with torch.inference_mode():
+        print(f"{args.model} {args.dtype}: lean logits bitwise transformers': {same_logits(model)}")
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
+        for _ in range(ROUNDS):
+            for name, forward in arms.items():
+                times[name].append(milliseconds(forward, model))
+    for name, rows in times.items():
+        one = statistics.median(r[0] for r in rows)
+        five = statistics.median(r[1] for r in rows)
+        print(f"  {name:22} 1 token {one:6.1f} ms   5 tokens {five:6.1f} ms   (median of {ROUNDS} rounds)")
+
+
+if __name__ == "__main__":
+    main()
