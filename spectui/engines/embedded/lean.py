@@ -3,9 +3,9 @@
 It calls the modules transformers' forward calls (the int8 linears, the attention function,
 the DynamicCache), in the same order with the same arguments, so the logits are bitwise the
 same (tests check, for every dtype spectui loads); what it leaves out is what surrounds them:
-output capture, mask building, keyword routing. On this CPU that is 7% of a 5-token verify of
-the 1.5B target and 2-3% of a one-token forward (benchmarks/lean_forward.py). Other
-architectures, and forwards that need hidden states or a tree mask, go through transformers.
+output capture, mask building, keyword routing. On this CPU that is 2-4% of a one-token
+forward and 1-10% of a 5-token verify (benchmarks/lean_forward.py). Other architectures, and
+forwards that need hidden states or a tree mask, go through transformers.
 """
 
 from __future__ import annotations
