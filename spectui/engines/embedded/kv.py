@@ -117,7 +117,7 @@ class CachedModel:
         if self.lean and not hidden:
             logits, hidden_states = lean.lean_forward(self.model, new_ids, self.cache, num_rows), None
         else:
-            # Hidden states only when asked: the draft and n-gram paths keep the lighter forward.
+            # Hidden states only when asked (heads read them): without them the forward is lighter.
             extra = {"output_hidden_states": True} if hidden else {}
             out = self.model(
                 input_ids=new_ids, use_cache=True, logits_to_keep=num_rows, **{self.cache_argument: self.cache}, **extra
