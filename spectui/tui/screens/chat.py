@@ -1,13 +1,12 @@
 """The chat screen: conversation and prompt on the left, live panels on the right.
 
-Steps arrive from the generation thread in `inbox` (a deque: appends are thread-safe);
-a frame timer (30 fps) draws whatever is there in one go, so a fast stream costs one
-redraw per frame and keys stay responsive.
+Steps arrive from the generation thread in `inbox`, which asks for a frame when they come
+(at most 30 a second) and the frame draws whatever is there in one go, so a fast stream
+costs one redraw per frame, keys stay responsive, and an idle screen does not wake.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from textual import on
@@ -20,6 +19,7 @@ from textual.widgets import Footer, Input
 from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.options import parse_k
 from spectui.store import APPROXIMATE_NOTE, Conversation
+from spectui.tui.frames import FrameInbox
 from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings, key_display
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
@@ -31,7 +31,6 @@ from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
 from spectui.tui.worker import start_thread, stream_reply
 
-FRAME_SECONDS = 1 / 30
 PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
 TEMPERATURE_STEP = 0.1
 TEMPERATURE_MAX = 2.0
@@ -102,7 +101,7 @@ class ChatScreen(Screen):
         self.current: ActiveReply | None = None
         self.last_reply: ReplyTracker | None = None
         self.detached: dict[int, DetachedReply] = {}
-        self.inbox: deque[StepArrived] = deque()
+        self.inbox: FrameInbox[StepArrived] = FrameInbox(self, self.flush_steps)
         self._next_reply_id = 0
         self._frames = 0
         self._initial_conversation = conversation
@@ -121,7 +120,6 @@ class ChatScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_interval(FRAME_SECONDS, self.flush_steps, name="frame")
         self.set_interval(1.0, self.refresh_panels, name="panels")
         if self._initial_conversation is not None:
             self.show_conversation(self._initial_conversation)
@@ -272,7 +270,7 @@ class ChatScreen(Screen):
         engine, messages = app.engine, list(self.messages)
         start_thread(
             lambda: stream_reply(
-                engine, messages, params, control, reply_id, self.post_message, self.inbox.append,
+                engine, messages, params, control, reply_id, self.post_message, self.inbox.put,
                 clock=app.clock, store=app.store, message_id=message_id,
             ),
             name=f"spectui-reply-{reply_id}",
@@ -303,10 +301,8 @@ class ChatScreen(Screen):
     def _drain_inbox(self) -> list[StepArrived]:
         """Steps of the current reply, in order; a detached reply's only keep their text."""
         batch = []
-        inbox = self.inbox
         current_id = self.current.reply_id if self.current is not None else None
-        while inbox:
-            arrived = inbox.popleft()
+        for arrived in self.inbox.take_all():
             if arrived.reply_id == current_id:
                 batch.append(arrived)
             elif arrived.reply_id in self.detached:

@@ -15,7 +15,6 @@ closes it with the view.
 from __future__ import annotations
 
 import threading
-from collections import deque
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -31,7 +30,8 @@ from spectui.compare import (
 )
 from spectui.events import K_MAX, Control, GenerationParams, Message
 from spectui.tui.charts import bar
-from spectui.tui.screens.chat import FRAME_SECONDS, TEMPERATURE_MAX, TEMPERATURE_STEP
+from spectui.tui.frames import FrameInbox
+from spectui.tui.screens.chat import TEMPERATURE_MAX, TEMPERATURE_STEP
 from spectui.tui.keys import compare_bindings
 from spectui.tui.token_pieces import display_chunks, splitter_for
 from spectui.tui.widgets.token_view import TokenView
@@ -207,7 +207,7 @@ class CompareScreen(Screen):
         self.temperature = temperature
         self.comparison = Comparison([], temperature)
         self.sweep_points: list[SweepPoint] = []
-        self.inbox: deque[RunStarted | StepShown] = deque()
+        self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
         self.busy = False
         self.busy_with = ""
@@ -229,7 +229,6 @@ class CompareScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_interval(FRAME_SECONDS, self.flush, name="frame")
         self.refresh_head()
         self.action_rerun()
 
@@ -264,8 +263,7 @@ class CompareScreen(Screen):
 
     def flush(self) -> None:
         pending: dict[str, list[tuple[str, str]]] = {}
-        while self.inbox:
-            item = self.inbox.popleft()
+        for item in self.inbox.take_all():
             if isinstance(item, RunStarted):
                 self._append_pending(pending)
                 pending = {}
@@ -303,7 +301,7 @@ class CompareScreen(Screen):
         def make(path: str, k: int, temperature: float) -> Control:
             control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
-            self.inbox.append(RunStarted(path, k, numbers[path]))
+            self.inbox.put(RunStarted(path, k, numbers[path]))
             return control
 
         return make
@@ -322,7 +320,7 @@ class CompareScreen(Screen):
 
         def on_step(path, step) -> None:
             pieces, ghost = splitter.split(step)
-            self.inbox.append(StepShown(path, display_chunks(step, pieces, ghost)))
+            self.inbox.put(StepShown(path, display_chunks(step, pieces, ghost)))
 
         return on_step
 
