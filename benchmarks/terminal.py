@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def print_summary(summary: dict, as_json: bool) -> None:
-    """A benchmark's result: one JSON line, or aligned `name  value` lines."""
+    """A benchmark's result, with the day and the CPU it ran on (these VMs change CPU between
+    days, and speed with it): one JSON line, or aligned `name  value` lines."""
+    sys.path.insert(0, str(ROOT))
+    from spectui.bench.plan import cpu_model
+
+    summary = {"date": time.strftime("%Y-%m-%d"), "processor": cpu_model(), **summary}
     if as_json:
         print(json.dumps(summary))
         return
