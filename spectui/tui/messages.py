@@ -1,10 +1,10 @@
 """What the loader and generation threads send to the UI.
 
-Steps do not go through Textual's message pump: at thousands of tokens a second its
-per-message cost (a thread-safe wake-up and a dispatch each) starves the keys. The
-generation thread appends one StepArrived per Step to the screen's inbox (a deque),
-and the frame timer drains it; the end of a reply is a real message, posted after the
-last step was queued.
+Steps do not go through Textual's message pump one by one: at thousands of tokens a
+second its per-message cost (a thread-safe wake-up and a dispatch each) starves the keys.
+The generation thread puts one StepArrived per Step in the screen's inbox (FrameInbox),
+which wakes the screen once per frame at most and drains it then; the end of a reply is a
+real message, posted after the last step was queued.
 """
 
 from __future__ import annotations
