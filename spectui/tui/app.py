@@ -90,6 +90,7 @@ class SpectuiApp(App):
         self.engine_status = "loading"  # loading, ready, failed
         self.engine_error = ""
         self.loading_detail = ""
+        self.loading_since: float | None = None  # when this load or restart began
         self.load_seconds: float | None = None
         # k restarts (engines with k fixed at start)
         self.last_info = None  # the last ready engine's EngineInfo: shown while it restarts
@@ -122,6 +123,7 @@ class SpectuiApp(App):
             for problem in theme_errors():
                 self.notify(f"Theme skipped: {problem}", severity="warning", timeout=8)
         self.push_screen(ChatScreen(self.resume))
+        self.loading_since = self.clock()
         start_thread(lambda: load_engine(self.engine_factory, self.post_message, self.clock), "spectui-load")
 
     def on_unmount(self) -> None:
@@ -213,6 +215,15 @@ class SpectuiApp(App):
         }
 
     # engine loading (messages from the loader thread)
+
+    @property
+    def loading_text(self) -> str:
+        """The load's stage and the seconds it has taken so far: a first run converts a model
+        for minutes, and some stages (reading a GGUF) have no percentage to move."""
+        if self.loading_since is None:
+            return self.loading_detail
+        elapsed = f"{self.clock() - self.loading_since:.0f} s"
+        return f"{self.loading_detail} · {elapsed}" if self.loading_detail else elapsed
 
     def on_engine_progress(self, message: EngineProgress) -> None:
         percent = f" {100 * message.done / message.total:.0f}%" if message.total else ""
@@ -313,6 +324,7 @@ class SpectuiApp(App):
         self.engine_status = "loading"
         self.restarting_k = k
         self.loading_detail = ""
+        self.loading_since = self.clock()
         self._engine_changed()
         if self.chat_screen is not None:
             self.chat_screen.engine_restarting(f"Restarting {self.engine_label} with k = {k}: the conversation stays…")

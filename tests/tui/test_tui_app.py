@@ -228,6 +228,28 @@ def test_loading_state_then_error_message_not_a_crash(make_app):
     run(scenario())
 
 
+def test_loading_shows_its_seconds_while_a_stage_has_no_percentage(make_app):
+    release, now = threading.Event(), [100.0]
+
+    def slow_factory(progress):
+        progress("qwen convert", 0, 0)  # reading a GGUF: no percentage for a while
+        release.wait(10)
+        return PlanEngine([None])
+
+    async def scenario():
+        app = make_app(slow_factory, clock=lambda: now[0])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: "● loading qwen convert · 0 s" in app.chat_screen.param_bar.plain)
+            now[0] += 12
+            await wait_for(pilot, lambda: "● loading qwen convert · 12 s" in app.chat_screen.param_bar.plain)
+            release.set()
+            await ready(pilot)
+            plain = app.chat_screen.param_bar.plain
+            assert "● ready" in plain and "convert" not in plain
+
+    run(scenario())
+
+
 def test_ghosts_toggle_shows_rejected_drafts_struck_through(make_app):
     engine = PlanEngine([None, 1, 4])  # k=4: step 1 rejects 3 drafts
 

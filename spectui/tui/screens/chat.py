@@ -120,7 +120,7 @@ class ChatScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self.refresh_panels, name="panels")
+        self.set_interval(1.0, self.tick, name="panels")
         if self._initial_conversation is not None:
             self.show_conversation(self._initial_conversation)
         self.engine_changed()
@@ -182,10 +182,9 @@ class ChatScreen(Screen):
         if self.current is not None:
             return self.current.status, self.current.detail or restart
         if app.restarting_k is not None:
-            progress = f" · {app.loading_detail}" if app.loading_detail else ""
-            return "restarting", f"{app.engine_label} with k = {app.restarting_k}{progress}"
+            return "restarting", f"{app.engine_label} with k = {app.restarting_k} · {app.loading_text}"
         if app.engine_status == "loading":
-            return "loading", app.loading_detail
+            return "loading", app.loading_text
         if app.engine_status == "failed":
             if app.restart_failed:
                 return "failed", "a k key tries the restart again; Ctrl+Q quits"
@@ -220,6 +219,12 @@ class ChatScreen(Screen):
                 inferred=info is not None and not info.exact,
             )
         )
+
+    def tick(self) -> None:
+        """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
+        self.refresh_panels()
+        if self.app.engine_status == "loading":
+            self.refresh_bar()
 
     def refresh_panels(self) -> None:
         reply = self.current.tracker if self.current is not None else self.last_reply

@@ -32,8 +32,8 @@ def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
     engine = app.engine
     if engine is None:
         if app.restarting_k is not None:
-            return [("engine", f"restarting {app.engine_label} with k = {app.restarting_k} {app.loading_detail}")]
-        state = app.engine_error if app.engine_status == "failed" else f"loading {app.loading_detail}"
+            return [("engine", f"restarting {app.engine_label} with k = {app.restarting_k} · {app.loading_text}")]
+        state = app.engine_error if app.engine_status == "failed" else f"loading {app.loading_text}"
         return [("engine", state)]
     info = engine.info
     rows = [
