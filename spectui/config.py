@@ -265,10 +265,13 @@ def _line_of(text: str, key: str) -> int:
 
 def example_config() -> str:
     """A commented config file with every setting at its default."""
+    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET
+
     lines = [
-        "# spectui config: every setting is optional; command-line options override these.",
-        "# model = \"qwen-1.5b\"",
-        "# draft = \"qwen-0.5b\"",
+        "# spectui chat's config: every setting is optional; command-line options override these.",
+        "# (generate, bench and compare --table/--json take theirs from the command line only.)",
+        f"# model = \"{DEFAULT_TARGET}\"",
+        f"# draft = \"{DEFAULT_DRAFT}\"",
         "method = \"draft\"        # draft or ngram; with vLLM also eagle, eagle3, medusa, mtp",
         "engine = \"auto\"         # auto (vLLM with a GPU, else embedded), embedded, vllm, server",
         "# server = \"http://127.0.0.1:8000\"   # for engine = \"server\"",

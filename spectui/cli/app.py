@@ -270,8 +270,16 @@ _register_commands()
 
 def main() -> None:
     try:
-        app()
-    except KeyboardInterrupt:
+        # Not standalone: a usage error (a bad choice, a missing argument) comes here as an
+        # exception, to be one line like every other refusal instead of typer's boxed block.
+        code = app(standalone_mode=False, prog_name="spectui")
+    except (KeyboardInterrupt, typer.Abort):
         typer.echo("spectui: interrupted", err=True)
         sys.exit(130)
-
+    except typer.TyperException as error:
+        context = getattr(error, "ctx", None)
+        command = f" (see {context.command_path} --help)" if context is not None else ""
+        message = error.format_message().replace("Value error, ", "")  # typer's coercion wording
+        typer.echo(f"spectui: error: {message}{command}", err=True)
+        sys.exit(error.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -177,6 +177,11 @@ def check_engine_choice(config) -> None:
     failed load inside the app."""
     if config.engine not in CHECKS_MODEL_NAMES:
         return
+    from spectui.cli.engine_options import Dtype
+
+    dtypes = [dtype.value for dtype in Dtype]  # what `spectui generate --dtype` takes
+    if config.dtype not in dtypes:
+        raise UsageError(f"--dtype {config.dtype!r} is not one of {', '.join(dtypes)}")
     from spectui.models.registry import DEFAULT_TARGET, resolve
 
     for name in (config.model or DEFAULT_TARGET, config.draft):

@@ -85,6 +85,7 @@ def test_more_bad_input_is_one_line_before_anything_loads(tmp_path, monkeypatch)
     monkeypatch.setattr("spectui.engines.factory.build_engine", lambda *a, **k: pytest.fail("nothing should load"))
     cases = {
         ("chat", "--theme", "nope"): "no theme 'nope': known are colorblind, dark, light",
+        ("chat", "--dtype", "bogus"): "--dtype 'bogus' is not one of auto, float32, bfloat16, float16, int8",
         ("generate", "   "): "the prompt is empty",
         ("compare", "", "--table"): "the prompt is empty",
         ("generate", "hi", "--max-tokens", "0"): "max_tokens must be > 0, got 0",
@@ -160,3 +161,28 @@ def test_importing_the_cli_module_does_not_import_textual_or_torch():
            "print(sorted(m for m in ('textual', 'torch', 'transformers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["generate", "hi", "--engine", "warp"], "spectui: error: Invalid value for '--engine': 'warp' is not one of"),
+    (["models", "fetch"], "spectui: error: Missing argument 'name'. (see spectui models fetch --help)"),
+    (["history", "export", "abc"], "spectui: error: Invalid value for 'conversation_id'"),
+    (["nosuchcommand"], "spectui: error: No such command 'nosuchcommand'. (see spectui --help)"),
+])
+def test_the_console_command_gives_usage_errors_in_one_line(arguments, expected, monkeypatch, capsys):
+    from spectui.cli.app import main
+
+    monkeypatch.setattr("sys.argv", ["spectui", *arguments])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(lines) == 1 and lines[0].startswith(expected), lines
+
+
+def test_the_console_command_exits_0_after_help(monkeypatch, capsys):
+    from spectui.cli.app import main
+
+    monkeypatch.setattr("sys.argv", ["spectui", "generate", "--help"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 0 and "Usage: spectui generate" in capsys.readouterr().out
