@@ -26,7 +26,7 @@ from spectui.store import Store, default_store_path
 
 NAMES = [
     "python", "torch", "transformers", "vllm", "torch extras", "nvml",
-    "cache", "config", "history", "package index",
+    "cache", "config", "themes", "history", "package index",
 ]  # fmt: skip
 DiskUsage = namedtuple("DiskUsage", "total used free")
 REAL_PROBE = doctor._probe_url
@@ -156,6 +156,22 @@ def test_config_bad_line_fails_naming_the_line():
     assert "bogus_setting" in check.found
     assert str(path) in check.found
     assert str(path) in check.advice
+
+
+def test_themes_without_user_files_are_the_built_in_ones():
+    check = doctor.check_themes()
+    assert check.status == "ok" and check.found == "colorblind, dark, light"
+
+
+def test_a_broken_user_theme_warns_naming_the_file_and_line():
+    folder = config_path().parent / "themes"
+    folder.mkdir(parents=True)
+    (folder / "mine.toml").write_text('name = "mine"\n[colors\n')
+
+    check = doctor.check_themes()
+
+    assert check.status == "warn" and check.found.startswith("theme mine.toml: ") and "line 2" in check.found
+    assert str(folder) in check.advice
 
 
 # --- history ------------------------------------------------------------------------------

@@ -207,10 +207,13 @@ def check_engine_choice(config) -> None:
 
 def check_theme(name: str) -> None:
     """A theme named on the command line must exist (one from the config file only warns in the app)."""
-    from spectui.themes import load_themes, user_themes_dir
+    from spectui.themes import load_themes, theme_errors, user_themes_dir
 
     known = load_themes()
     if name not in known:
+        broken = [error for error in theme_errors() if error.startswith(f"theme {name}.toml:")]
+        if broken:  # the user's file is there but cannot be read: say why, not "no theme"
+            raise UsageError(broken[0])
         raise UsageError(f"no theme {name!r}: known are {', '.join(sorted(known))} (and .toml files in {user_themes_dir()})")
 
 

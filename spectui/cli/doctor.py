@@ -288,6 +288,15 @@ def check_config() -> Check:
     return Check("config", "ok", f"{path}: parses")
 
 
+def check_themes() -> Check:
+    from spectui.themes import load_themes, theme_errors, user_themes_dir
+
+    errors = theme_errors()
+    if errors:
+        return Check("themes", "warn", "; ".join(errors), f"fix the file, or move it out of {user_themes_dir()}: the app skips it")
+    return Check("themes", "ok", ", ".join(sorted(load_themes())))
+
+
 def _history_schema_version() -> int:
     """The PRAGMA user_version this spectui's store writes."""
     from spectui.store import SCHEMA_VERSION
@@ -455,6 +464,7 @@ def run_checks(probe_network: ProbeFn | None = None) -> list[Check]:
         ("nvml", check_nvml),
         ("cache", check_cache),
         ("config", check_config),
+        ("themes", check_themes),
         ("history", check_history),
         ("package index", lambda: check_package_index(probe_network)),
     ]

@@ -91,6 +91,9 @@ def test_more_bad_input_is_one_line_before_anything_loads(tmp_path, monkeypatch)
         ("generate", "hi", "--max-tokens", "0"): "max_tokens must be > 0, got 0",
         ("generate", "hi", "-t", "-0.5"): "temperature must be >= 0, got -0.5",
     }
+    (tmp_path / "themes").mkdir()
+    (tmp_path / "themes" / "mine.toml").write_text('name = "mine"\n[colors\n')
+    cases[("chat", "--theme", "mine")] = "theme mine.toml: "  # a broken file says why, not "no theme"
     for arguments, expected in cases.items():
         result = runner.invoke(cli() if arguments[0] == "chat" else spectui_cli, list(arguments))
         lines = result.stderr.strip().splitlines()
