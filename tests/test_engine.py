@@ -209,3 +209,19 @@ def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, prop
     steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=60, seed=5), Control(k=4, temperature=1.2))
     ids = [t for s in steps for t in s.token_ids]
     assert "".join(s.text for s in steps) == tiny_tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_plain_decoding_of_a_model_without_a_preset_draft_needs_no_draft(tiny_target, tiny_tokenizer, monkeypatch):
+    # `generate -m smollm2-135m -k 0` decodes; with k 4 it asks for a draft, as before.
+    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.errors import UsageError
+    from spectui.options import EngineOptions
+
+    monkeypatch.setattr("spectui.models.load.load_model", lambda *args, **kwargs: (tiny_target, tiny_tokenizer))
+    monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: pytest.fail("no draft to check"))
+    engine = build_embedded_engine(EngineOptions(model="smollm2-135m", k=0, device="cpu"))
+    assert (engine.info.method, engine.info.draft) == ("ngram", None)
+    reply = run_reply(engine, [{"role": "user", "content": "hello"}], GenerationParams(max_tokens=5), Control(k=0))
+    assert len(reply.token_ids) == 5 and all(step.num_drafted == 0 for step in reply.steps)
+    with pytest.raises(UsageError, match="smollm2-135m has no preset draft model"):
+        build_embedded_engine(EngineOptions(model="smollm2-135m", k=4, device="cpu"))

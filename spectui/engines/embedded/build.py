@@ -17,16 +17,22 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def draft_for(target: str, draft: str | None) -> str:
+def has_draft(target: str, draft: str | None) -> bool:
+    """A draft was named, or the target has a preset one."""
     from spectui.models.registry import get_spec
 
     spec = get_spec(target)
-    chosen = draft or (spec.default_draft if spec else None)
-    if chosen is None:
+    return draft is not None or (spec is not None and spec.default_draft is not None)
+
+
+def draft_for(target: str, draft: str | None) -> str:
+    from spectui.models.registry import get_spec
+
+    if not has_draft(target, draft):
         raise UsageError(
             f"{target} has no preset draft model: pass --draft NAME (same tokenizer) or use --method ngram"
         )
-    return chosen
+    return draft or get_spec(target).default_draft
 
 
 def build_embedded_engine(options: EngineOptions, progress=None):
@@ -40,6 +46,12 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = None
+    if options.method == "draft" and options.k == 0 and not options.auto_k and not has_draft(target_name, options.draft):
+        # Plain decoding needs no draft model: prompt lookup stands in (at k = 0 it drafts
+        # nothing, and the engine info says ngram should k be raised later).
+        from dataclasses import replace
+
+        options = replace(options, method="ngram")
     if options.method == "draft":
         draft_name = draft_for(target_name, options.draft)
         check_same_vocab(target_name, draft_name, progress)  # before any weights load; may fetch both
