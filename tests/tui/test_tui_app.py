@@ -489,3 +489,22 @@ def test_memory_panel_shows_the_drafts_share_when_the_engine_says(make_app):
             assert " draft   300.0 MiB" in app.chat_screen.stats_panel.plain
 
     run(scenario())
+
+
+def test_a_narrow_terminal_gives_the_conversation_the_width(make_app):
+    engine = PlanEngine([None, 4, 2])
+
+    async def scenario():
+        app = make_app(factory_for(engine), ChatConfig(k=4))
+        async with app.run_test(size=(60, 20)) as pilot:
+            await ready(pilot)
+            chat = app.chat_screen
+            assert not chat.stats_panel.display
+            await send(pilot, "go")
+            await reply_done(pilot)
+            assert chat.query_one(ReplyView).token_view.size.width > 50  # not the 18 columns beside the panel
+            await pilot.resize_terminal(120, 30)
+            await pilot.pause()
+            assert chat.stats_panel.display and chat.stats_panel.outer_size.width == 38
+
+    run(scenario())

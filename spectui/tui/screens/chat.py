@@ -31,6 +31,7 @@ from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
 from spectui.tui.worker import start_thread, stream_reply
 
+NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
 TEMPERATURE_STEP = 0.1
 TEMPERATURE_MAX = 2.0
@@ -219,6 +220,11 @@ class ChatScreen(Screen):
                 inferred=info is not None and not info.exact,
             )
         )
+
+    def on_resize(self, event) -> None:
+        # The panel keeps its 38 columns: below this width it would leave the conversation
+        # a sliver (18 columns at 60), so it steps aside until the terminal is wider.
+        self.stats_panel.display = event.size.width >= NARROW_WIDTH
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
