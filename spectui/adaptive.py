@@ -312,7 +312,7 @@ class AdaptiveK:
         accept = self.acceptance()
         every_rate = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
         if any(rate is None for rate in every_rate.values()) or not every_rate[0]:
-            return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
+            return self._measuring()
         cheap = self.cheap_probe()
         # slow start guards against drafts that cost real time; a refused cheap one costs little
         cap = self.k_max if cheap else self.ramp
@@ -352,6 +352,13 @@ class AdaptiveK:
             held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
 
+    def _measuring(self) -> AutoChoice:
+        """A step that drafts to measure what drafting costs. Never at k = 0: a new temperature
+        sets k to 0, and turning auto on at T 0.2 before anything was measured held prompt
+        lookup at "measuring: k 0" for the whole reply, measuring nothing."""
+        k = self.current_k or START_K
+        return AutoChoice(k, None, self.realised, f"measuring: k {k} until the costs are known")
+
     def confidence_floor(self, choice: AutoChoice) -> float:
         """For a draft model that can stop mid-step: the chain confidence (the product of the
         draft's probabilities for its drafts so far) below which one more draft does not pay;
@@ -375,7 +382,7 @@ class AdaptiveK:
         accept = filled(self._tables(evidence, temperature)[0])
         rates = {k: self.rate(k, accept, offered=1.0) for k in range(self.k_max + 1)}
         if any(rate is None for rate in rates.values()) or not rates[0]:
-            return AutoChoice(self.current_k, None, self.realised, f"measuring: k {self.current_k} until the costs are known")
+            return self._measuring()
         best = max(rates, key=lambda k: rates[k])
         if best and rates[best] < rates[0] * (1 + SWITCH_MARGIN):
             best = 0

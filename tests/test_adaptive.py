@@ -439,3 +439,18 @@ def test_cheap_probes_cost_under_two_percent_when_nothing_is_accepted():
     cost = sum(1 + 0.07 * k + 0.001 * k for k in late) / len(late)
     assert cost <= 1.02
     assert 400 / 9 <= Counter(late)[1] <= 400 / 4  # a probe every 5th to 9th step
+
+
+@pytest.mark.parametrize("evidence", [None, 2])
+def test_a_new_temperature_before_any_cost_is_known_still_drafts_to_measure(evidence):
+    # Auto turned on after T was raised: the first choice at T 0.2 comes with nothing
+    # measured. It must draft (k 0 would measure nothing, and stay "measuring" for ever).
+    chooser = AdaptiveK()
+    choose = (lambda: chooser.choose(0.2)) if evidence is None else (lambda: chooser.choose_for(evidence, 0.2))
+    first = choose()
+    assert first.k > 0 and first.reason.startswith("measuring")
+    for _ in range(2):
+        k = choose().k
+        chooser.observe(Step((0,) * (k + 1), (Source.DRAFT,) * k + (Source.BONUS,), "", drafted=(0,) * k, k=k,
+                             temperature=0.2, draft_seconds=0.002 * k, verify_seconds=0.1), evidence=evidence)
+    assert not choose().reason.startswith("measuring")
