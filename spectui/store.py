@@ -380,7 +380,14 @@ def export_markdown(conversation: Conversation) -> str:
 
 
 def _reply_note(message: StoredMessage) -> str:
+    # The settings this reply ran with: keys change k and T mid-chat, so the header's are not its.
     parts = []
+    if message.settings.get("auto_k"):
+        parts.append("k auto")
+    elif "k" in message.settings:
+        parts.append(f"k {message.settings['k']}")
+    if "temperature" in message.settings:
+        parts.append(f"T {message.settings['temperature']:.2f}")
     gamma = message.stats.get("gamma")
     tau = message.stats.get("tau")
     speed = message.stats.get("tokens_per_s")

@@ -48,7 +48,7 @@ def test_finish_list_latest_and_exports(tmp_path):
     store.add_message(first, "user", "old")
     second = store.new_conversation({"k": 4})
     store.add_message(second, "user", "Explain **this**")
-    reply = store.add_message(second, "assistant", "")
+    reply = store.add_message(second, "assistant", "", settings={"k": 5, "temperature": 0.2, "auto_k": True})
     store.add_step(reply, 0, step(0), ["<", "0>"], "", 0.1)
     store.finish_message(reply, "<0>", "cancelled", None, {"gamma": 0.5, "tau": 1.5, "tokens_per_s": 12.0})
     assert store.latest_conversation_id() == second
@@ -59,7 +59,7 @@ def test_finish_list_latest_and_exports(tmp_path):
     markdown = export_markdown(conversation)
     assert "# Explain **this**" in markdown
     assert "## user\n\nExplain **this**" in markdown
-    assert "γ 0.50 · τ 1.50 · 12.0 tok/s · ended: cancelled" in markdown
+    assert "_k auto · T 0.20 · γ 0.50 · τ 1.50 · 12.0 tok/s · ended: cancelled_" in markdown  # this reply's settings
     lines = [json.loads(line) for line in export_trace_jsonl(conversation)]
     assert len(lines) == 1
     assert lines[0]["sources"] == ["draft", "recovered"] and lines[0]["num_accepted"] == 1

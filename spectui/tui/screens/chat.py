@@ -301,7 +301,7 @@ class ChatScreen(Screen):
                     store.add_message(self.conversation_id, message["role"], message["content"])
             store.add_message(self.conversation_id, "user", text)
             return store.add_message(
-                self.conversation_id, "assistant", "", settings={"k": self.k, "temperature": self.temperature}
+                self.conversation_id, "assistant", "", settings={"k": self.k, "temperature": self.temperature, **({"auto_k": True} if self.auto_k else {})}
             )
         except Exception as error:
             self.notify(f"History not saved: {error}", severity="warning")
