@@ -125,10 +125,13 @@ class Comparison:
 
     @property
     def tokens_per_forward(self) -> float | None:
-        """Speculative tokens per target forward, pooled over the speculative runs."""
+        """Speculative tokens per target forward, pooled over the speculative runs: each forward
+        yields the target's own token plus the drafts it accepted. The target's token counts
+        when it is the stop token the reply leaves out (plain decoding reads 1.0, not 32/33)."""
         runs = self.finished_of("speculative")
         forwards = sum(run.num_forwards for run in runs)
-        return sum(run.num_tokens for run in runs) / forwards if forwards else None
+        accepted = sum(step.num_accepted for run in runs for step in run.reply.steps)
+        return (forwards + accepted) / forwards if forwards else None
 
     @property
     def identical(self) -> bool | None:

@@ -448,3 +448,16 @@ def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft
     ngram_only = EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(), replace(info, method="ngram", draft=None))
     with pytest.raises(UsageError, match="no draft model is loaded"):
         ngram_only.with_method("draft")
+
+
+def test_a_forward_that_sampled_only_the_stop_token_still_counts_its_token():
+    from spectui.compare import TimedRun
+    from spectui.run import Reply
+
+    # Step 1 keeps 2 of 3 drafts and recovers; step 2 refuses its draft and the target's
+    # token is the stop token, left out of the reply: 3 + 1 tokens from 2 forwards.
+    steps = [Step((1, 2, 3), (Source.DRAFT, Source.DRAFT, Source.RECOVERED), "", drafted=(1, 2, 9), k=3),
+             Step((), (), "", drafted=(7,), k=3)]
+    reply = Reply(steps, Done("stop"))
+    comparison = Comparison([TimedRun("speculative", 0, reply, 0.0, 1.0, 3)], 0.0)
+    assert comparison.tokens_per_forward == pytest.approx(2.0)  # was 3 / 2
