@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from spectui.engines.embedded.ngram import LOOKUP_MAX
@@ -100,6 +101,8 @@ class EngineOptions:
                 "lookup_min",
                 f"lookup_min/lookup_max must satisfy 1 <= min <= max, got {self.lookup_min}/{self.lookup_max}",
             )
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device):
+            raise OptionError("device", f"device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
         if self.engine not in ENGINES:
             raise OptionError("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.method not in VLLM_METHODS:

@@ -86,6 +86,8 @@ def test_more_bad_input_is_one_line_before_anything_loads(tmp_path, monkeypatch)
     cases = {
         ("chat", "--theme", "nope"): "no theme 'nope': known are colorblind, dark, light",
         ("chat", "--dtype", "bogus"): "--dtype 'bogus' is not one of auto, float32, bfloat16, float16, int8",
+        ("chat", "--device", "tpu"): "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'",
+        ("generate", "hi", "--device", "tpu"): "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'",
         ("generate", "   "): "the prompt is empty",
         ("compare", "", "--table"): "the prompt is empty",
         ("generate", "hi", "--max-tokens", "0"): "max_tokens must be > 0, got 0",
