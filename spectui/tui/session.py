@@ -268,6 +268,9 @@ def panel_data(
     alpha = reply.alpha()
     costs = session.costs.plus(reply.costs) if streaming else session.costs
     cost = costs.estimate(session.engine_stats)
+    adaptive = adaptive_fields(reply.steps)
+    # Under adaptive k the theory line is about the k it chose last, not the k the keys set.
+    theory_k = adaptive["auto"].k if adaptive else k
     return PanelData(
         k=k,
         temperature=temperature,
@@ -283,11 +286,11 @@ def panel_data(
         rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=theory_for(alpha, k, cost),
+        theory=theory_for(alpha, theory_k, cost),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
-        **adaptive_fields(reply.steps),
+        **adaptive,
     )
 
 

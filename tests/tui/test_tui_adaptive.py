@@ -32,6 +32,7 @@ def test_f9_turns_adaptive_k_on_and_the_panel_shows_its_choices(make_app):
             latest = chosen[-1].auto
             assert f"Adaptive k  k {latest.k}" in plain
             assert latest.reason[:20] in plain and "predicted" in plain and "realised" in plain
+            assert f"E(α,k={latest.k})" in plain  # the theory line is about the k it chose
 
             # a k chosen by hand ends adaptive k; the next reply runs that k throughout
             await pilot.press(app.first_key("k_up"))
