@@ -114,3 +114,27 @@ def test_an_idle_chat_draws_nothing_and_a_reply_draws_per_step(make_app):
             assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
 
     asyncio.run(scenario())
+
+
+def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
+    engine = PlanEngine([None, 4, 2, 3], gated=True)
+
+    async def scenario():
+        app = make_app(factory_for(engine), ChatConfig(k=4))
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            chat = app.chat_screen
+            await send(pilot, "go")
+            await wait_for(pilot, lambda: len(engine.steps) == 1)
+            await pilot.press("f1")  # help over the chat while the reply streams
+            assert type(app.screen).__name__ == "HelpScreen"
+            engine.release(2)
+            # drawn by frames while the help screen is on top, before the reply's end flushes
+            await wait_for(pilot, lambda: len(chat.current.tracker.steps) == 3 and not chat.pending)
+            await pilot.press("escape")
+            engine.release()
+            await reply_done(pilot)
+            assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
+            assert len(chat.last_reply.steps) == 4
+
+    asyncio.run(scenario())
