@@ -121,7 +121,7 @@ class ChatScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_interval(1.0, self.tick, name="panels")
+        self.set_interval(1.0, self.tick, name="tick")
         if self._initial_conversation is not None:
             self.show_conversation(self._initial_conversation)
         self.engine_changed()
@@ -300,9 +300,8 @@ class ChatScreen(Screen):
                 for message in self.messages[:-1]:  # the system message, if any
                     store.add_message(self.conversation_id, message["role"], message["content"])
             store.add_message(self.conversation_id, "user", text)
-            return store.add_message(
-                self.conversation_id, "assistant", "", settings={"k": self.k, "temperature": self.temperature, **({"auto_k": True} if self.auto_k else {})}
-            )
+            settings = {"k": self.k, "temperature": self.temperature} | ({"auto_k": True} if self.auto_k else {})
+            return store.add_message(self.conversation_id, "assistant", "", settings=settings)
         except Exception as error:
             self.notify(f"History not saved: {error}", severity="warning")
             return None
