@@ -1,7 +1,10 @@
 """Adaptive k replayed over the draft model's real acceptance, without the machine's noise.
 
-    python benchmarks/adaptive_replay.py oracles            # ~8 min: the default pair, the full suite
+    python benchmarks/adaptive_replay.py oracles            # ~5 min: the default pair, the full suite
     python benchmarks/adaptive_replay.py replay [--set quick|train|all] [--set-constant NAME=VALUE ...] [-v]
+
+--oracles PATH writes and reads oracles elsewhere than the committed ones (a CPU with other
+int8 kernels gives other T = 0 replies: compare on both).
 
 `oracles` has the target write its own reply to every workload prompt (64 tokens, the
 workload's temperature and seed), then reads that reply once through the draft, teacher-forced.
@@ -9,7 +12,8 @@ At T = 0 the draft's run of accepted drafts from any position is the run of posi
 its argmax equals the target's token (the prefix is the target's own while drafts are
 accepted), and its probability for its argmax is the confidence a chain is stopped on. At
 T > 0 a draft token x ~ q is accepted with probability min(1, p(x)/q(x)): 16 draws per
-position keep q(x) and the outcome.
+position keep q(x) and the outcome. Every position also keeps the target's top probability
+(at the workload's temperature), which auto k reads on plain steps.
 
 `replay` runs the real `spectui.adaptive.AdaptiveK` over those oracles as the embedded loop
 drives it (choose, confidence floor, slow start, observe), and fixed k = 0..6 beside it,
@@ -69,6 +73,10 @@ def build_oracles(path: Path) -> None:
         target_logits, draft_logits = target_logits[:, :width], draft_logits[:, :width]
         oracle = {"name": workload.name, "category": workload.category, "temperature": workload.temperature,
                   "quick": workload.name in quick, "tokens": len(reply)}
+        # the target's own confidence (its top probability at the workload's temperature), free
+        # on every step, plain ones too
+        scale = workload.temperature or 1.0
+        oracle["target_confidence"] = [round(c, 4) for c in torch.softmax(target_logits / scale, -1).max(-1).values.tolist()]
         if workload.temperature == 0:
             q_draft = torch.softmax(draft_logits, -1)
             oracle["accepted"] = [int(a == t) for a, t in zip(q_draft.argmax(-1).tolist(), reply)]
@@ -126,6 +134,7 @@ def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: i
     if chooser is not None:
         chooser.observe(Step((0,), (Source.TARGET,), "", temperature=temperature), prefill=True)
     position, seconds, missed = 1, 0.0, 0
+    sure = oracle.get("target_confidence", [])
     noisy = lambda value: value * math.exp(rng.gauss(0, NOISE))
     while position < length:
         room = length - position - 1
@@ -148,7 +157,8 @@ def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: i
             kept = min(accepted, emitted)
             chooser.observe(Step((0,) * emitted, (Source.DRAFT,) * kept + (Source.TARGET,) * (emitted - kept), "",
                                  drafted=(0,) * drafted, k=k, temperature=temperature, accepted_count=accepted,
-                                 draft_seconds=noisy(draft_seconds), verify_seconds=noisy(verify(drafted)), auto=auto))
+                                 draft_seconds=noisy(draft_seconds), verify_seconds=noisy(verify(drafted)), auto=auto,
+                                 target_confidence=tuple(sure[position:position + emitted])))
         position += emitted
     return length - 1, seconds
 
@@ -179,10 +189,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--oracles", type=Path, default=ORACLES,
+                        help="where oracles are written and read (default: the committed ones)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     if args.what == "oracles":
-        build_oracles(ORACLES)
+        build_oracles(args.oracles)
         return
     import spectui.adaptive as adaptive
 
@@ -191,10 +203,10 @@ def main() -> None:
         if not hasattr(adaptive, name):
             sys.exit(f"spectui.adaptive has no {name}")
         setattr(adaptive, name, json.loads(value))
-    if not ORACLES.exists():
-        sys.exit(f"no {ORACLES.relative_to(HERE.parent)}: run `python benchmarks/adaptive_replay.py oracles` first")
+    if not args.oracles.exists():
+        sys.exit(f"no {args.oracles}: run `python benchmarks/adaptive_replay.py oracles` first")
     wanted = {"quick": lambda o: o["quick"], "train": lambda o: not o["quick"], "all": lambda o: True}[args.set]
-    oracles = [o for o in json.loads(ORACLES.read_text()) if wanted(o)]
+    oracles = [o for o in json.loads(args.oracles.read_text()) if wanted(o)]
     rates = replay(oracles, category_costs(BENCH), args.seeds, args.rounds, args.max_tokens)
     over_best, over_plain = {}, {}
     for name, rate in rates.items():
