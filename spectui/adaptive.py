@@ -90,7 +90,7 @@ DRAFT_MARGIN = 0.05
 LEAVE_AFTER = 2
 # Plain steps say something about acceptance too: the target's top probability for the token
 # it emits. Over the suite at T 0, drafts where it was at least SURE were accepted 95% of the
-# time, under 0.7 30%. After SURE_RUN sure plain steps in a row auto probes at once, if drafts
+# time, under 0.7 a third. After SURE_RUN sure plain steps in a row auto probes at once, if drafts
 # at sure positions have paid (sure_accept, learned on drafting steps), instead of waiting out
 # the probe timer: a summary whose first two drafts were refused turns predictable a few
 # tokens later, and the timer held it at k = 0 for the whole reply (replayed: 0.85x the best
