@@ -22,8 +22,7 @@ At k = 0 nothing is learned about acceptance, so now and then one step drafts a 
 (a probe): while probes are accepted they repeat, until the estimate says draft; each
 refusal doubles the wait. A probe that costs little over a plain step (prompt lookup, heads)
 is made every few steps, one that runs a draft model waits longer, and every reply starts
-with one; the target's confidence on plain steps (SURE) may bring a probe early. A draft
-model that sat out plain steps must first read the tokens it missed (its
+with one. A draft model that sat out plain steps must first read the tokens it missed (its
 catch-up), so leaving drafting has a price paid on the way back: a draft model stops drafting
 only when two steps in a row predict plain decoding faster by more than that catch-up, spread
 over the steps until the next probe. Estimates carry over between replies, but a new prompt
@@ -88,16 +87,6 @@ DRAFT_MARGIN = 0.05
 # is lowest right after a refusal, and stopping there held SQL, summaries and retrieval at
 # k = 0 through runs of accepted drafts (auto 0.84-0.86x the best fixed k, replayed).
 LEAVE_AFTER = 2
-# Plain steps say something about acceptance too: the target's top probability for the token
-# it emits. Over the suite at T 0, drafts where it was at least SURE were accepted 95% of the
-# time, under 0.7 a third. After SURE_RUN sure plain steps in a row auto probes at once, if drafts
-# at sure positions have paid (sure_accept, learned on drafting steps), instead of waiting out
-# the probe timer: a summary whose first two drafts were refused turns predictable a few
-# tokens later, and the timer held it at k = 0 for the whole reply (replayed: 0.85x the best
-# fixed k, now 1.02x; at SURE 0.95 or SURE_RUN 1, probes at unsure text cost others up to 5%).
-SURE = 0.99
-SURE_RUN = 2
-PRIOR_SURE_ACCEPT = 0.8
 
 
 def moving(old: float | None, new: float, weight: float) -> float:
@@ -143,7 +132,6 @@ class AdaptiveK:
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
-    sure_run: int = 0  # plain steps in a row whose token the target was SURE of
 
     def __post_init__(self) -> None:
         fresh_accept, fresh_seen = self._fresh_table()
@@ -156,8 +144,6 @@ class AdaptiveK:
         self.by_evidence: dict[tuple[int, float], tuple[list[float | None], list[int]]] = {}
         self.declined: dict[tuple[int, float], int] = {}
         self.other_temperatures: dict[float, tuple[list[float | None], list[int]]] = {}
-        # temperature -> acceptance of drafts at positions the target was SURE of
-        self.sure_accept: dict[float, float] = {}
 
     def at_temperature(self, temperature: float) -> None:
         """Make `accept` and `seen` those of this temperature (new ones start from the prior).
@@ -231,11 +217,6 @@ class AdaptiveK:
             for i in range(tried, self.k_max):
                 if accept[i] is not None:
                     accept[i] = moving(accept[i], accept[tried - 1], DRIFT_WEIGHT)
-            sure = [i for i, confidence in enumerate(step.target_confidence[:tried]) if confidence >= SURE]
-            for i in sure:
-                self.sure_accept[step.temperature] = moving(self.sure_accept.get(step.temperature, PRIOR_SURE_ACCEPT),
-                                                            1.0 if i < step.num_accepted else 0.0, ACCEPT_WEIGHT)
-            self.sure_run = 0
             if step.num_accepted == drafted:
                 # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)
@@ -250,8 +231,6 @@ class AdaptiveK:
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
-            if step.target_confidence:
-                self.sure_run = self.sure_run + 1 if step.target_confidence[0] >= SURE else 0
         # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
         self.verify_points.append((drafted, step.verify_seconds))
         plain = self.step_seconds(self.verify_cost(0))
@@ -357,17 +336,14 @@ class AdaptiveK:
         plain_rate = rates[0]
         cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
         why = f"α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
-        looks_predictable = best == 0 and self.looks_predictable(rates)
-        if best == 0 and (self.plain_steps >= self.probe_after or looks_predictable):
+        if best == 0 and self.plain_steps >= self.probe_after:
             # a cheap look: one drafted token tells whether acceptance came back
-            if not looks_predictable:
-                first_wait, longest_wait = self.probe_wait()
-                self.probe_after = min(longest_wait, max(first_wait, self.probe_after * 2))
-            self.plain_steps, self.sure_run = 0, 0
+            first_wait, longest_wait = self.probe_wait()
+            self.probe_after = min(longest_wait, max(first_wait, self.probe_after * 2))
+            self.plain_steps = 0
             self.probing = True
             self.current_k = 0
-            sure = " (the target is sure)" if looks_predictable else ""
-            return AutoChoice(1, rates[1] / plain_rate, self.realised, f"{why} → probe k 1{sure}")
+            return AutoChoice(1, rates[1] / plain_rate, self.realised, f"{why} → probe k 1")
         self.current_k = best
         held = ""
         if best and max(every_rate, key=lambda k: every_rate[k]) > cap:
@@ -375,15 +351,6 @@ class AdaptiveK:
         elif best and rates[best] < plain_rate:
             held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
-
-    def looks_predictable(self, rates: dict[int, float]) -> bool:
-        """The target was sure of its last SURE_RUN tokens, and drafting pays at the
-        acceptance drafts have had where it was sure."""
-        if self.sure_run < SURE_RUN:
-            return False
-        accept = [self.sure_accept.get(self.temperature, PRIOR_SURE_ACCEPT)] * self.k_max
-        drafting = max(self.rate(k, accept) for k in range(1, self.ramp + 1))
-        return drafting > rates[0] * (1 + DRAFT_MARGIN + self.leaving_cost())
 
     def _measuring(self) -> AutoChoice:
         """A step that drafts to measure what drafting costs. Never at k = 0: a new temperature

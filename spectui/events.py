@@ -60,10 +60,6 @@ class Step:
     # A tree step: how many drafted nodes the target verified in its one forward (drafted
     # then holds the path it took and the first candidate it turned down). None for a chain.
     tree_nodes: int | None = None
-    # The target's top probability (at the step's temperature) at each emitted token's
-    # position, when adaptive k asked for it: a sure target predicts accepted drafts, and it
-    # is known on plain steps too, where nothing else says the text turned predictable.
-    target_confidence: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):

@@ -7,9 +7,8 @@ import random
 from collections import Counter
 
 import pytest
-import torch
 
-from spectui.adaptive import PROBE_AFTER, SURE_RUN, AdaptiveK, expected_tokens
+from spectui.adaptive import PROBE_AFTER, AdaptiveK, expected_tokens
 from spectui.events import AutoChoice, Control, GenerationParams, Source, Step
 from spectui.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
 
@@ -187,20 +186,6 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
         assert all(s.k <= s.auto.k for s in steps if s.auto is not None)
         assert all(s.auto is not None for s in steps[1:]) and steps[0].auto is None
         assert all(s.auto.reason for s in steps[1:])
-
-    # Under auto every step says how sure the target was of each token it emitted: its own
-    # top probability there (at T 0 its argmax, the emitted token itself).
-    for step in steps:
-        assert len(step.target_confidence) == len(step.token_ids)
-    ids = tiny_tokenizer("def add(a, b):")["input_ids"] + plain
-    with torch.no_grad():
-        logits = tiny_target(torch.tensor([ids])).logits[0].float()
-    position = len(ids) - len(plain) - 1
-    for step in steps:
-        rows = logits[position:position + len(step.token_ids)]
-        assert step.target_confidence == pytest.approx(torch.softmax(rows, -1).amax(-1).tolist(), abs=1e-4)
-        position += len(step.token_ids)
-    assert all(not s.target_confidence for s in tokens(Control(4, 0.0))[1])  # fixed k: not asked for
 
     # Drafting while sure, on costs that make it pay (the tiny models' own timings vary with
     # the machine's load): k 2 planned, further while the chain stays 5% sure (the tiny draft is seldom surer).
@@ -469,46 +454,3 @@ def test_a_new_temperature_before_any_cost_is_known_still_drafts_to_measure(evid
         chooser.observe(Step((0,) * (k + 1), (Source.DRAFT,) * k + (Source.BONUS,), "", drafted=(0,) * k, k=k,
                              temperature=0.2, draft_seconds=0.002 * k, verify_seconds=0.1), evidence=evidence)
     assert not choose().reason.startswith("measuring")
-
-
-def plain_step(confidence: float) -> Step:
-    return Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1, target_confidence=(confidence,))
-
-
-def waiting_after_refusals() -> AdaptiveK:
-    """A draft model (c 0.4) at k = 0 after refused drafts, its next timed probe 48 steps away."""
-    chooser = AdaptiveK(accept=[0.1] * 8, seen=[20] * 8, draft_seconds=0.04, verify_points=[(0, 0.1), (4, 0.12)],
-                        current_k=0, plain_steps=0, probe_after=48)
-    assert chooser.choose().k == 0
-    return chooser
-
-
-def test_plain_steps_the_target_is_sure_of_bring_a_probe_before_its_time():
-    # A summary's first drafts were refused; a few tokens on the text turns predictable. The
-    # target's own confidence on its plain steps says so long before the timer would.
-    chooser = waiting_after_refusals()
-    chosen = []
-    for confidence in [0.6, 0.995, 0.7, *[0.999] * SURE_RUN]:
-        chooser.observe(plain_step(confidence))
-        chosen.append(chooser.choose())
-    assert [c.k for c in chosen] == [0] * (2 + SURE_RUN) + [1], chosen
-    assert chosen[-1].reason.endswith("probe k 1 (the target is sure)")
-    assert chooser.probe_after == 48  # an early look does not lengthen the timer's wait
-    # accepted: another look at once, as after any accepted probe
-    chooser.observe(Step((1, 2), (Source.DRAFT, Source.BONUS), "", drafted=(1,), k=1, draft_seconds=0.04,
-                         verify_seconds=0.105, target_confidence=(0.999, 0.9)))
-    assert chooser.choose().k == 1
-
-
-def test_sure_plain_steps_bring_no_probe_where_drafts_at_sure_positions_were_refused():
-    # Sure of itself is not the draft's guess: where drafts the target was sure of were
-    # refused anyway (sampling at T 1, a draft that writes differently), sure steps say nothing.
-    chooser = waiting_after_refusals()
-    for _ in range(10):
-        chooser.observe(Step((3,), (Source.RECOVERED,), "", drafted=(4,), k=1, draft_seconds=0.04,
-                             verify_seconds=0.105, target_confidence=(0.999,)))
-    chooser.plain_steps, chooser.current_k = 0, 0
-    assert chooser.sure_accept[0.0] < 0.3
-    for _ in range(3 * SURE_RUN):
-        chooser.observe(plain_step(0.999))
-        assert chooser.choose().k == 0

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from spectui.engines.embedded.sampling import sample, target_probs, top_probabilities
+from spectui.engines.embedded.sampling import sample, target_probs
 from spectui.errors import SpectuiError, UsageError
 
 
@@ -117,11 +117,3 @@ def test_sample_respects_probabilities():
 def test_sample_needs_a_vector():
     with pytest.raises(ValueError):
         sample(torch.ones(2, 3) / 3, None)
-
-
-@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
-def test_top_probabilities_are_each_rows_largest_probability(temperature):
-    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.0, 0.0, 0.0, 0.0], [30.0, -30.0, 0.0, 1.0]])
-    expected = torch.softmax(logits / (temperature or 1.0), -1).amax(-1).tolist()
-    assert top_probabilities(logits, temperature) == pytest.approx(expected)
-    assert top_probabilities(logits, temperature)[1] == pytest.approx(0.25)

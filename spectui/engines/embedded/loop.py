@@ -16,7 +16,7 @@ from spectui.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.embedded.sampling import sample, target_probs, top_probabilities
+from spectui.engines.embedded.sampling import sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
 from spectui.events import AutoChoice, Control, Done, GenerationParams, Source, Step
@@ -136,10 +136,6 @@ def decode_steps(
         num_generated += len(emitted)
         if not first_token_at:
             first_token_at = finished - started
-        target_confidence = ()
-        if adaptive is not None and parents is None and emitted:
-            # adaptive k reads acceptance into how sure the target is, plain steps included
-            target_confidence = tuple(top_probabilities(target_logits[: len(emitted)], temperature))
         text = detokenizer.add(emitted)
         if finish_reason:
             text += detokenizer.flush()
@@ -156,7 +152,6 @@ def decode_steps(
             accepted_count=accepted_count,
             auto=auto,
             tree_nodes=tree_nodes,
-            target_confidence=target_confidence,
         )
         if adaptive is not None:
             adaptive.observe(step, prefill=num_generated == len(emitted), evidence=evidence)

@@ -36,13 +36,6 @@ def target_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
-def top_probabilities(logits: torch.Tensor, temperature: float) -> list[float]:
-    """Each row's largest probability at the temperature (T = 0 reads as 1): how sure the
-    model is of its next token, top-p aside."""
-    logits = logits.float() / (temperature or 1.0)
-    return torch.exp(logits.amax(dim=-1) - torch.logsumexp(logits, dim=-1)).tolist()
-
-
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     """One token id drawn from a [V] probability vector (seeded when generator is)."""
     if probs.dim() != 1:
