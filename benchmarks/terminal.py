@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def print_summary(summary: dict, as_json: bool) -> None:
     """A benchmark's result, with the day and the CPU it ran on (these VMs change CPU between
     days, and speed with it): one JSON line, or aligned `name  value` lines."""
-    sys.path.insert(0, str(ROOT))
-    from spectui.bench.plan import cpu_model
+    from spectui.bench.plan import cpu_model  # the scripts that import this put ROOT on sys.path
 
     summary = {"date": time.strftime("%Y-%m-%d"), "processor": cpu_model(), **summary}
     if as_json:
