@@ -169,6 +169,33 @@ def test_speedups_divide_arms_of_the_same_case():
     assert "spectui bench --categories code-go" in text and "| code-go | 0 |" in text
 
 
+def test_adaptive_k_is_held_to_one_fixed_k_for_the_whole_category():
+    from spectui.bench.plots import adaptive_bars
+
+    k2, k4, auto = Arm("spectui", "draft", 2), Arm("spectui", "draft", 4), Arm("spectui", "draft", 4, auto=True)
+    # k 2 wins the first prompt (2.0x against 1.6x), k 4 the second (2.5x against 1.6x):
+    # a user sets one k for SQL, and k 4's 2.0x geometric mean beats k 2's 1.79x. Against each
+    # prompt's own fastest arm, adaptive k would have been 0.8x on the second.
+    timings = [{BASELINE: 0.2, k2: 0.1, k4: 0.125, auto: 0.1},
+               {BASELINE: 0.2, k2: 0.125, k4: 0.08, auto: 0.1}]
+    results = []
+    for index, seconds in enumerate(timings):
+        workload = Workload("sql", f"sql-{index}", ({"role": "user", "content": "join"},), 0.0, 11, 3)
+        results.append(run_case(Case(workload, 0.0), [BASELINE, k2, k4, auto], {"spectui": ScriptedRunner(seconds)}, repeats=1))
+    bench = BenchResult({"methods": ["draft"], "anchor_k": 4}, results)
+    found = category_rows(bench)[0].auto["draft"]
+    assert found.best_k == 4 and found.best_speedup == pytest.approx(2.0)
+    assert found.auto_speedup == pytest.approx(2.0) and found.over_best == pytest.approx(1.0)
+    by_claim = {t.claim: t for t in targets(bench)}
+    assert by_claim["adaptive k (draft) vs the best fixed k, worst category"].measured == pytest.approx(1.0)
+    assert by_claim["adaptive k (draft) vs k=0, worst category"].measured == pytest.approx(2.0)
+    assert adaptive_bars(bench, "draft") == {"sql": (pytest.approx(2.0), pytest.approx(2.0))}
+    assert "1.00× k=4 / 2.00×" in markdown(bench, "spectui bench")
+    # a category where adaptive k did not run on every prompt has no figure
+    partial = replace(results[1], arms=[r for r in results[1].arms if not r.arm.auto])
+    assert category_rows(BenchResult(bench.settings, [results[0], partial]))[0].auto["draft"] is None
+
+
 def test_best_config_takes_each_cases_fastest_method():
     draft, ngram = Arm("spectui", "draft", 4), Arm("spectui", "ngram", 4)
     # Go favours the draft model (2x), Python prompt lookup (4x): the best config is per case.

@@ -103,11 +103,11 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
             names = list(bars)
             width = 0.4
             positions = range(len(names))
-            axes.bar([p - width / 2 for p in positions], [bars[n][0] for n in names], width, label="best fixed k")
+            axes.bar([p - width / 2 for p in positions], [bars[n][0] for n in names], width, label="the category's best fixed k")
             axes.bar([p + width / 2 for p in positions], [bars[n][1] for n in names], width, label="adaptive k")
             axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
             axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
-            axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the best fixed k")
+            axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the category's best fixed k")
             axes.legend(fontsize=8)
             written.append(save(figure, folder / f"adaptive_{method}.png", plt))
     bars = method_bars(result)
@@ -141,15 +141,14 @@ def method_bars(result: BenchResult) -> dict[str, dict[str, float]]:
 
 
 def adaptive_bars(result: BenchResult, method: str) -> dict[str, tuple[float, float]]:
-    """series -> (best fixed k's speedup, adaptive k's speedup), medians over the cases."""
-    from spectui.bench.report import auto_arm, best_arm
+    """series -> (the category's best fixed k's speedup, adaptive k's speedup), as the table has them."""
+    from spectui.bench.report import category_auto
 
-    pairs: dict[str, list[tuple[float, float]]] = {}
+    groups: dict[str, list] = {}
     for case in result.cases:
-        auto, best = case.arm(auto_arm(method)), best_arm(case, method)
-        if auto is not None and best is not None and auto.speedup and best.speedup:
-            pairs.setdefault(series_name(result, case), []).append((best.speedup, auto.speedup))
-    return {name: (median_of(b for b, _ in values), median_of(a for _, a in values)) for name, values in pairs.items()}
+        groups.setdefault(series_name(result, case), []).append(case)
+    found = {name: category_auto(cases, method) for name, cases in groups.items()}
+    return {name: (auto.best_speedup, auto.auto_speedup) for name, auto in found.items() if auto is not None}
 
 
 def save(figure, path: Path, plt) -> Path:

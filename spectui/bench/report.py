@@ -1,11 +1,13 @@
 """What a bench run found: per-category figures, the targets, a rich table, Markdown.
 
 Every ratio divides two arms of the same case, measured in the same rounds; a category's
-figure is the median over its cases. Stdlib apart from rich (imported where it draws).
+figure is the median over its cases (adaptive k: geometric means, against one k for the
+category). Stdlib apart from rich (imported where it draws).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,18 +48,46 @@ def auto_arm(method: str) -> Arm:
     return Arm("spectui", method, AUTO_START_K, auto=True)
 
 
-def auto_over_best(case: CaseResult, method: str, by: str = "decode_tokens_per_s") -> float | None:
-    """Adaptive k's speed over the best fixed k's (k = 0 included) in this case: measured
-    decode speed, or by="replayed_speedup" for both replayed at the case's median costs."""
-    auto, best = case.arm(auto_arm(method)), best_arm(case, method, by)
-    if auto is None or best is None or not getattr(auto, by):
-        return None
-    return getattr(auto, by) / getattr(best, by)
+def geometric_mean(values: Sequence[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
 
 
-def auto_replayed(case: CaseResult, method: str) -> float | None:
-    auto = case.arm(auto_arm(method))
-    return auto.replayed_speedup if auto is not None else None
+@dataclass
+class CategoryAuto:
+    """Adaptive k against one fixed k for the whole category, each a geometric mean of its
+    speedups over k = 0 across the category's cases (by measured decode speed, or with every
+    step replayed at its case's median costs)."""
+
+    best_k: int
+    best_speedup: float
+    auto_speedup: float
+
+    @property
+    def over_best(self) -> float:
+        return self.auto_speedup / self.best_speedup
+
+
+def category_auto(cases: Sequence[CaseResult], method: str, by: str = "speedup") -> CategoryAuto | None:
+    """The category's best fixed k is the one k (k = 0 included) a user would set for that
+    kind of work: the fastest over all its cases. Picking each case's own fastest arm instead
+    would compare adaptive k with the luckiest of several noisy arms per prompt, which is
+    biased upwards by the noise alone."""
+    per_k: dict[int, list[float]] = {}
+    autos = []
+    for case in cases:
+        for result in case.arms:
+            arm, value = result.arm, getattr(result, by)
+            if arm.runner != "spectui" or not value:
+                continue
+            if arm.auto and arm.method == method:
+                autos.append(value)
+            elif not arm.auto and arm.method in (method, "none"):
+                per_k.setdefault(arm.k, []).append(value)
+    complete = {k: geometric_mean(values) for k, values in per_k.items() if len(values) == len(cases)}
+    if len(autos) != len(cases) or 0 not in complete or not any(k > 0 for k in complete):
+        return None  # the method did not run everywhere: k = 0 alone says nothing about it
+    best_k = max(complete, key=complete.get)
+    return CategoryAuto(best_k, complete[best_k], geometric_mean(autos))
 
 
 def with_auto(result: BenchResult) -> bool:
@@ -75,8 +105,8 @@ class CategoryRow:
     vs_transformers: float | None  # spectui k = 0 / transformers plain
     vs_anchor: dict[str, float | None]  # method -> spectui at anchor k / transformers' same method
     vllm_speedup: dict[str, float | None]  # method -> vLLM speculative / vLLM plain
-    auto: dict[str, tuple[float | None, float | None]]  # method -> adaptive k over (best fixed k, k = 0)
-    auto_replayed: dict[str, tuple[float | None, float | None]]  # the same, every step at median costs
+    auto: dict[str, CategoryAuto | None]  # method -> adaptive k against the category's best fixed k
+    auto_replayed: dict[str, CategoryAuto | None]  # the same, every step at its case's median costs
 
 
 def category_rows(result: BenchResult) -> list[CategoryRow]:
@@ -110,10 +140,8 @@ def category_rows(result: BenchResult) -> list[CategoryRow]:
                                     for c in cases) for m in anchored(methods)},
             vllm_speedup={m: median_of(ratio(c, Arm("vllm", m, anchor_k), Arm("vllm", "none", 0)) for c in cases)
                           for m in methods},
-            auto={m: (median_of(auto_over_best(c, m) for c in cases),
-                      median_of(ratio(c, auto_arm(m), BASELINE) for c in cases)) for m in methods},
-            auto_replayed={m: (median_of(auto_over_best(c, m, "replayed_speedup") for c in cases),
-                               median_of(auto_replayed(c, m) for c in cases)) for m in methods},
+            auto={m: category_auto(cases, m) for m in methods},
+            auto_replayed={m: category_auto(cases, m, "replayed_speedup") for m in methods},
         ))
     return rows
 
@@ -150,8 +178,9 @@ def targets(result: BenchResult) -> list[Target]:
     if with_auto(result):
         for method in result.settings.get("methods", []):
             for figures, how in (("auto", ""), ("auto_replayed", ", replayed")):
-                worst_best = [getattr(row, figures)[method][0] for row in rows if getattr(row, figures)[method][0] is not None]
-                worst_plain = [getattr(row, figures)[method][1] for row in rows if getattr(row, figures)[method][1] is not None]
+                found = [auto for row in rows if (auto := getattr(row, figures)[method]) is not None]
+                worst_best = [auto.over_best for auto in found]
+                worst_plain = [auto.auto_speedup for auto in found]
                 adaptive += [
                     Target(f"adaptive k ({method}) vs the best fixed k, worst category{how}", 0.95, min(worst_best, default=None)),
                     Target(f"adaptive k ({method}) vs k=0, worst category{how}", 0.97, min(worst_plain, default=None)),
@@ -182,6 +211,10 @@ def fmt(value: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
+def auto_cell(auto: CategoryAuto | None) -> str:
+    return "—" if auto is None else f"{auto.over_best:.2f}× k={auto.best_k} / {auto.auto_speedup:.2f}×"
+
+
 def row_cells(row: CategoryRow, methods: Sequence[str], with_vllm: bool, with_adaptive: bool = False) -> list[str]:
     cells = [row.category, f"{row.temperature:g}", fmt(row.baseline_tokens_per_s, ".2f")]
     for method in methods:
@@ -194,9 +227,7 @@ def row_cells(row: CategoryRow, methods: Sequence[str], with_vllm: bool, with_ad
     if with_vllm:
         cells += [fmt(row.vllm_speedup[m], ".2f", "×") for m in methods]
     if with_adaptive:
-        cells += [f"{fmt(row.auto[m][0], '.2f', '×')} / {fmt(row.auto[m][1], '.2f', '×')} "
-                  f"(replayed {fmt(row.auto_replayed[m][0], '.2f', '×')} / {fmt(row.auto_replayed[m][1], '.2f', '×')})"
-                  for m in methods]
+        cells += [f"{auto_cell(row.auto[m])} (replayed {auto_cell(row.auto_replayed[m])})" for m in methods]
     return cells
 
 
@@ -209,7 +240,7 @@ def headers(methods: Sequence[str], anchor_k: int, with_vllm: bool, with_adaptiv
     if with_vllm:
         names += [f"vLLM {method} / plain" for method in methods]
     if with_adaptive:
-        names += [f"auto {method} / best, / k=0" for method in methods]
+        names += [f"auto {method} / the category's best fixed k, / k=0" for method in methods]
     return names
 
 
@@ -267,7 +298,11 @@ def rich_tables(result: BenchResult):
     return (table, goals, drafters) if drafters.row_count else (table, goals)
 
 
-REPLAYED_NOTE = (
+ADAPTIVE_NOTE = (
+    " Adaptive k is compared with one fixed k per category, the one (k = 0 included) whose "
+    "speedups over k = 0 have the highest geometric mean over the category's prompts, as a user "
+    "would set k for that kind of work; each prompt's own fastest arm would be the luckiest of "
+    "several noisy measurements. Both sides of that ratio are geometric means over the prompts."
     " \"Replayed\" ratios charge every step of an arm at the case's median cost for its kind (a "
     "verify of n drafts, one drafted token, a draft model's catch-up after plain steps): each arm's "
     "own choices and acceptances, without the machine's moment-to-moment speed, which moves two "
@@ -310,7 +345,7 @@ def markdown(result: BenchResult, command: str) -> str:
         "Speed is decode tokens/s (after the first token), the median over rounds whose order "
         "alternates; each ratio divides two arms of the same case. " + prefill_note(result) +
         "\"model's k\" is the best k that S(k) = E(α,k) / (k·c + v(k)) predicts from the α, draft cost c "
-        "and verify cost v measured in the case." + (REPLAYED_NOTE if adaptive else ""),
+        "and verify cost v measured in the case." + (ADAPTIVE_NOTE if adaptive else ""),
         "",
         "## Targets",
         "",
