@@ -7,7 +7,6 @@ category). Stdlib apart from rich (imported where it draws).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,10 +47,6 @@ def auto_arm(method: str) -> Arm:
     return Arm("spectui", method, AUTO_START_K, auto=True)
 
 
-def geometric_mean(values: Sequence[float]) -> float | None:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-
-
 @dataclass
 class CategoryAuto:
     """Adaptive k against one fixed k for the whole category, each a geometric mean of its
@@ -83,11 +78,11 @@ def category_auto(cases: Sequence[CaseResult], method: str, by: str = "speedup")
                 autos.append(value)
             elif not arm.auto and arm.method in (method, "none"):
                 per_k.setdefault(arm.k, []).append(value)
-    complete = {k: geometric_mean(values) for k, values in per_k.items() if len(values) == len(cases)}
+    complete = {k: statistics.geometric_mean(values) for k, values in per_k.items() if len(values) == len(cases)}
     if len(autos) != len(cases) or 0 not in complete or not any(k > 0 for k in complete):
         return None  # the method did not run everywhere: k = 0 alone says nothing about it
     best_k = max(complete, key=complete.get)
-    return CategoryAuto(best_k, complete[best_k], geometric_mean(autos))
+    return CategoryAuto(best_k, complete[best_k], statistics.geometric_mean(autos))
 
 
 def with_auto(result: BenchResult) -> bool:
