@@ -33,14 +33,14 @@ def ratio(case: CaseResult, top: Arm, bottom: Arm) -> float | None:
     return upper.decode_tokens_per_s / lower.decode_tokens_per_s
 
 
-def best_arm(case: CaseResult, method: str, by: str = "decode_tokens_per_s"):
-    """spectui's fastest arm drafting by `method` (its k = 0 baseline included: k = 0 may win),
-    by measured decode speed or by "replayed_speedup"."""
+def best_arm(case: CaseResult, method: str):
+    """spectui's fastest arm drafting by `method` by measured decode speed (its k = 0 baseline
+    included: k = 0 may win)."""
     timed = [r for r in case.arms if r.arm.runner == "spectui" and r.arm.method in (method, "none")
-             and not r.arm.auto and getattr(r, by) is not None]
+             and not r.arm.auto and r.decode_tokens_per_s is not None]
     if not any(r.arm.method == method for r in timed):
         return None  # the method did not run: k = 0 alone says nothing about it
-    return max(timed, key=lambda r: getattr(r, by), default=None)
+    return max(timed, key=lambda r: r.decode_tokens_per_s, default=None)
 
 
 def auto_arm(method: str) -> Arm:
