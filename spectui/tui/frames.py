@@ -64,5 +64,9 @@ class FrameInbox(Generic[T]):
     def _draw_now(self) -> None:
         # Cleared before drawing: an item put while `draw` runs asks for the next frame.
         self._requested = False
+        if not self._screen.is_attached:
+            # The app is quitting or the screen was closed: its widgets take no more mounts,
+            # and a frame asked for just before then still arrives.
+            return
         self._last_draw = self._clock()
         self._draw()

@@ -18,6 +18,7 @@ class FakeScreen:
 
     def __init__(self) -> None:
         self.soon: list = []
+        self.is_attached = True
         self.timers: list[tuple[float, object]] = []
 
     def call_later(self, callback) -> bool:
@@ -67,6 +68,15 @@ def test_a_frame_soon_after_the_last_waits_for_the_rest_of_the_frame():
     assert drawn == [[1], [2, 3]]
     inbox.put(4)  # after that draw, a new item asks again
     assert len(screen.soon) == 1
+
+
+def test_a_frame_due_after_the_screen_went_away_draws_nothing():
+    now = [10.0]
+    screen, inbox, drawn = make_inbox(now)
+    inbox.put(1)
+    screen.is_attached = False  # the app quit between the ask and the frame
+    screen.run_soon()
+    assert drawn == [] and bool(inbox)
 
 
 def test_items_put_from_threads_are_all_drawn_once():
