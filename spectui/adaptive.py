@@ -214,9 +214,14 @@ class AdaptiveK:
                 seen[i] += 1
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
+            # A copy's only drift up: a copy refused at its first token says nothing of how
+            # far copies run once they start (retrieval's 1-token matches: 16% accepted
+            # first, 80-94% after that), and pulling the rest down to 16% verified 3 of a
+            # run of 8 (benchmarks/lookup_replay.py: retrieval 0.93x k 8, now 1.02x).
+            last = accept[tried - 1]
             for i in range(tried, self.k_max):
-                if accept[i] is not None:
-                    accept[i] = moving(accept[i], accept[tried - 1], DRIFT_WEIGHT)
+                if accept[i] is not None and (evidence is None or accept[i] < last):
+                    accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
             if step.num_accepted == drafted:
                 # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)

@@ -272,6 +272,20 @@ def test_drafts_in_hand_are_verified_as_far_as_their_evidence_pays():
     assert chooser.choose_for(4, 0.7).reason.startswith("match 4: α 0.60"), chooser.choose_for(4, 0.7)
 
 
+def test_a_copy_refused_at_its_first_token_says_nothing_of_how_far_copies_run():
+    # Prompt lookup copying a passage: a 1-token match is the right place 30% of the time,
+    # and then the whole copy is accepted. E(8) / V(8) = 3.4 / 1.4 beats every shorter k;
+    # refusals at the first token must not drag the later positions down to 30%.
+    rng = random.Random(3)
+    chooser = AdaptiveK()
+    for _ in range(120):
+        k = chooser.choose_for(1, 0.0).k or 1
+        chooser.observe(evidence_step(k, k if rng.random() < 0.3 else 0), evidence=1)
+    assert chooser.choose_for(1, 0.0).k == 8
+    accept = chooser.by_evidence[(1, 0.0)][0]
+    assert accept[0] < 0.5 and min(accept[1:]) > 0.9, accept
+
+
 def test_the_confidence_floor_is_where_one_more_draft_stops_paying():
     # d 0.04 s, verify slope 0.005 s, plain step 0.1 s: one more draft costs 0.45 of a step;
     # at a predicted 1.5x that is 0.675 tokens, worth it while chain · α (0.9) beats it.
