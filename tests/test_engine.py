@@ -203,6 +203,32 @@ def test_sampling_is_reproducible_with_a_seed(tiny_target, tiny_tokenizer, propo
     assert [s.token_ids for s in other] != [s.token_ids for s in runs[0]]
 
 
+# At T 0.2 the tiny target keeps copies of its repeating prompt; at 1.0 it is nearly flat.
+@pytest.mark.parametrize(("temperature", "least_accepted"), [(0.2, 10), (1.0, 0)])
+def test_a_seeded_sampled_reply_with_prompt_lookup_is_the_same_for_every_k(
+    tiny_target, tiny_tokenizer, temperature, least_accepted
+):
+    # Copies are point masses: the target draws its own token at every position, from
+    # randomness keyed by the position, and keeps a copy that equals it. How many copies a
+    # step verified then changes nothing: k, auto k and k = 0 write one reply per seed.
+    engine = make_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 4))
+    prompt_ids = tiny_tokenizer("a b c d e f a b c d e f a b c d e f a b")["input_ids"]
+
+    def reply(control, seed=5):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=40, seed=seed), control)
+        return [t for s in steps for t in s.token_ids], steps
+
+    plain, _ = reply(Control(k=0, temperature=temperature))
+    accepted = 0
+    for control in (Control(k=1, temperature=temperature), Control(k=3, temperature=temperature),
+                    Control(k=8, temperature=temperature), Control(k=4, temperature=temperature, auto=True)):
+        tokens, steps = reply(control)
+        assert tokens == plain, control
+        accepted += sum(s.num_accepted for s in steps)
+    assert accepted >= least_accepted  # copies were verified and kept, not only refused
+    assert reply(Control(k=3, temperature=temperature), seed=6)[0] != plain
+
+
 def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, proposers):
     engine = make_engine(tiny_target, tiny_tokenizer, proposers["draft"])
     prompt_ids = tiny_tokenizer(PROMPTS[2])["input_ids"]

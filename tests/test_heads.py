@@ -523,7 +523,7 @@ def sampled_walks(walk, drafted, parents, p_target, draws, seed=0) -> dict:
     generator = torch.Generator().manual_seed(seed)
     outcomes = Counter()
     for _ in range(draws):
-        path, verdict = walk(drafted, parents, p_target, generator)
+        path, verdict = walk(drafted, parents, p_target, lambda depth: generator)
         assert verdict.num_accepted == len(path)
         outcomes[tuple(drafted[i] for i in path) + (verdict.next_token, verdict.next_source)] += 1
     return outcomes
@@ -569,7 +569,7 @@ def test_a_sampled_walk_takes_a_child_the_target_is_sure_of():
     p_target[0] = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0])  # the second candidate, certainly
     generator = torch.Generator().manual_seed(0)
     for _ in range(200):
-        path, verdict = walk_sampled(drafted, parents, p_target, generator)
+        path, verdict = walk_sampled(drafted, parents, p_target, lambda depth: generator)
         assert path == [1, 4] or (path == [1] and verdict.next_source is Source.RECOVERED and verdict.next_token != 4)
         assert verdict.num_accepted == len(path)
         if path == [1, 4]:
@@ -584,7 +584,7 @@ def test_a_sampled_walk_recovers_when_the_target_gives_every_candidate_zero():
     p_target[0] = torch.tensor([0.0, 0.0, 0.5, 0.3, 0.2])
     generator = torch.Generator().manual_seed(0)
     for _ in range(200):
-        path, verdict = walk_sampled(drafted, parents, p_target, generator)
+        path, verdict = walk_sampled(drafted, parents, p_target, lambda depth: generator)
         assert path == [] and verdict.num_accepted == 0
         assert verdict.next_source is Source.RECOVERED and verdict.next_token in (2, 3, 4)
 
@@ -603,6 +603,26 @@ def test_sampled_walks_come_out_as_often_as_the_target_says():
     assert 0.5 * sum(abs(observed.get(o, 0) / draws - p) for o, p in expected.items()) < 0.02
 
 
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+def test_a_seeded_sampled_reply_through_a_tree_is_the_same_for_every_k(small_target, tiny_tokenizer, kind):
+    # The walk's draw at each depth is keyed by the position it fills: a tree of any depth,
+    # or none, writes the same reply for a seed.
+    heads = untrained(kind, small_target, num_heads=4)
+    engine = make_engine(small_target, tiny_tokenizer, head_proposer(heads, kind, small_target, tree_width=3))
+    engine.stop_ids = set()
+    prompt_ids = [1, 2, 3, 4, 5, 1]
+
+    def reply(k, seed=3):
+        steps, _ = collect(engine, prompt_ids, GenerationParams(max_tokens=24, seed=seed), Control(k=k, temperature=TEMPERATURE))
+        return [t for s in steps for t in s.token_ids], sum(s.num_accepted for s in steps)
+
+    plain, _ = reply(0)
+    for k in (1, 2, 4):
+        tokens, accepted = reply(k)
+        assert tokens == plain and accepted > 0, k
+    assert reply(2, seed=4)[0] != plain
+
+
 def test_the_walk_statistic_catches_wrong_rules():
     """Taking the first candidate the target gives any mass, or accepting each candidate with
     its plain p (no renormalising after a rejection), is not the target's distribution."""
@@ -610,9 +630,10 @@ def test_the_walk_statistic_catches_wrong_rules():
     from spectui.engines.embedded.verify import Verdict
 
     def walk(accept):
-        def walk_wrong(drafted, parents, p_target, generator):
+        def walk_wrong(drafted, parents, p_target, draws):
             path, node = [], -1
             while True:
+                generator = draws(len(path))
                 row = p_target[node + 1]
                 children = [i for i, parent in enumerate(parents) if parent == node]
                 taken = next((c for c in children if accept(row, drafted[c], generator)), None)
@@ -715,12 +736,12 @@ def test_the_tree_chi_square_catches_a_walk_that_takes_the_first_candidate(small
     from spectui.engines.embedded import tree
     from spectui.engines.embedded.verify import Verdict
 
-    def first_child_walk(drafted, parents, p_target, generator):
+    def first_child_walk(drafted, parents, p_target, draws):
         path, node = [], -1
         while (child := next((i for i, parent in enumerate(parents) if parent == node), None)) is not None:
             path.append(child)
             node = child
-        return path, Verdict(len(path), tree.sample(p_target[node + 1], generator), Source.BONUS)
+        return path, Verdict(len(path), tree.sample(p_target[node + 1], draws(len(path))), Source.BONUS)
 
     monkeypatch.setattr(tree, "walk_sampled", first_child_walk)
     prompt_ids = [1, 2, 3, 4, 5, 1]

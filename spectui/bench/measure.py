@@ -30,6 +30,12 @@ from spectui.stats import per_position_acceptance, summarize
 from spectui.theory import alpha_from_tau, best_k, speedup
 
 BASELINE = Arm("spectui", "none", 0)
+
+
+def same_sampled_reply(arm: Arm) -> bool:
+    """spectui's prompt lookup writes, for a seed, the reply its k = 0 writes at any temperature
+    (its copies are point masses: spectui.engines.embedded.verify.verify_copies)."""
+    return arm.runner == "spectui" and arm.method == "ngram"
 Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
 
 
@@ -60,7 +66,8 @@ class ArmResult:
     # the same ratio with every step at the case's median costs: the machine's noise left out
     replayed_speedup: float | None = None
     predicted_speedup: float | None = None
-    same_tokens_as_baseline: bool | None = None  # T = 0 only: greedy is deterministic
+    # T = 0: greedy is deterministic; at T > 0 for prompt lookup, whose seeded reply is the same whatever k
+    same_tokens_as_baseline: bool | None = None
     mean_k: float | None = None  # adaptive k: the mean k it chose
 
     def as_dict(self) -> dict:
@@ -135,7 +142,7 @@ def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResu
         rate = replayed_rate(ours.get(result.arm, []), result.arm.method, costs)
         if base_rate and rate:
             result.replayed_speedup = rate / base_rate
-        if base is not None and case.temperature == 0:
+        if base is not None and (case.temperature == 0 or same_sampled_reply(result.arm)):
             result.same_tokens_as_baseline = all(
                 reply.token_ids == base.replies[0].token_ids for reply in result.replies
             )

@@ -16,9 +16,9 @@ from spectui.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.sampling import Draws, PositionDraws, sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
-from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
+from spectui.engines.embedded.verify import Verdict, verify_copies, verify_greedy, verify_sampled
 from spectui.events import AutoChoice, Control, Done, GenerationParams, Source, Step
 
 
@@ -34,9 +34,10 @@ def decode_steps(
 ) -> Iterator[Step | Done]:
     """chooser: adaptive k, used while control.auto is on; it learns from every step (a
     reply's first holds the prompt's prefill, and it is told so)."""
-    generator = None
+    generator = None  # a draft model's draws, and its rejection rule's
     if params.seed is not None:
         generator = torch.Generator(device=target.device).manual_seed(params.seed)
+    draws = PositionDraws(params.seed, target.device)  # the target's own draws
     token_ids = list(prompt_ids)
     num_generated = 0
     started = time.perf_counter()
@@ -101,7 +102,7 @@ def decode_steps(
             tree_nodes = len(drafted)
             # From here on the step reads as a chain: the verified path and its rejected top candidate.
             drafted, verdict, hidden, first_position = verify_tree(
-                target, token_ids, drafted, parents, temperature, params.top_p, generator
+                target, token_ids, drafted, parents, temperature, params.top_p, draws.after(len(token_ids))
             )
         elif needs_hidden:
             target_logits, hidden, first_position = target.logits_and_hidden(
@@ -110,7 +111,7 @@ def decode_steps(
         else:
             target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
         if parents is None:
-            verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator)
+            verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator, draws.after(len(token_ids)))
         if needs_hidden:
             # Features of rejected drafts describe a future that did not happen: only the
             # positions up to the last accepted token are handed on.
@@ -168,10 +169,13 @@ def _verify(
     temperature: float,
     top_p: float,
     generator: torch.Generator | None,
+    draws: Draws,
 ) -> Verdict:
     if temperature == 0.0:
         return verify_greedy(drafted, target_logits)
     p_target = target_probs(target_logits, temperature, top_p)
     if not drafted:
-        return Verdict(0, sample(p_target[0], generator), Source.TARGET)
+        return Verdict(0, sample(p_target[0], draws(0)), Source.TARGET)
+    if p_draft is None:
+        return verify_copies(drafted, p_target, draws)
     return verify_sampled(drafted, p_target, p_draft, generator)

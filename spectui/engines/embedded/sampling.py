@@ -6,6 +6,9 @@ like with like: p_draft and p_target are both after temperature and top-p.
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
+
 import torch
 
 from spectui.errors import UsageError
@@ -41,3 +44,39 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     if probs.dim() != 1:
         raise ValueError(f"sample needs a [V] vector, got shape {tuple(probs.shape)}")
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+# A generator for the token `i` places after the context (row i of a verify).
+Draws = Callable[[int], "torch.Generator | None"]
+
+_MASK = (1 << 64) - 1
+
+
+def _mixed(seed: int, position: int) -> int:
+    """splitmix64 of (seed, position): neighbouring positions get unrelated streams."""
+    z = (seed * 0x9E3779B97F4A7C15 + (position + 1) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) & ((1 << 63) - 1)
+
+
+class PositionDraws:
+    """The target's randomness, keyed by the position of the token it draws.
+
+    With drafts that are point masses (prompt lookup, a heads tree) the target's token at
+    every position is its own draw x ~ p, and a draft is kept when it equals x. Drawing x
+    from (seed, position) rather than from one stream makes the sampled reply the same
+    whatever k, auto included, as the greedy reply is: two ks, or k and auto, compare on the
+    same text, and a seed means one reply. A draft model's drafts are not point masses: its
+    rule (min(1, p/q), the residual) takes its draws from the reply's one stream."""
+
+    def __init__(self, seed: int | None, device: torch.device | str = "cpu") -> None:
+        self.seed = seed if seed is not None else secrets.randbits(63)
+        self.device = device
+
+    def at(self, position: int) -> torch.Generator:
+        return torch.Generator(device=self.device).manual_seed(_mixed(self.seed, position))
+
+    def after(self, context_length: int) -> Draws:
+        """Draws for the rows of a verify over a context of context_length tokens."""
+        return lambda i: self.at(context_length + i)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.sampling import Draws, sample, target_probs
 from spectui.engines.embedded.verify import Verdict
 from spectui.events import Source
 
@@ -69,10 +69,10 @@ def walk_greedy(drafted: Sequence[int], parents: Sequence[int], target_logits: t
     if target_logits.shape[0] != len(drafted) + 1:
         raise ValueError(f"target_logits must have {len(drafted) + 1} rows, got {target_logits.shape[0]}")
     predicted = target_logits.argmax(dim=-1).tolist()
-    return _walk(drafted, parents, lambda node: predicted[node + 1])
+    return _walk(drafted, parents, lambda node, depth: predicted[node + 1])
 
 
-def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, generator: torch.Generator | None) -> tuple[list[int], Verdict]:
+def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, draws: Draws) -> tuple[list[int], Verdict]:
     """The path a sampling target takes down the tree: node indices, and its verdict.
 
     p_target: the target's distributions after temperature and top-p, [1 + N, V] (or rows
@@ -85,22 +85,23 @@ def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, gener
     the residual p' and renormalising, and sampling p' when all are rejected, picks child
     c_i with probability exactly p(c_i) and any other token x with probability p(x). Each
     emitted token is therefore drawn from the target's own distribution given the tokens
-    before it, whatever the tree holds.
+    before it, whatever the tree holds. The draw at depth d comes from draws(d): keyed by
+    position, the reply is the same whatever the tree held.
     """
     if len(p_target) != len(drafted) + 1:
         raise ValueError(f"p_target must have {len(drafted) + 1} rows, got {len(p_target)}")
-    return _walk(drafted, parents, lambda node: sample(p_target[node + 1], generator))
+    return _walk(drafted, parents, lambda node, depth: sample(p_target[node + 1], draws(depth)))
 
 
 def _walk(drafted: Sequence[int], parents: Sequence[int], target_token) -> tuple[list[int], Verdict]:
-    """Down from the root while target_token(node) (the target's token after node) is a child."""
+    """Down from the root while target_token(node, depth) (the target's token after node) is a child."""
     children: dict[int, list[int]] = {}
     for i, parent in enumerate(parents):
         children.setdefault(parent, []).append(i)
     path: list[int] = []
     node = -1
     while True:
-        wanted = target_token(node)
+        wanted = target_token(node, len(path))
         match = next((child for child in children.get(node, []) if drafted[child] == wanted), None)
         if match is None:
             # A leaf reached means every depth passed: the target's token is the bonus.
@@ -134,7 +135,7 @@ def verify_tree(
     parents: Sequence[int],
     temperature: float = 0.0,
     top_p: float = 1.0,
-    generator: torch.Generator | None = None,
+    draws: Draws | None = None,
 ):
     """One target forward over the tree and the walk down it (greedy at T = 0, else sampled).
 
@@ -146,7 +147,7 @@ def verify_tree(
     if temperature == 0.0:
         path, verdict = walk_greedy(drafted, parents, logits)
     else:
-        path, verdict = walk_sampled(drafted, parents, _ProbRows(logits, temperature, top_p), generator)
+        path, verdict = walk_sampled(drafted, parents, _ProbRows(logits, temperature, top_p), draws or (lambda depth: None))
     last = path[-1] if path else -1
     rejected = [i for i, parent in enumerate(parents) if parent == last][:1]
     shown = [drafted[i] for i in path + rejected]

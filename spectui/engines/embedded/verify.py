@@ -6,7 +6,10 @@ Two rules, one per sampling mode:
 - sampled (T > 0): the rejection rule of Leviathan et al. / Chen et al. Keep draft i with
   probability min(1, p_target/p_draft); at the first rejection draw from the residual
   norm(max(0, p_target - p_draft)). Every emitted token is then distributed exactly as
-  the target's own sample would be, whatever the draft proposed.
+  the target's own sample would be, whatever the draft proposed. For drafts that are point
+  masses (prompt lookup) this is the same as: the target draws its own token x at each
+  position and keeps the draft while it equals x (verify_copies). Drawn from randomness
+  keyed by position, that reply is the same whatever k.
 
 Row i of the target's tensors is its prediction for the position of draft i; row k comes
 after all k drafts, which is where the bonus token is drawn.
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from spectui.engines.embedded.sampling import sample
+from spectui.engines.embedded.sampling import Draws, sample
 from spectui.events import Source
 
 # Below this a residual is rounding noise: both rows agree and no token is left to recover.
@@ -49,24 +52,22 @@ def verify_sampled(
     p_draft: torch.Tensor | None,
     generator: torch.Generator | None,
 ) -> Verdict:
-    """p_draft is None for a deterministic proposer (n-gram): a point mass on each draft."""
+    """p_draft is None for a deterministic proposer (n-gram): a point mass on each draft,
+    verified by verify_copies with every row drawn from `generator`."""
     k = len(drafted)
     _check_rows("p_target", p_target, k + 1)
     vocab = p_target.shape[-1]
-    if any(not 0 <= draft < vocab for draft in drafted):
-        raise ValueError(f"drafted ids {list(drafted)} out of range for a vocabulary of {vocab}")
+    _check_ids(drafted, vocab)
+    if p_draft is None:
+        return verify_copies(drafted, p_target, lambda i: generator)
+    _check_rows("p_draft", p_draft, k)
+    if p_draft.shape[-1] != vocab:
+        raise ValueError(f"p_draft has {p_draft.shape[-1]} columns, p_target has {vocab}")
     device = p_target.device
+    p_draft = p_draft.to(device=device, dtype=p_target.dtype)
     rows = torch.arange(k, device=device)
     ids = torch.tensor(drafted, dtype=torch.long, device=device)
-    target_of_draft = p_target[rows, ids]
-    if p_draft is None:
-        draft_of_draft = torch.ones_like(target_of_draft)
-    else:
-        _check_rows("p_draft", p_draft, k)
-        if p_draft.shape[-1] != vocab:
-            raise ValueError(f"p_draft has {p_draft.shape[-1]} columns, p_target has {vocab}")
-        p_draft = p_draft.to(device=device, dtype=p_target.dtype)
-        draft_of_draft = p_draft[rows, ids]
+    target_of_draft, draft_of_draft = p_target[rows, ids], p_draft[rows, ids]
 
     # Keep draft i when u < p_target/p_draft, written without the division: a draft the
     # proposer gave probability 0 is still kept if the target likes it, and 0/0 rejects.
@@ -74,20 +75,32 @@ def verify_sampled(
     accepted = (uniforms * draft_of_draft < target_of_draft).tolist()
     for i in range(k):
         if not accepted[i]:
-            draft_row = None if p_draft is None else p_draft[i]
-            residual = _residual(p_target[i], draft_row, drafted[i])
+            residual = _residual(p_target[i], p_draft[i])
             return Verdict(i, sample(residual, generator), Source.RECOVERED)
     return Verdict(k, sample(p_target[k], generator), _source_after_all_accepted(k))
 
 
-def _residual(target_row: torch.Tensor, draft_row: torch.Tensor | None, draft: int) -> torch.Tensor:
+def verify_copies(drafted: Sequence[int], p_target: torch.Tensor, draws: Draws) -> Verdict:
+    """Drafts that are point masses (prompt lookup), at T > 0: the target draws its own token
+    x_i ~ p_target[i] from draws(i), and draft i is kept while it equals x_i.
+
+    The rejection rule for a point mass keeps the draft with probability p(draft) and else
+    draws from p with the draft removed: the emitted token is x ~ p either way, and this
+    draws x once. Every row's draw comes from draws(i), so with draws keyed by position
+    the reply does not depend on how many drafts each step verified."""
+    k = len(drafted)
+    _check_rows("p_target", p_target, k + 1)
+    _check_ids(drafted, p_target.shape[-1])
+    for i, draft in enumerate(drafted):
+        token = sample(p_target[i], draws(i))
+        if token != draft:
+            return Verdict(i, token, Source.RECOVERED)
+    return Verdict(k, sample(p_target[k], draws(k)), _source_after_all_accepted(k))
+
+
+def _residual(target_row: torch.Tensor, draft_row: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p_target - p_draft)): the target's mass the draft did not already cover."""
-    if draft_row is None:
-        # A point mass on the draft: the residual is the target with that id removed.
-        residual = target_row.clone()
-        residual[draft] = 0.0
-    else:
-        residual = torch.clamp(target_row - draft_row, min=0.0)
+    residual = torch.clamp(target_row - draft_row, min=0.0)
     total = float(residual.sum())
     if total < _RESIDUAL_EPS:
         # Only rounding is left (the rows agree up to float error): draw from the target.
@@ -97,6 +110,11 @@ def _residual(target_row: torch.Tensor, draft_row: torch.Tensor | None, draft: i
 
 def _source_after_all_accepted(k: int) -> Source:
     return Source.BONUS if k > 0 else Source.TARGET
+
+
+def _check_ids(drafted: Sequence[int], vocab: int) -> None:
+    if any(not 0 <= draft < vocab for draft in drafted):
+        raise ValueError(f"drafted ids {list(drafted)} out of range for a vocabulary of {vocab}")
 
 
 def _check_rows(name: str, tensor: torch.Tensor, rows: int) -> None:
