@@ -117,3 +117,32 @@ def test_sample_respects_probabilities():
 def test_sample_needs_a_vector():
     with pytest.raises(ValueError):
         sample(torch.ones(2, 3) / 3, None)
+
+
+def test_sample_follows_the_distribution_across_blocks_and_never_draws_a_zero():
+    # Mass on both sides of block edges (the sampler reads 1024 ids at a time), a spread
+    # part, and zeros everywhere else, as top-p leaves a vocabulary.
+    probs = torch.zeros(2500)
+    named = {0: 0.1, 1023: 0.2, 1024: 0.3, 2047: 0.15, 2499: 0.05}
+    for token, mass in named.items():
+        probs[token] = mass
+    spread = list(range(1100, 1200))
+    probs[spread] = 0.2 / len(spread)
+    generator = torch.Generator().manual_seed(4)
+    draws = 20_000
+    counts = {token: 0 for token in named} | {"spread": 0}
+    for _ in range(draws):
+        token = sample(probs, generator)
+        assert probs[token] > 0, token
+        counts[token if token in named else "spread"] += 1
+    expected = named | {"spread": 0.2}
+    statistic = sum((counts[key] - draws * p) ** 2 / (draws * p) for key, p in expected.items())
+    assert statistic < 20.515, counts  # chi-square, 5 degrees of freedom, p = 0.001
+
+
+def test_sample_of_a_point_mass_anywhere_is_that_token():
+    generator = torch.Generator().manual_seed(0)
+    for token in (0, 1023, 1024, 151_935):
+        probs = torch.zeros(151_936)
+        probs[token] = 1.0
+        assert {sample(probs, generator) for _ in range(5)} == {token}

