@@ -146,3 +146,11 @@ def test_sample_of_a_point_mass_anywhere_is_that_token():
         probs = torch.zeros(151_936)
         probs[token] = 1.0
         assert {sample(probs, generator) for _ in range(5)} == {token}
+
+
+def test_a_draw_at_the_very_top_of_the_distribution_lands_on_the_last_token_with_mass():
+    from spectui.engines.embedded.sampling import _first_above
+
+    cumulative = torch.cumsum(torch.tensor([0.2, 0.0, 0.8, 0.0, 0.0], dtype=torch.float64), 0)
+    assert [_first_above(cumulative, value) for value in (0.0, 0.19, 0.2, 0.99)] == [0, 0, 2, 2]
+    assert _first_above(cumulative, 1.0) == 2  # rounding left the draw at the total: not a zero
