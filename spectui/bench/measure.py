@@ -30,13 +30,13 @@ from spectui.stats import per_position_acceptance, summarize
 from spectui.theory import alpha_from_tau, best_k, speedup
 
 BASELINE = Arm("spectui", "none", 0)
+Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
 
 
 def same_sampled_reply(arm: Arm) -> bool:
     """spectui's prompt lookup writes, for a seed, the reply its k = 0 writes at any temperature
     (its copies are point masses: spectui.engines.embedded.verify.verify_copies)."""
     return arm.runner == "spectui" and arm.method == "ngram"
-Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
 
 
 @dataclass(frozen=True)
