@@ -54,12 +54,12 @@ def verify_sampled(
 ) -> Verdict:
     """p_draft is None for a deterministic proposer (n-gram): a point mass on each draft,
     verified by verify_copies with every row drawn from `generator`."""
+    if p_draft is None:
+        return verify_copies(drafted, p_target, lambda i: generator)
     k = len(drafted)
     _check_rows("p_target", p_target, k + 1)
     vocab = p_target.shape[-1]
     _check_ids(drafted, vocab)
-    if p_draft is None:
-        return verify_copies(drafted, p_target, lambda i: generator)
     _check_rows("p_draft", p_draft, k)
     if p_draft.shape[-1] != vocab:
         raise ValueError(f"p_draft has {p_draft.shape[-1]} columns, p_target has {vocab}")
