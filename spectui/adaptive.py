@@ -11,10 +11,10 @@ choice is the k with the largest E(k) / (k·d + V(k)): Leviathan's S(k) = E(α,k
 with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A proposer that
 offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
 A proposer that drafts for next to nothing and knows its odds beforehand (prompt lookup: the
-length of the n-gram it matched) drafts first, and the controller then picks how many of the
-drafts to verify from how drafts with the same evidence fared: a 1-token match's copy is
-refused three times in four, a 4-token match's is mostly accepted, and one estimate for both
-would be wrong for each.
+length of the n-gram it matched, and whether earlier occurrences of it went on differently)
+drafts first, and the controller then picks how many of the drafts to verify from how drafts
+with the same evidence fared: a 1-token match's copy is refused three times in four, a
+4-token match's is mostly accepted, and one estimate for both would be wrong for each.
 Every step also pays a fixed overhead o outside drafting and verifying (sampling's
 bookkeeping, detokenizing, the consumer handling the step); it is measured between steps and
 added to every k's cost, so long steps get the credit for amortizing it.
@@ -36,6 +36,7 @@ Stdlib only.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from spectui.events import AutoChoice, Step
@@ -141,8 +142,8 @@ class AdaptiveK:
         # per (evidence, temperature), for choose_for: (accept, seen) as above, and the k = 0
         # choices since the last probe. Sampling accepts a copied token only as often as the
         # target would pick it: a 4-token match in math at T 0.7 is not one at T 0.
-        self.by_evidence: dict[tuple[int, float], tuple[list[float | None], list[int]]] = {}
-        self.declined: dict[tuple[int, float], int] = {}
+        self.by_evidence: dict[tuple[Hashable, float], tuple[list[float | None], list[int]]] = {}
+        self.declined: dict[tuple[Hashable, float], int] = {}
         self.other_temperatures: dict[float, tuple[list[float | None], list[int]]] = {}
 
     def at_temperature(self, temperature: float) -> None:
@@ -163,7 +164,7 @@ class AdaptiveK:
         """(accept, seen) before anything was observed: every position at the prior."""
         return [None] * self.k_max, [0] * self.k_max
 
-    def _tables(self, evidence: int | None, temperature: float) -> tuple[list[float | None], list[int]]:
+    def _tables(self, evidence: Hashable | None, temperature: float) -> tuple[list[float | None], list[int]]:
         if evidence is None:
             return self.accept, self.seen
         key = (evidence, temperature)
@@ -173,7 +174,7 @@ class AdaptiveK:
 
     # learning
 
-    def observe(self, step: Step, prefill: bool = False, evidence: int | None = None) -> None:
+    def observe(self, step: Step, prefill: bool = False, evidence: Hashable | None = None) -> None:
         """Learn from one finished step; a reply's first (prefill=True) only resets the draft's state.
 
         evidence: what choose_for was told for this step's drafts."""
@@ -379,7 +380,7 @@ class AdaptiveK:
             return 0.0  # a probe stays one cheap look
         return min(FLOOR_MAX, choice.predicted_speedup * extra / max(self.acceptance()[0], 0.05))
 
-    def choose_for(self, evidence: int, temperature: float) -> AutoChoice:
+    def choose_for(self, evidence: Hashable, temperature: float) -> AutoChoice:
         """How many of the drafts in hand to verify, for a proposer that drafted first (prompt
         lookup), from how drafts with the same evidence fared. No slow start and no hysteresis:
         each step decides on its own evidence, and a refused draft costs only its verify width.

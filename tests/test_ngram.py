@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spectui.engines.embedded.ngram import lookup_ngram, propose_ngram
+from spectui.engines.embedded.ngram import Match, lookup_ngram, propose_ngram
 from spectui.errors import UsageError
 
 
@@ -52,9 +52,10 @@ def test_by_default_a_quote_is_matched_past_four_tokens_to_the_passage_it_copies
     # the passage, then a later 4-gram that equals the passage's last four tokens
     context = quoted + [50, 51] + [99, 14, 15, 16, 17, 60, 61]
     reply = quoted
-    assert lookup_ngram(context + reply, k=2) == ([50, 51], 8)
+    assert lookup_ngram(context + reply, k=2) == ([50, 51], Match(8))
     # matched on four tokens only, the more recent 4-gram wins and the copy goes astray
-    assert lookup_ngram(context + reply, k=2, lookup_max=4) == ([60, 61], 4)
+    # (a full-length match ends the scan: what came before it is not read)
+    assert lookup_ngram(context + reply, k=2, lookup_max=4) == ([60, 61], Match(4))
 
 
 def test_lookup_min_rejects_short_matches():
@@ -84,16 +85,20 @@ def test_long_history_is_cheap_enough():
 
 
 def brute_force(token_ids, k, lookup_min, lookup_max):
-    """The definition, spelled out: longest n first, then the latest earlier occurrence."""
+    """The definition, spelled out: longest n first, then the latest earlier occurrence; the
+    match is contested when its earlier occurrences went on with different tokens (a
+    full-length match is taken without looking further back)."""
     length = len(token_ids)
     for n in range(lookup_max, lookup_min - 1, -1):
         if n >= length:
             continue
         suffix = list(token_ids[length - n :])
-        for start in range(length - n - 1, -1, -1):
-            if list(token_ids[start : start + n]) == suffix:
-                return list(token_ids[start + n : start + n + k])
-    return []
+        starts = [start for start in range(length - n - 1, -1, -1) if list(token_ids[start : start + n]) == suffix]
+        if starts:
+            followers = {token_ids[start + n] for start in starts}
+            contested = n < lookup_max and len(followers) > 1
+            return list(token_ids[starts[0] + n : starts[0] + n + k]), Match(n, contested)
+    return [], Match(0)
 
 
 @given(
@@ -104,13 +109,36 @@ def brute_force(token_ids, k, lookup_min, lookup_max):
 )
 def test_matches_the_brute_force_definition(token_ids, k, lookup_min, extra):
     lookup_max = lookup_min + extra
-    got = propose_ngram(token_ids, k, lookup_min, lookup_max)
-    assert got == brute_force(token_ids, k, lookup_min, lookup_max)
-    assert len(got) <= k
+    drafted, match = lookup_ngram(token_ids, k, lookup_min, lookup_max)
+    if k == 0:
+        assert (drafted, match) == ([], Match(0))
+    else:
+        assert (drafted, match) == brute_force(token_ids, k, lookup_min, lookup_max)
+    assert propose_ngram(token_ids, k, lookup_min, lookup_max) == drafted
+    assert len(drafted) <= k
 
 
 def test_the_lookup_says_how_long_a_match_it_copies_from():
-    assert lookup_ngram([1, 2, 3, 9, 8, 1, 2, 3], k=2) == ([9, 8], 3)
-    assert lookup_ngram([5, 1, 9, 8, 7, 1], k=3) == ([9, 8, 7], 1)
-    assert lookup_ngram([1, 2, 3, 4], k=2) == ([], 0)
-    assert lookup_ngram([1, 2, 3, 1, 2, 3], k=2, lookup_min=4) == ([], 0)
+    assert lookup_ngram([1, 2, 3, 9, 8, 1, 2, 3], k=2) == ([9, 8], Match(3))
+    assert lookup_ngram([5, 1, 9, 8, 7, 1], k=3) == ([9, 8, 7], Match(1))
+    assert lookup_ngram([1, 2, 3, 4], k=2) == ([], Match(0))
+    assert lookup_ngram([1, 2, 3, 1, 2, 3], k=2, lookup_min=4) == ([], Match(0))
+
+
+def test_the_lookup_says_when_earlier_copies_of_the_match_went_on_differently():
+    # `"` began a different key each time: the latest copy is a guess
+    assert lookup_ngram([7, 1, 20, 7, 1, 30, 7, 1], k=1) == ([30], Match(2, contested=True))
+    # the same continuation every time: a field name being written again
+    assert lookup_ngram([7, 1, 20, 7, 1, 20, 5, 7, 1], k=1) == ([20], Match(2, contested=False))
+    # only longest matches count: a shorter one that went on differently says nothing
+    assert lookup_ngram([9, 1, 40, 7, 1, 20, 5, 7, 1], k=1) == ([20], Match(2, contested=False))
+    assert str(Match(2, contested=True)) == "2, contested"
+    assert str(Match(3)) == "3"
+
+
+def test_the_proposer_hands_its_match_to_adaptive_k_as_evidence():
+    from spectui.engines.embedded.proposers import NgramProposer
+
+    proposal = NgramProposer().propose([7, 1, 20, 7, 1, 30, 7, 1], 2, 0.0, 1.0, None)
+    assert proposal.drafted == [30, 7] and proposal.evidence == Match(2, contested=True)
+    assert NgramProposer().propose([1, 2, 3], 2, 0.0, 1.0, None).evidence is None  # nothing to copy

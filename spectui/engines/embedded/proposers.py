@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,8 +23,8 @@ class Proposal:
     # id, -1 for the context's last token; None for a chain. See spectui.engines.embedded.tree.
     parents: list[int] | None = None
     # What the proposer knew of its drafts' odds before anyone verified them (prompt lookup:
-    # the matched n-gram's length); adaptive k keeps acceptance apart per value.
-    evidence: int | None = None
+    # its Match); adaptive k keeps acceptance apart per value.
+    evidence: Hashable | None = None
 
 
 class Proposer(Protocol):
@@ -114,5 +114,5 @@ class NgramProposer:
         pass
 
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
-        drafted, match_length = lookup_ngram(token_ids, k, self.lookup_min, self.lookup_max)
-        return Proposal(drafted, None, evidence=match_length or None)
+        drafted, match = lookup_ngram(token_ids, k, self.lookup_min, self.lookup_max)
+        return Proposal(drafted, None, evidence=match if match.length else None)
