@@ -1,21 +1,22 @@
 """Prompt lookup replayed over the target's own replies, without the machine's noise.
 
-    python benchmarks/lookup_replay.py replies [--suite quick|full] [--categories a,b]   # ~1 min a prompt here
-    python benchmarks/lookup_replay.py replay [--lookup-max 4,8] [--slope 0.05,0.065,0.09] [-v]
+    python benchmarks/lookup_replay.py replies [--suite quick|full] [--categories a,b]   # 2 min for the full suite here
+    python benchmarks/lookup_replay.py replay [--lookup-max 4,8] [--slope 0.05,0.065,0.08,0.1] [-v]
 
 `replies` has the default target write its greedy reply (96 tokens, T = 0) to workload
 prompts and keeps the prompt's and the reply's token ids (benchmarks/bench/lookup-replies.json;
-committed: the suite's six summaries and retrievals and the quick suite's greedy prompts).
+committed: every T = 0 prompt of the full suite).
 At T = 0 a copied draft is accepted exactly while it equals the reply, so every step of
 prompt lookup can be replayed from the ids alone.
 
 `replay` runs `lookup_ngram` and the real `spectui.adaptive.AdaptiveK.choose_for` (how many
-of the drafts in hand to verify, from how drafts with the same match length fared) as the
-embedded loop drives them, and fixed k 4 and 8 beside it, charging a verify of n drafts
-1 + slope·n plain steps (the bench measured slopes of 0.05-0.09 per draft on this CPU) and a
+of the drafts in hand to verify, from how drafts with the same kind of match fared) as the
+embedded loop drives them, and fixed k 1, 2, 4, 6 and 8 beside it, charging a verify of n drafts
+1 + slope·n plain steps (the bench measured slopes of 0.05-0.1 per draft on these CPUs) and a
 draft nothing. Each prompt runs twice on one controller and the second run counts, as in a
-bench. It prints tokens per plain step of time (the speedup over k = 0) per category, and
-per prompt with -v; "ceiling" verifies exactly the drafts that will be accepted.
+bench. It prints tokens per plain step of time (the speedup over k = 0) per category (geometric
+means), and per prompt with -v; "ceiling" verifies exactly the drafts that will be accepted.
+Then auto against the category's best fixed k, as `spectui bench` holds it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 REPLIES = HERE / "bench" / "lookup-replies.json"
 REPLY_TOKENS = 96
 ROUNDS = 2
+FIXED_K = (1, 2, 4, 6, 8)
 
 
 def build_replies(path: Path, suite_name: str, categories: list[str] | None) -> None:
@@ -66,7 +68,7 @@ def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) 
     """Tokens per plain step of time over the reply after its first token; how: a fixed k,
     "auto" (chooser decides per step) or "ceiling"."""
     from spectui.adaptive import K_AUTO_MAX
-    from spectui.engines.embedded.ngram import lookup_ngram
+    from spectui.engines.embedded.ngram import NO_MATCH, lookup_ngram
     from spectui.events import Source, Step
 
     prompt, reply = case["prompt"], case["reply"]
@@ -76,7 +78,7 @@ def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) 
     while position < len(reply):
         room = len(reply) - position - 1
         most = min(K_AUTO_MAX if how in ("auto", "ceiling") else how, room)
-        drafted, match = lookup_ngram(prompt + reply[:position], most, 1, lookup_max) if most > 0 else ([], 0)
+        drafted, match = lookup_ngram(prompt + reply[:position], most, 1, lookup_max) if most > 0 else ([], NO_MATCH)
         auto = None
         if drafted and how == "auto":
             auto = chooser.choose_for(match, 0.0)
@@ -108,7 +110,7 @@ def replay(cases: list[dict], lookup_max: int, slope: float) -> dict[str, dict[s
         for case in cases:  # suite order, one controller: what each prompt learns carries on
             out[case["name"]]["auto"] = replay_prompt(case, lookup_max, slope, "auto", chooser)
     for case in cases:
-        for how in (4, 8, "ceiling"):
+        for how in (*FIXED_K, "ceiling"):
             out[case["name"]][f"k {how}" if how != "ceiling" else how] = replay_prompt(case, lookup_max, slope, how)
     return out
 
@@ -119,7 +121,7 @@ def main() -> None:
     parser.add_argument("--suite", default="quick", choices=["quick", "full"])
     parser.add_argument("--categories", default=None)
     parser.add_argument("--lookup-max", default="4,8")
-    parser.add_argument("--slope", default="0.05,0.065,0.09")
+    parser.add_argument("--slope", default="0.05,0.065,0.08,0.1")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     categories = args.categories.split(",") if args.categories else None
@@ -138,8 +140,17 @@ def main() -> None:
                 if args.verbose:
                     print(f"  {case['name']:20}" + "  ".join(f"{arm} {r:.2f}" for arm, r in rates[case["name"]].items()))
             print(f"slope {slope}, lookup_max {lookup_max}: " + "; ".join(
-                f"{category} " + " ".join(f"{arm} {statistics.fmean(r[arm] for r in rows):.2f}" for arm in rows[0])
+                f"{category} " + " ".join(f"{arm} {statistics.geometric_mean(r[arm] for r in rows):.2f}" for arm in rows[0])
                 for category, rows in by_category.items()))
+            # as the bench holds it: auto against the one fixed k (k = 0 included) with the
+            # category's best geometric mean
+            to_best = {}
+            for category, rows in by_category.items():
+                means = {arm: statistics.geometric_mean(r[arm] for r in rows) for arm in rows[0] if arm != "ceiling"}
+                best = max([1.0, *(mean for arm, mean in means.items() if arm != "auto")])
+                to_best[category] = means["auto"] / best
+            print("  auto / the best fixed k: " + ", ".join(f"{c} {r:.2f}" for c, r in to_best.items())
+                  + f"; worst {min(to_best.values()):.2f}")
 
 
 if __name__ == "__main__":
