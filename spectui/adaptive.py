@@ -215,15 +215,19 @@ class AdaptiveK:
                 seen[i] += 1
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
-            # A copy's only drift up: a copy refused at its first token says nothing of how
-            # far copies run once they start (retrieval's 1-token matches: 16% accepted
-            # first, 80-94% after that), and pulling the rest down to 16% verified 3 of a
-            # run of 8 (benchmarks/lookup_replay.py: retrieval 0.93x k 8, now 1.02x).
+            # A copy's move only after a copy accepted to its end, and only up: a copy refused
+            # at its first token says nothing of how far copies run once they start
+            # (retrieval's 1-token matches: 16% accepted first, 80-94% after that), and
+            # pulling the rest down to 16% verified 3 of a run of 8 (benchmarks/lookup_replay.py:
+            # retrieval 0.93x k 8, now 1.02x). Nor does it say they run far: lifted towards
+            # the first position's 60% by its refusals, a Python reply whose copies part
+            # after one token verified 6-8 drafts for 1, five steps running (now 3-5).
             last = accept[tried - 1]
+            ran_out = step.num_accepted == drafted
             for i in range(tried, self.k_max):
-                if accept[i] is not None and (evidence is None or accept[i] < last):
+                if accept[i] is not None and (evidence is None or (ran_out and accept[i] < last)):
                     accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
-            if step.num_accepted == drafted:
+            if ran_out:
                 # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)
             if self.probing and step.num_accepted:

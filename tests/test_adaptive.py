@@ -286,6 +286,23 @@ def test_a_copy_refused_at_its_first_token_says_nothing_of_how_far_copies_run():
     assert accept[0] < 0.5 and min(accept[1:]) > 0.9, accept
 
 
+def test_a_copy_refused_at_its_first_token_does_not_lift_the_positions_after_it():
+    # Code rewriting a line with a new name: a 1-token match's first copied token is right
+    # 60% of the time and the next one never. A refusal at the first token says nothing of
+    # the second, so it must not pull the second's estimate up towards the first's 60%;
+    # only a copy accepted to its end lifts the positions past it.
+    rng = random.Random(4)
+    chooser = AdaptiveK()
+    for _ in range(60):
+        k = max(chooser.choose_for(1, 0.0).k, 2)
+        chooser.observe(evidence_step(k, 1 if rng.random() < 0.6 else 0), evidence=1)
+    accept = chooser.by_evidence[(1, 0.0)][0]
+    assert 0.4 < accept[0] < 0.85 and accept[1] < 0.1, accept
+    second = accept[1]
+    chooser.observe(evidence_step(1, 1), evidence=1)  # one copy accepted to its end
+    assert accept[1] > second
+
+
 def test_the_confidence_floor_is_where_one_more_draft_stops_paying():
     # d 0.04 s, verify slope 0.005 s, plain step 0.1 s: one more draft costs 0.45 of a step;
     # at a predicted 1.5x that is 0.675 tokens, worth it while chain · α (0.9) beats it.
