@@ -215,9 +215,9 @@ class AdaptiveK:
                 seen[i] += 1
             # Positions past the last one tried drift back towards it: one unlucky refusal
             # must not keep a position's estimate low for ever, as k would never reach it again.
-            # A copy's move only after a copy accepted to its end, and only up: a copy refused
-            # at its first token says nothing of how far copies run once they start
-            # (retrieval's 1-token matches: 16% accepted first, 80-94% after that), and
+            # A copy's later positions move only after a copy accepted to its end, and only
+            # up. A copy refused at its first token says nothing of how far copies run once
+            # they start (retrieval's 1-token matches: 16% accepted first, 80-94% after that):
             # pulling the rest down to 16% verified 3 of a run of 8 (benchmarks/lookup_replay.py:
             # retrieval 0.93x k 8, now 1.02x). Nor does it say they run far: lifted towards
             # the first position's 60% by its refusals, a Python reply whose copies part
