@@ -7,6 +7,7 @@ same run; they do not time anything (speed on two shared cores says nothing).
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -238,6 +239,36 @@ def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
     return EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
 
 
+class SlowingRunner(ScriptedRunner):
+    """The machine slows by half from one call on, as a VM does when its neighbours wake."""
+
+    def __init__(self, seconds_per_token: dict[Arm, float], slow_from_call: int) -> None:
+        super().__init__(seconds_per_token)
+        self.slow_from_call = slow_from_call
+
+    def __call__(self, arm, messages, params, temperature) -> TimedReply:
+        slow = len(self.calls) >= self.slow_from_call
+        reply = super().__call__(arm, messages, params, temperature)
+        if slow:
+            first = reply.first_token_seconds
+            reply.wall_seconds = first + (reply.wall_seconds - first) * 1.5
+        return reply
+
+
+def test_a_slowdown_that_starts_mid_round_does_not_move_the_speedup():
+    # Calls B S | S B | B S | S B | B S: slow from the sixth, so k = 0 has 2 slow replies of
+    # 5 and the drafting arm 3. Their medians come from different regimes (2.0 / 1.5 = 1.33x);
+    # paired within rounds, four of the five rounds say 2x.
+    spec = Arm("spectui", "draft", 4)
+    runner = SlowingRunner({BASELINE: 0.2, spec: 0.1}, slow_from_call=5)
+    workload = Workload("code-go", "go-x", ({"role": "user", "content": "go"},), 0.0, 11, 3)
+    result = run_case(Case(workload, 0.0), [BASELINE, spec], {"spectui": runner}, repeats=5)
+    base, drafting = result.arm(BASELINE), result.arm(spec)
+    assert drafting.decode_tokens_per_s / base.decode_tokens_per_s == pytest.approx(2 / 1.5)
+    assert drafting.speedup == pytest.approx(2.0)
+    assert result.best["draft"]["measured_speedup"] == pytest.approx(2.0)
+
+
 def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
     from spectui.bench.plots import write_plots
     from spectui.bench.runners import TransformersRunner, run_engine
@@ -259,8 +290,9 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
         for arm_result in case.arms:
             assert len(arm_result.replies) == 2
             assert arm_result.decode_tokens_per_s > 0 and arm_result.time_to_first_token > 0
-            # the ratio is the two medians of this very case
-            assert arm_result.speedup == pytest.approx(arm_result.decode_tokens_per_s / base.decode_tokens_per_s)
+            # the ratio is the median over this very case's rounds of the two arms' replies in each
+            per_round = [a.decode_tokens_per_s / b.decode_tokens_per_s for a, b in zip(arm_result.replies, base.replies)]
+            assert arm_result.speedup == pytest.approx(statistics.median(per_round))
             if arm_result.arm.runner == "spectui":
                 assert arm_result.replayed_speedup > 0
             if arm_result.arm.runner == "spectui" and arm_result.arm.speculative and not arm_result.arm.auto:

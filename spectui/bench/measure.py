@@ -19,6 +19,7 @@ from spectui.bench.runs import (
     case_costs,
     draft_cost,
     median_of,
+    paired_ratio,
     replayed_rate,
     target_step_seconds,
     verify_cost,
@@ -137,8 +138,8 @@ def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResu
     costs = case_costs((arm.method, steps) for arm, step_lists in ours.items() for steps in step_lists)
     base_rate = replayed_rate(ours.get(BASELINE, []), BASELINE.method, costs)
     for result in results:
-        if base is not None and base.decode_tokens_per_s and result.decode_tokens_per_s:
-            result.speedup = result.decode_tokens_per_s / base.decode_tokens_per_s
+        if base is not None:
+            result.speedup = paired_ratio(result.replies, base.replies)
         rate = replayed_rate(ours.get(result.arm, []), result.arm.method, costs)
         if base_rate and rate:
             result.replayed_speedup = rate / base_rate
@@ -178,17 +179,17 @@ def arm_result(arm: Arm, replies: list[TimedReply], target_seconds: float | None
 
 
 def best_ks(results: Sequence[ArmResult]) -> dict[str, dict]:
-    """Per spectui method: the k with the fastest measured decode, and the k the model
+    """Per spectui method: the k with the highest measured speedup over k = 0, and the k the model
     S(k) = E(α,k) / (k·c + v(k)) picks from α, c and v measured on this case."""
     best: dict[str, dict] = {}
     methods = {r.arm.method for r in results if r.arm.runner == "spectui" and r.arm.speculative}
     for method in sorted(methods):
         ours = [r for r in results if r.arm.runner == "spectui" and not r.arm.auto
                 and (r.arm.method == method or r.arm.k == 0)]
-        timed = [r for r in ours if r.decode_tokens_per_s is not None]
+        timed = [r for r in ours if r.speedup is not None]
         if not timed:
             continue
-        fastest = max(timed, key=lambda r: r.decode_tokens_per_s)
+        fastest = max(timed, key=lambda r: r.speedup)
         entry: dict = {"measured_k": fastest.arm.k, "measured_speedup": fastest.speedup}
         drafted = [r for r in ours if r.arm.speculative and r.tau is not None and r.draft_cost is not None]
         if drafted:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spectui.bench.measure import BASELINE, CaseResult
 from spectui.bench.plan import TRANSFORMERS_METHOD, BenchResult
-from spectui.bench.runs import Arm, median_of
+from spectui.bench.runs import Arm, median_of, paired_ratio
 from spectui.options import AUTO_START_K
 
 CODE_AND_JSON = ("json", "code-python", "code-typescript", "code-go")
@@ -28,19 +28,19 @@ def anchored(methods: Sequence[str]) -> list[str]:
 
 def ratio(case: CaseResult, top: Arm, bottom: Arm) -> float | None:
     upper, lower = case.arm(top), case.arm(bottom)
-    if upper is None or lower is None or not upper.decode_tokens_per_s or not lower.decode_tokens_per_s:
+    if upper is None or lower is None:
         return None
-    return upper.decode_tokens_per_s / lower.decode_tokens_per_s
+    return paired_ratio(upper.replies, lower.replies)
 
 
 def best_arm(case: CaseResult, method: str):
-    """spectui's fastest arm drafting by `method` by measured decode speed (its k = 0 baseline
-    included: k = 0 may win)."""
+    """spectui's fastest arm drafting by `method`, by its measured speedup over k = 0 (k = 0
+    included: it may win)."""
     timed = [r for r in case.arms if r.arm.runner == "spectui" and r.arm.method in (method, "none")
-             and not r.arm.auto and r.decode_tokens_per_s is not None]
+             and not r.arm.auto and r.speedup is not None]
     if not any(r.arm.method == method for r in timed):
         return None  # the method did not run: k = 0 alone says nothing about it
-    return max(timed, key=lambda r: r.decode_tokens_per_s, default=None)
+    return max(timed, key=lambda r: r.speedup, default=None)
 
 
 def auto_arm(method: str) -> Arm:
@@ -338,7 +338,8 @@ def markdown(result: BenchResult, command: str) -> str:
         f"{result.settings.get('repeats')} rounds in {result.seconds / 60:.0f} min.",
         "",
         "Speed is decode tokens/s (after the first token), the median over rounds whose order "
-        "alternates; each ratio divides two arms of the same case. " + prefill_note(result) +
+        "alternates; each ratio is the median over the case's rounds of two arms' replies in the "
+        "same round, so a machine that slows for a while slows both sides of it. " + prefill_note(result) +
         "\"model's k\" is the best k that S(k) = E(α,k) / (k·c + v(k)) predicts from the α, draft cost c "
         "and verify cost v measured in the case." + (ADAPTIVE_NOTE if adaptive else ""),
         "",

@@ -70,6 +70,21 @@ def median_of(values: Iterable[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def paired_ratio(top: Sequence[TimedReply], bottom: Sequence[TimedReply]) -> float | None:
+    """One arm's decode speed over another's: the median over rounds of the two replies of
+    the same round (both lists in round order). A VM whose neighbours slow it for a while
+    slows both arms of the rounds that stretch covers, while two separate medians can take
+    one arm's from a slow round and the other's from a fast one: with five rounds, a slowdown
+    that began mid-round put three of one arm's replies and two of the other's in it, and
+    moved their ratio by 25%."""
+    ratios = [
+        upper.decode_tokens_per_s / lower.decode_tokens_per_s
+        for upper, lower in zip(top, bottom)
+        if upper.decode_tokens_per_s and lower.decode_tokens_per_s
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
 def target_step_seconds(step_lists: Iterable[Sequence[Step]]) -> float | None:
     """One plain target decode step: the median verify time of the k = 0 steps of some
     replies, each reply's first step left out (it holds the prompt's prefill)."""

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from spectui.bench.measure import ArmResult, Case, CaseResult
+from spectui.bench.measure import BASELINE, ArmResult, Case, CaseResult, best_ks
 from spectui.bench.plan import BenchResult
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, TimedReply, paired_ratio
 from spectui.bench.workloads import Workload, suite
 from spectui.errors import UsageError
 
@@ -35,8 +35,15 @@ def case_from_dict(data: dict, workloads: dict[str, Workload]) -> CaseResult:
     known = workloads.get(data["workload"])
     workload = known or Workload(data["category"], data["workload"], (), data["temperature"], data["max_tokens"], 0)
     workload = replace(workload, max_tokens=data["max_tokens"])
-    best = {method: dict(value) for method, value in data.get("best_k", {}).items()}
-    return CaseResult(Case(workload, data["temperature"]), [arm_from_dict(arm) for arm in data["arms"]], best)
+    arms = [arm_from_dict(arm) for arm in data["arms"]]
+    base = next((result for result in arms if result.arm == BASELINE), None)
+    if base is None or not base.replies:
+        best = {method: dict(value) for method, value in data.get("best_k", {}).items()}
+        return CaseResult(Case(workload, data["temperature"]), arms, best)
+    for result in arms:
+        # from the rounds, as a run works them out now (files before 2026-12-02 kept a ratio of medians)
+        result.speedup = paired_ratio(result.replies, base.replies) or result.speedup
+    return CaseResult(Case(workload, data["temperature"]), arms, best_ks(arms))
 
 
 def result_from_dict(data: dict) -> BenchResult:
