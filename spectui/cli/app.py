@@ -186,7 +186,7 @@ def bench(
     ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
     temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
-    repeats: int = typer.Option(2, "--repeats", help="Rounds per case (alternating order); medians are reported."),
+    repeats: int = typer.Option(2, "--repeats", help="Rounds per case (alternating order); speeds and ratios are medians over them."),
     bench_max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply budget for every case (default: the workload's)."),
     categories: Optional[str] = typer.Option(None, "--categories", help="Only these categories (comma list)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
