@@ -15,7 +15,7 @@ accepted), and its probability for its argmax is the confidence a chain is stopp
 T > 0 a draft token x ~ q is accepted with probability min(1, p(x)/q(x)): 16 draws per
 position keep q(x) and the outcome.
 
-`replay` runs the real `spectui.adaptive.AdaptiveK` over those oracles as the embedded loop
+`replay` runs the real `spectui.engines.adaptive.AdaptiveK` over those oracles as the embedded loop
 drives it (choose, confidence floor, slow start, observe), and fixed k = 0..6 beside it,
 charging every step the costs `spectui bench` measured for the case's category
 (benchmarks/bench/adaptive.json: draft cost per token and the verify line, in plain steps; a
@@ -23,7 +23,7 @@ draft model's catch-up after plain steps as one forward over the tokens it misse
 bench's replayed ratios charge it). The controller sees those costs with 10% log-normal noise.
 Cases run in suite order, each 3 rounds, on one controller, as in a bench; 8 seeds. It prints
 auto over the best fixed k and over k = 0, per case with -v. --set-constant overrides a module
-constant of spectui.adaptive (PROBE_AFTER=16) to compare a change before making it.
+constant of spectui.engines.adaptive (PROBE_AFTER=16) to compare a change before making it.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def build_oracles(path: Path) -> None:
 
     from spectui.bench.workloads import suite
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.events import Control, GenerationParams, Step
-    from spectui.options import EngineOptions
+    from spectui.core.events import Control, GenerationParams, Step
+    from spectui.settings.options import EngineOptions
 
     engine = build_embedded_engine(EngineOptions(method="draft"))
     quick = {workload.name for workload in suite("quick")}
@@ -135,7 +135,7 @@ def draft_chain(oracle: dict, position: int, k: int, floor: float, rng: random.R
 
 def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: int, rng: random.Random) -> tuple[int, float]:
     """(tokens, plain steps of time) after the first token; chooser None: fixed_k throughout."""
-    from spectui.events import Source, Step
+    from spectui.core.events import Source, Step
 
     draft_cost, verify = costs[oracle["category"]]
     temperature = oracle["temperature"]
@@ -172,7 +172,7 @@ def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: i
 
 def replay(oracles: list[dict], costs: dict, seeds: int, rounds: int, max_tokens: int) -> dict[str, dict]:
     """name -> {k or "auto": tokens per plain step}, each the mean over seeds."""
-    from spectui.adaptive import AdaptiveK
+    from spectui.engines.adaptive import AdaptiveK
 
     rates: dict[str, list[dict]] = {}
     for seed in range(seeds):
@@ -205,12 +205,12 @@ def main() -> None:
     if args.what == "oracles":
         build_oracles(args.oracles)
         return
-    import spectui.adaptive as adaptive
+    import spectui.engines.adaptive as adaptive
 
     for assignment in args.set_constant:
         name, value = assignment.split("=", 1)
         if not hasattr(adaptive, name):
-            sys.exit(f"spectui.adaptive has no {name}")
+            sys.exit(f"spectui.engines.adaptive has no {name}")
         setattr(adaptive, name, json.loads(value))
     if not args.oracles.exists():
         sys.exit(f"no {args.oracles}: run `python benchmarks/adaptive_replay.py oracles` first")

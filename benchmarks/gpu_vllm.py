@@ -8,7 +8,7 @@ What runs, in order:
    cached). Not timed. Nothing comes from the model hub.
 2. One worker process builds spectui's in-process vLLM engines, one per configuration,
    through the same code `spectui generate --engine vllm --json` runs
-   (spectui.engines.factory.build_engine -> spectui.run.run_reply -> Reply.as_dict):
+   (spectui.engines.factory.build_engine -> spectui.measure.run.run_reply -> Reply.as_dict):
        baseline  target, k = 0
        draft     target + draft model, k
        ngram     target + prompt lookup, k
@@ -105,9 +105,9 @@ SIZES = {
 
 def worker(plan_path: Path, out_path: Path) -> int:
     from spectui.engines.factory import build_engine
-    from spectui.events import Control, GenerationParams
-    from spectui.options import EngineOptions
-    from spectui.run import prompt_messages, run_reply
+    from spectui.core.events import Control, GenerationParams
+    from spectui.settings.options import EngineOptions
+    from spectui.measure.run import prompt_messages, run_reply
 
     plan = json.loads(plan_path.read_text())
     out = open(out_path, "a", buffering=1)

@@ -9,7 +9,7 @@ committed: every T = 0 prompt of the full suite).
 At T = 0 a copied draft is accepted exactly while it equals the reply, so every step of
 prompt lookup can be replayed from the ids alone.
 
-`replay` runs `lookup_ngram` and the real `spectui.adaptive.AdaptiveK.choose_for` (how many
+`replay` runs `lookup_ngram` and the real `spectui.engines.adaptive.AdaptiveK.choose_for` (how many
 of the drafts in hand to verify, from how drafts with the same kind of match fared) as the
 embedded loop drives them, and fixed k 1, 2, 4, 6 and 8 beside it, charging a verify of n drafts
 1 + slope·n plain steps (the bench measured slopes of 0.05-0.1 per draft on these CPUs) and a
@@ -38,8 +38,8 @@ FIXED_K = (1, 2, 4, 6, 8)
 def build_replies(path: Path, suite_name: str, categories: list[str] | None) -> None:
     from spectui.bench.workloads import suite
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.events import Control, GenerationParams, Step
-    from spectui.options import EngineOptions
+    from spectui.core.events import Control, GenerationParams, Step
+    from spectui.settings.options import EngineOptions
 
     engine = build_embedded_engine(EngineOptions(method="ngram"))
     kept = json.loads(path.read_text()) if path.exists() else []
@@ -67,9 +67,9 @@ def accepted(drafted: list[int], truth: list[int]) -> int:
 def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) -> float:
     """Tokens per plain step of time over the reply after its first token; how: a fixed k,
     "auto" (chooser decides per step) or "ceiling"."""
-    from spectui.adaptive import K_AUTO_MAX
+    from spectui.engines.adaptive import K_AUTO_MAX
     from spectui.engines.embedded.ngram import NO_MATCH, lookup_ngram
-    from spectui.events import Source, Step
+    from spectui.core.events import Source, Step
 
     prompt, reply = case["prompt"], case["reply"]
     if chooser is not None:
@@ -102,7 +102,7 @@ def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) 
 
 def replay(cases: list[dict], lookup_max: int, slope: float) -> dict[str, dict[str, float]]:
     """prompt -> arm -> speedup over k = 0."""
-    from spectui.adaptive import AdaptiveK
+    from spectui.engines.adaptive import AdaptiveK
 
     chooser = AdaptiveK()
     out: dict[str, dict[str, float]] = {case["name"]: {} for case in cases}

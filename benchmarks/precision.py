@@ -478,15 +478,15 @@ def render(results, command) -> str:
 
 
 def render_speedups(target, draft) -> list[str]:
-    """Predicted speedup S = E(alpha, k) / (k c + v(k)) from the numbers above (spectui.theory)."""
-    from spectui.theory import best_k
+    """Predicted speedup S = E(alpha, k) / (k c + v(k)) from the numbers above (spectui.core.theory)."""
+    from spectui.core.theory import best_k
 
     lines = ["## Draft forms against the int8-row target", "",
              f"alpha: share of the int8-row target's greedy tokens ({len(target['sequences'])} "
              f"prompts, up to {ACCEPTANCE_NEW_TOKENS} tokens each, chat template) that the draft's "
              "argmax hits, decoding one token at a time. c = t_draft(1) / t_target(1) (measured in "
              "the two phases above, so only roughly comparable). Best k and S from "
-             "spectui.theory.best_k with the target's measured v(k), k <= 8. Speedup is against "
+             "spectui.core.theory.best_k with the target's measured v(k), k <= 8. Speedup is against "
              "the same target decoding alone.", "",
              "| target | draft form | alpha | c | best k | predicted S |", "|---|---|---|---|---|---|"]
     for target_form in ("int8-row", "fp32", "int8-dyn"):

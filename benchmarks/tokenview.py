@@ -39,9 +39,9 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     """A SpectuiApp whose engine, frame flush and k action write timestamps into `record`."""
     from functools import partial
 
-    from spectui.config import ChatConfig
+    from spectui.settings.config import ChatConfig
     from spectui.tui.app import SpectuiApp
-    from spectui.tui.demo_engine import SCRIPT, build_scripted_engine
+    from spectui.engines.scripted import SCRIPT, build_scripted_engine
     from spectui.tui.screens.chat import ChatScreen
 
     build = partial(build_scripted_engine, alpha=0.8, tokens_per_s=rate,

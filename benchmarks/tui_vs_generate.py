@@ -53,8 +53,8 @@ class KeepOpen:
 
 
 def generate_once(engine, messages, params, control_args) -> dict:
-    from spectui.events import Control
-    from spectui.run import run_reply
+    from spectui.core.events import Control
+    from spectui.measure.run import run_reply
 
     started = time.perf_counter()
     reply = run_reply(engine, messages, params, Control(**control_args))
@@ -108,9 +108,9 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
 
 
 def child(args, out: Path) -> None:
-    from spectui.config import ChatConfig, engine_options
+    from spectui.settings.config import ChatConfig, engine_options
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.events import GenerationParams
+    from spectui.core.events import GenerationParams
 
     config = ChatConfig(model=args.model, draft=args.draft, method=args.method, k=args.k,
                         temperature=0.0, max_tokens=args.max_tokens)

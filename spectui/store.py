@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spectui.errors import SpectuiError
-from spectui.events import Source, Step
+from spectui.core.errors import SpectuiError
+from spectui.core.events import Source, Step
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from spectui.adaptive import PROBE_AFTER, AdaptiveK, expected_tokens
-from spectui.events import AutoChoice, Control, GenerationParams, Source, Step
-from spectui.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
+from spectui.engines.adaptive import PROBE_AFTER, AdaptiveK, expected_tokens
+from spectui.core.events import AutoChoice, Control, GenerationParams, Source, Step
+from spectui.core.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
 
 
 def simulated_step(k: int, alpha: float, draft_seconds: float, plain_seconds: float, slope: float, rng) -> Step:
@@ -158,7 +158,7 @@ def test_an_accepted_probe_is_followed_by_another_at_once():
 
 def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
     """An embedded engine on the tiny models, and tokens(control) -> (token ids, steps) of one reply."""
-    from spectui.engine import EngineInfo
+    from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
 
     info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)

@@ -26,7 +26,7 @@ from spectui.bench.runs import (
     verify_cost_model,
 )
 from spectui.bench.workloads import Workload
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 
 
 def step(n_tokens: int, drafted: int = 0, accepted: int = 0, k: int = 0, draft_s: float = 0.0, verify_s: float = 1.0):
@@ -231,7 +231,7 @@ def test_adaptive_prompt_lookup_is_a_config_of_its_own_against_the_copying_targe
 
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engine import EngineInfo
+    from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer
 
@@ -341,7 +341,7 @@ def test_a_whole_run_on_tiny_models_fills_every_field(tiny_engine, tmp_path):
 
 def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(tiny_engine):
     from spectui.bench.runners import TransformersRunner
-    from spectui.events import GenerationParams
+    from spectui.core.events import GenerationParams
 
     anchor = TransformersRunner(tiny_engine)
     config = anchor.draft.generation_config

@@ -36,7 +36,7 @@ def test_bench_runs_heads_beside_ngram_and_says_what_each_drafter_costs(heads_se
     from spectui.bench.drafters import heads_by_method
     from spectui.bench.report import markdown
     from spectui.cli.bench import build_runners
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     target, folders = heads_setup
     options = EngineOptions(model=target, method="ngram", dtype="float32", device="cpu")

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from spectui.compare import (
+from spectui.measure.compare import (
     PATHS,
     Comparison,
     SweepPoint,
@@ -20,8 +20,8 @@ from spectui.compare import (
     run_pair,
     sweep_k,
 )
-from spectui.engine import EngineInfo
-from spectui.events import Control, Done, GenerationParams, Source, Step
+from spectui.core.engine import EngineInfo
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
 
 MESSAGES = [{"role": "user", "content": "def add(a, b):"}]
 
@@ -411,7 +411,7 @@ def smollm2_or_skip() -> None:
 def test_smollm2_compare_is_identical_at_t0(method):
     smollm2_or_skip()
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     # As test_engine_real: no smaller SmolLM2 exists, so the draft is the same weights in
     # dynamic int8 (build's CPU choice for a draft), which agrees often but not always.
@@ -433,7 +433,7 @@ def test_smollm2_compare_is_identical_at_t0(method):
 def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-    from spectui.errors import UsageError
+    from spectui.core.errors import UsageError
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
     engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
@@ -451,8 +451,8 @@ def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft
 
 
 def test_a_forward_that_sampled_only_the_stop_token_still_counts_its_token():
-    from spectui.compare import TimedRun
-    from spectui.run import Reply
+    from spectui.measure.compare import TimedRun
+    from spectui.measure.run import Reply
 
     # Step 1 keeps 2 of 3 drafts and recovers; step 2 refuses its draft and the target's
     # token is the stop token, left out of the reply: 3 + 1 tokens from 2 forwards.

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from spectui.cli import doctor
 from spectui.cli.doctor import Check, doctor_command, run_checks
-from spectui.config import config_path
+from spectui.settings.config import config_path
 from spectui.models.registry import DEFAULT_TARGET, MARKER_FILE, MODELS, cache_dir, converted_dir
 from spectui.store import Store, default_store_path
 

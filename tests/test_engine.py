@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-from spectui.events import Control, Done, GenerationParams, Source, Step
-from spectui.run import run_reply
-from spectui.stats import per_position_acceptance
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.measure.run import run_reply
+from spectui.core.stats import per_position_acceptance
 
 PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown fox"]
 
@@ -240,8 +240,8 @@ def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, prop
 def test_plain_decoding_of_a_model_without_a_preset_draft_needs_no_draft(tiny_target, tiny_tokenizer, monkeypatch):
     # `generate -m smollm2-135m -k 0` decodes; with k 4 it asks for a draft, as before.
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.errors import UsageError
-    from spectui.options import EngineOptions
+    from spectui.core.errors import UsageError
+    from spectui.settings.options import EngineOptions
 
     monkeypatch.setattr("spectui.models.load.load_model", lambda *args, **kwargs: (tiny_target, tiny_tokenizer))
     monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: pytest.fail("no draft to check"))

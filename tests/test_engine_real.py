@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-from spectui.events import Control, GenerationParams, Source, Step
+from spectui.core.events import Control, GenerationParams, Source, Step
 
 pytestmark = pytest.mark.real_weights
 
@@ -69,7 +69,7 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
 def test_default_pair_greedy_speculation_is_token_identical():
     """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate` builds them by default."""
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     engine = build_embedded_engine(EngineOptions())
     assert (engine.info.dtype, engine.info.method) == ("int8", "draft")

@@ -7,12 +7,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import NgramProposer
 from spectui.engines.prompt import ContextOverflow, fit_prompt
-from spectui.errors import OutOfMemory, is_out_of_memory
-from spectui.events import Control, Done, GenerationParams, Step
+from spectui.core.errors import OutOfMemory, is_out_of_memory
+from spectui.core.events import Control, Done, GenerationParams, Step
 
 
 def words(messages) -> list[int]:

@@ -10,11 +10,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.head_proposers import EagleProposer, MedusaProposer, head_proposer
-from spectui.errors import SpectuiError
-from spectui.events import Control, Done, GenerationParams, Source, Step
+from spectui.core.errors import SpectuiError
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.heads.store import fingerprint, load_heads, save_heads
 from spectui.heads.train import CachedSequence, cache_features, loss_function, mean_loss, new_heads, train_heads
 
@@ -476,7 +476,7 @@ def test_heads_trained_in_float32_draft_for_the_int8_target(tmp_path, tiny_targe
 
 def test_training_suite_holds_out_the_bench_prompts():
     from spectui.bench.workloads import suite
-    from spectui.heads.train import training_workloads
+    from spectui.cli.heads import training_workloads
 
     held_out, trained = suite("quick"), training_workloads("train")
     assert trained and not any(workload in held_out for workload in trained)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spectui.errors import ModelError, SpectuiError, UsageError
+from spectui.core.errors import ModelError, SpectuiError, UsageError
 from spectui.models import fetch as fetch_module
 from spectui.models import load as load_module
 from spectui.models.registry import (
@@ -448,7 +448,7 @@ def test_a_draft_pair_fetched_by_its_vocabulary_check_shows_progress(monkeypatch
     # The vocabulary check is the first thing to need the weights, so on a cold cache the whole
     # download and conversion happens inside it: a build that gave it no progress showed a bare
     # "loading" for minutes.
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     seen = _first_fetch_reports_to(monkeypatch)
     stages = []

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spectui.engines.embedded.ngram import Match, lookup_ngram, propose_ngram
-from spectui.errors import UsageError
+from spectui.core.errors import UsageError
 
 
 def test_copies_what_followed_the_suffix():

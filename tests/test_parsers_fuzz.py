@@ -36,7 +36,7 @@ from spectui.engines.server.prometheus import (
 )
 from spectui.engines.server.sse import SseDecoder, iter_sse_data
 from spectui.engines.server.transport import ServerError
-from spectui.events import Control, Done, GenerationParams, Step
+from spectui.core.events import Control, Done, GenerationParams, Step
 
 FUZZ = settings(max_examples=200, deadline=None)
 SOME = settings(max_examples=100, deadline=None)

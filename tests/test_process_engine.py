@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from spectui.errors import SpectuiError
-from spectui.events import Control, Done, GenerationParams, Source, Step
-from spectui.tui.token_pieces import splitter_for
+from spectui.core.errors import SpectuiError
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.core.pieces import splitter_for
 from tiny_models import build_tiny_engine
 
 MESSAGES = [{"role": "user", "content": "def add(a, b):"}]
@@ -138,7 +138,7 @@ def test_a_killed_engine_process_ends_the_reply_and_the_next_message_restarts_it
 def test_an_unknown_model_fails_as_it_does_in_process(tmp_path, monkeypatch):
     from spectui.engines.factory import build_engine
     from spectui.engines.process import ProcessEngine
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     options = EngineOptions(model="no-such-model-xyz", engine="embedded")
     with pytest.raises(SpectuiError) as here:

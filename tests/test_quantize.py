@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spectui.errors import SpectuiError  # noqa: E402
+from spectui.core.errors import SpectuiError  # noqa: E402
 from spectui.models.quantize import (  # noqa: E402
     ACTIVATION_MAX,
     WEIGHT_MAX,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from spectui.engines.embedded.sampling import sample, target_probs
-from spectui.errors import SpectuiError, UsageError
+from spectui.core.errors import SpectuiError, UsageError
 
 
 def probs_of(values: list[float]) -> torch.Tensor:

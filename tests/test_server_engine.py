@@ -27,10 +27,10 @@ if importlib.util.find_spec("vllm") is None:  # find_spec: importing vLLM here w
 from spectui.engines.provenance import rebuild, sources_for
 from spectui.engines.server import ServerEngine, build_server_engine
 from spectui.engines.server.prometheus import SpecCounters
-from spectui.events import Control, Done, GenerationParams, Source, Step
-from spectui.options import EngineOptions
-from spectui.run import Reply, prompt_messages, run_reply
-from spectui.stats import summarize
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.settings.options import EngineOptions
+from spectui.measure.run import Reply, prompt_messages, run_reply
+from spectui.core.stats import summarize
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.real_weights]
 

@@ -35,10 +35,10 @@ from spectui.engines.server.prometheus import (
 from spectui.engines.server.reconcile import per_step_record, reconcile
 from spectui.engines.server.sse import SseDecoder, iter_sse_data
 from spectui.engines.server.transport import ServerAddress
-from spectui.errors import UsageError
-from spectui.events import Control, Done, GenerationParams, Source, Step
-from spectui.options import EngineOptions
-from spectui.run import run_reply
+from spectui.core.errors import UsageError
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.settings.options import EngineOptions
+from spectui.measure.run import run_reply
 
 D, R, B, T = Source.DRAFT, Source.RECOVERED, Source.BONUS, Source.TARGET
 

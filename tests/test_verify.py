@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
-from spectui.events import Source
+from spectui.core.events import Source
 
 VOCAB = 6
 NUM_POSITIONS = 5  # a step starting at position 1 with k = 3 reads target rows 1..4

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from spectui.events import Control, GenerationParams, Source  # noqa: E402
-from spectui.options import EngineOptions  # noqa: E402
-from spectui.run import prompt_messages, run_reply  # noqa: E402
+from spectui.core.events import Control, GenerationParams, Source  # noqa: E402
+from spectui.settings.options import EngineOptions  # noqa: E402
+from spectui.measure.run import prompt_messages, run_reply  # noqa: E402
 from vllm_support import accepted_counter, truncated_copy  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real_weights, pytest.mark.slow]

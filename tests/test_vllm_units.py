@@ -7,8 +7,8 @@ import pytest
 from spectui.engines.provenance import StepCount
 from spectui.engines.vllm.args import VllmModels, engine_kwargs, speculative_config
 from spectui.engines.vllm.engine import _ReplyState
-from spectui.events import Source
-from spectui.options import EngineOptions, OptionError
+from spectui.core.events import Source
+from spectui.settings.options import EngineOptions, OptionError
 
 D, R, B, T = Source.DRAFT, Source.RECOVERED, Source.BONUS, Source.TARGET
 

@@ -85,10 +85,10 @@ class SlowProposer:
 def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None):
     """The embedded engine on the tiny models, built the same way in any process (an engine
     process calls this by name)."""
-    from spectui.engine import EngineInfo
+    from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer
-    from spectui.errors import ModelError
+    from spectui.core.errors import ModelError
 
     if progress is not None:
         progress("tiny models", 0, 1)
@@ -110,7 +110,7 @@ def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int 
     something other than the next token), built the same way in any process."""
     import torch
 
-    from spectui.engine import EngineInfo
+    from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.head_proposers import head_proposer
     from spectui.heads.train import new_heads

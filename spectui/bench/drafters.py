@@ -11,8 +11,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from spectui.errors import UsageError
-from spectui.options import HEAD_METHODS
+from spectui.core.errors import UsageError
+from spectui.settings.options import HEAD_METHODS
 
 
 def heads_by_method(folders: list[Path], methods: list[str]) -> dict[str, Path]:
@@ -35,7 +35,7 @@ def heads_by_method(folders: list[Path], methods: list[str]) -> dict[str, Path]:
 
 
 def resident_bytes() -> int | None:
-    from spectui.metrics import read_memory
+    from spectui.measure.metrics import read_memory
 
     reading = read_memory("cpu")  # this process's RSS
     return reading.used_bytes if reading is not None else None

@@ -26,9 +26,9 @@ from spectui.bench.runs import (
     verify_cost_model,
 )
 from spectui.bench.workloads import Workload
-from spectui.events import K_MAX, GenerationParams
-from spectui.stats import per_position_acceptance, summarize
-from spectui.theory import alpha_from_tau, best_k, speedup
+from spectui.core.events import K_MAX, GenerationParams
+from spectui.core.stats import per_position_acceptance, summarize
+from spectui.core.theory import alpha_from_tau, best_k, speedup
 
 BASELINE = Arm("spectui", "none", 0)
 Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
 from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import Workload
-from spectui.options import AUTO_START_K
+from spectui.settings.options import AUTO_START_K
 
 RUNNERS = ("spectui", "transformers", "vllm")
 # medusa and eagle run from heads trained here (bench --heads); no anchor has them.

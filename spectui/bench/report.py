@@ -15,7 +15,7 @@ from pathlib import Path
 from spectui.bench.measure import BASELINE, CaseResult
 from spectui.bench.plan import TRANSFORMERS_METHOD, BenchResult
 from spectui.bench.runs import Arm, median_of, paired_ratio
-from spectui.options import AUTO_START_K
+from spectui.settings.options import AUTO_START_K
 
 CODE_AND_JSON = ("json", "code-python", "code-typescript", "code-go")
 LOOKUP_FRIENDLY = ("summarize", "retrieval")
@@ -248,7 +248,7 @@ DRAFTER_HEADERS = ["method", "drafter", "weights in memory", "RSS added at load"
 
 def drafter_rows(result: BenchResult) -> list[list[str]]:
     """What each method's drafter costs: the memory column of the seed's comparison, measured."""
-    from spectui.metrics import format_bytes
+    from spectui.measure.metrics import format_bytes
 
     rows = []
     for method, cost in (result.settings.get("drafters") or {}).items():

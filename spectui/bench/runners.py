@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from spectui.bench.runs import Arm, TimedReply
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 Clock = Callable[[], float]
 

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.events import Step
+from spectui.core.events import Step
 
 
 @dataclass(frozen=True)

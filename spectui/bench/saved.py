@@ -12,7 +12,7 @@ from spectui.bench.measure import BASELINE, ArmResult, Case, CaseResult, best_ks
 from spectui.bench.plan import BenchResult
 from spectui.bench.runs import Arm, TimedReply, paired_ratio
 from spectui.bench.workloads import Workload, suite
-from spectui.errors import UsageError
+from spectui.core.errors import UsageError
 
 ARM_NUMBERS = (
     "tokens_per_s", "decode_tokens_per_s", "time_to_first_token", "tokens", "gamma", "tau", "draft_cost",

@@ -43,8 +43,8 @@ from spectui.cli.engine_options import (
     check_prompt,
     engine_options_from,
 )
-from spectui.errors import SpectuiError, UsageError
-from spectui.options import k_setting
+from spectui.core.errors import SpectuiError, UsageError
+from spectui.settings.options import k_setting
 
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",

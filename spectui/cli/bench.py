@@ -11,9 +11,9 @@ from pathlib import Path
 from spectui.bench.plan import METHODS, RUNNERS, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
 from spectui.bench.workloads import CATEGORIES, suite
-from spectui.errors import SpectuiError
-from spectui.events import K_MAX
-from spectui.options import EngineOptions, OptionError
+from spectui.core.errors import SpectuiError
+from spectui.core.events import K_MAX
+from spectui.settings.options import EngineOptions, OptionError
 
 REPEATS_MAX = 20
 

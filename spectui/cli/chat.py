@@ -18,8 +18,8 @@ import typer
 
 from spectui.cli import fail
 
-from spectui.errors import SpectuiError, UsageError
-from spectui.options import k_setting
+from spectui.core.errors import SpectuiError, UsageError
+from spectui.settings.options import k_setting
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", no_args_is_help=True)
 history_app = typer.Typer(help="Saved conversations and their per-step traces.", no_args_is_help=True)
@@ -52,12 +52,12 @@ class ExportFormat(str, Enum):
 def engine_factory_for(config):
     """engine_factory(progress) -> Engine for the configured engine; called in a thread."""
     if config.engine == "scripted":
-        from spectui.tui.demo_engine import scripted_engine_factory
+        from spectui.engines.scripted import scripted_engine_factory
 
         return scripted_engine_factory(step_delay=0.03)
 
     def build(progress):
-        from spectui.config import engine_options
+        from spectui.settings.config import engine_options
         from spectui.engines.factory import build_engine, chosen_engine
 
         options = engine_options(config)
@@ -187,15 +187,15 @@ def check_engine_choice(config) -> None:
     for name in (config.model or DEFAULT_TARGET, config.draft):
         if name is not None:
             resolve(name)
-    from spectui.options import EMBEDDED_METHODS
+    from spectui.settings.options import EMBEDDED_METHODS
 
     if config.heads is not None:
-        from spectui.config import engine_options
+        from spectui.settings.config import engine_options
         from spectui.engines.embedded.build import heads_folder
 
         heads_folder(engine_options(config))  # there, and of the method asked for
     if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
-        from spectui.config import engine_options
+        from spectui.settings.config import engine_options
         from spectui.engines.factory import chosen_engine
 
         if chosen_engine(engine_options(config)) == "embedded":
@@ -227,7 +227,7 @@ def run_chat(
 ) -> int:
     """Config file < CLI options; open history; run the app. engine_factory overrides --engine.
     compare_prompt opens the compare view on it as soon as the engine is ready."""
-    from spectui.config import load_config
+    from spectui.settings.config import load_config
     from spectui.store import Store, StoreError, default_store_path
 
     if conversation_id is not None and not resume:
@@ -277,7 +277,7 @@ def run_chat(
 @config_app.command("path")
 def config_path_command() -> None:
     """Print where the config file is (it may not exist yet)."""
-    from spectui.config import config_path
+    from spectui.settings.config import config_path
 
     typer.echo(str(config_path()))
 
@@ -285,13 +285,15 @@ def config_path_command() -> None:
 @config_app.command("init")
 def config_init_command(force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
     """Write a commented config file with every default."""
-    from spectui.config import config_path, example_config
+    from spectui.settings.config import config_path, example_config
 
     path = config_path()
     if path.exists() and not force:
         fail(UsageError(f"{path} exists (use --force to overwrite)"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(example_config(), encoding="utf-8")
+    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET
+
+    path.write_text(example_config(DEFAULT_TARGET, DEFAULT_DRAFT), encoding="utf-8")
     typer.echo(str(path))
 
 
@@ -345,11 +347,11 @@ def screenshots_command(
     engine: ScreenshotEngine = typer.Option(ScreenshotEngine.scripted, "--engine", help="scripted (default, no weights) or embedded."),
 ) -> None:
     """Regenerate screenshots of the main screens in every theme from a scripted run."""
-    from spectui.screenshots import take_screenshots
+    from spectui.tui.screenshots import take_screenshots
 
     factory = None
     if engine is ScreenshotEngine.embedded:
-        from spectui.config import load_config
+        from spectui.settings.config import load_config
 
         try:
             factory = engine_factory_for(load_config().with_overrides(engine="embedded"))

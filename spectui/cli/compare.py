@@ -8,11 +8,11 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from spectui.compare import Comparison, TimedRun, compare
-from spectui.events import GenerationParams
+from spectui.measure.compare import Comparison, TimedRun, compare
+from spectui.core.events import GenerationParams
 from spectui.models.fetch import rich_progress
-from spectui.options import EngineOptions, OptionError
-from spectui.run import prompt_messages
+from spectui.settings.options import EngineOptions, OptionError
+from spectui.measure.run import prompt_messages
 
 RUNS_MAX = 50
 

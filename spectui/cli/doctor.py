@@ -272,7 +272,7 @@ def check_cache() -> Check:
 
 
 def check_config() -> Check:
-    from spectui.config import ConfigError, config_path, load_config
+    from spectui.settings.config import ConfigError, config_path, load_config
 
     path = config_path()
     if not path.exists():

@@ -1,7 +1,7 @@
 """The engine options `generate` and `compare` share: one typer definition of each.
 
 A command declares `k: KOption = DEFAULTS.k` and hands the values to `engine_options`,
-which checks them with the same rules as the config file (spectui.options). Defaults
+which checks them with the same rules as the config file (spectui.settings.options). Defaults
 come from EngineOptions itself, so `--help` and the checked object cannot disagree.
 Only typer and stdlib here: `spectui --help` must not import torch.
 """
@@ -13,8 +13,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from spectui.errors import UsageError
-from spectui.options import EngineOptions, parse_k
+from spectui.core.errors import UsageError
+from spectui.settings.options import EngineOptions, parse_k
 
 
 class Method(str, Enum):

@@ -8,10 +8,10 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-from spectui.options import EngineOptions
+from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
-from spectui.events import Control, GenerationParams, Source, Step
-from spectui.run import prompt_messages, run_reply
+from spectui.core.events import Control, GenerationParams, Source, Step
+from spectui.measure.run import prompt_messages, run_reply
 
 # The terminal's own palette: headless output should read on any background.
 SOURCE_STYLES = {

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from spectui.cli import fail
-from spectui.errors import SpectuiError, UsageError
+from spectui.core.errors import SpectuiError, UsageError
 
 KINDS = ("medusa", "eagle")
 SUITES = ("train", "quick", "full")
@@ -24,6 +24,20 @@ def default_out(model: str, kind: str) -> Path:
 
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model).name or model)
     return cache_dir() / "heads" / f"{safe}-{kind}"
+
+
+# The full suite less the quick one: `spectui bench` (quick by default) then measures heads
+# on prompts they never saw, as a user's prompts will be.
+TRAIN_SUITE = "train"
+
+
+def training_workloads(suite_name: str):
+    from spectui.bench.workloads import suite
+
+    if suite_name == TRAIN_SUITE:
+        held_out = suite("quick")
+        return [workload for workload in suite("full") if workload not in held_out]
+    return suite(suite_name)
 
 
 def check_train_options(
@@ -97,7 +111,8 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
     err = Console(stderr=True)
     device = resolve_device(device)
     reply_dtype = resolve_dtype(dtype, device)
-    replies_file = train.replies_path(name, reply_dtype, suite, max_new_tokens)
+    workloads = training_workloads(suite)
+    replies_file = train.replies_path(name, reply_dtype, workloads, max_new_tokens)
     torch.manual_seed(seed)
     progress = Progress(
         TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -115,14 +130,14 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
         # The target as the engine runs it (int8 on a CPU, several times faster than
         # float32) says what the heads must learn to predict.
         from spectui.engines.embedded.build import build_embedded_engine
-        from spectui.options import EngineOptions
+        from spectui.settings.options import EngineOptions
 
         with rich_progress() as load_progress:
             writer = build_embedded_engine(EngineOptions(model=name, method="ngram", dtype=reply_dtype, device=device),
                                            load_progress)
         try:
             with progress:
-                return train.engine_replies(writer, suite, max_new_tokens, report)
+                return train.engine_replies(writer, workloads, max_new_tokens, report)
         finally:
             writer.close()
 

@@ -46,8 +46,8 @@ from spectui.cli.engine_options import (
     SpeculativeConfigOption,
     TpOption,
 )
-from spectui.errors import SpectuiError, UsageError
-from spectui.options import EngineOptions, OptionError, parse_k, speculative_config_dict
+from spectui.core.errors import SpectuiError, UsageError
+from spectui.settings.options import EngineOptions, OptionError, parse_k, speculative_config_dict
 
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL after this long
 LOG_TAIL_LINES = 25

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spectui.options import EngineOptions
+from spectui.settings.options import EngineOptions
 
 
 def chosen_engine(options: EngineOptions) -> str:
@@ -17,7 +17,7 @@ def chosen_engine(options: EngineOptions) -> str:
 
 
 def build_engine(options: EngineOptions, progress=None):
-    from spectui.errors import LOAD_ADVICE, VLLM_LOAD_ADVICE, is_out_of_memory, out_of_memory
+    from spectui.core.errors import LOAD_ADVICE, VLLM_LOAD_ADVICE, is_out_of_memory, out_of_memory
 
     try:
         return _build(options, progress)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-from spectui.engine import EngineInfo
-from spectui.errors import SpectuiError
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.engine import EngineInfo
+from spectui.core.errors import SpectuiError
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 Build = Callable[..., object]  # build(progress) -> Engine; picklable (a module-level function or partial)
 
@@ -68,8 +68,8 @@ def serve(connection, values, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
     import signal
 
-    from spectui.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-    from spectui.tui.token_pieces import StepPieces, decoder_for
+    from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+    from spectui.core.pieces import StepPieces, decoder_for
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -293,7 +293,7 @@ class ProcessEngine:
         return SentPieces(self._pieces)
 
     def memory(self):
-        from spectui.metrics import tree_rss
+        from spectui.measure.metrics import tree_rss
 
         return tree_rss()
 
@@ -344,7 +344,7 @@ class SentPieces:
         self._sent = sent
 
     def split(self, step: Step) -> tuple[list[str], str]:
-        from spectui.tui.token_pieces import guessed_pieces
+        from spectui.core.pieces import guessed_pieces
 
         sent = self._sent.pop(id(step), None)
         if sent is None:  # a step that did not come through the pipe (a restated one)

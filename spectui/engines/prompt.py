@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from spectui.errors import UsageError
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.errors import UsageError
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 # End-of-turn markers of common chat templates. A converted generation config may list
 # only one of a model's markers (Qwen GGUFs keep <|im_end|> and drop <|endoftext|>).

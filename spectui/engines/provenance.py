@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 
 
 @dataclass(frozen=True)

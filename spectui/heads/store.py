@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from spectui.errors import ModelError
+from spectui.core.errors import ModelError
 from spectui.heads.lm import input_dtype
 
 KINDS = ("medusa", "eagle")

@@ -12,8 +12,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
+
+from spectui.core.events import Message
 
 MAX_SEQUENCE_TOKENS = 256  # one training example; longer replies and texts are cut to crops
 TEXT_CHUNK_TOKENS = 256
@@ -31,18 +34,12 @@ class CachedSequence:
     features: torch.Tensor  # [L, H], float32: the target's feature at each position
 
 
-# The full suite less the quick one: `spectui bench` (quick by default) then measures heads
-# on prompts they never saw, as a user's prompts will be.
-TRAIN_SUITE = "train"
+class TrainingPrompt(Protocol):
+    """One prompt to write a training reply for (the cli hands in the bench's workloads)."""
 
+    name: str
 
-def training_workloads(suite_name: str):
-    from spectui.bench.workloads import suite
-
-    if suite_name == TRAIN_SUITE:
-        held_out = suite("quick")
-        return [workload for workload in suite("full") if workload not in held_out]
-    return suite(suite_name)
+    def as_messages(self) -> list[Message]: ...
 
 
 def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
@@ -72,11 +69,11 @@ def save_atomically(path: Path, save: Callable[[Path], None]) -> None:
     partial.replace(path)
 
 
-def replies_path(name: str, dtype: str, suite_name: str, max_new_tokens: int) -> Path:
+def replies_path(name: str, dtype: str, prompts: Sequence[TrainingPrompt], max_new_tokens: int) -> Path:
     """Where the replies for these settings are kept: medusa and eagle heads for one target
     learn from the same replies, and writing them is the slow part on a CPU."""
-    prompts = [workload.as_messages() for workload in training_workloads(suite_name)]
-    return cache_file("replies", [name, dtype, max_new_tokens, prompts], ".json")
+    messages = [prompt.as_messages() for prompt in prompts]
+    return cache_file("replies", [name, dtype, max_new_tokens, messages], ".json")
 
 
 def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[list[int]]:
@@ -89,15 +86,16 @@ def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[lis
     return sequences
 
 
-def engine_replies(engine, suite_name: str, max_new_tokens: int, progress: ProgressFn = _no_progress) -> list[list[int]]:
+def engine_replies(
+    engine, workloads: Sequence[TrainingPrompt], max_new_tokens: int, progress: ProgressFn = _no_progress
+) -> list[list[int]]:
     """Each workload prompt followed by the target's greedy reply, written by spectui's own
     engine as it will run with the heads: the target in the engine's dtype, prompt lookup
     drafting (lossless at T = 0: faster, not different). A prompt that leaves no room for
     the reply in the model's context is left out."""
-    from spectui.errors import SpectuiError
-    from spectui.events import Control, Done, GenerationParams
+    from spectui.core.errors import SpectuiError
+    from spectui.core.events import Control, Done, GenerationParams
 
-    workloads = training_workloads(suite_name)
     sequences = []
     for done, workload in enumerate(workloads):
         progress("replies", done, len(workloads), {})

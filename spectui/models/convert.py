@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from spectui.errors import ModelError
+from spectui.core.errors import ModelError
 from spectui.models.fetch import ProgressFn, no_progress
 from spectui.models.registry import MARKER_FILE, read_marker
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from spectui.errors import ModelError
+from spectui.core.errors import ModelError
 from spectui.models.registry import IndexPart, IndexWeights, ModelSpec
 
 # progress(stage, done, total): stages are short words a UI can show as a label, in this

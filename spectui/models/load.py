@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.errors import ModelError, UsageError
+from spectui.core.errors import ModelError, UsageError
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress
 from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
 

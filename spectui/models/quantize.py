@@ -36,7 +36,7 @@ import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from spectui.errors import UsageError
+from spectui.core.errors import UsageError
 
 if TYPE_CHECKING:
     import torch

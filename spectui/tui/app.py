@@ -21,10 +21,10 @@ from pathlib import Path
 
 from textual.app import App
 
-from spectui.config import ChatConfig
-from spectui.metrics import MemoryReading, read_memory
-from spectui.options import parse_k
-from spectui.run import prompt_messages
+from spectui.settings.config import ChatConfig
+from spectui.measure.metrics import MemoryReading, read_memory
+from spectui.settings.options import parse_k
+from spectui.measure.run import prompt_messages
 from spectui.store import Conversation, Store
 from spectui.themes import (
     DEFAULT_THEME,
@@ -34,6 +34,7 @@ from spectui.themes import (
     theme_errors,
     theme_variables,
 )
+from spectui.tui.theming import textual_theme
 from spectui.tui.heap import collect_between_replies, defer_full_collections
 from spectui.tui.keys import app_bindings
 from spectui.tui.messages import EngineFailed, EngineProgress, EngineReady
@@ -101,7 +102,7 @@ class SpectuiApp(App):
         self.restart_failed = False
         self._restart_timer = None
         for theme in self.spectui_themes.values():
-            self.register_theme(theme.to_textual_theme())
+            self.register_theme(textual_theme(theme))
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return theme_variables(FALLBACK_SOURCES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from spectui.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
+from spectui.settings.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
 
 # id -> (action, footer label)
 ACTIONS: dict[str, tuple[str, str]] = {

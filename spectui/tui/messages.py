@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from spectui.events import Done, Step
+from spectui.core.events import Done, Step
 
 
 class EngineProgress(Message):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from spectui.events import Done
+from spectui.core.events import Done
 from spectui.store import APPROXIMATE_NOTE, StoredMessage
 from spectui.tui.session import ReplyTracker
-from spectui.tui.token_pieces import display_chunks
+from spectui.core.pieces import display_chunks
 from spectui.tui.widgets.conversation import ReplyView
 
 

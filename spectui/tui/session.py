@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 
-from spectui.events import AutoChoice, Done, Step
-from spectui.metrics import MemoryReading, ReplyClock, RollingRate
-from spectui.stats import ReplyStats
-from spectui.theory import best_k, expected_tokens, linear_verify_cost, speedup
+from spectui.core.events import AutoChoice, Done, Step
+from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
+from spectui.core.stats import ReplyStats
+from spectui.core.theory import best_k, expected_tokens, linear_verify_cost, speedup
 
 DEFAULT_VERIFY_SLOPE = 0.1  # v(k) = 1 + 0.1 k: a guess until a k = 0 step is measured
 

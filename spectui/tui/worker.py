@@ -10,9 +10,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from spectui.engine import Engine
-from spectui.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.engine import Engine
+from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 from spectui.tui.messages import (
     EngineFailed,
     EngineProgress,
@@ -22,7 +22,7 @@ from spectui.tui.messages import (
     StepArrived,
     StoreFailed,
 )
-from spectui.tui.token_pieces import StepPieces, decoder_for, splitter_for
+from spectui.core.pieces import StepPieces, decoder_for, splitter_for
 
 Post = Callable[[object], object]
 

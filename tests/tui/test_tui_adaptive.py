@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from spectui.tui.demo_engine import ScriptedEngine
+from spectui.engines.scripted import ScriptedEngine
 
 from tui_fakes import factory_for, ready, reply_done, send
 

@@ -8,10 +8,10 @@ import threading
 import pytest
 from textual.widgets import Input, Markdown
 
-from spectui.config import ChatConfig, DEFAULT_KEYS
-from spectui.stats import summarize
+from spectui.settings.config import ChatConfig, DEFAULT_KEYS
+from spectui.core.stats import summarize
 from spectui.store import Store
-from spectui.tui.token_pieces import SOURCE_KIND
+from spectui.core.pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView, SystemNote
 
 from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, shown_kinds, wait_for
@@ -277,7 +277,7 @@ def test_ghosts_toggle_shows_rejected_drafts_struck_through(make_app):
 
 
 def test_markdown_toggle_renders_the_finished_reply(make_app):
-    from spectui.tui.demo_engine import ScriptedEngine
+    from spectui.engines.scripted import ScriptedEngine
 
     engine = ScriptedEngine()
 

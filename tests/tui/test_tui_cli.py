@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from spectui.cli.chat import register
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 from spectui.store import Store
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ def test_config_path_and_init_follow_the_env(tmp_path, monkeypatch):
     assert result.exit_code == 0 and result.stdout.strip() == str(tmp_path / "config.toml")
     result = runner.invoke(cli(), ["config", "init"])
     assert result.exit_code == 0
-    from spectui.config import load_config
+    from spectui.settings.config import load_config
 
     assert load_config().k == 4  # the written example parses
     result = runner.invoke(cli(), ["config", "init"])
@@ -129,7 +129,7 @@ def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
 
 def test_chat_engines_come_from_the_factory(monkeypatch):
     from spectui.cli.chat import engine_factory_for, engine_factory_for_k
-    from spectui.config import ChatConfig
+    from spectui.settings.config import ChatConfig
 
     built = []
     monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: built.append(options) or "engine")
@@ -145,7 +145,7 @@ def test_chat_engines_come_from_the_factory(monkeypatch):
 
 def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(monkeypatch):
     from spectui.cli.chat import engine_factory_for
-    from spectui.config import ChatConfig
+    from spectui.settings.config import ChatConfig
     from spectui.engines.factory import build_engine
 
     started = []
@@ -162,7 +162,7 @@ def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(mo
 
 
 def test_importing_the_cli_module_does_not_import_textual_or_torch():
-    code = "import sys, spectui.cli.chat, spectui.config, spectui.store, spectui.metrics, spectui.themes; " \
+    code = "import sys, spectui.cli.chat, spectui.settings.config, spectui.store, spectui.measure.metrics, spectui.themes; " \
            "print(sorted(m for m in ('textual', 'torch', 'transformers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

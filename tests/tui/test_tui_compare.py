@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from spectui.compare import best_k
-from spectui.tui.demo_engine import ScriptedEngine
+from spectui.measure.compare import best_k
+from spectui.engines.scripted import ScriptedEngine
 from spectui.tui.screens.compare import CompareScreen
 
 from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for

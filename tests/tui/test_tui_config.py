@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.errors import UsageError
+from spectui.core.errors import UsageError
 
-from spectui.config import DEFAULT_KEYS, ChatConfig, ConfigError, config_path, load_config, parse_config
-from spectui.errors import SpectuiError
+from spectui.settings.config import DEFAULT_KEYS, ChatConfig, ConfigError, config_path, load_config, parse_config
+from spectui.core.errors import SpectuiError
 
 
 def test_missing_file_is_the_defaults(tmp_path):
@@ -61,7 +61,7 @@ def test_env_var_moves_the_config_dir(tmp_path, monkeypatch):
 
 
 def test_k_auto_in_the_file_turns_adaptive_k_on():
-    from spectui.config import engine_options
+    from spectui.settings.config import engine_options
 
     config = parse_config('k = "auto"\n')
     options = engine_options(config)

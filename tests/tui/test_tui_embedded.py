@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from spectui.config import ChatConfig
-from spectui.engine import EngineInfo
-from spectui.stats import summarize
-from spectui.tui.token_pieces import SOURCE_KIND
+from spectui.settings.config import ChatConfig
+from spectui.core.engine import EngineInfo
+from spectui.core.stats import summarize
+from spectui.core.pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView
 
 from tiny_models import SlowProposer
@@ -73,7 +73,7 @@ def test_embedded_reply_shows_engine_sources_and_gamma(make_app, tiny_engine):
 def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
     """SmolLM2 through the chat template, drafted by its own dynamic-int8 copy."""
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.options import EngineOptions
+    from spectui.settings.options import EngineOptions
 
     class ChatRecordingEngine(RecordingEngine):
         def stream(self, messages, params, control):  # through the chat template

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from spectui.events import Done
+from spectui.core.events import Done
 from spectui.tui.widgets.conversation import ReplyView
 
 from tui_fakes import PlanEngine, factory_for, ready, reply_done, send

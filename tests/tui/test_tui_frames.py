@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from spectui.config import ChatConfig
+from spectui.settings.config import ChatConfig
 from spectui.tui.frames import FrameInbox
 
 from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from spectui.store import Store
-from spectui.tui.demo_engine import ScriptedEngine
+from spectui.engines.scripted import ScriptedEngine
 from spectui.tui.widgets.conversation import ReplyView
 
 from tui_fakes import factory_for, ready

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.events import Done, Source, Step
-from spectui.metrics import ReplyClock, RollingRate, format_bytes, read_memory
-from spectui.theory import best_k, expected_tokens, linear_verify_cost
+from spectui.core.events import Done, Source, Step
+from spectui.measure.metrics import ReplyClock, RollingRate, format_bytes, read_memory
+from spectui.core.theory import best_k, expected_tokens, linear_verify_cost
 from spectui.tui.session import (
     ReplyTracker,
     SessionTracker,
@@ -55,7 +55,7 @@ def test_memory_on_cpu_is_process_rss():
 
 
 def test_tree_rss_counts_this_process_and_says_so():
-    from spectui.metrics import tree_rss
+    from spectui.measure.metrics import tree_rss
 
     alone = read_memory("cpu")
     tree = tree_rss(pool_bytes=2**30)
@@ -67,7 +67,7 @@ def test_tree_rss_lists_children_again_only_after_a_while(monkeypatch):
     import subprocess
     import sys
 
-    from spectui import metrics
+    from spectui.measure import metrics
 
     def listed() -> set[int]:
         return {process.pid for process in metrics._tree[1]}

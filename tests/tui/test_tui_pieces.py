@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 from spectui.tui.charts import bar, bucket_means, sparkline
-from spectui.tui.token_pieces import (
+from spectui.core.pieces import (
     StepPieces,
     align_pieces,
     decoded_pieces,

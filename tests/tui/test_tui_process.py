@@ -8,8 +8,8 @@ import os
 import signal
 from functools import partial
 
-from spectui.config import ChatConfig
-from spectui.events import Control, GenerationParams, Step
+from spectui.settings.config import ChatConfig
+from spectui.core.events import Control, GenerationParams, Step
 from spectui.tui.widgets.conversation import ReplyView
 from tiny_models import build_tiny_engine
 from tui_fakes import ready, reply_done, send, wait_for

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 from textual.widgets import Input
 
-from spectui.config import ChatConfig
-from spectui.events import Source
-from spectui.metrics import MemoryReading
+from spectui.settings.config import ChatConfig
+from spectui.core.events import Source
+from spectui.measure.metrics import MemoryReading
 from spectui.store import export_markdown, export_trace_jsonl
 from spectui.tui.app import RESTART_DEBOUNCE_S
-from spectui.tui.token_pieces import SOURCE_KIND
+from spectui.core.pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
 
 from tui_fakes import FixedKFactory, ready, reply_done, send, shown_kinds, wait_for

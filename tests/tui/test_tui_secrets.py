@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from spectui.config import ChatConfig
+from spectui.settings.config import ChatConfig
 from spectui.engines.server.engine import api_key_for, build_server_engine, read_api_key_file
-from spectui.errors import UsageError
-from spectui.options import EngineOptions
+from spectui.core.errors import UsageError
+from spectui.settings.options import EngineOptions
 from spectui.store import Store, export_markdown, export_trace_jsonl
 
 from test_server_units import replay_server

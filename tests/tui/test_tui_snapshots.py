@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.config import ChatConfig
+from spectui.settings.config import ChatConfig
 from spectui.tui.app import SpectuiApp
-from spectui.tui.demo_engine import scripted_engine_factory
+from spectui.engines.scripted import scripted_engine_factory
 
 from tui_fakes import fixed_memory, ready, reply_done, send
 

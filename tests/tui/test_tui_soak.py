@@ -12,11 +12,11 @@ import sqlite3
 import psutil
 import pytest
 
-from spectui.config import ChatConfig
-from spectui.engine import EngineInfo
+from spectui.settings.config import ChatConfig
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import DraftModelProposer
-from spectui.events import Step
+from spectui.core.events import Step
 from spectui.tui.widgets.conversation import ReplyView
 
 from tui_fakes import ready, reply_done, send

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 from spectui.store import Store, StoreError, export_markdown, export_trace_jsonl
 
 

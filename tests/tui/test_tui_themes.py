@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spectui.themes import TOKEN_KINDS, load_themes, parse_theme, theme_errors
+from spectui.tui.theming import textual_theme as to_textual
 
 SOURCES = ("draft", "recovered", "bonus", "target")
 
@@ -16,7 +17,7 @@ def test_builtin_themes_define_every_kind(tmp_path):
         variables = theme.variables()
         for kind in TOKEN_KINDS:
             assert variables[f"spectui-{kind}"].startswith("#")
-        textual_theme = theme.to_textual_theme()
+        textual_theme = to_textual(theme)
         assert textual_theme.name == theme.name
         assert textual_theme.variables["spectui-draft"] == theme.sources["draft"].color
 

@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from spectui.config import ChatConfig
-from spectui.engine import EngineInfo
-from spectui.events import Control, Done, GenerationParams, Message, Source, Step
-from spectui.metrics import MemoryReading
+from spectui.settings.config import ChatConfig
+from spectui.core.engine import EngineInfo
+from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
+from spectui.measure.metrics import MemoryReading
 
 
 class PlanEngine:

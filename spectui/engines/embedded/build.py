@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from spectui.options import EngineOptions
-from spectui.engine import EngineInfo
-from spectui.errors import UsageError
+from spectui.settings.options import EngineOptions
+from spectui.core.engine import EngineInfo
+from spectui.core.errors import UsageError
 
 
 def resolve_device(device: str) -> str:

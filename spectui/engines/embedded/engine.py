@@ -6,15 +6,15 @@ import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from spectui.adaptive import AdaptiveK
-from spectui.engine import EngineInfo
+from spectui.engines.adaptive import AdaptiveK
+from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
-from spectui.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
 class EmbeddedEngine:
@@ -38,7 +38,7 @@ class EmbeddedEngine:
         this engine. The variants must not stream at the same time: they share a cache.
         """
         from spectui.engines.embedded.proposers import NgramProposer
-        from spectui.errors import UsageError
+        from spectui.core.errors import UsageError
 
         if method not in self._proposers:
             if method != "ngram":

@@ -12,14 +12,14 @@ from dataclasses import replace
 
 import torch
 
-from spectui.adaptive import AdaptiveK
+from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import Draws, PositionDraws, sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_copies, verify_greedy, verify_sampled
-from spectui.events import AutoChoice, Control, Done, GenerationParams, Source, Step
+from spectui.core.events import AutoChoice, Control, Done, GenerationParams, Source, Step
 
 
 def decode_steps(

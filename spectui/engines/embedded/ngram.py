@@ -9,14 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from spectui.errors import UsageError
-
-# The longest suffix matched. Past 4 tokens a match still says more: a reply quoting its
-# prompt matches 8 tokens and keeps copying, a common 4-gram often does not, and adaptive k
-# learns each match length's acceptance apart. Replayed over the suite's greedy replies
-# (benchmarks/lookup_replay.py), auto k on retrieval went from 2.6-3.2x its plain speed to
-# 2.8-3.5x at the same verify costs; the other categories moved by -0.01x to +0.04x.
-LOOKUP_MAX = 8
+from spectui.core.errors import UsageError
+from spectui.settings.options import LOOKUP_MAX
 
 
 def propose_ngram(

@@ -9,7 +9,8 @@ from typing import Protocol
 import torch
 
 from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.ngram import LOOKUP_MAX, lookup_ngram
+from spectui.engines.embedded.ngram import lookup_ngram
+from spectui.settings.options import LOOKUP_MAX
 from spectui.engines.embedded.sampling import sample, target_probs
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from spectui.errors import UsageError
+from spectui.core.errors import UsageError
 
 
 def target_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:

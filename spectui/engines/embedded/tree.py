@@ -21,7 +21,7 @@ import torch
 
 from spectui.engines.embedded.sampling import Draws, sample, target_probs
 from spectui.engines.embedded.verify import Verdict
-from spectui.events import Source
+from spectui.core.events import Source
 
 
 def node_depths(parents: Sequence[int]) -> list[int]:

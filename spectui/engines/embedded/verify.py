@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from spectui.engines.embedded.sampling import Draws, sample
-from spectui.events import Source
+from spectui.core.events import Source
 
 # Below this a residual is rounding noise: both rows agree and no token is left to recover.
 _RESIDUAL_EPS = 1e-6

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
 from spectui.engines.server.chunks import ChatChunk, parse_chunk
@@ -28,8 +28,8 @@ from spectui.engines.server.prometheus import (
 from spectui.engines.server.reconcile import reconcile
 from spectui.engines.server.sse import iter_sse_data
 from spectui.engines.server.transport import ServerAddress, ServerError
-from spectui.errors import UsageError
-from spectui.events import Control, Done, FinishReason, GenerationParams, Message, Step
+from spectui.core.errors import UsageError
+from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
 API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
 # vLLM's speculative_config "method" -> spectui's --method

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.engines.provenance import StepCount, is_unambiguous, rebuild, restate
-from spectui.events import Step
+from spectui.core.events import Step
 
 
 @dataclass(frozen=True)

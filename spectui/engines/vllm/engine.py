@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from spectui.engine import EngineInfo
+from spectui.core.engine import EngineInfo
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
-from spectui.events import Control, Done, GenerationParams, Message, Step
-from spectui.metrics import MemoryReading
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.measure.metrics import MemoryReading
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
 POLL_SECONDS = 0.05  # how often a waiting stream looks at the cancel flag
@@ -160,7 +160,7 @@ class VllmEngine:
 
     def memory(self) -> MemoryReading | None:
         """VRAM (NVML) on a GPU; on CPU the RSS of this process and vLLM's engine processes."""
-        from spectui.metrics import read_memory, tree_rss
+        from spectui.measure.metrics import read_memory, tree_rss
 
         if self.info.device.startswith("cuda"):
             reading = read_memory(self.info.device)

@@ -16,8 +16,8 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from spectui.events import K_MAX, Control, GenerationParams, Message
-from spectui.options import parse_k
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
+from spectui.settings.options import parse_k
 from spectui.store import APPROXIMATE_NOTE, Conversation
 from spectui.tui.frames import FrameInbox
 from spectui.tui.heap import collect_between_replies
@@ -25,7 +25,7 @@ from spectui.tui.keys import chat_bindings, key_display
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
 from spectui.tui.replay import problem_text, reply_summary, stored_reply
 from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
-from spectui.tui.token_pieces import display_chunks
+from spectui.core.pieces import display_chunks
 from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
@@ -33,8 +33,6 @@ from spectui.tui.worker import start_thread, stream_reply
 
 NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
-TEMPERATURE_STEP = 0.1
-TEMPERATURE_MAX = 2.0
 
 
 class ConversationScroll(VerticalScroll):

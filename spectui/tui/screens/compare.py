@@ -1,6 +1,6 @@
 """Compare view: the same prompt, speculative and baseline (k = 0), side by side.
 
-Runs go through spectui.compare, one after the other on the one engine (never at the same
+Runs go through spectui.measure.compare, one after the other on the one engine (never at the same
 time: they would slow each other down), alternating which path goes first. Each pane shows
 the latest run of its path as it streams; the result line shows medians over every run
 with the current settings, so the speedup is computed from exactly the runs shown.
@@ -25,15 +25,14 @@ from textual.message import Message as TextualMessage
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from spectui.compare import (
+from spectui.measure.compare import (
     PATHS, Comparison, SweepPoint, TimedRun, alternating_order, best_k, run_pair, sweep_k, warm_up,
 )
-from spectui.events import K_MAX, Control, GenerationParams, Message
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
 from spectui.tui.charts import bar
 from spectui.tui.frames import FrameInbox
-from spectui.tui.screens.chat import TEMPERATURE_MAX, TEMPERATURE_STEP
 from spectui.tui.keys import compare_bindings
-from spectui.tui.token_pieces import display_chunks, splitter_for
+from spectui.core.pieces import display_chunks, splitter_for
 from spectui.tui.widgets.token_view import TokenView
 from spectui.tui.worker import one_line, start_thread
 
@@ -250,7 +249,7 @@ class CompareScreen(Screen):
             return ""
         if self.baseline is None:
             return " · baseline: a second engine, started on the first run"
-        from spectui.metrics import format_bytes
+        from spectui.measure.metrics import format_bytes
 
         pool = getattr(self.base_engine, "pool_bytes", None), getattr(self.baseline, "pool_bytes", None)
         split = f" · memory reserved {format_bytes(pool[0])} + {format_bytes(pool[1])}" if all(pool) else ""
@@ -358,7 +357,7 @@ class CompareScreen(Screen):
         if not self.fixed_k or self.baseline is not None:
             return self.baseline
         if self.baseline_factory is None:
-            from spectui.errors import UsageError
+            from spectui.core.errors import UsageError
 
             raise UsageError(
                 f"the {self.engine.info.name} engine fixes k when it starts and no baseline engine is "

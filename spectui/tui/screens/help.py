@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from spectui.config import KEY_DESCRIPTIONS
+from spectui.settings.config import KEY_DESCRIPTIONS
 from spectui.tui.keys import ACTIONS, key_display
 from spectui.tui.widgets.token_view import TokenView
 

@@ -9,7 +9,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from spectui.metrics import MemoryReading, format_bytes
+from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
 from spectui.tui.session import PanelData
 

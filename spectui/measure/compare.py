@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from spectui.engine import Engine
-from spectui.events import Control, Done, GenerationParams, Message, Step
-from spectui.run import Reply
+from spectui.core.engine import Engine
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.measure.run import Reply
 
 PATHS = ("speculative", "baseline")
 

@@ -12,9 +12,8 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from spectui.engines.embedded.ngram import LOOKUP_MAX
-from spectui.errors import UsageError
-from spectui.options import EngineOptions, OptionError, parse_k
+from spectui.core.errors import UsageError
+from spectui.settings.options import LOOKUP_MAX, EngineOptions, OptionError, parse_k
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -222,7 +221,7 @@ def k_and_auto(k: int | str) -> dict:
 
 
 def check_values(config: ChatConfig) -> None:
-    """The same rules as the command line's (spectui.options)."""
+    """The same rules as the command line's (spectui.settings.options)."""
     engine_options(config).check()
 
 
@@ -263,15 +262,13 @@ def _line_of(text: str, key: str) -> int:
     return 1
 
 
-def example_config() -> str:
+def example_config(default_target: str, default_draft: str) -> str:
     """A commented config file with every setting at its default."""
-    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET
-
     lines = [
         "# spectui chat's config: every setting is optional; command-line options override these.",
         "# (generate, bench and compare --table/--json take theirs from the command line only.)",
-        f"# model = \"{DEFAULT_TARGET}\"",
-        f"# draft = \"{DEFAULT_DRAFT}\"",
+        f"# model = \"{default_target}\"",
+        f"# draft = \"{default_draft}\"",
         "method = \"draft\"        # draft or ngram; with vLLM also eagle, eagle3, medusa, mtp",
         "engine = \"auto\"         # auto (vLLM with a GPU, else embedded), embedded, vllm, server",
         "# server = \"http://127.0.0.1:8000\"   # for engine = \"server\"",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from spectui.events import Step
+from spectui.core.events import Step
 
 
 @dataclass(frozen=True)

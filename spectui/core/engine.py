@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from spectui.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
 @dataclass(frozen=True)

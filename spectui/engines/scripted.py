@@ -16,9 +16,9 @@ import time
 from dataclasses import replace
 from collections.abc import Iterator, Sequence
 
-from spectui.adaptive import AdaptiveK
-from spectui.engine import EngineInfo
-from spectui.events import Control, Done, GenerationParams, Message, Source, Step
+from spectui.engines.adaptive import AdaptiveK
+from spectui.core.engine import EngineInfo
+from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
 
 SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
 large **target** model checks all of them in one forward pass.

@@ -18,7 +18,7 @@ PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
 
 
 def fixed_memory(device: str):
-    from spectui.metrics import MemoryReading
+    from spectui.measure.metrics import MemoryReading
 
     return MemoryReading("RSS", 812 * 2**20, 16 * 2**30, "psutil")
 
@@ -94,11 +94,11 @@ def take_screenshots(
     themes: list[str] | None = None,
 ) -> list[Path]:
     """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written."""
-    from spectui.config import ChatConfig
+    from spectui.settings.config import ChatConfig
     from spectui.store import Store
     from spectui.themes import load_themes
     from spectui.tui.app import SpectuiApp
-    from spectui.tui.demo_engine import scripted_engine_factory
+    from spectui.engines.scripted import scripted_engine_factory
 
     out.mkdir(parents=True, exist_ok=True)
     available = load_themes()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from spectui.events import Source, Step
+from spectui.core.events import Source, Step
 
 Decode = Callable[[Sequence[int]], str]
 CONTEXT_IDS = 6  # left context for decoding; enough for any merge we have seen

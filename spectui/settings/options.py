@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from spectui.engines.embedded.ngram import LOOKUP_MAX
-from spectui.errors import UsageError
-from spectui.events import K_MAX
+from spectui.core.errors import UsageError
+from spectui.core.events import K_MAX
 
 ENGINES = ("auto", "embedded", "vllm", "server")
 # Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
@@ -16,6 +15,9 @@ VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
 TREE_WIDTH_MAX = 8
+# The longest suffix prompt lookup matches: past 4 tokens a match still says more (a reply
+# quoting its prompt keeps copying); docs/adaptive-k.md has the replay behind it.
+LOOKUP_MAX = 8
 
 
 AUTO_K = "auto"

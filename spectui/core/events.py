@@ -29,7 +29,7 @@ class Message(TypedDict):
 
 @dataclass(frozen=True)
 class AutoChoice:
-    """Why adaptive k chose this step's k (spectui.adaptive)."""
+    """Why adaptive k chose this step's k (spectui.engines.adaptive)."""
 
     k: int
     predicted_speedup: float | None  # expected tokens/s at k over plain decoding
@@ -118,6 +118,8 @@ class GenerationParams:
 
 
 K_MAX = 16
+TEMPERATURE_MAX = 2.0  # as vLLM and the OpenAI API cap it
+TEMPERATURE_STEP = 0.1  # one key press
 
 
 class Control:

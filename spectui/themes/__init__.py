@@ -1,18 +1,19 @@
-"""Themes as data: TOML files in the top-level themes/ folder and in the user's config dir.
+"""Themes as data: TOML files shipped in this package and in the user's config dir.
 
 Each theme gives Textual's panel colours and one style per token source (plus the ghost
 style for rejected drafts). Widgets never name a colour: they use the CSS variables
 `$spectui-<kind>` and `$spectui-<kind>-style` that `theme_variables` defines.
-Stdlib only here; `to_textual_theme` imports textual when called.
+Stdlib only here; the TUI turns a theme into Textual's (spectui.tui.theming).
 """
 
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-from spectui.config import ConfigError, config_dir
+from spectui.settings.config import ConfigError, config_dir
 
 TOKEN_KINDS = ("draft", "recovered", "bonus", "target", "ghost")
 PANEL_COLOURS = (
@@ -20,7 +21,6 @@ PANEL_COLOURS = (
     "surface", "panel", "success", "warning", "error",
 )
 TEXT_STYLES = {"none", "bold", "italic", "underline", "strike", "dim", "reverse", "overline"}
-BUILTIN_THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
 DEFAULT_THEME = "dark"
 
 
@@ -41,16 +41,6 @@ class SpectuiTheme:
     def variables(self) -> dict[str, str]:
         return theme_variables(self.sources)
 
-    def to_textual_theme(self):
-        from textual.theme import Theme
-
-        return Theme(
-            name=self.name,
-            dark=self.dark,
-            variables=self.variables(),
-            **{key: value for key, value in self.colors.items() if key in PANEL_COLOURS},
-        )
-
 
 def theme_variables(sources: dict[str, TokenStyle]) -> dict[str, str]:
     variables = {}
@@ -60,8 +50,7 @@ def theme_variables(sources: dict[str, TokenStyle]) -> dict[str, str]:
     return variables
 
 
-# Used when the themes/ folder is missing (an install without data files) and as the
-# CSS defaults before any theme applies.
+# The CSS defaults before any theme applies.
 FALLBACK_SOURCES = {
     "draft": TokenStyle("#5fd787"),
     "recovered": TokenStyle("#ff8787", "bold"),
@@ -69,14 +58,6 @@ FALLBACK_SOURCES = {
     "target": TokenStyle("#d0d0d0"),
     "ghost": TokenStyle("#6c6c6c", "strike"),
 }
-FALLBACK_THEME = SpectuiTheme(
-    name=DEFAULT_THEME,
-    dark=True,
-    colors={"primary": "#5fafff", "accent": "#ffaf5f", "background": "#16181d"},
-    sources=FALLBACK_SOURCES,
-)
-
-
 def parse_theme(text: str, where: str, path: Path | None = None) -> SpectuiTheme:
     try:
         data = tomllib.loads(text)
@@ -111,21 +92,29 @@ def user_themes_dir() -> Path:
     return config_dir() / "themes"
 
 
-def load_themes(
-    builtin_dir: Path = BUILTIN_THEMES_DIR, user_dir: Path | None = None
-) -> dict[str, SpectuiTheme]:
+def load_themes(user_dir: Path | None = None) -> dict[str, SpectuiTheme]:
     """Built-in themes, then the user's (a user theme with a built-in's name replaces it).
 
     A broken user theme is skipped rather than stopping the app; `theme_errors` says why.
     """
     themes: dict[str, SpectuiTheme] = {}
-    for theme in _themes_in(builtin_dir, errors=None):
+    for theme in builtin_themes():
         themes[theme.name] = theme
     for theme in _themes_in(user_dir or user_themes_dir(), errors=None):
         themes[theme.name] = theme
-    if DEFAULT_THEME not in themes:
-        themes[DEFAULT_THEME] = FALLBACK_THEME
     return themes
+
+
+def builtin_themes() -> list[SpectuiTheme]:
+    """The themes shipped inside the package (importlib.resources: a wheel has them too)."""
+    files = sorted(
+        (entry for entry in resources.files(__name__).iterdir() if entry.name.endswith(".toml")),
+        key=lambda entry: entry.name,
+    )
+    return [
+        parse_theme(entry.read_text(encoding="utf-8"), entry.name, entry if isinstance(entry, Path) else None)
+        for entry in files
+    ]
 
 
 def theme_errors(user_dir: Path | None = None) -> list[str]:

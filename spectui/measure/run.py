@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.engine import Engine
-from spectui.events import Control, Done, GenerationParams, Message, Step
-from spectui.stats import ReplyStats, summarize
+from spectui.core.engine import Engine
+from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.stats import ReplyStats, summarize
 
 
 def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:

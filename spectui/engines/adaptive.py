@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from spectui.events import AutoChoice, Step
+from spectui.core.events import AutoChoice, Step
 
 K_AUTO_MAX = 8  # past 8 drafts the product of acceptances rarely pays for the tail's cost
 START_K = 4  # before anything is measured: the sweet spot the literature and our sweeps agree on

@@ -1,0 +1,1 @@
+"""One measurement path: timed replies, compare runs, rates and memory."""
