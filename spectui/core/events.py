@@ -60,6 +60,10 @@ class Step:
     # A tree step: how many drafted nodes the target verified in its one forward (drafted
     # then holds the path it took and the first candidate it turned down). None for a chain.
     tree_nodes: int | None = None
+    # The text of each emitted token (joined: `text`), so every token can carry its source's
+    # colour without a tokenizer where it is shown; () when the engine could not split it.
+    pieces: tuple[str, ...] = ()
+    rejected_text: str = ""  # the rejected drafts as text, for the ghost view
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):
@@ -103,6 +107,7 @@ class Done:
     # offer to resend it with GenerationParams.truncate.
     context_overflow: tuple[int, int] | None = None
     dropped_messages: int = 0  # the oldest messages left out so that the conversation fits
+    stop_token_id: int | None = None  # the token that ended a "stop" reply (the last of token_ids)
 
 
 @dataclass(frozen=True)
