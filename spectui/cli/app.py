@@ -103,14 +103,22 @@ def generate(
     gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
     max_model_len: MaxModelLenOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
+    plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
+    raw: bool = typer.Option(
+        False, "--raw", help="The reply exactly as the model wrote it, control characters included (for pipes)."
+    ),
 ) -> None:
-    """Generate one reply headless: coloured by token source, or as JSON."""
+    """Generate one reply headless: coloured by token source, or as JSON.
+
+    Control characters in the reply are shown as symbols (␛ for ESC) unless --raw. With
+    NO_COLOR, accepted drafts are underlined; on a terminal without styles they sit between ⟦ ⟧.
+    """
     from spectui.cli.generate import run_generate
 
     try:
         check_prompt(prompt)
         options = engine_options_from(locals())
-        code = run_generate(options, prompt, system=system, as_json=as_json)
+        code = run_generate(options, prompt, system=system, as_json=as_json, plain=plain, raw=raw)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

@@ -14,6 +14,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from spectui.core.safe_text import safe_text
 from spectui.tui.wrap import StyledWrapper
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost")
@@ -43,7 +44,7 @@ class TokenView(Widget):
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self.chunks: list[tuple[str, str]] = list(chunks)
+        self.chunks: list[tuple[str, str]] = shown_chunks(chunks)
         self._show_ghosts = show_ghosts
         self._streaming = False
         self._reserved_height = 0
@@ -58,7 +59,7 @@ class TokenView(Widget):
     # content
 
     def append_chunks(self, chunks: Iterable[tuple[str, str]]) -> None:
-        chunks = list(chunks)
+        chunks = shown_chunks(chunks)
         if not chunks:
             return
         self.chunks.extend(chunks)
@@ -173,3 +174,9 @@ class TokenView(Widget):
         strip = Strip(segments).extend_cell_length(width, base).crop(0, width)
         self._strips[y] = strip
         return strip
+
+
+def shown_chunks(chunks: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The model's text with its control characters made visible: the terminal draws them,
+    never obeys them (the history keeps the text as it came)."""
+    return [(safe_text(text), kind) for text, kind in chunks]
