@@ -83,7 +83,7 @@ class ReplyView(Vertical):
         """Rendered Markdown for a finished reply; a streaming one stays as tokens."""
         if on and self.finished:
             if self._markdown is None:
-                self._markdown = Markdown(self.token_view.text)  # the text as shown: controls made visible
+                self._markdown = Markdown(safe_text(self.token_view.text))
                 self.mount(self._markdown, before=self.note)
             self.add_class("-markdown")
         else:
