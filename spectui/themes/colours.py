@@ -19,7 +19,7 @@ _COLOUR_FORMS = re.compile(
 )
 
 _ANSI_NAMES = "black red green yellow blue magenta cyan white".split()
-# The CSS colour names (and Textual's "transparent" and ansi_* names).
+# The CSS colour names, Textual's "transparent" and its ansi_* names.
 COLOUR_NAMES = frozenset(
     """
     aliceblue antiquewhite aqua aquamarine azure beige bisque black blanchedalmond blue
@@ -43,6 +43,7 @@ COLOUR_NAMES = frozenset(
     """.split()
     + [f"ansi_{name}" for name in _ANSI_NAMES]
     + [f"ansi_bright_{name}" for name in _ANSI_NAMES]
+    + ["ansi_default"]
 )
 
 
