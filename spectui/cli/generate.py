@@ -69,7 +69,7 @@ def run_generate(
         sys.stdout.write("\n")
     else:
         out.print()
-        err.print(render.shown(summary_line(reply, k, engine)), style="dim")
+        err.print(render.summary(summary_line(reply, k, engine), reply.done), style="dim")
     if reply.done is not None and reply.done.finish_reason == "error":
         err.print(render.shown(f"spectui: error: {reply.done.error}"), style="red")
         return 1

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.text import Text
 
-from spectui.core.events import Source, Step
+from spectui.core.events import Done, Source, Step
 from spectui.core.safe_text import safe_text
 
 
@@ -95,6 +95,13 @@ def step_text(step: Step, look: Look, tokenizer=None) -> Text:
 def shown(line: str) -> Text:
     """A line that quotes a server or a model (a summary, an error): never markup, no controls."""
     return Text(safe_text(line))
+
+
+def summary(line: str, done: Done | None) -> Text:
+    """The summary line, and what the engine says about the speculation it could not see
+    (a server that is not vLLM: "speculation not reported by this server")."""
+    note = done.engine_stats.get("speculation") if done is not None else None
+    return shown(f"{line} · speculation {note}" if isinstance(note, str) else line)
 
 
 def write_raw(console: Console, text: str) -> None:
