@@ -146,7 +146,7 @@ def counted_reply(engine: ServerEngine, prompt: str, temperature: float, max_tok
     streamed: list[Step] = []
     reply = run_reply(
         engine, prompt_messages(prompt), GenerationParams(max_tokens=max_tokens, seed=0), Control(k=K, temperature=temperature),
-        on_step=streamed.append,
+        on_step=lambda step, _reply: streamed.append(step),
     )
     after = engine.server_counters()
     assert before is not None and after is not None
