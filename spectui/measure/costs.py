@@ -30,6 +30,7 @@ class StepTimings:
 
     verify: dict[int, list[float]] = field(default_factory=dict)  # drafted tokens -> verify seconds
     draft: dict[str, list[float]] = field(default_factory=dict)  # method -> seconds per drafted token
+    draft_any: list[float] = field(default_factory=list)  # seconds per drafted token, any method
 
     def add(self, step: Step, method: str | None = None) -> None:
         """One decode step (never a reply's first); a step without timings says nothing."""
@@ -38,15 +39,18 @@ class StepTimings:
         drafted = step.num_drafted
         bisect.insort(self.verify.setdefault(drafted, []), step.verify_seconds)
         if drafted:
-            per_token = self.draft.setdefault(step.method if method is None else method, [])
-            bisect.insort(per_token, step.draft_seconds / drafted)
+            per_token = step.draft_seconds / drafted
+            bisect.insort(self.draft.setdefault(step.method if method is None else method, []), per_token)
+            bisect.insort(self.draft_any, per_token)
 
     def add_reply(self, steps: Sequence[Step], method: str | None = None) -> None:
         for step in steps[1:]:
             self.add(step, method)
 
     def merged(self, other: StepTimings) -> StepTimings:
-        return StepTimings(_merge(self.verify, other.verify), _merge(self.draft, other.draft))
+        return StepTimings(
+            _merge(self.verify, other.verify), _merge(self.draft, other.draft), sorted(self.draft_any + other.draft_any)
+        )
 
     # seconds
 
@@ -56,9 +60,7 @@ class StepTimings:
 
     def draft_seconds(self, method: str | None = None) -> float | None:
         """One drafted token, by `method` or by any method."""
-        if method is not None:
-            return _median(self.draft.get(method, ()))
-        return _median(sorted(seconds for per_method in self.draft.values() for seconds in per_method))
+        return _median(self.draft_any if method is None else self.draft.get(method, ()))
 
     # ratios to one plain target step
 
@@ -93,7 +95,7 @@ class StepTimings:
                 estimated=not given_slope,
             )
         drafted = {n: times for n, times in self.verify.items() if n}
-        if not drafted or not self.draft:
+        if not drafted:
             return None
         target = self.target_seconds()
         if target:
