@@ -501,3 +501,22 @@ def test_a_forward_that_sampled_only_the_stop_token_still_counts_its_token():
     reply = Reply(steps, Done("stop"), started=0.0, ended=1.0)
     comparison = Comparison([TimedRun("speculative", 0, reply, 3)], 0.0)
     assert comparison.tokens_per_forward == pytest.approx(2.0)  # was 3 / 2
+
+
+def test_rounds_pair_runs_that_ran_back_to_back_and_skip_a_cancelled_ones_partner():
+    from spectui.measure.compare import TimedRun
+    from spectui.measure.run import Reply
+
+    def run(path, index, finish="length"):
+        return TimedRun(path, index, Reply([], Done(finish)), 3 if path == "speculative" else 0)
+
+    # S B | B S(cancelled) | and a rerun from the view: start indices 2 and 2, order S B
+    runs = [run("speculative", 0), run("baseline", 0), run("baseline", 1), run("speculative", 1, "cancelled"),
+            run("speculative", 2), run("baseline", 2)]
+    pairs = Comparison(runs, 0.0).rounds()
+    assert [(spec.index, base.index) for spec, base in pairs] == [(0, 0), (2, 2)]
+    # S B | S(cancelled), then a rerun whose indices no longer match: start 2 and 1, order B S
+    runs = [run("speculative", 0), run("baseline", 0), run("speculative", 1, "cancelled"),
+            run("baseline", 1), run("speculative", 2)]
+    pairs = Comparison(runs, 0.0).rounds()
+    assert [(spec.index, base.index) for spec, base in pairs] == [(0, 0), (2, 1)]

@@ -120,9 +120,19 @@ class Comparison:
         return self.median_tokens_per_s("baseline")
 
     def rounds(self) -> list[tuple[TimedRun, TimedRun]]:
-        """(speculative, baseline) runs of the same round, both finished, in round order."""
-        baseline = {run.index: run for run in self.finished_of("baseline")}
-        return [(run, baseline[run.index]) for run in self.finished_of("speculative") if run.index in baseline]
+        """(speculative, baseline) pairs of finished runs that ran one right after the other (a
+        round), in the order they ran. A run whose partner was cancelled pairs with nothing."""
+        pairs: list[tuple[TimedRun, TimedRun]] = []
+        waiting: TimedRun | None = None
+        for run in self.runs:
+            if not run.finished:
+                waiting = None
+            elif waiting is not None and waiting.path != run.path:
+                pairs.append((waiting, run) if waiting.path == "speculative" else (run, waiting))
+                waiting = None
+            else:
+                waiting = run
+        return pairs
 
     @property
     def speedup(self) -> float | None:

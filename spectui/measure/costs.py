@@ -76,8 +76,11 @@ class StepTimings:
 
     def verify_slope(self, target_seconds: float | None) -> float | None:
         """The slope of v(k) = 1 + slope * k through the measured v(n), each n weighted by its steps."""
-        points = [(n, self.verify_cost(n, target_seconds), len(times)) for n, times in self.verify.items() if n]
-        return slope_through_one([(n, v) for n, v, _ in points if v is not None], [w for _, v, w in points if v is not None])
+        if not target_seconds:
+            return None
+        drafted = [n for n in self.verify if n]
+        return slope_through_one([(n, self.verify_cost(n, target_seconds)) for n in drafted],
+                                 [len(self.verify[n]) for n in drafted])
 
     def estimate(self, engine_stats: dict | None = None) -> CostEstimate | None:
         """c and v(k) from the engine's figures if it gives them, else from the timings.
