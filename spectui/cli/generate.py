@@ -84,7 +84,7 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     if not as_json:
         err.print(legend)
 
-    def show(step: Step) -> None:
+    def show(step: Step, _reply=None) -> None:
         if not as_json:
             out.print(step_text(step, getattr(engine, "tokenizer", None)), end="")
 
