@@ -16,17 +16,10 @@ from typer.testing import CliRunner
 from spectui.bench.measure import BASELINE, Case, round_order, run_case
 from spectui.bench.plan import BenchResult, plan_arms, plan_cases, run_bench
 from spectui.bench.report import category_rows, markdown, targets
-from spectui.bench.runs import (
-    Arm,
-    TimedReply,
-    draft_cost,
-    linear_fit,
-    target_step_seconds,
-    verify_cost,
-    verify_cost_model,
-)
+from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import Workload
 from spectui.core.events import Source, Step
+from spectui.measure.costs import slope_through_one, timings_of
 
 
 def step(n_tokens: int, drafted: int = 0, accepted: int = 0, k: int = 0, draft_s: float = 0.0, verify_s: float = 1.0):
@@ -63,14 +56,16 @@ def test_the_streamer_counts_what_arrives_with_the_first_token():
 def test_costs_are_relative_to_one_plain_target_step():
     # first step of each reply is prefill (10 s) and is left out; decode steps take 0.1 s
     baseline = [[step(1, verify_s=10.0), step(1, verify_s=0.1), step(1, verify_s=0.1)]]
-    target = target_step_seconds(baseline)
+    target = timings_of(baseline).target_seconds()
     assert target == pytest.approx(0.1)
-    drafted = [step(3, drafted=4, accepted=2, k=4, draft_s=0.08, verify_s=0.15),
-               step(5, drafted=4, accepted=4, k=4, draft_s=0.08, verify_s=0.15),
-               step(2, drafted=2, accepted=1, k=4, draft_s=0.04, verify_s=0.12)]  # cut short: not a full verify
-    assert draft_cost(drafted, target) == pytest.approx(0.2)  # 0.02 s per drafted token / 0.1 s
-    assert verify_cost(drafted, target) == pytest.approx(1.5)
-    assert draft_cost(drafted, None) is None
+    drafted = timings_of([[step(1, verify_s=10.0),
+                           step(3, drafted=4, accepted=2, k=4, draft_s=0.08, verify_s=0.15),
+                           step(5, drafted=4, accepted=4, k=4, draft_s=0.08, verify_s=0.15),
+                           step(2, drafted=2, accepted=1, k=4, draft_s=0.04, verify_s=0.12)]])  # cut short: not v(4)
+    assert drafted.draft_cost(target) == pytest.approx(0.2)  # 0.02 s per drafted token / 0.1 s
+    assert drafted.verify_cost(4, target) == pytest.approx(1.5)
+    assert drafted.verify_cost(2, target) == pytest.approx(1.2)
+    assert drafted.draft_cost(None) is None and drafted.target_seconds() is None
 
 
 def test_replayed_speed_charges_every_step_at_the_cases_median_costs():
@@ -81,8 +76,9 @@ def test_replayed_speed_charges_every_step_at_the_cases_median_costs():
     drafted = [step(1, verify_s=5.0)] + [step(3, drafted=2, accepted=2, k=2, draft_s=d, verify_s=v)
                                          for d, v in ((0.1, 0.12), (0.1, 0.12), (0.6, 0.5))]
     costs = case_costs([("none", plain), ("draft", drafted)])
-    assert costs.verify == {0: pytest.approx(0.1), 2: pytest.approx(0.12)}
-    assert costs.draft == {"draft": pytest.approx(0.05)}
+    assert set(costs.verify) == {0, 2} and set(costs.draft) == {"draft"}
+    assert costs.verify_seconds(0) == pytest.approx(0.1) and costs.verify_seconds(2) == pytest.approx(0.12)
+    assert costs.draft_seconds("draft") == pytest.approx(0.05)
     assert replayed_seconds(plain, "none", costs) == pytest.approx(0.3)
     assert replayed_seconds(drafted, "draft", costs) == pytest.approx(3 * (0.12 + 2 * 0.05))
     speedup = replayed_rate([drafted], "draft", costs) / replayed_rate([plain], "none", costs)
@@ -98,11 +94,11 @@ def test_replayed_speed_charges_every_step_at_the_cases_median_costs():
     assert replayed_seconds([drafted[0], tree], "draft", costs) is None
 
 
-def test_verify_cost_model_goes_through_the_measured_points():
-    assert linear_fit([(0, 1.0), (2, 2.0), (4, 3.0)]) == pytest.approx((1.0, 0.5))
-    assert linear_fit([(1, 1.0), (1, 2.0)]) is None
-    v = verify_cost_model({2: 2.0, 4: 3.0})
-    assert v(0) == 1.0 and v(2) == pytest.approx(2.0) and v(8) == pytest.approx(5.0)
+def test_the_verify_cost_line_goes_through_one_at_k0_and_the_measured_points():
+    assert slope_through_one([(2, 2.0), (4, 3.0)]) == pytest.approx(0.5)
+    assert slope_through_one([]) is None
+    # weighted by how many steps measured each point: 3 at n = 1 (v 2.0), 1 at n = 2 (v 2.0)
+    assert slope_through_one([(1, 2.0), (2, 2.0)], [3, 1]) == pytest.approx((3 * 1 * 1.0 + 1 * 2 * 1.0) / (3 * 1 + 1 * 4))
 
 
 def test_rounds_alternate_so_no_arm_is_always_first():

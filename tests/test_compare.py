@@ -40,15 +40,20 @@ class VirtualClock:
 class ScriptedEngine:
     """Emits `max_tokens` tokens in steps of k + 1; each step costs 1 + k/6 virtual seconds.
 
-    `overheads[path]` adds a fixed time to successive runs of that path, so their speeds
-    differ and the median is a real choice. `diverge_at` makes the baseline emit a
-    different token there (a broken engine).
+    `overheads[path]` adds a fixed time before the first step of successive runs of that
+    path, so their speeds differ and the median is a real choice. From call number
+    `slow_from_call` on (1-based) every step takes `slowdown` times as long, as on a machine
+    whose neighbours woke up. `diverge_at` makes the baseline emit a different token there
+    (a broken engine).
     """
 
-    def __init__(self, clock: VirtualClock, overheads: dict[str, list[float]] | None = None, diverge_at: int | None = None):
+    def __init__(self, clock: VirtualClock, overheads: dict[str, list[float]] | None = None, diverge_at: int | None = None,
+                 slow_from_call: int | None = None, slowdown: float = 1.5):
         self.clock = clock
         self.overheads = {path: list(values) for path, values in (overheads or {}).items()}
         self.diverge_at = diverge_at
+        self.slow_from_call = slow_from_call
+        self.slowdown = slowdown
         self.info = EngineInfo("scripted", "fake-target", None, "draft", "float32", "cpu", live_k=True)
         self.calls: list[tuple[int, float]] = []
 
@@ -58,6 +63,8 @@ class ScriptedEngine:
         path = "speculative" if k else "baseline"
         overhead = self.overheads.get(path, [0.0])
         self.clock.now += overhead.pop(0) if len(overhead) > 1 else overhead[0]
+        slow = self.slow_from_call is not None and len(self.calls) >= self.slow_from_call
+        step_seconds = (1.0 + k / 6) * (self.slowdown if slow else 1.0)
         emitted = 0
         while emitted < params.max_tokens:
             if control.cancelled:
@@ -66,7 +73,7 @@ class ScriptedEngine:
             count = min(k + 1, params.max_tokens - emitted)
             ids = [self.token_at(emitted + i, k) for i in range(count)]
             sources = [Source.DRAFT] * (count - 1) + [Source.BONUS if k else Source.TARGET]
-            self.clock.now += 1.0 + k / 6
+            self.clock.now += step_seconds
             emitted += count
             yield Step(tuple(ids), tuple(sources), "x" * count, drafted=tuple(ids[:k]), k=k)
         yield Done("length", seconds=0.0, time_to_first_token=0.5)
@@ -99,9 +106,10 @@ def test_alternating_order():
 def test_speedup_is_exact_on_a_virtual_clock():
     clock = VirtualClock()
     # 12 tokens. Speculative k=3: 3 steps of 1.5 s = 4.5 s, plus 0 / 3 / 1.5 s overhead
-    # -> 12/4.5, 12/7.5, 12/6 tok/s, median 2.0. Baseline: 12 steps of 1 s, plus 0 / 12 / 4
-    # -> 1, 0.5, 0.75 tok/s, median 0.75. Speedup 2.0 / 0.75 = 8/3.
-    engine = ScriptedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 4]})
+    # -> 12/4.5, 12/7.5, 12/6 tok/s, median 2.0. Baseline: 12 steps of 1 s, plus 0 / 12 / 6
+    # -> 1, 0.5, 0.67 tok/s, median 0.67. The speedup divides decode speeds (after the first
+    # step: the overheads fall before it) round by round: (8 tokens / 3 s) / (11 / 11 s) = 8/3.
+    engine = ScriptedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]})
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 3, clock=clock)
     assert [run.path for run in comparison.runs] == [
         "speculative", "baseline", "baseline", "speculative", "speculative", "baseline",
@@ -111,7 +119,7 @@ def test_speedup_is_exact_on_a_virtual_clock():
     ]
     assert [call[0] for call in engine.calls] == [3, 0, 0, 3, 3, 0]
     assert comparison.speculative_tokens_per_s == pytest.approx(2.0)
-    assert comparison.baseline_tokens_per_s == pytest.approx(0.75)
+    assert comparison.baseline_tokens_per_s == pytest.approx(2 / 3)
     assert comparison.speedup == pytest.approx(8 / 3)
     assert comparison.tokens_per_forward == pytest.approx(4.0)
     assert comparison.identical is True and comparison.difference is None
@@ -124,13 +132,43 @@ def test_speedup_is_exact_on_a_virtual_clock():
     assert data["runs"] == 3 and data["identical"] is True and data["first_difference"] is None
     assert data["speculative"]["tokens_per_s_wall"] == pytest.approx(2.0)
     assert data["speculative"]["model"]["k"] == 3 and data["baseline"]["model"]["k"] == 0
-    assert data["baseline"]["tokens_per_s_wall"] == pytest.approx(0.75)
+    assert data["baseline"]["tokens_per_s_wall"] == pytest.approx(2 / 3)
     assert data["tokens_per_forward"] == pytest.approx(4.0)
     timeline = data["timeline"]
     assert [entry["path"] for entry in timeline] == [run.path for run in comparison.runs]
     assert timeline[0]["started"] == 0.0 and timeline[0]["ended"] == pytest.approx(4.5)
     assert all(entry["tokens"] == 12 for entry in timeline)
     json.dumps(data)  # plain JSON all the way down
+
+
+def test_a_slowdown_that_starts_mid_round_does_not_move_the_speedup():
+    # Rounds S B | B S | S B | B S | S B, every step 1.5 times as long from the sixth call on:
+    # the speculative path has 2 slow runs of 5, the baseline 3. Two medians come from
+    # different regimes (8/3 over 2/3 = 4x); paired within rounds, four of five rounds say 8/3.
+    clock = VirtualClock()
+    engine = ScriptedEngine(clock, slow_from_call=6)
+    comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 5, clock=clock)
+    assert comparison.speedup == pytest.approx(8 / 3)
+    medians = [statistics.median(run.reply.decode_tokens_per_s for run in comparison.of(path)) for path in PATHS]
+    assert medians[0] / medians[1] == pytest.approx(4.0)
+
+
+def test_compare_and_bench_give_the_same_speedup_for_the_same_runs():
+    from spectui.bench.measure import BASELINE, Case, summarize_case
+    from spectui.bench.runs import Arm, TimedReply
+    from spectui.bench.workloads import Workload
+
+    clock = VirtualClock()
+    engine = ScriptedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]}, slow_from_call=4)
+    comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 3, clock=clock)
+    # The very same replies, as the bench keeps them: each arm's in round order.
+    drafting = Arm("spectui", "draft", 3)
+    arms = {"speculative": drafting, "baseline": BASELINE}
+    replies = {arms[path]: [TimedReply.of(arms[path], run.reply) for run in comparison.of(path)] for path in PATHS}
+    workload = Workload("code-go", "go-x", tuple(MESSAGES), 0.0, 12, 0)
+    bench = summarize_case(Case(workload, 0.0), replies)
+    assert comparison.speedup is not None
+    assert bench.arm(drafting).speedup == pytest.approx(comparison.speedup)
 
 
 def test_warm_up_runs_are_not_counted():
@@ -162,7 +200,7 @@ def test_overlap_is_detected():
     clock = VirtualClock()
     comparison = compare(ScriptedEngine(clock), MESSAGES, GenerationParams(max_tokens=4), 1, 0.0, 2, clock=clock)
     assert not comparison.overlapping()
-    comparison.runs[1].started = comparison.runs[0].ended - 0.1
+    comparison.runs[1].reply.started = comparison.runs[0].ended - 0.1
     assert comparison.overlapping()
 
 
@@ -233,9 +271,9 @@ def test_tiny_models_compare_identical_at_t0(tiny_engines, method, k):
     assert not comparison.overlapping()
     for earlier, later in zip(comparison.runs, comparison.runs[1:]):
         assert earlier.started < earlier.ended <= later.started
-    # The speedup is recomputed from exactly the runs the Comparison holds.
-    medians = [statistics.median(run.tokens_per_s for run in comparison.of(path)) for path in PATHS]
-    assert comparison.speedup == pytest.approx(medians[0] / medians[1])
+    # The speedup is recomputed from exactly the runs the Comparison holds, paired by round.
+    per_round = [spec.reply.decode_tokens_per_s / base.reply.decode_tokens_per_s for spec, base in comparison.rounds()]
+    assert len(per_round) == 2 and comparison.speedup == pytest.approx(statistics.median(per_round))
     baseline_steps = [step for run in comparison.of("baseline") for step in run.reply.steps]
     assert {source for step in baseline_steps for source in step.sources} == {Source.TARGET}
 
@@ -346,8 +384,10 @@ def test_cli_compare_json_on_tiny_models(tiny_folders):
     assert data["speculative"]["model"]["k"] == 3 and data["baseline"]["model"]["k"] == 0
     assert data["speculative"]["token_ids"] == data["baseline"]["token_ids"]
     assert data["speedup"] > 0 and data["tokens_per_forward"] >= 1
-    medians = [data[path]["tokens_per_s_median"] for path in PATHS]
-    assert data["speedup"] == pytest.approx(medians[0] / medians[1])
+    # the speedup re-derived from the timeline: each round's decode speeds, then their median
+    decode = {(entry["path"], entry["index"]): entry["decode_tokens_per_s"] for entry in data["timeline"]}
+    per_round = [decode["speculative", index] / decode["baseline", index] for index in range(2)]
+    assert data["speedup"] == pytest.approx(statistics.median(per_round))
 
 
 def test_cli_compare_table_on_tiny_models(tiny_folders):
@@ -458,6 +498,25 @@ def test_a_forward_that_sampled_only_the_stop_token_still_counts_its_token():
     # token is the stop token, left out of the reply: 3 + 1 tokens from 2 forwards.
     steps = [Step((1, 2, 3), (Source.DRAFT, Source.DRAFT, Source.RECOVERED), "", drafted=(1, 2, 9), k=3),
              Step((), (), "", drafted=(7,), k=3)]
-    reply = Reply(steps, Done("stop"))
-    comparison = Comparison([TimedRun("speculative", 0, reply, 0.0, 1.0, 3)], 0.0)
+    reply = Reply(steps, Done("stop"), started=0.0, ended=1.0)
+    comparison = Comparison([TimedRun("speculative", 0, reply, 3)], 0.0)
     assert comparison.tokens_per_forward == pytest.approx(2.0)  # was 3 / 2
+
+
+def test_rounds_pair_runs_that_ran_back_to_back_and_skip_a_cancelled_ones_partner():
+    from spectui.measure.compare import TimedRun
+    from spectui.measure.run import Reply
+
+    def run(path, index, finish="length"):
+        return TimedRun(path, index, Reply([], Done(finish)), 3 if path == "speculative" else 0)
+
+    # S B | B S(cancelled) | and a rerun from the view: start indices 2 and 2, order S B
+    runs = [run("speculative", 0), run("baseline", 0), run("baseline", 1), run("speculative", 1, "cancelled"),
+            run("speculative", 2), run("baseline", 2)]
+    pairs = Comparison(runs, 0.0).rounds()
+    assert [(spec.index, base.index) for spec, base in pairs] == [(0, 0), (2, 2)]
+    # S B | S(cancelled), then a rerun whose indices no longer match: start 2 and 1, order B S
+    runs = [run("speculative", 0), run("baseline", 0), run("speculative", 1, "cancelled"),
+            run("baseline", 1), run("speculative", 2)]
+    pairs = Comparison(runs, 0.0).rounds()
+    assert [(spec.index, base.index) for spec, base in pairs] == [(0, 0), (2, 1)]

@@ -146,7 +146,7 @@ def counted_reply(engine: ServerEngine, prompt: str, temperature: float, max_tok
     streamed: list[Step] = []
     reply = run_reply(
         engine, prompt_messages(prompt), GenerationParams(max_tokens=max_tokens, seed=0), Control(k=K, temperature=temperature),
-        on_step=streamed.append,
+        on_step=lambda step, _reply: streamed.append(step),
     )
     after = engine.server_counters()
     assert before is not None and after is not None
@@ -227,6 +227,9 @@ def test_gamma_equals_the_prometheus_counters(which, request):
     assert shown.num_accepted == delta.num_accepted_tokens
     assert shown.num_drafted == delta.num_draft_tokens
     assert shown.gamma == delta.gamma
+    # τ, vLLM's mean acceptance length: over the steps that drafted, as the server counts drafts.
+    assert shown.num_drafts == delta.num_drafts
+    assert shown.tau == pytest.approx(1 + delta.num_accepted_tokens / delta.num_drafts)
     # Per-position acceptance: steps whose i-th draft was kept, as vLLM counts them.
     per_position = [sum(step.num_accepted > i for step in counted.shown) for i in range(K)]
     assert tuple(per_position) == delta.accepted_per_position

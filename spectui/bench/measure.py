@@ -13,22 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.bench.runs import (
-    Arm,
-    TimedReply,
-    case_costs,
-    draft_cost,
-    median_of,
-    paired_ratio,
-    replayed_rate,
-    target_step_seconds,
-    verify_cost,
-    verify_cost_model,
-)
+from spectui.bench.runs import Arm, TimedReply, case_costs, median_of, paired_ratio, replayed_rate
 from spectui.bench.workloads import Workload
 from spectui.core.events import K_MAX, GenerationParams
-from spectui.core.stats import per_position_acceptance, summarize
-from spectui.core.theory import alpha_from_tau, best_k, speedup
+from spectui.core.stats import count_acceptance
+from spectui.core.theory import alpha_from_tau, best_k, linear_verify_cost, speedup
+from spectui.measure.costs import slope_through_one, timings_of
 
 BASELINE = Arm("spectui", "none", 0)
 Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
@@ -130,7 +120,7 @@ def run_case(
 
 
 def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResult:
-    target_seconds = target_step_seconds([reply.steps for reply in replies.get(BASELINE, [])])
+    target_seconds = timings_of(reply.steps for reply in replies.get(BASELINE, [])).target_seconds()
     results = [arm_result(arm, arm_replies, target_seconds) for arm, arm_replies in replies.items()]
     base = next((r for r in results if r.arm == BASELINE), None)
     ours = {arm: [reply.steps for reply in arm_replies if reply.steps]
@@ -162,11 +152,12 @@ def arm_result(arm: Arm, replies: list[TimedReply], target_seconds: float | None
     steps = [step for reply in replies for step in reply.steps]
     if not steps or not arm.speculative:
         return result
-    stats = summarize(steps, 0.0)
-    result.gamma, result.tau = stats.gamma, stats.tau
-    result.per_position = per_position_acceptance(steps)
-    result.draft_cost = draft_cost(steps, target_seconds)
-    result.verify_cost = verify_cost(steps, target_seconds)
+    acceptance = count_acceptance(steps)
+    result.gamma, result.tau = acceptance.gamma, acceptance.mean_acceptance_length
+    result.per_position = acceptance.per_position
+    timings = timings_of(reply.steps for reply in replies)
+    result.draft_cost = timings.draft_cost(target_seconds)
+    result.verify_cost = timings.verify_cost(arm.k, target_seconds)
     if arm.auto:
         # its own prediction, step by step; k changes, so one E(α,k) would not describe it
         choices = [step.auto for step in steps if step.auto is not None]
@@ -197,7 +188,8 @@ def best_ks(results: Sequence[ArmResult]) -> dict[str, dict]:
             longest = max(drafted, key=lambda r: r.arm.k)
             alpha = alpha_from_tau(longest.tau, longest.arm.k)
             cost = median_of(r.draft_cost for r in drafted)
-            verify = verify_cost_model({r.arm.k: r.verify_cost for r in drafted if r.verify_cost is not None})
+            slope = slope_through_one([(r.arm.k, r.verify_cost) for r in drafted if r.verify_cost is not None])
+            verify = linear_verify_cost(max(0.0, slope or 0.0))
             k, predicted = best_k(alpha, cost, verify, K_MAX)
             entry.update(alpha=alpha, predicted_k=k, predicted_speedup=predicted)
         best[method] = entry

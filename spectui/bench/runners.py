@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from spectui.bench.runs import Arm, TimedReply
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, GenerationParams, Message
+from spectui.measure.run import run_reply
 
 Clock = Callable[[], float]
 
@@ -40,23 +41,11 @@ def run_engine(
 ) -> TimedReply:
     """One reply from a spectui engine (embedded or vLLM) at arm.k."""
     forget_prompts(engine)
-    steps: list[Step] = []
-    first = None
-    done = None
-    started = clock()
-    for event in engine_for(engine, arm).stream(list(messages), params, Control(arm.k, temperature, auto=arm.auto)):
-        if isinstance(event, Done):
-            done = event
-            break
-        if first is None:
-            first = clock() - started
-        steps.append(event)
-    wall = clock() - started
-    if done is not None and done.finish_reason == "error":
-        raise RuntimeError(f"{arm.label}: {done.error}")
-    token_ids = [token for step in steps for token in step.token_ids]
-    first_chunk = len(steps[0].token_ids) if steps else 1
-    return TimedReply(arm, token_ids, wall, first, steps, done.finish_reason if done else "stop", first_chunk)
+    control = Control(arm.k, temperature, auto=arm.auto)
+    reply = run_reply(engine_for(engine, arm), list(messages), params, control, clock=clock)
+    if reply.finish_reason == "error":
+        raise RuntimeError(f"{arm.label}: {reply.done.error}")
+    return TimedReply.of(arm, reply)
 
 
 class TransformersRunner:

@@ -13,6 +13,7 @@ from spectui.models.fetch import rich_progress
 from spectui.core.events import Control, GenerationParams, Step
 from spectui.measure.run import prompt_messages, run_reply
 
+
 def summary_line(reply, k: int, engine) -> str:
     stats = reply.stats
     gamma = f"{stats.gamma:.2f}" if stats.gamma is not None else "–"
@@ -56,7 +57,7 @@ def run_generate(
     if not as_json and legend is not None:
         err.print(legend)
 
-    def show(step: Step) -> None:
+    def show(step: Step, _reply=None) -> None:
         if raw:
             render.write_raw(out, step.text)
         elif not as_json:

@@ -1,29 +1,135 @@
-"""Numbers derived from a list of Steps. Stdlib only; every screen uses these."""
+"""Numbers derived from Steps. Stdlib only; every screen, the bench and `--json` use these.
+
+Acceptance is counted once, in `AcceptanceCounts`: the counters vLLM keeps for the same
+purpose (`SpecDecodingStats`, vllm/v1/spec_decode/metrics.py), so that a figure computed
+here and one computed from vLLM's own counters mean the same thing.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from spectui.core.events import Step
 
 
-@dataclass(frozen=True)
-class ReplyStats:
-    num_steps: int
-    num_tokens: int
-    num_drafted: int
-    num_accepted: int
-    seconds: float
+@dataclass
+class AcceptanceCounts:
+    """Drafted and accepted tokens over some steps, added one Step at a time; mergeable."""
+
+    num_drafts: int = 0  # steps that drafted at least one token (vLLM's num_drafts)
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_draft_tokens_per_pos: list[int] = field(default_factory=list)
+    num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+    # Drafting steps whose last draft the target turned down: α's failures (vLLM keeps none).
+    num_rejections: int = 0
+
+    def observe(self, step: Step) -> None:
+        self.observe_draft(step.num_drafted, step.num_accepted)
+
+    def observe_draft(self, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        """As vLLM's SpecDecodingStats.observe_draft; a step that drafted nothing is no draft."""
+        if not num_draft_tokens:
+            return
+        self.num_drafts += 1
+        self.num_draft_tokens += num_draft_tokens
+        self.num_accepted_tokens += num_accepted_tokens
+        self.num_rejections += num_accepted_tokens < num_draft_tokens
+        missing = num_draft_tokens - len(self.num_draft_tokens_per_pos)
+        if missing > 0:
+            self.num_draft_tokens_per_pos.extend([0] * missing)
+            self.num_accepted_tokens_per_pos.extend([0] * missing)
+        for position in range(num_draft_tokens):
+            self.num_draft_tokens_per_pos[position] += 1
+        for position in range(num_accepted_tokens):
+            self.num_accepted_tokens_per_pos[position] += 1
+
+    def merged(self, other: AcceptanceCounts) -> AcceptanceCounts:
+        return AcceptanceCounts(
+            self.num_drafts + other.num_drafts,
+            self.num_draft_tokens + other.num_draft_tokens,
+            self.num_accepted_tokens + other.num_accepted_tokens,
+            _add_lists(self.num_draft_tokens_per_pos, other.num_draft_tokens_per_pos),
+            _add_lists(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos),
+            self.num_rejections + other.num_rejections,
+        )
+
+    def copy(self) -> AcceptanceCounts:
+        return replace(
+            self,
+            num_draft_tokens_per_pos=list(self.num_draft_tokens_per_pos),
+            num_accepted_tokens_per_pos=list(self.num_accepted_tokens_per_pos),
+        )
 
     @property
     def gamma(self) -> float | None:
-        """Draft acceptance rate: accepted drafts / drafted tokens."""
-        return self.num_accepted / self.num_drafted if self.num_drafted else None
+        """Draft acceptance rate: accepted drafts / drafted tokens (vLLM's draft acceptance rate)."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """τ = 1 + accepted / drafting steps, vLLM's mean acceptance length (the bonus included)."""
+        return 1.0 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+
+    @property
+    def per_position(self) -> list[float]:
+        """Fraction of steps whose i-th draft was accepted, among steps that drafted i+1."""
+        return [a / d for a, d in zip(self.num_accepted_tokens_per_pos, self.num_draft_tokens_per_pos)]
+
+    @property
+    def alpha(self) -> float | None:
+        """Per-token acceptance α, the maximum-likelihood value for i.i.d. acceptance: each
+        drafting step gives its accepted drafts as successes and one failure if it stopped
+        before its last draft; this stays right when k changes within a reply."""
+        total = self.num_accepted_tokens + self.num_rejections
+        return self.num_accepted_tokens / total if total else None
+
+
+def _add_lists(a: list[int], b: list[int]) -> list[int]:
+    longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+    return [x + (shorter[i] if i < len(shorter) else 0) for i, x in enumerate(longer)]
+
+
+def count_acceptance(steps: Iterable[Step]) -> AcceptanceCounts:
+    counts = AcceptanceCounts()
+    for step in steps:
+        counts.observe(step)
+    return counts
+
+
+@dataclass(frozen=True)
+class ReplyStats:
+    num_steps: int  # target forwards, the prefill's included
+    num_tokens: int
+    seconds: float
+    acceptance: AcceptanceCounts = field(default_factory=AcceptanceCounts)
+
+    @property
+    def num_drafted(self) -> int:
+        return self.acceptance.num_draft_tokens
+
+    @property
+    def num_accepted(self) -> int:
+        return self.acceptance.num_accepted_tokens
+
+    @property
+    def num_drafts(self) -> int:
+        return self.acceptance.num_drafts
+
+    @property
+    def gamma(self) -> float | None:
+        return self.acceptance.gamma
 
     @property
     def tau(self) -> float | None:
-        """Mean acceptance length, 1 + accepted / steps (vLLM's definition)."""
+        """Mean acceptance length, vLLM's definition: 1 + accepted / drafting steps."""
+        return self.acceptance.mean_acceptance_length
+
+    @property
+    def tokens_per_forward(self) -> float | None:
+        """1 + accepted / every step: what each target forward yielded, the prefill's and
+        the undrafted ones' included (not τ: vLLM divides by drafting steps only)."""
         return 1.0 + self.num_accepted / self.num_steps if self.num_steps else None
 
     @property
@@ -34,8 +140,10 @@ class ReplyStats:
         return {
             "gamma": self.gamma,
             "tau": self.tau,
+            "tokens_per_forward": self.tokens_per_forward,
             "tokens_per_s": self.tokens_per_s,
             "num_steps": self.num_steps,
+            "num_drafts": self.num_drafts,
             "num_tokens": self.num_tokens,
             "num_drafted": self.num_drafted,
             "num_accepted": self.num_accepted,
@@ -48,21 +156,11 @@ def summarize(steps: Iterable[Step], seconds: float) -> ReplyStats:
     return ReplyStats(
         num_steps=len(steps),
         num_tokens=sum(len(s.token_ids) for s in steps),
-        num_drafted=sum(s.num_drafted for s in steps),
-        num_accepted=sum(s.num_accepted for s in steps),
         seconds=seconds,
+        acceptance=count_acceptance(steps),
     )
 
 
 def per_position_acceptance(steps: Iterable[Step]) -> list[float]:
     """Fraction of steps whose i-th draft was accepted, among steps that drafted i+1."""
-    offered: list[int] = []
-    accepted: list[int] = []
-    for step in steps:
-        for i in range(step.num_drafted):
-            if i == len(offered):
-                offered.append(0)
-                accepted.append(0)
-            offered[i] += 1
-            accepted[i] += i < step.num_accepted
-    return [a / o for a, o in zip(accepted, offered)]
+    return count_acceptance(steps).per_position

@@ -1,1 +1,1 @@
-"""One measurement path: timed replies, compare runs, rates and memory."""
+"""One measurement path: timed replies (run), their speed and pairing (speed), step costs (costs), compare runs, memory (metrics)."""

@@ -4,8 +4,9 @@ The baseline is the same engine with k = 0, so both paths run the very same loop
 and sampling seed; only drafting differs. An engine whose k is fixed at start (vLLM)
 gets a second engine for the baseline: the same model without a speculative_config. Runs never overlap (one engine, one device:
 overlapping runs would slow each other down), and the order alternates between rounds
-so neither path always runs first with a cold cache or a cool CPU. Speed is wall-clock
-time around `engine.stream`, which is what a user waits for.
+so neither path always runs first with a cold cache or a cool CPU. Each run is timed by
+`run_reply`; the speedup pairs the two paths' runs round by round (`paired_ratio`), as
+`spectui bench` does.
 
 The CLI (`spectui compare`) and the TUI compare screen both call this module.
 """
@@ -19,8 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.core.engine import Engine
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
-from spectui.measure.run import Reply
+from spectui.core.events import Control, GenerationParams, Message, Step
+from spectui.core.stats import summarize
+from spectui.measure.run import Clock, Reply, run_reply
+from spectui.measure.speed import median_or_none, paired_ratio
 
 PATHS = ("speculative", "baseline")
 
@@ -28,31 +31,36 @@ PATHS = ("speculative", "baseline")
 # it) but its partial reply says nothing about speed or output, so statistics skip it.
 FINISHED = ("stop", "length")
 
-Clock = Callable[[], float]
 ControlFactory = Callable[[str, int, float], Control]
 
 
 @dataclass
 class TimedRun:
     path: str  # "speculative" or "baseline"
-    index: int  # 0-based index of this run within its path
-    reply: Reply
-    started: float  # clock() just before engine.stream is called
-    ended: float  # clock() once the Done event arrived
+    index: int  # 0-based index of this run within its path: its round
+    reply: Reply  # with its timing: started, ended, first token
     k: int  # k in force (0 for the baseline)
 
     @property
+    def started(self) -> float:
+        return self.reply.started
+
+    @property
+    def ended(self) -> float:
+        return self.reply.ended
+
+    @property
     def wall_seconds(self) -> float:
-        return self.ended - self.started
+        return self.reply.wall_seconds
 
     @property
     def num_tokens(self) -> int:
-        return sum(len(step.token_ids) for step in self.reply.steps)
+        return self.reply.num_tokens
 
     @property
     def tokens_per_s(self) -> float | None:
         """Wall-clock speed, prefill and any engine overhead included."""
-        return self.num_tokens / self.wall_seconds if self.wall_seconds > 0 else None
+        return self.reply.tokens_per_s
 
     @property
     def num_forwards(self) -> int:
@@ -61,7 +69,7 @@ class TimedRun:
 
     @property
     def finish_reason(self) -> str | None:
-        return self.reply.done.finish_reason if self.reply.done else None
+        return self.reply.finish_reason
 
     @property
     def finished(self) -> bool:
@@ -78,11 +86,6 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
         if token_a != token_b:
             return index
     return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def median_or_none(values: Iterable[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return statistics.median(present) if present else None
 
 
 @dataclass
@@ -116,22 +119,37 @@ class Comparison:
     def baseline_tokens_per_s(self) -> float | None:
         return self.median_tokens_per_s("baseline")
 
+    def rounds(self) -> list[tuple[TimedRun, TimedRun]]:
+        """(speculative, baseline) pairs of finished runs that ran one right after the other (a
+        round), in the order they ran. A run whose partner was cancelled pairs with nothing."""
+        pairs: list[tuple[TimedRun, TimedRun]] = []
+        waiting: TimedRun | None = None
+        for run in self.runs:
+            if not run.finished:
+                waiting = None
+            elif waiting is not None and waiting.path != run.path:
+                pairs.append((waiting, run) if waiting.path == "speculative" else (run, waiting))
+                waiting = None
+            else:
+                waiting = run
+        return pairs
+
     @property
     def speedup(self) -> float | None:
-        speculative, baseline = self.speculative_tokens_per_s, self.baseline_tokens_per_s
-        if speculative is None or not baseline:
-            return None
-        return speculative / baseline
+        """Decode speed, speculative over baseline: the median over rounds of each round's
+        ratio (measure.speed.paired_ratio, the rule `spectui bench` divides by)."""
+        pairs = self.rounds()
+        return paired_ratio(
+            [spec.reply.decode_tokens_per_s for spec, _ in pairs], [base.reply.decode_tokens_per_s for _, base in pairs]
+        )
 
     @property
     def tokens_per_forward(self) -> float | None:
         """Speculative tokens per target forward, pooled over the speculative runs: each forward
         yields the target's own token plus the drafts it accepted. The target's token counts
         when it is the stop token the reply leaves out (plain decoding reads 1.0, not 32/33)."""
-        runs = self.finished_of("speculative")
-        forwards = sum(run.num_forwards for run in runs)
-        accepted = sum(step.num_accepted for run in runs for step in run.reply.steps)
-        return (forwards + accepted) / forwards if forwards else None
+        steps = [step for run in self.finished_of("speculative") for step in run.reply.steps]
+        return summarize(steps, 0.0).tokens_per_forward
 
     @property
     def identical(self) -> bool | None:
@@ -189,8 +207,8 @@ class Comparison:
         run = self.median_run(path)
         if run is None:
             return None
-        # With an even number of runs the median speed lies between two runs: the
-        # speedup uses that median, the detail shown is the lower-median run's.
+        # The detail shown is the lower-median run's; the speedup pairs the rounds of the
+        # timeline (decode_tokens_per_s), so no one run's speed is it.
         return {
             **run.reply.as_dict(engine, k),
             "tokens_per_s_wall": run.tokens_per_s,
@@ -209,6 +227,7 @@ class Comparison:
                 "tokens": run.num_tokens,
                 "wall_seconds": run.wall_seconds,
                 "tokens_per_s": run.tokens_per_s,
+                "decode_tokens_per_s": run.reply.decode_tokens_per_s,
                 "finish_reason": run.finish_reason,
             }
             for run in self.runs
@@ -226,20 +245,9 @@ def timed_run(
     on_step: Callable[[str, Step], None] | None = None,
     clock: Clock = time.monotonic,
 ) -> TimedRun:
-    """One reply, its wall time measured around the whole stream."""
-    reply = Reply()
-    started = ended = clock()
-    for event in engine.stream(messages, params, control):
-        if isinstance(event, Done):
-            ended = clock()
-            reply.finish(event)
-            continue
-        reply.steps.append(event)
-        if on_step is not None:
-            on_step(path, event)
-    if reply.done is None:  # an engine that forgot its Done still ran until now
-        ended = clock()
-    return TimedRun(path, index, reply, started, ended, k)
+    """One reply of `path`, timed by run_reply."""
+    report = None if on_step is None else (lambda step, _reply: on_step(path, step))
+    return TimedRun(path, index, run_reply(engine, messages, params, control, report, clock), k)
 
 
 def k_for(path: str, k: int) -> int:

@@ -1,16 +1,21 @@
-"""Run one reply to the end and keep what it produced. Stdlib only.
+"""Run one reply to the end, timed, and keep what it produced. Stdlib only.
 
-`generate --json`, compare and bench all report a reply in this one shape.
+`run_reply` is the one way a reply is run and timed: `generate`, compare (CLI and view),
+bench and the chat's reply thread all call it, and report a reply in this one shape.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from spectui.core.engine import Engine
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 from spectui.core.stats import ReplyStats, summarize
+from spectui.measure.speed import decode_tokens_per_s, tokens_per_s
+
+Clock = Callable[[], float]
 
 
 def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:
@@ -22,8 +27,22 @@ def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:
 
 @dataclass
 class Reply:
+    """One reply's record: its steps, its Done, and when things happened on the caller's clock."""
+
     steps: list[Step] = field(default_factory=list)
     done: Done | None = None
+    started: float = 0.0  # just before engine.stream was called
+    ended: float = 0.0  # when the Done arrived (or the stream ended without one)
+    arrivals: list[float] = field(default_factory=list)  # when each step arrived
+    first_token_at: float | None = None  # when the first step with tokens arrived
+    first_chunk_tokens: int = 1  # how many tokens that step brought
+
+    def add(self, step: Step, arrived: float) -> None:
+        self.steps.append(step)
+        self.arrivals.append(arrived)
+        if step.token_ids and self.first_token_at is None:
+            self.first_token_at = arrived
+            self.first_chunk_tokens = len(step.token_ids)
 
     def finish(self, done: Done) -> None:
         """Keep the Done; an engine's restated colouring replaces what was streamed."""
@@ -42,6 +61,32 @@ class Reply:
     @property
     def stats(self) -> ReplyStats:
         return summarize(self.steps, self.done.seconds if self.done else 0.0)
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.done.finish_reason if self.done else None
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(step.token_ids) for step in self.steps)
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.ended - self.started
+
+    @property
+    def first_token_seconds(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.started
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Wall-clock speed, prefill and any engine overhead included."""
+        return tokens_per_s(self.num_tokens, self.wall_seconds)
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        """Speed after the first token (measure.speed.decode_tokens_per_s): what speedups divide."""
+        return decode_tokens_per_s(self.num_tokens, self.wall_seconds, self.first_token_seconds, self.first_chunk_tokens)
 
     def as_dict(self, engine: Engine, k: int) -> dict:
         info = engine.info
@@ -86,14 +131,26 @@ def run_reply(
     messages: Sequence[Message],
     params: GenerationParams,
     control: Control,
-    on_step: Callable[[Step], None] | None = None,
+    on_step: Callable[[Step, Reply], object] | None = None,
+    clock: Clock = time.perf_counter,
 ) -> Reply:
-    reply = Reply()
-    for event in engine.stream(messages, params, control):
-        if isinstance(event, Step):
-            reply.steps.append(event)
+    """Stream one reply to its Done, timing it on `clock`: on_step(step, reply) as each step
+    arrives (reply.arrivals[-1] is when). An engine's exception propagates to the caller."""
+    reply = Reply(started=clock())
+    stream = iter(engine.stream(messages, params, control))
+    try:
+        for event in stream:
+            if isinstance(event, Done):
+                reply.ended = clock()
+                reply.finish(event)
+                break
+            reply.add(event, clock())
             if on_step is not None:
-                on_step(event)
-        else:
-            reply.finish(event)
+                on_step(event, reply)
+        else:  # an engine that forgot its Done still ran until now
+            reply.ended = clock()
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
     return reply

@@ -3,98 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 
 from spectui.core.events import AutoChoice, Done, Step
-from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
-from spectui.core.stats import ReplyStats
+from spectui.core.stats import AcceptanceCounts, ReplyStats
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost, speedup
-
-DEFAULT_VERIFY_SLOPE = 0.1  # v(k) = 1 + 0.1 k: a guess until a k = 0 step is measured
-
-
-@dataclass(frozen=True)
-class CostEstimate:
-    draft_cost: float  # c: one draft token's time / one target decode step's time
-    verify_slope: float  # v(k) = 1 + slope * k
-    estimated: bool  # True when derived from step timings (not the engine's own figure)
-
-
-def alpha_estimate(steps: Sequence[Step]) -> float | None:
-    """Per-token acceptance α, the maximum-likelihood value for i.i.d. acceptance.
-
-    Each step contributes its accepted drafts as successes and one failure if it stopped
-    before its last draft; this stays right when k changes within a reply.
-    """
-    accepted = rejections = 0
-    for step in steps:
-        if step.num_drafted:
-            accepted += step.num_accepted
-            rejections += step.num_accepted < step.num_drafted
-    total = accepted + rejections
-    return accepted / total if total else None
-
-
-@dataclass
-class CostSums:
-    """Running sums of step timings, so the cost estimate costs O(1) per frame."""
-
-    drafted_steps: int = 0
-    drafted_tokens: int = 0
-    verify_drafted: float = 0.0  # verify seconds of steps that drafted
-    draft_per_token: float = 0.0  # sum over those steps of draft seconds / drafted
-    plain_steps: int = 0
-    verify_plain: float = 0.0
-
-    def add(self, step: Step) -> None:
-        if step.verify_seconds <= 0:
-            return
-        if step.num_drafted:
-            self.drafted_steps += 1
-            self.drafted_tokens += step.num_drafted
-            self.verify_drafted += step.verify_seconds
-            self.draft_per_token += step.draft_seconds / step.num_drafted
-        else:
-            self.plain_steps += 1
-            self.verify_plain += step.verify_seconds
-
-    def plus(self, other: "CostSums") -> "CostSums":
-        return CostSums(*(a + b for a, b in zip(astuple(self), astuple(other))))
-
-    def estimate(self, engine_stats: dict | None = None) -> CostEstimate | None:
-        """c and v(k) from the engine's figures if it gives them, else from the timings.
-
-        Without a k = 0 step the target's one-token time is unknown and is backed out of
-        the verify time with the default slope; the result is labelled an estimate.
-        """
-        engine_stats = engine_stats or {}
-        if isinstance(engine_stats.get("draft_cost"), (int, float)):
-            slope = engine_stats.get("verify_slope")
-            given_slope = isinstance(slope, (int, float))
-            return CostEstimate(
-                float(engine_stats["draft_cost"]),
-                float(slope) if given_slope else DEFAULT_VERIFY_SLOPE,
-                estimated=not given_slope,
-            )
-        if not self.drafted_steps:
-            return None
-        mean_k = self.drafted_tokens / self.drafted_steps
-        verify_k = self.verify_drafted / self.drafted_steps
-        if self.plain_steps:
-            one_token = self.verify_plain / self.plain_steps
-            slope = max(0.0, (verify_k / one_token - 1.0) / mean_k)
-        else:
-            slope = DEFAULT_VERIFY_SLOPE
-            one_token = verify_k / (1.0 + slope * mean_k)
-        return CostEstimate(self.draft_per_token / self.drafted_steps / one_token, slope, estimated=True)
-
-
-def estimate_costs(timing_steps: Sequence[Step], engine_stats: dict | None = None) -> CostEstimate | None:
-    """The cost estimate from steps; leave out each reply's first step (it holds the prefill)."""
-    sums = CostSums()
-    for step in timing_steps:
-        sums.add(step)
-    return sums.estimate(engine_stats)
+from spectui.measure.costs import CostEstimate, StepTimings
+from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
 
 
 class ReplyTracker:
@@ -106,13 +21,9 @@ class ReplyTracker:
         self.rolling = RollingRate(window_s)
         self.done: Done | None = None
         self.ended: float | None = None
-        self.num_drafted = 0
-        self.num_accepted = 0
-        self.num_rejections = 0  # steps that stopped before their last draft
-        self.offered: list[int] = []  # per draft position: steps that drafted it
-        self.kept: list[int] = []  # per draft position: steps that accepted it
+        self.acceptance = AcceptanceCounts()
         self.alpha_values: list[float | None] = []
-        self.costs = CostSums()  # timing of every step but the first (the prefill)
+        self.costs = StepTimings()  # timing of every step but the first (the prefill)
         self.tree_steps = 0  # steps that verified a draft tree (Step.tree_nodes set)
         self.tree_nodes = 0  # the nodes those steps verified, in all
         self.tree_nodes_last: int | None = None
@@ -123,17 +34,9 @@ class ReplyTracker:
         self.steps.append(step)
         self.clock.on_tokens(arrived, len(step.token_ids))
         self.rolling.add(arrived, len(step.token_ids))
-        drafted, accepted = step.num_drafted, step.num_accepted
-        self.num_drafted += drafted
-        self.num_accepted += accepted
-        self.num_rejections += accepted < drafted
-        while len(self.offered) < drafted:
-            self.offered.append(0)
-            self.kept.append(0)
-        for position in range(drafted):
-            self.offered[position] += 1
-            self.kept[position] += position < accepted
-        self.alpha_values.append(accepted / drafted if drafted else None)
+        self.acceptance.observe(step)
+        drafted = step.num_drafted
+        self.alpha_values.append(step.num_accepted / drafted if drafted else None)
         if step.tree_nodes is not None:
             self.tree_steps += 1
             self.tree_nodes += step.tree_nodes
@@ -152,15 +55,13 @@ class ReplyTracker:
 
     def stats(self) -> ReplyStats:
         """The same numbers as stats.summarize(self.steps, ...), kept up as steps arrive."""
-        return ReplyStats(len(self.steps), self.clock.num_tokens, self.num_drafted, self.num_accepted, self.seconds)
+        return ReplyStats(len(self.steps), self.clock.num_tokens, self.seconds, self.acceptance.copy())
 
     def per_position(self) -> list[float]:
-        return [kept / offered for kept, offered in zip(self.kept, self.offered)]
+        return self.acceptance.per_position
 
     def alpha(self) -> float | None:
-        """α by maximum likelihood, as alpha_estimate(self.steps)."""
-        total = self.num_accepted + self.num_rejections
-        return self.num_accepted / total if total else None
+        return self.acceptance.alpha
 
     def alpha_series(self) -> list[float | None]:
         return self.alpha_values
@@ -179,24 +80,20 @@ class ReplyTracker:
 class SessionTracker:
     """Totals over the finished replies of this chat, for session γ and the cost estimate."""
 
-    num_drafted: int = 0
-    num_accepted: int = 0
-    costs: CostSums = field(default_factory=CostSums)
+    acceptance: AcceptanceCounts = field(default_factory=AcceptanceCounts)
+    costs: StepTimings = field(default_factory=StepTimings)
     engine_stats: dict = field(default_factory=dict)
 
     def add_reply(self, reply: ReplyTracker) -> None:
-        self.num_drafted += reply.num_drafted
-        self.num_accepted += reply.num_accepted
-        self.costs = self.costs.plus(reply.costs)
+        self.acceptance = self.acceptance.merged(reply.acceptance)
+        self.costs = self.costs.merged(reply.costs)
         if reply.done is not None and reply.done.engine_stats:
             self.engine_stats = dict(reply.done.engine_stats)
 
     def gamma(self, current: ReplyTracker | None = None) -> float | None:
-        drafted, accepted = self.num_drafted, self.num_accepted
         if current is not None and current.done is None:
-            drafted += current.num_drafted
-            accepted += current.num_accepted
-        return accepted / drafted if drafted else None
+            return self.acceptance.merged(current.acceptance).gamma
+        return self.acceptance.gamma
 
 
 @dataclass(frozen=True)
@@ -266,7 +163,7 @@ def panel_data(
     stats = reply.stats()
     streaming = reply.done is None
     alpha = reply.alpha()
-    costs = session.costs.plus(reply.costs) if streaming else session.costs
+    costs = session.costs.merged(reply.costs) if streaming else session.costs
     cost = costs.estimate(session.engine_stats)
     adaptive = adaptive_fields(reply.steps)
     # Under adaptive k the theory line is about the k it chose last, not the k the keys set.

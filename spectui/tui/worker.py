@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 
 from spectui.core.engine import Engine
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, GenerationParams, Message, Step
+from spectui.measure.run import Reply, run_reply
 from spectui.tui.messages import (
     EngineFailed,
     EngineProgress,
@@ -124,39 +125,42 @@ def stream_reply(
 ) -> None:
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), then
     exactly one ReplyEnded is posted, whatever happened."""
-    started = clock()
     splitter = splitter_for(engine)
     streamed: list[StepArrived] = []
     set_restart_progress = getattr(engine, "set_restart_progress", None)
     if set_restart_progress is not None:  # an engine in its own process, which may have to start again
         set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
+
+    def arrived(step: Step, reply: Reply) -> None:
+        nonlocal store
+        when = reply.arrivals[-1]
+        pieces, ghost = splitter.split(step)
+        if store is not None and message_id is not None:
+            try:
+                store.add_step(message_id, len(streamed), step, pieces, ghost, when - reply.started)
+            except Exception as error:  # a full disk must not stop the reply
+                post(StoreFailed(one_line(error)))
+                store = None
+        streamed.append(StepArrived(reply_id, step, pieces, ghost, when))
+        on_step(streamed[-1])
+
     try:
-        for event in engine.stream(list(messages), params, control):
-            if isinstance(event, Step):
-                arrived = clock()
-                pieces, ghost = splitter.split(event)
-                if store is not None and message_id is not None:
-                    try:
-                        store.add_step(message_id, len(streamed), event, pieces, ghost, arrived - started)
-                    except Exception as error:  # a full disk must not stop the reply
-                        post(StoreFailed(one_line(error)))
-                        store = None
-                step_arrived = StepArrived(reply_id, event, pieces, ghost, arrived)
-                streamed.append(step_arrived)
-                on_step(step_arrived)
-            elif isinstance(event, Done):
-                restated = None
-                if event.restated_steps is not None:
-                    restated = restated_arrivals(engine, reply_id, streamed, event.restated_steps)
-                if restated is not None and store is not None and message_id is not None:
-                    try:
-                        save_restated(store, message_id, restated, started)
-                    except Exception as error:
-                        post(StoreFailed(one_line(error)))
-                post(ReplyEnded(reply_id, event, None, clock(), restated))
-                return
-        post(ReplyEnded(reply_id, None, "the engine ended the reply without saying why", clock()))
+        reply = run_reply(engine, list(messages), params, control, arrived, clock)
+        done = reply.done
+        if done is None:
+            ended = ReplyEnded(reply_id, None, "the engine ended the reply without saying why", reply.ended)
+        else:
+            restated = None
+            if done.restated_steps is not None:
+                restated = restated_arrivals(engine, reply_id, streamed, done.restated_steps)
+            if restated is not None and store is not None and message_id is not None:
+                try:
+                    save_restated(store, message_id, restated, reply.started)
+                except Exception as error:
+                    post(StoreFailed(one_line(error)))
+            ended = ReplyEnded(reply_id, done, None, reply.ended, restated)
     except Exception as error:
         if is_out_of_memory(error):
             error = out_of_memory(error, "generating", REPLY_ADVICE)
-        post(ReplyEnded(reply_id, None, one_line(error), clock()))
+        ended = ReplyEnded(reply_id, None, one_line(error), clock())
+    post(ended)

@@ -5,15 +5,11 @@ from __future__ import annotations
 import pytest
 
 from spectui.core.events import Done, Source, Step
-from spectui.measure.metrics import ReplyClock, RollingRate, format_bytes, read_memory
+from spectui.core.stats import count_acceptance
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost
-from spectui.tui.session import (
-    ReplyTracker,
-    SessionTracker,
-    alpha_estimate,
-    estimate_costs,
-    panel_data,
-)
+from spectui.measure.costs import StepTimings
+from spectui.measure.metrics import ReplyClock, RollingRate, format_bytes, read_memory
+from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
 
 
 def drafted_step(k, accepted, draft_seconds=0.0, verify_seconds=0.0):
@@ -91,8 +87,15 @@ def test_tree_rss_lists_children_again_only_after_a_while(monkeypatch):
 def test_alpha_estimate_is_the_iid_maximum_likelihood():
     # Accept with probability a: successes / (successes + failures).
     steps = [drafted_step(4, 4), drafted_step(4, 1), drafted_step(2, 0), plain_step()]
-    assert alpha_estimate(steps) == pytest.approx(5 / (5 + 2))
-    assert alpha_estimate([plain_step()]) is None
+    assert count_acceptance(steps).alpha == pytest.approx(5 / (5 + 2))
+    assert count_acceptance([plain_step()]).alpha is None
+
+
+def estimate_costs(steps, engine_stats=None):
+    timings = StepTimings()
+    for step in steps:
+        timings.add(step)
+    return timings.estimate(engine_stats)
 
 
 def test_costs_from_timings_with_and_without_a_plain_step():
@@ -116,7 +119,7 @@ def test_panel_data_from_a_reply_matches_stats_and_theory():
     data = panel_data(reply, session, k=4, temperature=0.0, now=0.5)
     assert data.gamma_reply == pytest.approx(11 / 16)
     assert data.gamma_session == pytest.approx(11 / 16)  # the streaming reply counts
-    assert data.tau == pytest.approx(1 + 11 / 5)
+    assert data.tau == pytest.approx(1 + 11 / 4)  # over the 4 drafting steps, as vLLM: not the prefill
     assert data.per_position == pytest.approx((0.75, 0.75, 0.75, 0.5))
     assert data.alpha_series == (None, 1.0, 0.75, 0.0, 1.0)
     assert data.time_to_first_token == pytest.approx(0.1)

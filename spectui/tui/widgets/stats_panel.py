@@ -34,7 +34,7 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
 
     add([("Speculation", HEADING)])
     add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
-    add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" tokens/step", LABEL)])
+    add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" mean accept. length", LABEL)])
     add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])
     if data.tree_nodes_mean is not None:
         lines.extend(tree_lines(data, inner))

@@ -1,0 +1,146 @@
+"""c and v(k) from step timings: the one cost estimator of the panels and the bench. Stdlib only.
+
+c is one drafted token's time over one plain target decode step's; v(n) is the target's
+forward over n drafts and one more token, over that plain step (v(0) = 1). Every figure is
+a median of the steps that did that thing, so a slow moment of a shared machine moves none
+of them. A reply's first step holds the prompt's prefill: `add_reply` leaves it out.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from spectui.core.events import Step
+
+DEFAULT_VERIFY_SLOPE = 0.1  # v(k) = 1 + 0.1 k: a guess until a plain step is measured
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    draft_cost: float  # c: one draft token's time / one target decode step's time
+    verify_slope: float  # v(k) = 1 + slope * k
+    estimated: bool  # True when derived from step timings (not the engine's own figure)
+
+
+@dataclass
+class StepTimings:
+    """Step timings by what each step did, kept sorted so that a median costs nothing."""
+
+    verify: dict[int, list[float]] = field(default_factory=dict)  # drafted tokens -> verify seconds
+    draft: dict[str, list[float]] = field(default_factory=dict)  # method -> seconds per drafted token
+    draft_any: list[float] = field(default_factory=list)  # seconds per drafted token, any method
+
+    def add(self, step: Step, method: str | None = None) -> None:
+        """One decode step (never a reply's first); a step without timings says nothing."""
+        if step.verify_seconds <= 0:
+            return
+        drafted = step.num_drafted
+        bisect.insort(self.verify.setdefault(drafted, []), step.verify_seconds)
+        if drafted:
+            per_token = step.draft_seconds / drafted
+            bisect.insort(self.draft.setdefault(step.method if method is None else method, []), per_token)
+            bisect.insort(self.draft_any, per_token)
+
+    def add_reply(self, steps: Sequence[Step], method: str | None = None) -> None:
+        for step in steps[1:]:
+            self.add(step, method)
+
+    def merged(self, other: StepTimings) -> StepTimings:
+        return StepTimings(
+            _merge(self.verify, other.verify), _merge(self.draft, other.draft), sorted(self.draft_any + other.draft_any)
+        )
+
+    # seconds
+
+    def verify_seconds(self, drafted: int) -> float | None:
+        """The target's forward over `drafted` drafts and one more token (0: a plain step)."""
+        return _median(self.verify.get(drafted, ()))
+
+    def draft_seconds(self, method: str | None = None) -> float | None:
+        """One drafted token, by `method` or by any method."""
+        return _median(self.draft_any if method is None else self.draft.get(method, ()))
+
+    # ratios to one plain target step
+
+    def draft_cost(self, target_seconds: float | None, method: str | None = None) -> float | None:
+        """c: one drafted token's cost relative to one target decode step."""
+        draft = self.draft_seconds(method)
+        return draft / target_seconds if draft is not None and target_seconds else None
+
+    def verify_cost(self, drafted: int, target_seconds: float | None) -> float | None:
+        """v(n): a verify forward over n drafts relative to one target decode step."""
+        verify = self.verify_seconds(drafted)
+        return verify / target_seconds if verify is not None and target_seconds else None
+
+    def verify_slope(self, target_seconds: float | None) -> float | None:
+        """The slope of v(k) = 1 + slope * k through the measured v(n), each n weighted by its steps."""
+        if not target_seconds:
+            return None
+        drafted = [n for n in self.verify if n]
+        return slope_through_one([(n, self.verify_cost(n, target_seconds)) for n in drafted],
+                                 [len(self.verify[n]) for n in drafted])
+
+    def estimate(self, engine_stats: dict | None = None) -> CostEstimate | None:
+        """c and v(k) from the engine's figures if it gives them, else from the timings.
+
+        Without a plain step the target's one-token time is unknown and is backed out of
+        the verify times with the default slope; the result is labelled an estimate.
+        """
+        engine_stats = engine_stats or {}
+        if isinstance(engine_stats.get("draft_cost"), (int, float)):
+            slope = engine_stats.get("verify_slope")
+            given_slope = isinstance(slope, (int, float))
+            return CostEstimate(
+                float(engine_stats["draft_cost"]),
+                float(slope) if given_slope else DEFAULT_VERIFY_SLOPE,
+                estimated=not given_slope,
+            )
+        drafted = {n: times for n, times in self.verify.items() if n}
+        if not drafted:
+            return None
+        target = self.target_seconds()
+        if target:
+            slope = max(0.0, self.verify_slope(target) or 0.0)
+        else:
+            slope = DEFAULT_VERIFY_SLOPE
+            steps = sum(len(times) for times in drafted.values())
+            target = sum(len(times) * _median(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
+        return CostEstimate(self.draft_cost(target), slope, estimated=True)
+
+    def target_seconds(self) -> float | None:
+        """One plain target decode step."""
+        return self.verify_seconds(0)
+
+
+def timings_of(replies: Iterable[Sequence[Step]], method: str | None = None) -> StepTimings:
+    """The timings of some replies' decode steps (each reply's first step left out)."""
+    timings = StepTimings()
+    for steps in replies:
+        timings.add_reply(steps, method)
+    return timings
+
+
+def slope_through_one(points: Sequence[tuple[float, float]], weights: Sequence[float] | None = None) -> float | None:
+    """Weighted least squares slope of v = 1 + slope * n (the line through v(0) = 1); None without a point at n > 0."""
+    weights = weights if weights is not None else [1.0] * len(points)
+    spread = sum(w * n * n for (n, _), w in zip(points, weights))
+    if not spread:
+        return None
+    return sum(w * n * (v - 1.0) for (n, v), w in zip(points, weights)) / spread
+
+
+def _median(ordered: Sequence[float]) -> float | None:
+    """The median of an already sorted list, without sorting it again."""
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _merge(a: dict, b: dict) -> dict:
+    merged = {key: list(values) for key, values in a.items()}
+    for key, values in b.items():
+        merged[key] = sorted(merged.get(key, []) + values)  # two sorted runs: linear time
+    return merged

@@ -1,0 +1,108 @@
+"""run_reply, the one timed reply, and the cost estimator the panels and the bench share."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.measure.costs import DEFAULT_VERIFY_SLOPE, StepTimings, timings_of
+from spectui.measure.run import run_reply
+
+D, R, T = Source.DRAFT, Source.RECOVERED, Source.TARGET
+
+
+class Ticks:
+    """A clock that advances one second per reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+class StepsEngine:
+    def __init__(self, events) -> None:
+        self.events = events
+        self.closed = False
+
+    def stream(self, messages, params, control):
+        try:
+            yield from self.events
+            yield Step((99,), (T,), "after the Done")  # must never be read
+        finally:
+            self.closed = True
+
+
+def test_run_reply_times_the_reply_on_the_callers_clock():
+    steps = [Step((1,), (T,), "a"), Step((2, 3, 4), (D, D, R), "bcd", drafted=(2, 3, 5), k=3),
+             Step((5, 6), (D, R), "ef", drafted=(5, 0, 0), k=3)]
+    engine = StepsEngine([*steps, Done("stop", seconds=9.0)])
+    seen = []
+    reply = run_reply(engine, [], GenerationParams(), Control(3), lambda step, r: seen.append((step, r.arrivals[-1])),
+                      clock=Ticks())
+    # readings: 1 started, 2 3 4 the steps' arrivals, 5 the Done
+    assert seen == [(steps[0], 2.0), (steps[1], 3.0), (steps[2], 4.0)]
+    assert (reply.started, reply.arrivals, reply.ended) == (1.0, [2.0, 3.0, 4.0], 5.0)
+    assert reply.steps == steps and reply.done.finish_reason == "stop" and engine.closed
+    assert reply.wall_seconds == 4.0 and reply.first_token_seconds == 1.0 and reply.first_chunk_tokens == 1
+    assert reply.tokens_per_s == pytest.approx(6 / 4.0)
+    assert reply.decode_tokens_per_s == pytest.approx(5 / 3.0)  # after the first token
+    assert reply.stats.seconds == 9.0  # the stats keep the engine's own timing
+
+
+def test_a_stream_without_done_ends_when_the_engine_stops():
+    class NoDone:
+        def stream(self, messages, params, control):
+            yield Step((1, 2), (T, T), "ab")
+
+    reply = run_reply(NoDone(), [], GenerationParams(), Control(0), clock=Ticks())
+    assert reply.done is None and (reply.started, reply.ended) == (1.0, 3.0)
+    assert reply.first_chunk_tokens == 2 and reply.decode_tokens_per_s is None  # no token after the first chunk
+
+
+def step(drafted: int, verify: float, draft: float = 0.0, method: str = "draft") -> Step:
+    ids = (0,) if not drafted else (0, 1)
+    sources = (T,) if not drafted else (D, R)
+    return Step(ids, sources, "", drafted=tuple(range(drafted)), k=drafted, draft_seconds=draft,
+                verify_seconds=verify, method=method if drafted else "")
+
+
+def test_costs_are_medians_so_one_slow_step_moves_nothing():
+    steps = [step(0, 0.010), step(0, 0.010), step(0, 0.500),  # one plain step in a slow moment
+             step(4, 0.014, 0.004), step(4, 0.014, 0.004), step(4, 0.900, 0.400)]
+    timings = StepTimings()
+    for each in steps:
+        timings.add(each)
+    estimate = timings.estimate()
+    assert estimate.draft_cost == pytest.approx(0.1) and estimate.verify_slope == pytest.approx(0.1)
+    assert estimate.estimated
+    # the bench reads the same estimator: the same c and v(4) for the same steps
+    target = timings.target_seconds()
+    assert timings.draft_cost(target) == pytest.approx(estimate.draft_cost)
+    assert timings.verify_cost(4, target) == pytest.approx(1 + 4 * estimate.verify_slope)
+
+
+def test_without_a_plain_step_the_target_is_backed_out_with_the_default_slope():
+    timings = timings_of([[step(0, 5.0), step(2, 0.012, 0.002), step(4, 0.014, 0.004)]])  # the first: the prefill
+    assert 0 not in timings.verify
+    estimate = timings.estimate()
+    assert estimate.verify_slope == DEFAULT_VERIFY_SLOPE
+    target = (0.012 / 1.2 + 0.014 / 1.4) / 2
+    assert estimate.draft_cost == pytest.approx(0.001 / target)
+    assert StepTimings().estimate() is None
+
+
+def test_timings_merge_as_if_added_together():
+    first = [step(0, 0.01), step(2, 0.02, 0.004, "ngram"), step(4, 0.03, 0.008)]
+    second = [step(0, 0.02), step(4, 0.05, 0.004)]
+    together = StepTimings()
+    for each in first + second:
+        together.add(each)
+    apart = StepTimings(), StepTimings()
+    for timings, steps in zip(apart, (first, second)):
+        for each in steps:
+            timings.add(each)
+    assert apart[0].merged(apart[1]) == together
+    assert together.draft_seconds("ngram") == pytest.approx(0.002) and together.draft_seconds() == pytest.approx(0.002)
