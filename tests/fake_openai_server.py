@@ -39,6 +39,7 @@ class FakeOpenAI:
     endless_limit: int = 500
     stall_after: int | None = None  # send this many chunks, then nothing until stopped
     huge_line_mb: int = 0  # send a `data:` line this long, with no newline
+    token_ids: bool = False  # name each chunk's one token id, as vLLM does
     metrics: str | None = None  # /metrics body (None: 404, as most servers)
     error_status: int | None = None  # answer the chat with this status and `error_body`
     error_body: str = ""
@@ -116,7 +117,10 @@ class Handler(BaseHTTPRequestHandler):
             if fake.stall_after is not None and number >= fake.stall_after:
                 fake.stop.wait()
                 return
-            self._event({"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]})
+            choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
+            if fake.token_ids:
+                choice["token_ids"] = [1000 + number]
+            self._event({"choices": [choice]})
             if fake.delay_s:
                 time.sleep(fake.delay_s)
         last: dict = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}

@@ -79,8 +79,9 @@ def spread_counts(steps: Sequence[Step], counts: DraftCounts | None) -> Reconcil
     ones are spread evenly over the reply. γ is exact; the colours are approximate.
 
     Each target forward emits its accepted drafts then one token of its own, so n tokens with
-    a accepted drafts took n − a forwards; the first is the prompt's (no drafts). The drafted
-    count of each forward goes on its own token's step.
+    a accepted drafts took n − a forwards; the first is the prompt's (no drafts). Each
+    forward's counts (drafted, accepted) go on the step of its own token, so γ, τ and
+    per-position acceptance count forwards as vLLM does; its drafts' steps count nothing.
     """
     if counts is None or not steps:
         return Reconciliation(approximate=False, ambiguous=False, restated_steps=None, counts=None)
@@ -101,7 +102,7 @@ def spread_counts(steps: Sequence[Step], counts: DraftCounts | None) -> Reconcil
             position += 1
         if drafted:
             own = Source.BONUS if kept == drafted else Source.RECOVERED
-            restated.append(replace(steps[position], sources=(own,), draft_count=drafted))
+            restated.append(replace(steps[position], sources=(own,), draft_count=drafted, accepted_count=kept))
         else:
             restated.append(replace(steps[position], sources=(Source.TARGET,), draft_count=0, method=""))
         position += 1
