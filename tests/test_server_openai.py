@@ -130,6 +130,20 @@ def test_the_client_stops_at_its_own_max_tokens_when_the_server_ignores_it():
     assert len(record["token_ids"]) == 5 and record["finish_reason"] == "length"
 
 
+def test_a_vllm_reply_that_fills_max_tokens_keeps_its_record():
+    # The server kept to max_tokens: the usage chunk after the last token is still read.
+    from test_server_units import replay_server
+
+    with replay_server() as url:
+        engine = ServerEngine(url)
+        whole = run_reply(engine, PROMPT, GenerationParams(max_tokens=27), Control(k=4))
+        cut = run_reply(engine, PROMPT, GenerationParams(max_tokens=26), Control(k=4))
+    assert whole.done.approximate is False and whole.done.engine_stats["num_accepted_draft_tokens"] == 20
+    assert sum(len(step.token_ids) for step in whole.steps) == 27
+    # This replay ignores max_tokens: the client stops itself, inside the last chunk.
+    assert sum(len(step.token_ids) for step in cut.steps) == 26 and cut.done.finish_reason == "length"
+
+
 def test_esc_cancels_while_the_server_sends_nothing():
     fake = FakeOpenAI(stall_after=2, token_ids=True)
     control = Control()

@@ -193,12 +193,13 @@ class ServerEngine:
                     reply.failure = f"the server at {self.url} reported an error: {chunk.error}"
                     break
                 reply.note(chunk)
-                step = self._step(chunk, reply, temperature, params.max_tokens)
+                room = params.max_tokens - reply.num_tokens
+                step = self._step(chunk, reply, temperature, room)
                 if step is not None:
                     yield step
-                if reply.num_tokens >= params.max_tokens:
-                    # Our own limit, whether or not the server keeps to the max_tokens it was sent.
-                    reply.finish = reply.finish or "length"
+                if chunk_tokens(chunk) > room:
+                    # The server went past the max_tokens it was sent: the client keeps its own.
+                    reply.finish = "length"
                     break
         finally:
             reader.stop()
@@ -234,8 +235,8 @@ class ServerEngine:
             body["stop_token_ids"] = list(params.stop_token_ids)
         return body
 
-    def _step(self, chunk: ChatChunk, reply: "ReplyState", temperature: float, max_tokens: int) -> Step | None:
-        """The chunk's tokens as a Step (None for a chunk without any), cut at max_tokens.
+    def _step(self, chunk: ChatChunk, reply: "ReplyState", temperature: float, room: int) -> Step | None:
+        """The chunk's tokens as a Step, at most `room` of them (None when none are left).
 
         vLLM names each chunk's token ids: its size says how many were drafts. Other servers
         send text alone: each chunk counts as one target token, with an unknown id."""
@@ -246,11 +247,12 @@ class ServerEngine:
             reply.plain = True
         else:
             return None
-        room = max_tokens - reply.num_tokens
         text = chunk.text
         if len(token_ids) > room:  # a server that ignored max_tokens: keep what fits
             pieces = guessed_pieces(text, len(token_ids))[:room]
             token_ids, text = token_ids[:room], "".join(pieces)
+        if not token_ids:
+            return None
         now = time.perf_counter()
         step = counted_step(
             token_ids,
@@ -315,6 +317,11 @@ class ServerEngine:
 
     def close(self) -> None:
         """Nothing is held between replies: each request opens its own connection."""
+
+
+def chunk_tokens(chunk: ChatChunk) -> int:
+    """Tokens a chunk brings: its ids, or one for text without ids."""
+    return len(chunk.token_ids) or (1 if chunk.text else 0)
 
 
 @dataclass
