@@ -125,7 +125,7 @@ def default_store_path() -> Path:
 
 
 # How long a command waits for another process's write (a chat saving a step) to finish.
-LOCK_WAIT_S = 10.0
+LOCK_WAIT_S = 5.0
 SALVAGE_HINT = "`spectui history salvage` copies the conversations that still read into a new file"
 
 
@@ -434,7 +434,11 @@ def salvage(source: Path | str, target: Path | str) -> Salvaged:
         damaged = connect_read_only(source)
     except sqlite3.Error as error:
         raise store_error(source, error, opening=True) from None
-    fresh = Store(target)
+    try:
+        fresh = Store(target)
+    except StoreError:
+        damaged.close()
+        raise
     copied, partial, lost = 0, [], []
     try:
         for conversation_id in sorted(_conversation_ids(damaged)):
@@ -502,16 +506,21 @@ def _copy_conversation(damaged: sqlite3.Connection, fresh: sqlite3.Connection, c
         now = time.time()
         header = [(conversation_id, "(salvaged)", now, now, "{}")]
     fresh.execute("BEGIN")
-    fresh.execute(f"INSERT INTO conversations ({CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?)", header[0])
-    fresh.executemany(f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", messages)
+    fresh.execute(_insert("conversations", CONVERSATION_COLUMNS), header[0])
+    fresh.executemany(_insert("messages", MESSAGE_COLUMNS), messages)
     for message in messages:
         steps, steps_read = _readable_rows(
             damaged, f"SELECT {STEP_COLUMNS} FROM steps WHERE message_id = ? ORDER BY idx", (message[0],)
         )
         whole = whole and steps_read
-        fresh.executemany(f"INSERT INTO steps ({STEP_COLUMNS}) VALUES ({', '.join('?' * 15)})", steps)
+        fresh.executemany(_insert("steps", STEP_COLUMNS), steps)
     fresh.execute("COMMIT")
     return whole
+
+
+def _insert(table: str, columns: str) -> str:
+    placeholders = ", ".join("?" for _ in columns.split(","))
+    return f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
 
 
 # export
