@@ -44,6 +44,7 @@ class FakeOpenAI:
     error_status: int | None = None  # answer the chat with this status and `error_body`
     error_body: str = ""
     require_auth: str | None = None  # the exact Authorization header wanted
+    strict: bool = False  # refuse fields OpenAI's API does not know (vLLM's return_token_ids)
     seen_auth: list = field(default_factory=list)
     seen_paths: list = field(default_factory=list)
     seen_bodies: list = field(default_factory=list)
@@ -84,6 +85,11 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         self.fake.seen_bodies.append(body)
         if not self._allowed():
+            return
+        unknown = sorted(set(body) & {"return_token_ids", "stop_token_ids"})
+        if self.fake.strict and unknown:
+            message = f"Unrecognized request argument supplied: {unknown[0]}"
+            self._json(400, {"error": {"message": message, "type": "invalid_request_error"}})
             return
         if self.fake.error_status is not None:
             self._body(self.fake.error_status, self.fake.error_body.encode(), "application/json")

@@ -82,6 +82,16 @@ def test_json_names_what_was_not_reported():
     assert record["engine_stats"]["speculation"] == SPECULATION_NOT_REPORTED
 
 
+def test_a_strict_server_is_asked_again_without_vllm_extensions():
+    fake = FakeOpenAI(strict=True)
+    with fake_server(fake) as url:
+        engine = ServerEngine(url)
+        first = run_reply(engine, PROMPT, GenerationParams(), Control())
+        second = run_reply(engine, PROMPT, GenerationParams(), Control())
+    assert first.text == second.text == fake.reply
+    assert ["return_token_ids" in body for body in fake.seen_bodies] == [True, False, False]
+
+
 def test_vllm_like_metrics_without_token_ids_still_give_the_reply():
     # A server that exposes vLLM's counters but streams text without ids (a proxy dropping them).
     from test_server_units import METRICS_TEXT

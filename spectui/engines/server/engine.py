@@ -34,7 +34,7 @@ from spectui.engines.server.prometheus import (
 )
 from spectui.engines.server.reader import EventReader
 from spectui.engines.server.reconcile import reconcile, spread_counts
-from spectui.engines.server.transport import ServerAddress, ServerError, redacted
+from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
@@ -48,6 +48,7 @@ FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_
 UNKNOWN_TOKEN_ID = -1
 SPECULATION_NOT_REPORTED = "not reported by this server"
 SPECULATION_COUNTED = "counted by the server for the whole reply"
+VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
 
 class ServerEngine:
@@ -72,6 +73,7 @@ class ServerEngine:
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.vllm_extensions = True  # return_token_ids, stop_token_ids: off once a server refuses them
         try:
             served = self._served_models()
         except ServerError as error:
@@ -158,17 +160,9 @@ class ServerEngine:
     ) -> Iterator[Step | Done]:
         temperature = control.temperature  # fixed for the request: the server samples
         before = self.server_counters()
-        payload = self._request_body(messages, params, temperature)
         reply = ReplyState(started=time.perf_counter())
         try:
-            stream = transport.open_stream(
-                self.address,
-                "/v1/chat/completions",
-                payload,
-                self.api_key,
-                connect_timeout=self.connect_timeout,
-                read_timeout=self.read_timeout,
-            )
+            stream = self._open(messages, params, temperature)
         except ServerError as error:
             yield Done("error", error=str(error))
             return
@@ -218,21 +212,43 @@ class ServerEngine:
             return
         yield self._done(reply, before, FINISHED.get(reply.finish or "stop", "stop"), timing)
 
+    def _open(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> transport.Stream:
+        """The reply's stream. A strict server (OpenAI's own API, some proxies) refuses vLLM's
+        extensions: asked once more without them, and never again on this engine."""
+        def post() -> transport.Stream:
+            return transport.open_stream(
+                self.address,
+                "/v1/chat/completions",
+                self._request_body(messages, params, temperature),
+                self.api_key,
+                connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+            )
+
+        try:
+            return post()
+        except ServerRefused as error:
+            if not self.vllm_extensions or error.status not in (400, 422) or not refuses_extensions(str(error)):
+                raise
+        self.vllm_extensions = False
+        return post()
+
     def _request_body(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> dict:
         body: dict = {
             "model": self.model,
             "messages": [dict(message) for message in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
-            "return_token_ids": True,  # vLLM's extension: one chunk's ids = one engine step
             "max_tokens": params.max_tokens,
             "temperature": temperature,
             "top_p": params.top_p,
         }
+        if self.vllm_extensions:
+            body["return_token_ids"] = True  # one chunk's ids = one engine step
+            if params.stop_token_ids:
+                body["stop_token_ids"] = list(params.stop_token_ids)
         if params.seed is not None:
             body["seed"] = params.seed
-        if params.stop_token_ids:
-            body["stop_token_ids"] = list(params.stop_token_ids)
         return body
 
     def _step(self, chunk: ChatChunk, reply: "ReplyState", temperature: float, room: int) -> Step | None:
@@ -317,6 +333,10 @@ class ServerEngine:
 
     def close(self) -> None:
         """Nothing is held between replies: each request opens its own connection."""
+
+
+def refuses_extensions(message: str) -> bool:
+    return any(name in message for name in VLLM_EXTENSIONS)
 
 
 def chunk_tokens(chunk: ChatChunk) -> int:
