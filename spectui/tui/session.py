@@ -131,6 +131,9 @@ class PanelData:
     # the latest one's; None for chains.
     tree_nodes_mean: float | None = None
     tree_nodes_last: int | None = None
+    # What the engine could not see of the speculation (a server that is not vLLM):
+    # "not reported by this server", or "counted by the server per reply".
+    speculation_note: str | None = None
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None) -> Theory | None:
@@ -158,8 +161,12 @@ def panel_data(
     memory: MemoryReading | None = None,
     status: str = "idle",
 ) -> PanelData:
+    note = session.engine_stats.get("speculation")
+    note = note if isinstance(note, str) else None
     if reply is None:
-        return PanelData(k, temperature, gamma_session=session.gamma(), memory=memory, status=status)
+        return PanelData(
+            k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note
+        )
     stats = reply.stats()
     streaming = reply.done is None
     alpha = reply.alpha()
@@ -187,6 +194,7 @@ def panel_data(
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
+        speculation_note=note,
         **adaptive,
     )
 

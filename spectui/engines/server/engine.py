@@ -47,7 +47,7 @@ FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_
 # the client does not know.
 UNKNOWN_TOKEN_ID = -1
 SPECULATION_NOT_REPORTED = "not reported by this server"
-SPECULATION_COUNTED = "counted by the server for the whole reply"
+SPECULATION_COUNTED = "counted by the server per reply"
 VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
 
