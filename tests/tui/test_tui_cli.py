@@ -128,7 +128,7 @@ def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
 
 
 def test_chat_engines_come_from_the_factory(monkeypatch):
-    from spectui.cli.chat import engine_factory_for, engine_factory_for_k
+    from spectui.host.plan import engine_factory_for, engine_factory_for_k
     from spectui.settings.config import ChatConfig
 
     built = []
@@ -144,7 +144,7 @@ def test_chat_engines_come_from_the_factory(monkeypatch):
 
 
 def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(monkeypatch):
-    from spectui.cli.chat import engine_factory_for
+    from spectui.host.plan import engine_factory_for
     from spectui.settings.config import ChatConfig
     from spectui.engines.factory import build_engine
 

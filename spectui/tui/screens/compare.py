@@ -8,8 +8,8 @@ A change of k, temperature or method starts a new comparison: older runs used ot
 settings and would skew the medians.
 
 An engine that fixes k when it starts (vLLM, a server) cannot run its own baseline: the
-view then starts a second engine without speculation (`baseline_factory`), once, and
-closes it with the view.
+engine host then starts a second engine without speculation, once, and closes it with the
+view. The view holds the chat's engine while it is open (a k restart waits for it).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from spectui.tui.charts import bar
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import compare_bindings
 from spectui.core.pieces import display_chunks, splitter_for
+from spectui.core.errors import one_line
 from spectui.tui.widgets.token_view import TokenView
-from spectui.tui.worker import one_line, start_thread
 
 SWEEP_KS = range(0, 9)
 TITLES = {"speculative": "Speculative", "baseline": "Baseline (k = 0)"}
@@ -188,23 +188,21 @@ class CompareScreen(Screen):
     CompareScreen > #sweep.-shown { display: block; }
     """
 
-    def __init__(
-        self, engine, messages: list[Message], params: GenerationParams, k: int, temperature: float,
-        baseline_factory=None,
-    ) -> None:
+    def __init__(self, host, messages: list[Message], params: GenerationParams) -> None:
         super().__init__()
+        self.host = host
+        engine = host.engine
         self.base_engine = engine
         self.engine = engine
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.fixed_k = not engine.info.live_k
+        self.fixed_k = not host.capabilities.live_controls
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
-        self.k = getattr(engine, "k", k) if self.fixed_k else max(1, k)
-        self.baseline_factory = baseline_factory
+        self.k = getattr(engine, "k", host.live.k) if self.fixed_k else max(1, host.live.k)
         self.baseline = None  # the second engine, for a fixed k
-        self.temperature = temperature
-        self.comparison = Comparison([], temperature)
+        self.temperature = host.live.temperature
+        self.comparison = Comparison([], self.temperature)
         self.sweep_points: list[SweepPoint] = []
         self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
@@ -228,6 +226,7 @@ class CompareScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.hold = self.host.hold("compare view", stop=self.stop_work)
         self.refresh_head()
         self.action_rerun()
 
@@ -291,7 +290,7 @@ class CompareScreen(Screen):
             else:
                 post(WorkEnded(generation))
 
-        start_thread(work, name="spectui-compare")
+        self.host.start_work("spectui-compare", work, stop=self._cancel)
         self.refresh_head()
 
     def _control_factory(self, start_index: dict[str, int]):
@@ -356,15 +355,8 @@ class CompareScreen(Screen):
         minute); None where the engine runs k = 0 itself."""
         if not self.fixed_k or self.baseline is not None:
             return self.baseline
-        if self.baseline_factory is None:
-            from spectui.core.errors import UsageError
-
-            raise UsageError(
-                f"the {self.engine.info.name} engine fixes k when it starts and no baseline engine is "
-                "configured (a server needs --baseline-server URL)"
-            )
         self.app.call_from_thread(self._set_busy_with, "starting the baseline engine (k = 0)")
-        self.baseline = self.baseline_factory(lambda stage, done, total: None)
+        self.baseline = self.host.baseline_engine()
         self.app.call_from_thread(self.refresh_head)
         return self.baseline
 
@@ -373,17 +365,10 @@ class CompareScreen(Screen):
         self.refresh_head()
 
     def on_unmount(self) -> None:
-        baseline, self.baseline = self.baseline, None
-        if baseline is None:
-            return
-        from spectui.tui.worker import join_threads
-
-        def close() -> None:
-            # After the run in flight: closing an engine under a running request breaks it.
-            join_threads("spectui-compare", timeout=60.0)
-            baseline.close()
-
-        start_thread(close, name="spectui-compare-close")
+        self.stop_work()
+        self.baseline = None
+        self.host.close_baseline()  # after the run in flight: closing it under a request breaks it
+        self.hold.release()
 
     def action_sweep(self) -> None:
         if self.fixed_k:
@@ -484,12 +469,11 @@ class CompareScreen(Screen):
 
     def action_swap_method(self) -> None:
         other = "ngram" if self.method == "draft" else "draft"
-        swap = getattr(self.base_engine, "with_method", None)
-        if swap is None:
+        if not self.host.capabilities.method_switch:
             self.notify(f"The {self.engine.info.name} engine cannot change its method here.")
             return
         try:
-            self.engine = swap(other)
+            self.engine = self.base_engine.with_method(other)
         except Exception as error:
             self.notify(one_line(error), severity="warning")
             return
