@@ -15,6 +15,7 @@ from spectui.core.events import Control, Done, GenerationParams, Message
 from spectui.core.pieces import display_chunks
 from spectui.store import APPROXIMATE_NOTE
 from spectui.tui.frames import FrameInbox
+from spectui.tui.keys import key_display
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived
 from spectui.tui.replay import problem_text, reply_summary
 from spectui.tui.session import ReplyTracker
@@ -62,14 +63,15 @@ class Replies:
     """The streaming reply (`current`) and the abandoned ones (`detached`) of one screen.
 
     screen: posts the replies' messages and draws their frames; redraw_bar: the reply's
-    status changed; redraw_panels: the panels' turn. overflow_hint: how to answer a chat that
-    outgrew the model's context (its keys)."""
+    status changed; redraw_panels: the panels' turn. keys: the config's, to name those that
+    answer a chat which outgrew the model's context."""
 
     def __init__(self, screen, scroll, host, store, redraw_bar: Callable[[], None],
-                 redraw_panels: Callable[[], None], overflow_hint: str) -> None:
+                 redraw_panels: Callable[[], None], keys: dict[str, str]) -> None:
         self.screen, self.scroll, self.host, self.store = screen, scroll, host, store
         self.redraw_bar, self.redraw_panels = redraw_bar, redraw_panels
-        self.overflow_hint = overflow_hint
+        trim, new_chat = (key_display(keys[name].split(",")[0].strip()) for name in ("trim", "new_chat"))
+        self.overflow_hint = f"{trim} resends it without the oldest turns, {new_chat} starts anew"
         self.current: ActiveReply | None = None
         self.detached: dict[int, DetachedReply] = {}
         self.inbox: FrameInbox[StepArrived] = FrameInbox(screen, self.flush)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 from textual.content import Content
 
+from spectui.host.messages import EngineFailed, EngineReady, RestartStarted
 from spectui.tui.widgets.conversation import SystemNote
 
 
@@ -14,6 +15,7 @@ class ConversationScroll(VerticalScroll):
     who scrolled up a little."""
 
     following = True
+    _restart_note: SystemNote | None = None
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -32,14 +34,23 @@ class ConversationScroll(VerticalScroll):
         self.end_if_following()
         return note
 
-    def update_note(self, note: SystemNote | None, text: str, error: bool = False) -> None:
-        """A note says how things went (a k restart); a new note if a new chat removed it."""
-        if note is None or not note.is_attached:
-            self.note(text, error)
-            return
-        note.update(Content(text))
-        note.set_class(error, "-error")
-        self.end_if_following()
+    def engine_note(self, event) -> None:
+        """What the engine host said that belongs in the conversation: a failed load, and a
+        k restart as one note, "restarting…" then how it went (the bar says it too, but a
+        narrow terminal cuts the bar's end)."""
+        if isinstance(event, RestartStarted):
+            self._restart_note = self.note(event.note)
+        elif isinstance(event, (EngineReady, EngineFailed)) and event.restart_note is not None:
+            note, self._restart_note = self._restart_note, None
+            error = isinstance(event, EngineFailed)
+            if note is None or not note.is_attached:  # a new chat removed it
+                self.note(event.restart_note, error)
+            else:
+                note.update(Content(event.restart_note))
+                note.set_class(error, "-error")
+                self.end_if_following()
+        elif isinstance(event, EngineFailed):
+            self.note(f"Could not load the engine: {event.error}", error=True)
 
     def follow_text(self, token_view) -> None:
         """After the next refresh, bring the reply's last line of text to the bottom."""

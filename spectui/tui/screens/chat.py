@@ -15,15 +15,16 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from spectui.core.events import GenerationParams, Message
-from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice, RestartStarted
+from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
 from spectui.store import Conversation
 from spectui.tui.chat.bar import bar_state
+from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.chat.transcript import Transcript, settings_record
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.keys import chat_bindings, key_display
+from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
 from spectui.tui.replay import stored_conversation
 from spectui.tui.session import PanelData, SessionTracker, panel_data
@@ -53,18 +54,13 @@ class ChatScreen(Screen):
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.session = SessionTracker()
         self.last_reply = None
-        self.waiting: UserMessage | None = None  # a message sent while the engine loads
         self._resume = conversation
-        self._restart_note = None
         self.scroll = ConversationScroll(id="conversation")
-        self.prompt = Input(placeholder="Message the model · Enter sends · F1 help", id="prompt")
-        self.prompt.cursor_blink = cursor_blink
+        self.prompt = ChatPrompt(cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
         self.transcript = Transcript(store, config.system, lambda text: self.notify(text, severity="warning"))
-        keys = {name: key_display(config.keys[name].split(",")[0].strip()) for name in ("trim", "new_chat")}
-        hint = f"{keys['trim']} resends it without the oldest turns, {keys['new_chat']} starts anew"
-        self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, hint)
+        self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, config.keys)
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
@@ -79,7 +75,7 @@ class ChatScreen(Screen):
     def on_mount(self) -> None:
         self.set_interval(1.0, self.tick, name="tick")
         if self._resume is not None:
-            self.show_conversation(self._resume)
+            self.post_message(ShowConversation(self._resume))
         self.refresh_bar()
         self.prompt.focus()
 
@@ -89,7 +85,7 @@ class ChatScreen(Screen):
     # what the bar and the panels show
 
     def refresh_bar(self) -> None:
-        self.param_bar.show(bar_state(self.host, self.config, self.replies.current, self.waiting is not None,
+        self.param_bar.show(bar_state(self.host, self.config, self.replies.current, self.prompt.waiting is not None,
                                       self.show_ghosts, self.markdown))
 
     def refresh_panels(self) -> None:
@@ -114,17 +110,12 @@ class ChatScreen(Screen):
 
     def on_host_event(self, message: HostEvent) -> None:
         event = message.event
+        self.scroll.engine_note(event)
         if isinstance(event, Notice):
             self.notify(event.text, severity=event.severity, timeout=event.timeout)
-        elif isinstance(event, RestartStarted):
-            self._restart_note = self.scroll.note(event.note)
         elif isinstance(event, EngineReady):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
-            if event.restart_note is not None:
-                self.scroll.update_note(self._restart_note, event.restart_note, error=True)
-            else:
-                self.scroll.note(f"Could not load the engine: {event.error}", error=True)
             self._give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
@@ -132,14 +123,12 @@ class ChatScreen(Screen):
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
-        if event.restart_note is not None:
-            self.scroll.update_note(self._restart_note, event.restart_note)
-        elif self.compare_prompt is not None:
+        if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             self.open_compare(prompt_messages(prompt, self.config.system))
-        if self.waiting is not None:
-            shown, self.waiting = self.waiting, None
-            self.send(shown.text, shown)
+        waiting = self.prompt.take_waiting()
+        if waiting is not None:
+            self.send(waiting.text, waiting)
 
     # sending
 
@@ -150,29 +139,20 @@ class ChatScreen(Screen):
             return
         if self.replies.current is not None:
             self.notify("A reply is streaming; Esc cancels it.")
-        elif self.waiting is not None:
+        elif self.prompt.waiting is not None:
             self.notify("A message already waits for the engine; this one stays in the box.")
         elif self.host.status == "failed" and self.host.engine is None:
             self.notify(f"No engine: {self.host.error}", severity="error")
+        elif self.host.engine is None:
+            self.prompt.wait(text, self.scroll)
+            self.refresh_bar()
         else:
             event.input.clear()
-            if self.host.engine is None:
-                self.waiting = UserMessage(text)
-                self.scroll.mount(self.waiting)
-                self.scroll.end_if_following()
-                self.refresh_bar()
-            else:
-                self.send(text)
+            self.send(text)
 
     def _give_back_waiting(self) -> None:
-        """The engine did not come: the waiting message goes back to the box."""
-        if self.waiting is None:
-            return
-        shown, self.waiting = self.waiting, None
-        shown.remove()
-        if not self.prompt.value:
-            self.prompt.value = shown.text
-        self.notify("Your message did not go: it is back in the box.", severity="warning")
+        if self.prompt.give_back():
+            self.notify("Your message did not go: it is back in the box.", severity="warning")
 
     def send(self, text: str, shown: UserMessage | None = None) -> None:
         if shown is None:
@@ -289,10 +269,8 @@ class ChatScreen(Screen):
     # history
 
     def on_show_conversation(self, message: ShowConversation) -> None:
-        self.show_conversation(message.conversation)
-
-    def show_conversation(self, conversation: Conversation) -> None:
         """Replace what is shown with a stored conversation; new messages continue it."""
+        conversation = message.conversation
         self._start_over()
         self.transcript.resume(conversation)
         widgets, trackers = stored_conversation(conversation, self.replies.new_id, self.show_ghosts)

@@ -19,25 +19,22 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from spectui.measure.compare import (
-    PATHS, Comparison, SweepPoint, TimedRun, alternating_order, best_k, run_pair, sweep_k, warm_up,
-)
+from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
-from spectui.tui.charts import bar
+from spectui.core.pieces import display_chunks, splitter_for
+from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
+from spectui.tui.compare.pane import ComparePane
+from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import compare_bindings
-from spectui.core.pieces import display_chunks, splitter_for
-from spectui.core.errors import one_line
-from spectui.tui.widgets.token_view import TokenView
 
 SWEEP_KS = range(0, 9)
-TITLES = {"speculative": "Speculative", "baseline": "Baseline (k = 0)"}
 
 
 class RunEnded(TextualMessage):
@@ -74,106 +71,6 @@ class RunStarted:
 class StepShown:
     path: str
     chunks: list[tuple[str, str]]
-
-
-def fmt(value: float | None, spec: str, unit: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{unit}"
-
-
-def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str:
-    if run is None:
-        return "waiting for its turn"
-    stats = run.reply.stats
-    done = run.reply.done
-    ttft = done.time_to_first_token if done is not None and done.time_to_first_token > 0 else None
-    parts = [
-        f"{fmt(run.tokens_per_s, '.1f')} tok/s (median {fmt(comparison.median_tokens_per_s(path), '.1f')})",
-        f"TTFT {fmt(ttft, '.2f', ' s')}",
-        f"{stats.num_tokens} tokens in {stats.num_steps} steps",
-    ]
-    if path == "speculative":
-        parts.append(f"γ {fmt(stats.gamma, '.2f')}")
-    if not run.finished:
-        parts.append(run.finish_reason or "unfinished")
-    return " · ".join(parts)
-
-
-def result_text(comparison: Comparison) -> tuple[str, bool]:
-    """The result line and whether it reports a problem."""
-    counts = [len(comparison.finished_of(path)) for path in PATHS]
-    if min(counts) == 0:
-        return "the result shows once both paths have run", False
-    parts = [
-        f"speedup ×{fmt(comparison.speedup, '.2f')} (median of {counts[0]} speculative, {counts[1]} baseline runs)",
-        f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
-    ]
-    if comparison.overlapping():
-        return " · ".join(parts + ["RUNS OVERLAPPED: timing invalid"]), True
-    identical = comparison.identical
-    if identical is None:
-        parts.append("T > 0: replies may differ")
-    elif identical:
-        parts.append("token-identical ✓")
-    else:
-        parts.append(f"DIFFERENT at token {comparison.difference}: lossless decoding is broken")
-        return " · ".join(parts), True
-    return " · ".join(parts), False
-
-
-def sweep_lines(points: list[SweepPoint], width: int = 24) -> list[str]:
-    """One line per k: a bar of tokens/s, the value, γ, and the best k marked."""
-    best = best_k(points)
-    fastest = max((p.tokens_per_s or 0.0 for p in points), default=0.0) or 1.0
-    lines = []
-    for point in points:
-        mark = "  ◀ best" if best is not None and point.k == best.k else ""
-        gamma = "  γ –   " if point.gamma is None else f"  γ {point.gamma:.2f}"
-        lines.append(
-            f"k={point.k:<2} {bar((point.tokens_per_s or 0.0) / fastest, width)} "
-            f"{fmt(point.tokens_per_s, '6.1f')} tok/s{gamma}{mark}"
-        )
-    return lines
-
-
-class ComparePane(Vertical):
-    DEFAULT_CSS = """
-    ComparePane { width: 1fr; height: 1fr; padding: 0 1; border: round $primary 40%; }
-    ComparePane > .pane-title { text-style: bold; color: $primary; }
-    ComparePane > VerticalScroll { height: 1fr; }
-    ComparePane > .pane-stats { color: $text-muted; height: auto; }
-    """
-
-    def __init__(self, path: str) -> None:
-        super().__init__(id=f"pane-{path}")
-        self.path = path
-        self.title = Static(TITLES[path], classes="pane-title")
-        self.scroll = VerticalScroll()
-        self.stats = Static("waiting for its turn", classes="pane-stats")
-        self.token_view: TokenView | None = None
-
-    def compose(self) -> ComposeResult:
-        yield self.title
-        yield self.scroll
-        yield self.stats
-
-    def start_run(self, k: int, number: int) -> None:
-        detail = f"k = {k}" if self.path == "speculative" else "every token from the target"
-        self.title.update(Content(f"{TITLES[self.path]} · {detail} · run {number}"))
-        self.stats.update(Content("streaming…"))
-        self.scroll.remove_children()
-        self.token_view = TokenView()
-        self.token_view.streaming = True
-        self.scroll.mount(self.token_view)
-
-    def append(self, chunks: list[tuple[str, str]]) -> None:
-        if self.token_view is not None:
-            self.token_view.append_chunks(chunks)
-            self.scroll.scroll_end(animate=False)
-
-    def end_run(self, summary: str) -> None:
-        if self.token_view is not None:
-            self.token_view.streaming = False
-        self.stats.update(Content(summary))
 
 
 class CompareScreen(Screen):
