@@ -311,8 +311,10 @@ def test_the_baseline_is_built_once_and_closed_after_the_work_using_it():
     host.close_baseline()
     assert not baseline.closed  # a run still uses it
     release.set()
-    owner.until(lambda: baseline.closed and not host.uses)
-    assert not host.engine.closed
+    for thread in threading.enumerate():
+        if thread.name == "spectui-baseline-close":
+            thread.join(30)
+    assert baseline.closed and not host.engine.closed
 
 
 def test_no_baseline_for_a_fixed_k_engine_is_a_usage_error():
@@ -366,3 +368,15 @@ def test_steps_from_the_fakes_carry_their_pieces():
     engine = PlanEngine([None, 2], gated=False)
     steps = [e for e in drain(engine, LiveSettings(2).control()) if isinstance(e, Step)]
     assert all("".join(step.pieces) == step.text for step in steps)
+
+
+def test_quitting_drops_a_wanted_restart_before_the_views_let_the_engine_go():
+    factory = FixedKFactory([None])
+    host, owner = fixed_k_host(factory)
+    view = host.hold("compare view")
+    host.keys.step_k(+1)
+    owner.timers.fire()
+    assert host.wanted_k == 3
+    host.drop_restart()
+    view.release()  # the view closes as the app quits
+    assert host.status == "ready" and factory.built_k == [2] and not host.engine.closed

@@ -254,12 +254,17 @@ class EngineHost:
     def close_baseline(self) -> None:
         self.baseline.close_after(self.uses.threads())
 
-    def close(self, timeout: float = 15.0) -> bool:
-        """Stop what holds the engine, wait for its threads (`timeout` in all), close the
-        engines. False, with the engines left open, if a thread still runs."""
+    def drop_restart(self) -> None:
+        """No k restart from now on (quitting: what holds the engine lets go as it leaves)."""
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+        self.wanted_k = None
+
+    def close(self, timeout: float = 15.0) -> bool:
+        """Stop what holds the engine, wait for its threads (`timeout` in all), close the
+        engines. False, with the engines left open, if a thread still runs."""
+        self.drop_restart()
         if not self.uses.stop_and_wait(timeout):
             return False
         engines, self.engine = (self.engine, self.baseline.take()), None

@@ -82,6 +82,10 @@ class SpectuiApp(App):
         self.host.start()  # if the command did not start it before the app
         self.host.attach(lambda: self.call_later(self.host.pump), self.set_timer)
 
+    def exit(self, *args, **kwargs) -> None:
+        self.host.drop_restart()  # the screens let the engine go as they close: no restart then
+        super().exit(*args, **kwargs)
+
     def on_unmount(self) -> None:
         gc.set_threshold(*self._gc_thresholds)
         self.host.close(timeout=15.0)

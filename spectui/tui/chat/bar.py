@@ -51,5 +51,5 @@ def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool) 
         markdown=markdown,
         status=status,
         detail=detail,
-        inferred=info is not None and not info.exact,
+        inferred=host.capabilities is not None and not host.capabilities.exact_provenance,
     )
