@@ -1,4 +1,4 @@
-"""A stored reply back on screen: its token view from the saved steps, its numbers."""
+"""Stored replies and conversations back on screen: token views from the saved steps, their numbers."""
 
 from __future__ import annotations
 
