@@ -123,12 +123,12 @@ class ChatScreen(Screen):
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
-        if event.restart_note is None and self.compare_prompt is not None:
-            prompt, self.compare_prompt = self.compare_prompt, None
-            self.open_compare(prompt_messages(prompt, self.config.system))
         waiting = self.prompt.take_waiting()
         if waiting is not None:
             self.send(waiting.text, waiting)
+        if event.restart_note is None and self.compare_prompt is not None:
+            prompt, self.compare_prompt = self.compare_prompt, None
+            self.open_compare(prompt_messages(prompt, self.config.system))  # never beside a reply
 
     # sending
 
