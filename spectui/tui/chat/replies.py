@@ -99,8 +99,9 @@ class Replies:
             stream_reply(engine, messages, params, control, reply_id, post, put,
                          clock=host.clock, store=store, message_id=message_id)
 
+        tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
         control = host.start_reply(f"spectui-reply-{reply_id}", run)
-        self.current = ActiveReply(reply_id, view, ReplyTracker(host.clock()), control, message_id)
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id)
 
     def _drain(self) -> list[StepArrived]:
         """Steps of the current reply, in order; a detached reply's only keep their text."""
