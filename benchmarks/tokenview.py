@@ -39,9 +39,14 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     """A SpectuiApp whose engine, frame flush and k action write timestamps into `record`."""
     from functools import partial
 
+    from spectui.engines.scripted import SCRIPT, build_scripted_engine
+    from spectui.host.host import EngineHost
+    from spectui.host.live import LiveSettings
+    from spectui.host.messages import EngineReady
+    from spectui.host.plan import EnginePlan
     from spectui.settings.config import ChatConfig
     from spectui.tui.app import SpectuiApp
-    from spectui.engines.scripted import SCRIPT, build_scripted_engine
+    from spectui.tui.chat.replies import Replies
     from spectui.tui.screens.chat import ChatScreen
 
     build = partial(build_scripted_engine, alpha=0.8, tokens_per_s=rate,
@@ -66,9 +71,9 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     engine.stream = stream
     flushes: list[tuple[float, float, int]] = record.setdefault("flushes", [])
     actions: list[float] = record.setdefault("actions", [])
-    original_flush, original_k, original_end = ChatScreen.flush_steps, ChatScreen.action_k, ChatScreen.on_reply_ended
+    original_flush, original_k, original_end = Replies.flush, ChatScreen.action_k, ChatScreen.on_reply_ended
 
-    def flush_steps(self):
+    def flush(self):
         start = time.perf_counter()
         original_flush(self)
         if self.current is not None:
@@ -86,14 +91,18 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
         record["shown_tokens"] = self.last_reply.stats().num_tokens if self.last_reply else 0
         self.app.exit()
 
-    ChatScreen.flush_steps, ChatScreen.action_k, ChatScreen.on_reply_ended = flush_steps, action_k, on_reply_ended
+    Replies.flush, ChatScreen.action_k, ChatScreen.on_reply_ended = flush, action_k, on_reply_ended
 
     class BenchApp(SpectuiApp):
-        def on_engine_ready(self, message):
-            super().on_engine_ready(message)
+        def on_mount(self):
+            self.host.listen(self.engine_ready)  # before the app attaches the host: it may be ready already
+            super().on_mount()
+
+        def engine_ready(self, message):
             # The scripted engine is ready at once; a real one takes a minute, by which
             # time the app's start-up work (first layout, footer, styles) is long done.
-            self.set_timer(SETTLE_SECONDS, self.start_stream)
+            if isinstance(message, EngineReady):
+                self.set_timer(SETTLE_SECONDS, self.start_stream)
 
         def start_stream(self):
             record["stream_start"] = time.perf_counter()
@@ -104,7 +113,8 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
             self.chat_screen.send("stream please")
 
     config = ChatConfig(k=4, max_tokens=tokens, ghosts=False)
-    return BenchApp(lambda progress: engine, config, None, cursor_blink=False)
+    host = EngineHost(EnginePlan(lambda progress: engine), LiveSettings.from_config(config))
+    return BenchApp(host, config, None, cursor_blink=False)
 
 
 def child(out: Path, rate: float, tokens: int, marker: Path, engine_in: str) -> None:

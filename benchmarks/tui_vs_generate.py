@@ -65,6 +65,11 @@ def generate_once(engine, messages, params, control_args) -> dict:
 
 
 def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
+    import spectui.tui.screens.chat as chat_module
+    from spectui.host.host import EngineHost
+    from spectui.host.live import LiveSettings
+    from spectui.host.messages import EngineReady
+    from spectui.host.plan import EnginePlan
     from spectui.tui.app import SpectuiApp
     from spectui.tui.screens.chat import ChatScreen
 
@@ -93,16 +98,20 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
             self.app.exit()
 
     class BenchApp(SpectuiApp):
-        def push_screen(self, screen, *args, **kwargs):
-            if type(screen) is ChatScreen:
-                screen = BenchChat()
-            return super().push_screen(screen, *args, **kwargs)
+        def on_mount(self):
+            self.host.listen(self.engine_ready)  # before the app attaches the host: it may be ready already
+            super().on_mount()
 
-        def on_engine_ready(self, message):
-            super().on_engine_ready(message)
-            self.set_timer(SETTLE_SECONDS, lambda: self.chat_screen.send(prompt))
+        def engine_ready(self, message):
+            if isinstance(message, EngineReady):
+                self.set_timer(SETTLE_SECONDS, lambda: self.chat_screen.send(prompt))
 
-    BenchApp(lambda progress: KeepOpen(engine), config, None).run()
+    host = EngineHost(EnginePlan(lambda progress: KeepOpen(engine)), LiveSettings.from_config(config))
+    chat_module.ChatScreen = BenchChat  # the app builds its chat screen from this name
+    try:
+        BenchApp(host, config, None).run()
+    finally:
+        chat_module.ChatScreen = ChatScreen
     record["wall_seconds"] = record["shown"] - record["sent"]
     return record
 

@@ -23,66 +23,9 @@ from spectui.measure.compare import (
 from spectui.core.engine import EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 
+from fake_engines import ClockedEngine as ScriptedEngine, VirtualClock  # speeds are exact numbers
+
 MESSAGES = [{"role": "user", "content": "def add(a, b):"}]
-
-
-# --- a scripted engine on a virtual clock: speeds are exact numbers ---------------------
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class ScriptedEngine:
-    """Emits `max_tokens` tokens in steps of k + 1; each step costs 1 + k/6 virtual seconds.
-
-    `overheads[path]` adds a fixed time before the first step of successive runs of that
-    path, so their speeds differ and the median is a real choice. From call number
-    `slow_from_call` on (1-based) every step takes `slowdown` times as long, as on a machine
-    whose neighbours woke up. `diverge_at` makes the baseline emit a different token there
-    (a broken engine).
-    """
-
-    def __init__(self, clock: VirtualClock, overheads: dict[str, list[float]] | None = None, diverge_at: int | None = None,
-                 slow_from_call: int | None = None, slowdown: float = 1.5):
-        self.clock = clock
-        self.overheads = {path: list(values) for path, values in (overheads or {}).items()}
-        self.diverge_at = diverge_at
-        self.slow_from_call = slow_from_call
-        self.slowdown = slowdown
-        self.info = EngineInfo("scripted", "fake-target", None, "draft", "float32", "cpu", live_k=True)
-        self.calls: list[tuple[int, float]] = []
-
-    def stream(self, messages, params, control):
-        k, temperature = control.snapshot()
-        self.calls.append((k, temperature))
-        path = "speculative" if k else "baseline"
-        overhead = self.overheads.get(path, [0.0])
-        self.clock.now += overhead.pop(0) if len(overhead) > 1 else overhead[0]
-        slow = self.slow_from_call is not None and len(self.calls) >= self.slow_from_call
-        step_seconds = (1.0 + k / 6) * (self.slowdown if slow else 1.0)
-        emitted = 0
-        while emitted < params.max_tokens:
-            if control.cancelled:
-                yield Done("cancelled")
-                return
-            count = min(k + 1, params.max_tokens - emitted)
-            ids = [self.token_at(emitted + i, k) for i in range(count)]
-            sources = [Source.DRAFT] * (count - 1) + [Source.BONUS if k else Source.TARGET]
-            self.clock.now += step_seconds
-            emitted += count
-            yield Step(tuple(ids), tuple(sources), "x" * count, drafted=tuple(ids[:k]), k=k)
-        yield Done("length", seconds=0.0, time_to_first_token=0.5)
-
-    def token_at(self, position: int, k: int) -> int:
-        return 999 if (k == 0 and position == self.diverge_at) else position
-
-    def close(self) -> None:
-        pass
 
 
 def test_first_difference():

@@ -18,7 +18,9 @@ import typer
 from typer.testing import CliRunner
 
 from spectui.cli import serve
-from spectui.cli.serve import Launcher, serve_command
+from spectui.cli.serve import serve_command
+from spectui.engines.vllm import server_process
+from spectui.engines.vllm.server_process import Launcher
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -142,7 +144,7 @@ def test_k_zero_has_no_speculative_config(vllm_serve_parser):
 def test_what_a_cpu_run_adds_parses_too(vllm_serve_parser):
     """Running here adds --enforce-eager, a context bound and the per-request records."""
     line = printed_line("--model", "qwen2.5-7b", "--method", "ngram", "-k", "3")
-    argv = serve.run_argv(shlex.split(line), Launcher("cli"), cpu=True)
+    argv = server_process.run_argv(shlex.split(line), Launcher("cli"), cpu=True)
     args = vllm_serve_parser(" ".join(shlex.quote(part) for part in argv))
     assert args.enforce_eager is True and args.max_model_len == 4096
     assert args.per_request_spec_decode_metrics == "detailed"
@@ -201,8 +203,8 @@ def test_bad_input_is_one_line_and_exit_2(args, words, print_only):
 
 
 def test_no_vllm_is_one_line_naming_both_installs(monkeypatch):
-    monkeypatch.setattr(serve.importlib.util, "find_spec", lambda name: None)
-    monkeypatch.setattr(serve.shutil, "which", lambda name: None)
+    monkeypatch.setattr(server_process.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(server_process.shutil, "which", lambda name: None)
     result = invoke("--model", "llama-3.3-70b")
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
@@ -235,16 +237,16 @@ def test_launchers():
 
 
 def test_cpu_argv_is_eager_with_a_bounded_context():
-    assert serve.cpu_argv(["vllm", "serve", "m"]) == ["vllm", "serve", "m", "--enforce-eager", "--max-model-len", "4096"]
-    assert serve.cpu_argv(["vllm", "serve", "m", "--max-model-len", "512"]) == [
+    assert server_process.cpu_argv(["vllm", "serve", "m"]) == ["vllm", "serve", "m", "--enforce-eager", "--max-model-len", "4096"]
+    assert server_process.cpu_argv(["vllm", "serve", "m", "--max-model-len", "512"]) == [
         "vllm", "serve", "m", "--max-model-len", "512", "--enforce-eager",
     ]
 
 
 def test_urls():
-    assert serve.base_url("127.0.0.1", 8000) == "http://127.0.0.1:8000"
-    assert serve.base_url("0.0.0.0", 1) == "http://127.0.0.1:1"
-    assert serve.base_url("::", 2) == "http://[::1]:2"
+    assert server_process.base_url("127.0.0.1", 8000) == "http://127.0.0.1:8000"
+    assert server_process.base_url("0.0.0.0", 1) == "http://127.0.0.1:1"
+    assert server_process.base_url("::", 2) == "http://[::1]:2"
 
 
 # --- start, wait for /health, chat, stop: against a fake server ----------------------------
@@ -358,6 +360,6 @@ def test_stop_server_kills_what_ignores_sigterm(tmp_path):
     )
     stubborn.stdout.readline()
     started = time.monotonic()
-    serve.stop_server(stubborn, grace_s=0.5)
+    server_process.stop_server(stubborn, grace_s=0.5)
     assert stubborn.poll() is not None and time.monotonic() - started < 5
     assert not os.path.exists(f"/proc/{stubborn.pid}") or not alive(stubborn.pid)

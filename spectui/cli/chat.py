@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -40,82 +39,11 @@ class ScreenshotEngine(str, Enum):
 
 # Engines whose model name can be checked before the app starts (a server names its own).
 CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
-# Engines rebuilt with a new k when k is fixed at start (a server's k is the server's).
-RESTARTS_FOR_K = ("auto", "embedded", "vllm")
 
 
 class ExportFormat(str, Enum):
     md = "md"
     jsonl = "jsonl"
-
-
-def engine_factory_for(config):
-    """engine_factory(progress) -> Engine for the configured engine; called in a thread."""
-    if config.engine == "scripted":
-        from spectui.engines.scripted import scripted_engine_factory
-
-        return scripted_engine_factory(step_delay=0.03)
-
-    def build(progress):
-        from spectui.settings.config import engine_options
-        from spectui.engines.factory import build_engine, chosen_engine
-
-        options = engine_options(config)
-        if chosen_engine(options) == "embedded" and engine_in_process():
-            from functools import partial
-
-            from spectui.engines.process import ProcessEngine
-
-            return ProcessEngine(partial(build_engine, options), progress)
-        return build_engine(options, progress)
-
-    return build
-
-
-def engine_in_process() -> bool:
-    """The embedded engine runs in a process of its own unless SPECTUI_ENGINE_PROCESS=0
-    (a thread of the app's process: for comparing the two, and for debuggers)."""
-    return os.environ.get("SPECTUI_ENGINE_PROCESS", "1") != "0"
-
-
-def engine_factory_for_k(config):
-    """k -> engine_factory, for engines that take k when they start (vLLM); None where
-    a new k cannot come from a rebuild."""
-    if config.engine not in RESTARTS_FOR_K:
-        return None
-    return lambda k: engine_factory_for(replace(config, k=k))
-
-
-def engine_terminal(config, engine_factory):
-    """While the app runs, engine processes (the embedded engine's, vLLM's) print to a log,
-    not over the screen."""
-    import contextlib
-
-    if engine_factory is not None or config.engine not in ("auto", "embedded", "vllm"):
-        return contextlib.nullcontext()
-    from spectui.engines.vllm.build import log_path
-    from spectui.tui.terminal import start_process_helpers, terminal_for_app_only
-
-    start_process_helpers()
-    return terminal_for_app_only(log_path())
-
-
-def baseline_share(gpu_memory_utilization: float) -> float:
-    """The GPU share left for a second vLLM engine beside the chat's (the compare view's
-    baseline): what the first did not reserve, keeping 5% for everything else."""
-    return round(max(0.05, min(gpu_memory_utilization, 0.95 - gpu_memory_utilization)), 2)
-
-
-def baseline_factory_for(config):
-    """engine_factory for the compare view's baseline (k = 0) where the chat's engine fixes k
-    at start: a --baseline-server, or a second vLLM engine without a speculative_config."""
-    if config.baseline_server:
-        return engine_factory_for(replace(config, engine="server", server=config.baseline_server, k=0, speculative_config=None))
-    if config.engine in ("auto", "vllm"):
-        return engine_factory_for(replace(
-            config, k=0, speculative_config=None, gpu_memory_utilization=baseline_share(config.gpu_memory_utilization)
-        ))
-    return None
 
 
 def chat_command(
@@ -222,10 +150,9 @@ def run_chat(
     resume: bool = False,
     conversation_id: int | None = None,
     history: bool = True,
-    engine_factory=None,
     compare_prompt: str | None = None,
 ) -> int:
-    """Config file < CLI options; open history; run the app. engine_factory overrides --engine.
+    """Config file < CLI options; open history; start the engine; run the app.
     compare_prompt opens the compare view on it as soon as the engine is ready."""
     from spectui.settings.config import load_config
     from spectui.store import Store, StoreError, default_store_path
@@ -235,9 +162,7 @@ def run_chat(
     config = load_config().with_overrides(**overrides)
     if overrides.get("theme") is not None:
         check_theme(config.theme)
-    if engine_factory is None:
-        check_engine_choice(config)
-    factory = engine_factory or engine_factory_for(config)
+    check_engine_choice(config)
     store = Store(default_store_path()) if history else None
     conversation = None
     if resume:
@@ -248,16 +173,18 @@ def run_chat(
             raise StoreError("no saved conversation to resume yet")
         conversation = store.load_conversation(wanted)
 
-    from spectui.tui.app import SpectuiApp
+    from spectui.host.host import EngineHost
+    from spectui.host.live import LiveSettings
+    from spectui.host.plan import plan_for
+    from spectui.host.terminal import engine_terminal
 
-    factory_for_k = engine_factory_for_k(config) if engine_factory is None else None
-    baseline_factory = baseline_factory_for(config) if engine_factory is None else None
-    app = SpectuiApp(
-        factory, config, store, resume=conversation, compare_prompt=compare_prompt, engine_factory_for_k=factory_for_k,
-        baseline_factory=baseline_factory,
-    )
     try:
-        with engine_terminal(config, engine_factory):
+        with engine_terminal(config):
+            host = EngineHost(plan_for(config), LiveSettings.from_config(config))
+            host.start()  # the engine (process) loads while Textual starts and draws
+            from spectui.tui.app import SpectuiApp
+
+            app = SpectuiApp(host, config, store, resume=conversation, compare_prompt=compare_prompt)
             app.run()
     finally:
         if store is not None:
@@ -393,6 +320,8 @@ def screenshots_command(
         from spectui.settings.config import load_config
 
         try:
+            from spectui.host.plan import engine_factory_for
+
             factory = engine_factory_for(load_config().with_overrides(engine="embedded"))
         except SpectuiError as error:
             fail(error)

@@ -1,4 +1,4 @@
-"""What the loader and generation threads send to the UI.
+"""What the engine host and the generation threads send to the UI.
 
 Steps do not go through Textual's message pump one by one: at thousands of tokens a
 second its per-message cost (a thread-safe wake-up and a dispatch each) starves the keys.
@@ -16,12 +16,20 @@ from textual.message import Message
 from spectui.core.events import Done, Step
 
 
-class EngineProgress(Message):
-    def __init__(self, stage: str, done: int, total: int) -> None:
+class HostEvent(Message):
+    """What the engine host said (a spectui.host.messages record), on the UI's loop."""
+
+    def __init__(self, event) -> None:
         super().__init__()
-        self.stage = stage
-        self.done = done
-        self.total = total
+        self.event = event
+
+
+class ShowConversation(Message):
+    """Show a stored conversation in the chat (picked in the history screen)."""
+
+    def __init__(self, conversation) -> None:
+        super().__init__()
+        self.conversation = conversation
 
 
 class EngineRestarting(Message):
@@ -33,19 +41,6 @@ class EngineRestarting(Message):
         self.stage = stage
         self.done = done
         self.total = total
-
-
-class EngineReady(Message):
-    def __init__(self, engine, seconds: float) -> None:
-        super().__init__()
-        self.engine = engine
-        self.seconds = seconds
-
-
-class EngineFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True)

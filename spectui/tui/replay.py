@@ -1,4 +1,4 @@
-"""A stored reply back on screen: its token view from the saved steps, its numbers."""
+"""Stored replies and conversations back on screen: token views from the saved steps, their numbers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from spectui.core.events import Done
 from spectui.store import APPROXIMATE_NOTE, StoredMessage
 from spectui.tui.session import ReplyTracker
 from spectui.core.pieces import display_chunks
-from spectui.tui.widgets.conversation import ReplyView
+from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
 
 
 def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tuple[ReplyView, ReplyTracker]:
@@ -49,3 +49,18 @@ def problem_text(finish_reason: str, error: str | None) -> str | None:
     if finish_reason == "interrupted":
         return "interrupted (the app stopped mid-reply)"
     return f"error: {error or 'unknown'}"
+
+
+def stored_conversation(conversation, new_id, show_ghosts: bool) -> tuple[list, list[ReplyTracker]]:
+    """The widgets of a stored conversation, in order, and its replies' trackers.
+    new_id() numbers each reply view."""
+    widgets, trackers = [], []
+    for stored in conversation.messages:
+        if stored.role == "user":
+            widgets.append(UserMessage(stored.content))
+        elif stored.role == "assistant":
+            view, tracker = stored_reply(stored, new_id(), show_ghosts)
+            widgets.append(view)
+            trackers.append(tracker)
+    widgets.append(SystemNote(f"Resumed conversation {conversation.id}: {conversation.title}"))
+    return widgets, trackers

@@ -42,12 +42,12 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
 
     async with app.run_test(size=SIZE) as pilot:
         app.theme = theme
-        await _wait_for(pilot, lambda: app.engine is not None or app.engine_status == "failed", 600)
+        await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
         chat = app.chat_screen
         for prompt in PROMPTS:
             chat.query_one("#prompt").value = prompt
             await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.current is None and chat.last_reply is not None, 600)
+            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
             await pilot.pause(0.1)
         if "chat" in screens:
             await pilot.press(app.first_key("ghosts"))
@@ -82,7 +82,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
             await pilot.press(app.first_key("k_auto"))
             chat.query_one("#prompt").value = PROMPTS[0]
             await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.current is None and chat.last_reply is not None, 600)
+            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
             save("adaptive")
     return written
@@ -94,11 +94,14 @@ def take_screenshots(
     themes: list[str] | None = None,
 ) -> list[Path]:
     """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written."""
+    from spectui.engines.scripted import scripted_engine_factory
+    from spectui.host.host import EngineHost
+    from spectui.host.live import LiveSettings
+    from spectui.host.plan import EnginePlan
     from spectui.settings.config import ChatConfig
     from spectui.store import Store
     from spectui.themes import load_themes
     from spectui.tui.app import SpectuiApp
-    from spectui.engines.scripted import scripted_engine_factory
 
     out.mkdir(parents=True, exist_ok=True)
     available = load_themes()
@@ -108,14 +111,10 @@ def take_screenshots(
         screens = ["chat", "compare", "help", "history"] + (["markdown", "adaptive"] if name == names[0] else [])
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
-            app = SpectuiApp(
-                engine_factory or scripted_engine_factory(sleep_virtual=0.25),
-                ChatConfig(theme=name),
-                store,
-                memory_probe=fixed_memory,
-                themes=available,
-                cursor_blink=False,
-            )
+            config = ChatConfig(theme=name)
+            build = engine_factory or scripted_engine_factory(sleep_virtual=0.25)
+            host = EngineHost(EnginePlan(build), LiveSettings.from_config(config), memory_probe=fixed_memory)
+            app = SpectuiApp(host, config, store, themes=available, cursor_blink=False)
             written += asyncio.run(_shoot(app, name, out, screens))
             store.close()
     for svg in list(written):

@@ -1,7 +1,7 @@
 """The generation thread's body: pull Steps from the engine, save each, queue each.
 
-Plain threads (daemon) rather than Textual's executor: a model forward pass cannot be
-interrupted, and quitting must not wait for one to finish.
+The engine host runs it in a plain daemon thread (spectui.host.uses): a model forward pass
+cannot be interrupted, and quitting must not wait for one to finish.
 """
 
 from __future__ import annotations
@@ -13,16 +13,9 @@ from collections.abc import Callable, Sequence
 from spectui.core.engine import Engine
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Message, Step
+from spectui.host.loading import throttled
 from spectui.measure.run import Reply, run_reply
-from spectui.tui.messages import (
-    EngineFailed,
-    EngineProgress,
-    EngineReady,
-    EngineRestarting,
-    ReplyEnded,
-    StepArrived,
-    StoreFailed,
-)
+from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
 from spectui.core.pieces import StepPieces, decoder_for, splitter_for
 
 Post = Callable[[object], object]
@@ -30,60 +23,6 @@ Post = Callable[[object], object]
 
 def spectui_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("spectui-") and t.is_alive()]
-
-
-def join_threads(prefix: str, timeout: float) -> bool:
-    """Wait up to `timeout` s in all for the threads named prefix*; True if none is left."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    me = threading.current_thread()
-    for thread in spectui_threads():
-        if thread.name.startswith(prefix) and thread is not me:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(t.name.startswith(prefix) and t is not me for t in spectui_threads())
-
-
-def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread
-
-
-def throttled(progress: Callable[[str, int, int], None]) -> Callable[[str, int, int], None]:
-    """progress, called at most once per percent per stage: loading must not flood the UI."""
-    last: dict[str, float] = {}
-
-    def throttled_progress(stage: str, done: int, total: int) -> None:
-        fraction = done / total if total else 0.0
-        if stage not in last or fraction - last[stage] >= 0.01 or done == total:
-            last[stage] = fraction
-            progress(stage, done, total)
-
-    return throttled_progress
-
-
-def load_engine(engine_factory: Callable, post: Post, clock: Callable[[], float] = time.monotonic) -> None:
-    """Call engine_factory(progress) and post EngineReady or EngineFailed."""
-    started = clock()
-    try:
-        engine = engine_factory(throttled(lambda stage, done, total: post(EngineProgress(stage, done, total))))
-    except BaseException as error:  # anything, even SystemExit from a library: show it, stay up
-        post(EngineFailed(one_line(error)))
-        return
-    post(EngineReady(engine, clock() - started))
-
-
-def restart_engine(
-    old_engine, engine_factory: Callable, post: Post, clock: Callable[[], float] = time.monotonic
-) -> None:
-    """Close the running engine, then build its successor: one GPU cannot hold both."""
-    if old_engine is not None:
-        try:
-            old_engine.close()
-        except Exception:
-            pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts
-    load_engine(engine_factory, post, clock)
 
 
 def restated_arrivals(

@@ -1,6 +1,6 @@
 import pytest
 
-from tui_fakes import make_app_fixture
+from tui_helpers import make_app_fixture
 
 
 @pytest.fixture

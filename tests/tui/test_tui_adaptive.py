@@ -2,47 +2,43 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from spectui.engines.scripted import ScriptedEngine
 
-from tui_fakes import factory_for, ready, reply_done, send
+from fake_engines import factory_for
+from tui_helpers import ready, reply_done, send
 
 SIZE = (120, 44)
 
 
-def test_f9_turns_adaptive_k_on_and_the_panel_shows_its_choices(make_app):
+async def test_f9_turns_adaptive_k_on_and_the_panel_shows_its_choices(make_app):
     engine = ScriptedEngine(alpha=0.85, seed=3)
 
-    async def scenario():
-        app = make_app(factory_for(engine))
-        async with app.run_test(size=SIZE) as pilot:
-            await ready(pilot)
-            chat = app.chat_screen
-            await pilot.press(app.first_key("k_auto"))
-            assert chat.auto_k and "k auto" in chat.param_bar.plain
-            await send(pilot, "What is speculative decoding?")
-            await reply_done(pilot)
-            steps = chat.last_reply.steps
-            chosen = [step for step in steps if step.auto is not None]
-            assert chosen and len(chosen) == len(steps) - 1  # every step but the prefill's
-            assert all(step.k == step.auto.k or step.k < step.auto.k for step in chosen)
-            chat.refresh_panels()
-            plain = chat.stats_panel.plain
-            latest = chosen[-1].auto
-            assert f"Adaptive k  k {latest.k}" in plain
-            assert latest.reason[:20] in plain and "predicted" in plain and "realised" in plain
-            assert f"E(α,k={latest.k})" in plain  # the theory line is about the k it chose
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await pilot.press(app.first_key("k_auto"))
+        assert app.host.live.auto and "k auto" in chat.param_bar.plain
+        await send(pilot, "What is speculative decoding?")
+        await reply_done(pilot)
+        steps = chat.last_reply.steps
+        chosen = [step for step in steps if step.auto is not None]
+        assert chosen and len(chosen) == len(steps) - 1  # every step but the prefill's
+        assert all(step.k == step.auto.k or step.k < step.auto.k for step in chosen)
+        chat.refresh_panels()
+        plain = chat.stats_panel.plain
+        latest = chosen[-1].auto
+        assert f"Adaptive k  k {latest.k}" in plain
+        assert latest.reason[:20] in plain and "predicted" in plain and "realised" in plain
+        assert f"E(α,k={latest.k})" in plain  # the theory line is about the k it chose
 
-            # a k chosen by hand ends adaptive k; the next reply runs that k throughout
-            await pilot.press(app.first_key("k_up"))
-            assert not chat.auto_k
-            k = chat.k
-            await send(pilot, "again")
-            await reply_done(pilot)
-            later = chat.last_reply.steps
-            assert all(step.auto is None for step in later)
-            assert {step.k for step in later[1:-1]} == {k}
-            assert "Adaptive k" not in chat.stats_panel.plain
-
-    asyncio.run(scenario())
+        # a k chosen by hand ends adaptive k; the next reply runs that k throughout
+        await pilot.press(app.first_key("k_up"))
+        assert not app.host.live.auto
+        k = app.host.live.k
+        await send(pilot, "again")
+        await reply_done(pilot)
+        later = chat.last_reply.steps
+        assert all(step.auto is None for step in later)
+        assert {step.k for step in later[1:-1]} == {k}
+        assert "Adaptive k" not in chat.stats_panel.plain

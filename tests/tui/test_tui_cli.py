@@ -128,7 +128,7 @@ def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
 
 
 def test_chat_engines_come_from_the_factory(monkeypatch):
-    from spectui.cli.chat import engine_factory_for, engine_factory_for_k
+    from spectui.host.plan import engine_factory_for, engine_factory_for_k
     from spectui.settings.config import ChatConfig
 
     built = []
@@ -144,7 +144,7 @@ def test_chat_engines_come_from_the_factory(monkeypatch):
 
 
 def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(monkeypatch):
-    from spectui.cli.chat import engine_factory_for
+    from spectui.host.plan import engine_factory_for
     from spectui.settings.config import ChatConfig
     from spectui.engines.factory import build_engine
 
@@ -191,3 +191,41 @@ def test_the_console_command_exits_0_after_help(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 0 and "Usage: spectui generate" in capsys.readouterr().out
+
+
+def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypatch):
+    """The engine (process) loads while Textual starts and draws: the load is under way
+    by the time the app is built."""
+    import threading
+
+    from spectui.cli.chat import run_chat
+    from spectui.host.plan import EnginePlan
+
+    from fake_engines import PlanEngine
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
+    building = threading.Event()
+
+    def build(progress):
+        building.set()
+        return PlanEngine([None])
+
+    seen = {}
+
+    class App:
+        return_code = 0
+
+        def __init__(self, host, config, store, **options):
+            seen["loading"] = building.wait(10)  # no app yet, no loop: the host began on its own
+            seen["status"] = host.status
+
+        def run(self):
+            for thread in threading.enumerate():
+                if thread.name == "spectui-load":
+                    thread.join(10)
+
+    monkeypatch.setattr("spectui.host.plan.plan_for", lambda config: EnginePlan(build))
+    monkeypatch.setattr("spectui.tui.app.SpectuiApp", App)
+    assert run_chat({"engine": "scripted"}, history=False) == 0
+    assert seen == {"loading": True, "status": "loading"}

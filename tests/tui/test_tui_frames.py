@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 from spectui.settings.config import ChatConfig
 from spectui.tui.frames import FrameInbox
 
-from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for
+from fake_engines import PlanEngine, factory_for
+from tui_helpers import ready, reply_done, send, wait_for
 
 FRAME = 0.1
 
@@ -95,56 +95,50 @@ def test_items_put_from_threads_are_all_drawn_once():
     assert len(screen.soon) <= 2  # one per thread at most, not one per item
 
 
-def test_an_idle_chat_draws_nothing_and_a_reply_draws_per_step(make_app):
+async def test_an_idle_chat_draws_nothing_and_a_reply_draws_per_step(make_app):
     engine = PlanEngine([None, 4, 2, 3], gated=True)
     frames: list[float] = []
 
-    async def scenario():
-        app = make_app(factory_for(engine), ChatConfig(k=4))
-        async with app.run_test(size=(110, 36)) as pilot:
-            await ready(pilot)
-            chat = app.chat_screen
-            original = chat.flush_steps
+    app = make_app(factory_for(engine), ChatConfig(k=4))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        original = chat.replies.flush
 
-            def counted() -> None:
-                frames.append(app.clock())
-                original()
+        def counted() -> None:
+            frames.append(app.host.clock())
+            original()
 
-            chat.inbox._draw = counted
-            await pilot.pause(0.3)
-            assert frames == []  # ten frame times with nothing to draw: no wake-up
-            await send(pilot, "go")
-            await wait_for(pilot, lambda: len(engine.steps) == 1 and not chat.pending)
-            for step in range(2, 5):
-                await pilot.pause(0.15)  # more than a frame apart
-                engine.release()
-                await wait_for(pilot, lambda: len(engine.steps) == step and not chat.pending)
-            await reply_done(pilot)
-            assert len(frames) == 4  # one frame per step
-            assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
-
-    asyncio.run(scenario())
+        chat.replies.inbox._draw = counted
+        await pilot.pause(0.3)
+        assert frames == []  # ten frame times with nothing to draw: no wake-up
+        await send(pilot, "go")
+        await wait_for(pilot, lambda: len(engine.steps) == 1 and not chat.replies.pending)
+        for step in range(2, 5):
+            await pilot.pause(0.15)  # more than a frame apart
+            engine.release()
+            await wait_for(pilot, lambda: len(engine.steps) == step and not chat.replies.pending)
+        await reply_done(pilot)
+        assert len(frames) == 4  # one frame per step
+        assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
 
 
-def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
+async def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
     engine = PlanEngine([None, 4, 2, 3], gated=True)
 
-    async def scenario():
-        app = make_app(factory_for(engine), ChatConfig(k=4))
-        async with app.run_test(size=(110, 36)) as pilot:
-            await ready(pilot)
-            chat = app.chat_screen
-            await send(pilot, "go")
-            await wait_for(pilot, lambda: len(engine.steps) == 1)
-            await pilot.press("f1")  # help over the chat while the reply streams
-            assert type(app.screen).__name__ == "HelpScreen"
-            engine.release(2)
-            # drawn by frames while the help screen is on top, before the reply's end flushes
-            await wait_for(pilot, lambda: len(chat.current.tracker.steps) == 3 and not chat.pending)
-            await pilot.press("escape")
-            engine.release()
-            await reply_done(pilot)
-            assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
-            assert len(chat.last_reply.steps) == 4
-
-    asyncio.run(scenario())
+    app = make_app(factory_for(engine), ChatConfig(k=4))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "go")
+        await wait_for(pilot, lambda: len(engine.steps) == 1)
+        await pilot.press("f1")  # help over the chat while the reply streams
+        assert type(app.screen).__name__ == "HelpScreen"
+        engine.release(2)
+        # drawn by frames while the help screen is on top, before the reply's end flushes
+        await wait_for(pilot, lambda: len(chat.replies.current.tracker.steps) == 3 and not chat.replies.pending)
+        await pilot.press("escape")
+        engine.release()
+        await reply_done(pilot)
+        assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
+        assert len(chat.last_reply.steps) == 4

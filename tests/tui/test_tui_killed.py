@@ -3,7 +3,6 @@ the conversation is there on restart, up to the last step that arrived."""
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import re
@@ -22,7 +21,8 @@ from spectui.store import Store
 from spectui.engines.scripted import ScriptedEngine
 from spectui.tui.widgets.conversation import ReplyView
 
-from tui_fakes import factory_for, ready
+from fake_engines import factory_for
+from tui_helpers import ready
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX terminal")
 
@@ -104,7 +104,7 @@ def chat_mid_reply(tmp_path) -> tuple[Terminal, object]:
     return terminal, database
 
 
-def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path, make_app):
+async def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path, make_app):
     terminal, database = chat_mid_reply(tmp_path)
     terminal.kill()
     steps_at_kill, finished = steps_saved(database)
@@ -121,15 +121,12 @@ def test_killed_mid_reply_the_conversation_survives_up_to_the_last_step(tmp_path
     # The steps are the start of the scripted reply, in order (it opens by echoing the turn).
     assert reply.content.lstrip().startswith("Turn 1. You asked:")
 
-    async def reopened():
-        app = make_app(factory_for(ScriptedEngine()), resume=conversation)
-        async with app.run_test(size=(110, 32)) as pilot:
-            await ready(pilot)
-            view = app.chat_screen.query(ReplyView).last()
-            assert view.token_view.text == reply.content
-            assert "interrupted" in str(view.note.render())
-
-    asyncio.run(reopened())
+    app = make_app(factory_for(ScriptedEngine()), resume=conversation)
+    async with app.run_test(size=(110, 32)) as pilot:
+        await ready(pilot)
+        view = app.chat_screen.query(ReplyView).last()
+        assert view.token_view.text == reply.content
+        assert "interrupted" in str(view.note.render())
 
 
 def test_sigint_mid_reply_exits_without_a_traceback_and_keeps_the_reply(tmp_path):

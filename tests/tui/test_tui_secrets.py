@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from spectui.settings.config import ChatConfig
@@ -13,7 +11,7 @@ from spectui.settings.options import EngineOptions
 from spectui.store import Store, export_markdown, export_trace_jsonl
 
 from test_server_units import replay_server
-from tui_fakes import ready, reply_done, send, wait_for
+from tui_helpers import ready, reply_done, send, wait_for
 
 SECRET = "sk-test-6f1e9c2d-never-written"
 
@@ -36,7 +34,7 @@ def test_the_key_file_is_read_and_its_errors_never_show_the_key(tmp_path, monkey
     assert api_key_for(EngineOptions()) == "from-env"
 
 
-def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_app, tmp_path, capfd):
+async def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_app, tmp_path, capfd):
     key_file = tmp_path / "key"
     key_file.write_text(SECRET)
     authorizations = []
@@ -46,18 +44,15 @@ def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_app, t
         def factory(progress):
             return build_server_engine(EngineOptions(engine="server", server=url, api_key_file=str(key_file)), progress)
 
-        async def scenario():
-            app = make_app(factory, config)
-            async with app.run_test(size=(110, 36)) as pilot:
-                await ready(pilot)
-                assert app.engine is not None, app.engine_error
-                await send(pilot, "hello")
-                await reply_done(pilot)
-                await pilot.press(app.first_key("screenshot"))
-                await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
-                return app.chat_screen.conversation_id
-
-        conversation_id = asyncio.run(scenario())
+        app = make_app(factory, config)
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            assert app.host.engine is not None, app.host.error
+            await send(pilot, "hello")
+            await reply_done(pilot)
+            await pilot.press(app.first_key("screenshot"))
+            await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
+            conversation_id = app.chat_screen.transcript.conversation_id
 
     assert authorizations and set(authorizations) == {f"Bearer {SECRET}"}
     store = Store(tmp_path / "history.sqlite3")

@@ -13,20 +13,15 @@ from spectui.settings.config import ChatConfig
 from spectui.tui.app import SpectuiApp
 from spectui.engines.scripted import scripted_engine_factory
 
-from tui_fakes import fixed_memory, ready, reply_done, send
+from tui_helpers import fixed_memory, make_host, ready, reply_done, send
 
 SIZE = (110, 34)
 
 
 def chat_app(theme: str, ghosts: bool = True) -> SpectuiApp:
-    return SpectuiApp(
-        scripted_engine_factory(),
-        ChatConfig(theme=theme, ghosts=ghosts, k=4),
-        None,
-        clock=lambda: 0.0,
-        memory_probe=fixed_memory,
-        cursor_blink=False,
-    )
+    config = ChatConfig(theme=theme, ghosts=ghosts, k=4)
+    host = make_host(scripted_engine_factory(), config, clock=lambda: 0.0, memory_probe=fixed_memory)
+    return SpectuiApp(host, config, None, cursor_blink=False)
 
 
 async def one_reply(pilot) -> None:

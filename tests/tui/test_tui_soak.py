@@ -4,7 +4,6 @@ reply is in the history, finished, with all its steps."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import sqlite3
@@ -16,10 +15,10 @@ from spectui.settings.config import ChatConfig
 from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import DraftModelProposer
-from spectui.core.events import Step
 from spectui.tui.widgets.conversation import ReplyView
 
-from tui_fakes import ready, reply_done, send
+from fake_engines import RecordingEngine
+from tui_helpers import ready, reply_done, send
 
 REPLIES = 200
 PER_CHAT = 10
@@ -28,52 +27,31 @@ RSS_GROWTH_BOUND_MIB = 40  # after the warm-up, over the next 180 replies
 PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown fox", "SELECT name FROM"]
 
 
-class CountingEngine:
-    """The embedded engine, counting the steps it streams."""
-
-    def __init__(self, engine: EmbeddedEngine) -> None:
-        self.inner = engine
-        self.info = engine.info
-        self.tokenizer = engine.tokenizer
-        self.steps = 0
-
-    def stream(self, messages, params, control):
-        for event in self.inner.stream(messages, params, control):
-            self.steps += isinstance(event, Step)
-            yield event
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def rss_mib() -> float:
     gc.collect()
     return psutil.Process(os.getpid()).memory_info().rss / 2**20
 
 
 @pytest.mark.slow
-def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path, tiny_target, tiny_draft, tiny_tokenizer):
+async def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path, tiny_target, tiny_draft, tiny_tokenizer):
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
-    engine = CountingEngine(EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info))
+    engine = RecordingEngine(EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info))
     figures = {}
 
-    async def scenario():
-        app = make_app(lambda progress: engine, ChatConfig(k=4, max_tokens=16, temperature=0.7))
-        async with app.run_test(size=(110, 36)) as pilot:
-            await ready(pilot)
-            for number in range(1, REPLIES + 1):
-                await send(pilot, f"{PROMPTS[number % len(PROMPTS)]} #{number}")
-                await reply_done(pilot)
-                if number == WARM_UP:
-                    figures["rss_warm"] = rss_mib()
-                if number % PER_CHAT == 0:
-                    await pilot.press(app.first_key("new_chat"))
-                    await pilot.pause()
-            await pilot.pause()
-            figures["rss_end"] = rss_mib()
-            figures["reply_views_alive"] = sum(type(o) is ReplyView for o in gc.get_objects())
-
-    asyncio.run(scenario())
+    app = make_app(lambda progress: engine, ChatConfig(k=4, max_tokens=16, temperature=0.7))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        for number in range(1, REPLIES + 1):
+            await send(pilot, f"{PROMPTS[number % len(PROMPTS)]} #{number}")
+            await reply_done(pilot)
+            if number == WARM_UP:
+                figures["rss_warm"] = rss_mib()
+            if number % PER_CHAT == 0:
+                await pilot.press(app.first_key("new_chat"))
+                await pilot.pause()
+        await pilot.pause()
+        figures["rss_end"] = rss_mib()
+        figures["reply_views_alive"] = sum(type(o) is ReplyView for o in gc.get_objects())
 
     with sqlite3.connect(tmp_path / "history.sqlite3") as db:
         conversations = db.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
@@ -89,7 +67,7 @@ def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_ap
         f" reply views alive {figures['reply_views_alive']}"
     )
     assert (conversations, users, replies) == (REPLIES // PER_CHAT, REPLIES, REPLIES)
-    assert steps == engine.steps  # every streamed step is a row
+    assert steps == len(engine.steps)  # every streamed step is a row
     assert growth < RSS_GROWTH_BOUND_MIB
     # A new chat frees the old one's widgets: at most the last chat's are still alive.
     assert figures["reply_views_alive"] <= PER_CHAT

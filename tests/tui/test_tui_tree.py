@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 
 from spectui.tui.session import PanelData
 from spectui.tui.widgets.stats_panel import panel_lines
 
-from tui_fakes import PlanEngine, factory_for, ready, reply_done, send, wait_for
+from fake_engines import PlanEngine, factory_for
+from tui_helpers import ready, reply_done, send, wait_for
 
 SIZE = (110, 36)
 PLAN = [None, 2, 0, 3]  # accepted drafts per step (None: the first, plain token)
@@ -18,45 +18,39 @@ def drawn_lines(widget) -> list[str]:
     return ["".join(segment.text for segment in widget.render_line(y)).rstrip() for y in range(widget.size.height)]
 
 
-def test_tree_steps_show_their_candidates_per_step_and_the_method(make_app):
+async def test_tree_steps_show_their_candidates_per_step_and_the_method(make_app):
     engine = PlanEngine(PLAN, tree_nodes=[None, 9, 12, 15], method="medusa", gated=True)
 
-    async def scenario():
-        app = make_app(factory_for(engine))
-        async with app.run_test(size=SIZE) as pilot:
-            await ready(pilot)
-            assert "fake-target ← fake-draft (medusa)" in app.chat_screen.param_bar.plain
-            await send(pilot, "hello")
-            panel = app.chat_screen.stats_panel
-            engine.release()  # the first tree step
-            await wait_for(pilot, lambda: panel.data.tree_nodes_last == 9)
-            await pilot.pause()
-            lines = drawn_lines(panel)
-            assert "\n tree    9.0 candidates/step\n         last step 9\n" in "\n".join(lines), lines
-            engine.release(2)
-            await reply_done(pilot)
-            lines = drawn_lines(panel)
-            # The panel's default width: the last step's count goes under the mean.
-            assert "\n tree    12.0 candidates/step\n         last step 15\n" in "\n".join(lines), lines
-            assert panel.data.tree_nodes_mean == 12.0
-
-    asyncio.run(scenario())
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert "fake-target ← fake-draft (medusa)" in app.chat_screen.param_bar.plain
+        await send(pilot, "hello")
+        panel = app.chat_screen.stats_panel
+        engine.release()  # the first tree step
+        await wait_for(pilot, lambda: panel.data.tree_nodes_last == 9)
+        await pilot.pause()
+        lines = drawn_lines(panel)
+        assert "\n tree    9.0 candidates/step\n         last step 9\n" in "\n".join(lines), lines
+        engine.release(2)
+        await reply_done(pilot)
+        lines = drawn_lines(panel)
+        # The panel's default width: the last step's count goes under the mean.
+        assert "\n tree    12.0 candidates/step\n         last step 15\n" in "\n".join(lines), lines
+        assert panel.data.tree_nodes_mean == 12.0
 
 
-def test_chain_steps_show_no_tree_line(make_app):
+async def test_chain_steps_show_no_tree_line(make_app):
     engine = PlanEngine(PLAN)
 
-    async def scenario():
-        app = make_app(factory_for(engine))
-        async with app.run_test(size=SIZE) as pilot:
-            await ready(pilot)
-            await send(pilot, "hello")
-            await reply_done(pilot)
-            panel = app.chat_screen.stats_panel
-            assert panel.data.tree_nodes_mean is None and panel.data.tree_nodes_last is None
-            assert "candidates" not in panel.plain and "γ reply" in panel.plain
-
-    asyncio.run(scenario())
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        panel = app.chat_screen.stats_panel
+        assert panel.data.tree_nodes_mean is None and panel.data.tree_nodes_last is None
+        assert "candidates" not in panel.plain and "γ reply" in panel.plain
 
 
 def test_a_narrow_panel_puts_the_last_step_on_its_own_line():

@@ -8,8 +8,8 @@ A change of k, temperature or method starts a new comparison: older runs used ot
 settings and would skew the medians.
 
 An engine that fixes k when it starts (vLLM, a server) cannot run its own baseline: the
-view then starts a second engine without speculation (`baseline_factory`), once, and
-closes it with the view.
+engine host then starts a second engine without speculation, once, and closes it with the
+view. The view holds the chat's engine while it is open (a k restart waits for it).
 """
 
 from __future__ import annotations
@@ -19,25 +19,22 @@ from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from spectui.measure.compare import (
-    PATHS, Comparison, SweepPoint, TimedRun, alternating_order, best_k, run_pair, sweep_k, warm_up,
-)
+from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
-from spectui.tui.charts import bar
+from spectui.core.pieces import display_chunks, splitter_for
+from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
+from spectui.tui.compare.pane import ComparePane
+from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import compare_bindings
-from spectui.core.pieces import display_chunks, splitter_for
-from spectui.tui.widgets.token_view import TokenView
-from spectui.tui.worker import one_line, start_thread
 
 SWEEP_KS = range(0, 9)
-TITLES = {"speculative": "Speculative", "baseline": "Baseline (k = 0)"}
 
 
 class RunEnded(TextualMessage):
@@ -76,106 +73,6 @@ class StepShown:
     chunks: list[tuple[str, str]]
 
 
-def fmt(value: float | None, spec: str, unit: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{unit}"
-
-
-def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str:
-    if run is None:
-        return "waiting for its turn"
-    stats = run.reply.stats
-    done = run.reply.done
-    ttft = done.time_to_first_token if done is not None and done.time_to_first_token > 0 else None
-    parts = [
-        f"{fmt(run.tokens_per_s, '.1f')} tok/s (median {fmt(comparison.median_tokens_per_s(path), '.1f')})",
-        f"TTFT {fmt(ttft, '.2f', ' s')}",
-        f"{stats.num_tokens} tokens in {stats.num_steps} steps",
-    ]
-    if path == "speculative":
-        parts.append(f"γ {fmt(stats.gamma, '.2f')}")
-    if not run.finished:
-        parts.append(run.finish_reason or "unfinished")
-    return " · ".join(parts)
-
-
-def result_text(comparison: Comparison) -> tuple[str, bool]:
-    """The result line and whether it reports a problem."""
-    counts = [len(comparison.finished_of(path)) for path in PATHS]
-    if min(counts) == 0:
-        return "the result shows once both paths have run", False
-    parts = [
-        f"speedup ×{fmt(comparison.speedup, '.2f')} (median of {counts[0]} speculative, {counts[1]} baseline runs)",
-        f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
-    ]
-    if comparison.overlapping():
-        return " · ".join(parts + ["RUNS OVERLAPPED: timing invalid"]), True
-    identical = comparison.identical
-    if identical is None:
-        parts.append("T > 0: replies may differ")
-    elif identical:
-        parts.append("token-identical ✓")
-    else:
-        parts.append(f"DIFFERENT at token {comparison.difference}: lossless decoding is broken")
-        return " · ".join(parts), True
-    return " · ".join(parts), False
-
-
-def sweep_lines(points: list[SweepPoint], width: int = 24) -> list[str]:
-    """One line per k: a bar of tokens/s, the value, γ, and the best k marked."""
-    best = best_k(points)
-    fastest = max((p.tokens_per_s or 0.0 for p in points), default=0.0) or 1.0
-    lines = []
-    for point in points:
-        mark = "  ◀ best" if best is not None and point.k == best.k else ""
-        gamma = "  γ –   " if point.gamma is None else f"  γ {point.gamma:.2f}"
-        lines.append(
-            f"k={point.k:<2} {bar((point.tokens_per_s or 0.0) / fastest, width)} "
-            f"{fmt(point.tokens_per_s, '6.1f')} tok/s{gamma}{mark}"
-        )
-    return lines
-
-
-class ComparePane(Vertical):
-    DEFAULT_CSS = """
-    ComparePane { width: 1fr; height: 1fr; padding: 0 1; border: round $primary 40%; }
-    ComparePane > .pane-title { text-style: bold; color: $primary; }
-    ComparePane > VerticalScroll { height: 1fr; }
-    ComparePane > .pane-stats { color: $text-muted; height: auto; }
-    """
-
-    def __init__(self, path: str) -> None:
-        super().__init__(id=f"pane-{path}")
-        self.path = path
-        self.title = Static(TITLES[path], classes="pane-title")
-        self.scroll = VerticalScroll()
-        self.stats = Static("waiting for its turn", classes="pane-stats")
-        self.token_view: TokenView | None = None
-
-    def compose(self) -> ComposeResult:
-        yield self.title
-        yield self.scroll
-        yield self.stats
-
-    def start_run(self, k: int, number: int) -> None:
-        detail = f"k = {k}" if self.path == "speculative" else "every token from the target"
-        self.title.update(Content(f"{TITLES[self.path]} · {detail} · run {number}"))
-        self.stats.update(Content("streaming…"))
-        self.scroll.remove_children()
-        self.token_view = TokenView()
-        self.token_view.streaming = True
-        self.scroll.mount(self.token_view)
-
-    def append(self, chunks: list[tuple[str, str]]) -> None:
-        if self.token_view is not None:
-            self.token_view.append_chunks(chunks)
-            self.scroll.scroll_end(animate=False)
-
-    def end_run(self, summary: str) -> None:
-        if self.token_view is not None:
-            self.token_view.streaming = False
-        self.stats.update(Content(summary))
-
-
 class CompareScreen(Screen):
     BINDINGS = [*compare_bindings(), Binding("q", "close", "close", show=False)]
     DEFAULT_CSS = """
@@ -188,23 +85,21 @@ class CompareScreen(Screen):
     CompareScreen > #sweep.-shown { display: block; }
     """
 
-    def __init__(
-        self, engine, messages: list[Message], params: GenerationParams, k: int, temperature: float,
-        baseline_factory=None,
-    ) -> None:
+    def __init__(self, host, messages: list[Message], params: GenerationParams) -> None:
         super().__init__()
+        self.host = host
+        engine = host.engine
         self.base_engine = engine
         self.engine = engine
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.fixed_k = not engine.info.live_k
+        self.fixed_k = not host.capabilities.live_controls
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
-        self.k = getattr(engine, "k", k) if self.fixed_k else max(1, k)
-        self.baseline_factory = baseline_factory
+        self.k = getattr(engine, "k", host.live.k) if self.fixed_k else max(1, host.live.k)
         self.baseline = None  # the second engine, for a fixed k
-        self.temperature = temperature
-        self.comparison = Comparison([], temperature)
+        self.temperature = host.live.temperature
+        self.comparison = Comparison([], self.temperature)
         self.sweep_points: list[SweepPoint] = []
         self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
@@ -228,6 +123,7 @@ class CompareScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.hold = self.host.hold("compare view", stop=self.stop_work)
         self.refresh_head()
         self.action_rerun()
 
@@ -291,7 +187,7 @@ class CompareScreen(Screen):
             else:
                 post(WorkEnded(generation))
 
-        start_thread(work, name="spectui-compare")
+        self.host.start_work("spectui-compare", work, stop=self._cancel)
         self.refresh_head()
 
     def _control_factory(self, start_index: dict[str, int]):
@@ -356,15 +252,8 @@ class CompareScreen(Screen):
         minute); None where the engine runs k = 0 itself."""
         if not self.fixed_k or self.baseline is not None:
             return self.baseline
-        if self.baseline_factory is None:
-            from spectui.core.errors import UsageError
-
-            raise UsageError(
-                f"the {self.engine.info.name} engine fixes k when it starts and no baseline engine is "
-                "configured (a server needs --baseline-server URL)"
-            )
         self.app.call_from_thread(self._set_busy_with, "starting the baseline engine (k = 0)")
-        self.baseline = self.baseline_factory(lambda stage, done, total: None)
+        self.baseline = self.host.baseline_engine()
         self.app.call_from_thread(self.refresh_head)
         return self.baseline
 
@@ -373,17 +262,10 @@ class CompareScreen(Screen):
         self.refresh_head()
 
     def on_unmount(self) -> None:
-        baseline, self.baseline = self.baseline, None
-        if baseline is None:
-            return
-        from spectui.tui.worker import join_threads
-
-        def close() -> None:
-            # After the run in flight: closing an engine under a running request breaks it.
-            join_threads("spectui-compare", timeout=60.0)
-            baseline.close()
-
-        start_thread(close, name="spectui-compare-close")
+        self.stop_work()
+        self.baseline = None
+        self.host.close_baseline()  # after the run in flight: closing it under a request breaks it
+        self.hold.release()
 
     def action_sweep(self) -> None:
         if self.fixed_k:
@@ -484,12 +366,11 @@ class CompareScreen(Screen):
 
     def action_swap_method(self) -> None:
         other = "ngram" if self.method == "draft" else "draft"
-        swap = getattr(self.base_engine, "with_method", None)
-        if swap is None:
+        if not self.host.capabilities.method_switch:
             self.notify(f"The {self.engine.info.name} engine cannot change its method here.")
             return
         try:
-            self.engine = swap(other)
+            self.engine = self.base_engine.with_method(other)
         except Exception as error:
             self.notify(one_line(error), severity="warning")
             return

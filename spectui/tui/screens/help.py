@@ -51,8 +51,12 @@ class HelpScreen(ModalScreen):
     HelpScreen TokenView { margin: 1 0; }
     """
 
+    def __init__(self, keys: dict[str, str]) -> None:
+        super().__init__()
+        self.keys = keys  # binding id -> keys, as remapped by the config file
+
     def compose(self) -> ComposeResult:
-        keys = self.app.config.keys
+        keys = self.keys
         parts: list = []
         for binding_id in ACTIONS:
             parts += [(f"{key_display(keys[binding_id]):<20}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]

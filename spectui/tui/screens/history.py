@@ -38,9 +38,10 @@ class HistoryScreen(Screen):
     HistoryScreen #empty { padding: 1 2; color: $text-muted; }
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, export_dir: Path) -> None:
         super().__init__()
         self.store = store
+        self.export_dir = export_dir
 
     def compose(self) -> ComposeResult:
         yield Static("History", classes="title")
@@ -69,12 +70,11 @@ class HistoryScreen(Screen):
         conversation_id = self._selected_id()
         if conversation_id is None:
             return
-        self.app.pop_screen()
-        self.app.open_conversation(conversation_id)
+        self.dismiss(conversation_id)  # the app shows it in the chat
 
     def action_export(self) -> None:
         conversation_id = self._selected_id()
         if conversation_id is None:
             return
-        markdown, trace = write_exports(self.store, conversation_id, self.app.screenshot_dir)
+        markdown, trace = write_exports(self.store, conversation_id, self.export_dir)
         self.notify(f"Wrote {markdown} and {trace}")

@@ -28,12 +28,12 @@ SHORT_LIST = 8  # longer lists are counted, not printed
 HIDDEN_STATS = ("traceback", "per_step_drafted")  # the second says what "drafted" sums
 
 
-def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
-    engine = app.engine
+def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
+    engine = host.engine
     if engine is None:
-        if app.restarting_k is not None:
-            return [("engine", f"restarting {app.engine_label} with k = {app.restarting_k} · {app.loading_text}")]
-        state = app.engine_error if app.engine_status == "failed" else f"loading {app.loading_text}"
+        if host.restarting_k is not None:
+            return [("engine", f"restarting {host.label} with k = {host.restarting_k} · {host.loading_text}")]
+        state = host.error if host.status == "failed" else f"loading {host.loading_text}"
         return [("engine", state)]
     info = engine.info
     rows = [
@@ -43,11 +43,11 @@ def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
         ("method", info.method),
         ("dtype", info.dtype),
         ("device", info.device),
-        ("k", k_text(app)),
-        ("provenance", "exact" if info.exact else "inferred from chunk sizes"),
+        ("k", k_text(host)),
+        ("provenance", "exact" if host.capabilities.exact_provenance else "inferred from chunk sizes"),
     ]
-    if app.load_seconds is not None:
-        rows.append(("loaded in", f"{app.load_seconds:.1f} s"))
+    if host.load_seconds is not None:
+        rows.append(("loaded in", f"{host.load_seconds:.1f} s"))
     stats = stat_rows(engine_stats)
     if stats:
         rows.append(("last reply", "engine's own figures"))
@@ -55,14 +55,13 @@ def info_lines(app, engine_stats: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def k_text(app) -> str:
-    info = app.engine.info
-    if info.live_k:
+def k_text(host) -> str:
+    if host.capabilities.live_controls:
         return "a change reaches the next step (live)"
-    if app.k_restarts_engine:
-        return f"{app.engine_k}, fixed: a change restarts the engine"
-    if info.name == "server":
-        return "fixed by the server"
+    if host.k_restarts_engine:
+        return f"{host.engine_k}, fixed: a change restarts the engine"
+    if host.k_fixed_elsewhere:
+        return "fixed by the server" if host.info.name == "server" else "fixed when the engine started"
     return "fixed for a reply: a change applies to the next"
 
 
@@ -102,12 +101,13 @@ class InfoScreen(ModalScreen):
     InfoScreen .title { text-style: bold; color: $primary; margin-bottom: 1; }
     """
 
-    def __init__(self, engine_stats: dict | None = None) -> None:
+    def __init__(self, host, engine_stats: dict | None = None) -> None:
         super().__init__()
+        self.host = host
         self.engine_stats = engine_stats or {}
 
     def compose(self) -> ComposeResult:
-        rows = info_lines(self.app, self.engine_stats)
+        rows = info_lines(self.host, self.engine_stats)
         width = max(12, *(len(name) + 2 for name, _ in rows))
         parts: list = []
         for name, value in rows:

@@ -10,6 +10,7 @@ from textual.widgets import Static
 STATUS_STYLES = {
     "loading": "bold $warning",
     "restarting": "bold $warning",
+    "waiting": "bold $warning",  # a message waits for the engine to load
     "ready": "$success",
     "streaming": "bold $accent",
     "cancelling": "$warning",

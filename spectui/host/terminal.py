@@ -3,7 +3,7 @@
 vLLM starts engine processes that inherit the terminal as stdout and stderr and print to
 it (library notices, C++ warnings, progress bars): they would draw over the screen. While
 the app runs, file descriptors 1 and 2 point to a log file, and Textual draws on its own
-copies of the terminal. Stdlib only.
+copies of the terminal. Stdlib only, but for the log's path.
 """
 
 from __future__ import annotations
@@ -54,3 +54,14 @@ def terminal_for_app_only(log: Path) -> Iterator[None]:
             os.close(fd)
         for name, stream in saved.items():
             setattr(sys, name, stream)
+
+
+def engine_terminal(config):
+    """While the app runs, engine processes (the embedded engine's, vLLM's) print to a log,
+    not over the screen."""
+    if config.engine not in ("auto", "embedded", "vllm"):
+        return contextlib.nullcontext()
+    from spectui.engines.vllm.build import log_path
+
+    start_process_helpers()
+    return terminal_for_app_only(log_path())

@@ -1,0 +1,56 @@
+"""What a key press does to the live settings, given the engine that runs."""
+
+from __future__ import annotations
+
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP
+
+
+class LiveKeys:
+    def __init__(self, host) -> None:
+        self.host = host
+        self._k_offer: int | None = None  # a recommended k waiting for the second key press
+
+    def step_k(self, delta: int) -> None:
+        host, live = self.host, self.host.live
+        k = min(max(live.k + delta, 0), K_MAX)
+        if k == live.k:
+            host.notice(f"k stays within 0..{K_MAX}")
+        elif host.engine is not None and host.k_fixed_elsewhere:
+            who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
+            host.notice(f"{who} fixed k when it started (num_speculative_tokens); restart it to change k.")
+        else:
+            live.update(k=k, auto=False)  # a k chosen by hand ends adaptive k
+
+    def step_temperature(self, direction: int) -> None:
+        live = self.host.live
+        temperature = min(max(live.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX)
+        live.update(temperature=round(temperature, 2))
+
+    def toggle_auto(self, theory) -> None:
+        """Adaptive k on or off. An engine that cannot follow it step by step gets the k the
+        same model picks from what was measured (`theory`), restarted with on a second press."""
+        host, live = self.host, self.host.live
+        if host.engine is not None and not host.capabilities.live_controls:
+            self._recommend_k(theory)
+            return
+        live.update(auto=not live.auto)
+        host.notice("Adaptive k: on, from the next step" if live.auto else f"Adaptive k: off, k = {live.k}")
+
+    def _recommend_k(self, theory) -> None:
+        host, k = self.host, self.host.live.k
+        name = host.info.name
+        if theory is None:
+            host.notice(f"The {name} engine fixes k when it starts; after a reply with drafts, "
+                        f"this key recommends a k from the measured acceptance.")
+            return
+        offered, self._k_offer = self._k_offer, None
+        if theory.best_k == k:
+            host.notice(f"k = {k} is already the best k for α {theory.alpha:.2f} (×{theory.best_speedup:.2f} predicted).")
+        elif offered == theory.best_k and host.k_restarts_engine:
+            host.live.update(k=theory.best_k)
+        else:
+            self._k_offer = theory.best_k
+            restart = "press the key again to restart it with that k" if host.k_restarts_engine else \
+                "restart the server with that num_speculative_tokens"
+            host.notice(f"Recommended k = {theory.best_k} for α {theory.alpha:.2f}: ×{theory.best_speedup:.2f} "
+                        f"predicted against ×{theory.speedup:.2f} at k = {k}; {restart}.")

@@ -1,0 +1,57 @@
+"""The loader thread's body: build an engine, reporting progress, and say how it went."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spectui.core.errors import one_line
+from spectui.host.messages import LoadProgress
+from spectui.host.plan import Build, Progress
+
+
+@dataclass(frozen=True)
+class Loaded:
+    engine: object
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LoadFailed:
+    error: str
+
+
+def throttled(progress: Progress) -> Progress:
+    """progress, called at most once per percent per stage: loading must not flood the UI."""
+    last: dict[str, float] = {}
+
+    def throttled_progress(stage: str, done: int, total: int) -> None:
+        fraction = done / total if total else 0.0
+        if stage not in last or fraction - last[stage] >= 0.01 or done == total:
+            last[stage] = fraction
+            progress(stage, done, total)
+
+    return throttled_progress
+
+
+def load(
+    build: Build,
+    arrive: Callable[[object], None],
+    clock: Callable[[], float] = time.monotonic,
+    old_engine=None,
+) -> None:
+    """Close `old_engine` first (one GPU cannot hold both), build, then arrive(Loaded or
+    LoadFailed), with LoadProgress on the way."""
+    if old_engine is not None:
+        try:
+            old_engine.close()
+        except Exception:
+            pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts
+    started = clock()
+    try:
+        engine = build(throttled(lambda stage, done, total: arrive(LoadProgress(stage, done, total))))
+    except BaseException as error:  # anything, even SystemExit from a library: show it, stay up
+        arrive(LoadFailed(one_line(error)))
+        return
+    arrive(Loaded(engine, clock() - started))

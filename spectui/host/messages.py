@@ -1,0 +1,64 @@
+"""What the engine host tells its listener: plain records, one per thing that happened.
+
+The UI turns them into its own messages; a test reads them as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spectui.host.live import LiveValues
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    stage: str
+    done: int
+    total: int
+
+    @property
+    def text(self) -> str:
+        percent = f" {100 * self.done / self.total:.0f}%" if self.total else ""
+        return f"{self.stage}{percent}"
+
+
+@dataclass(frozen=True)
+class EngineReady:
+    engine: object
+    seconds: float
+    restart_note: str | None = None  # set when this was a k restart: how it went
+
+
+@dataclass(frozen=True)
+class EngineFailed:
+    error: str
+    restart_note: str | None = None  # set when a k restart failed
+
+
+@dataclass(frozen=True)
+class RestartPlanned:
+    """A k restart waits (key presses settling, a reply or the compare view holding the
+    engine); k None: the wish was dropped (the engine already runs that k)."""
+
+    k: int | None
+
+
+@dataclass(frozen=True)
+class RestartStarted:
+    k: int
+    note: str
+
+
+@dataclass(frozen=True)
+class LiveChanged:
+    values: LiveValues
+
+
+@dataclass(frozen=True)
+class Notice:
+    text: str
+    severity: str = "information"  # as Textual's notify takes it: information, warning, error
+    timeout: float | None = None
+
+
+HostMessage = LoadProgress | EngineReady | EngineFailed | RestartPlanned | RestartStarted | LiveChanged | Notice

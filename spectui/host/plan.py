@@ -1,0 +1,84 @@
+"""Which engine the chat runs and where: the policy, as plain functions of the ChatConfig.
+
+The embedded engine runs in a process of its own (SPECTUI_ENGINE_PROCESS=0 keeps it in a
+thread of the app's); an engine that fixes k when it starts (vLLM) is rebuilt for a new k;
+the compare view's baseline (k = 0) is a second engine where the chat's cannot run k = 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+Progress = Callable[[str, int, int], None]
+Build = Callable[[Progress], object]  # build(progress) -> Engine; runs in a thread
+
+# Engines rebuilt with a new k when k is fixed at start (a server's k is the server's).
+RESTARTS_FOR_K = ("auto", "embedded", "vllm")
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    build: Build
+    build_for_k: Callable[[int], Build] | None = None  # None: a new k cannot come from a rebuild
+    build_baseline: Build | None = None  # the compare view's k = 0 engine, where k is fixed
+
+
+def plan_for(config) -> EnginePlan:
+    return EnginePlan(engine_factory_for(config), engine_factory_for_k(config), baseline_factory_for(config))
+
+
+def engine_factory_for(config) -> Build:
+    """build(progress) -> Engine for the configured engine."""
+    if config.engine == "scripted":
+        from spectui.engines.scripted import scripted_engine_factory
+
+        return scripted_engine_factory(step_delay=0.03)
+
+    def build(progress):
+        from spectui.engines.factory import build_engine, chosen_engine
+        from spectui.settings.config import engine_options
+
+        options = engine_options(config)
+        if chosen_engine(options) == "embedded" and engine_in_process():
+            from functools import partial
+
+            from spectui.engines.process import ProcessEngine
+
+            return ProcessEngine(partial(build_engine, options), progress)
+        return build_engine(options, progress)
+
+    return build
+
+
+def engine_in_process() -> bool:
+    """The embedded engine runs in a process of its own unless SPECTUI_ENGINE_PROCESS=0
+    (a thread of the app's process: for comparing the two, and for debuggers)."""
+    return os.environ.get("SPECTUI_ENGINE_PROCESS", "1") != "0"
+
+
+def engine_factory_for_k(config) -> Callable[[int], Build] | None:
+    """k -> build, for engines that take k when they start (vLLM); None where a new k
+    cannot come from a rebuild."""
+    if config.engine not in RESTARTS_FOR_K:
+        return None
+    return lambda k: engine_factory_for(replace(config, k=k))
+
+
+def baseline_share(gpu_memory_utilization: float) -> float:
+    """The GPU share left for a second vLLM engine beside the chat's (the compare view's
+    baseline): what the first did not reserve, keeping 5% for everything else."""
+    return round(max(0.05, min(gpu_memory_utilization, 0.95 - gpu_memory_utilization)), 2)
+
+
+def baseline_factory_for(config) -> Build | None:
+    """build for the compare view's baseline (k = 0) where the chat's engine fixes k at
+    start: a --baseline-server, or a second vLLM engine without a speculative_config."""
+    if config.baseline_server:
+        return engine_factory_for(replace(config, engine="server", server=config.baseline_server, k=0, speculative_config=None))
+    if config.engine in ("auto", "vllm"):
+        return engine_factory_for(replace(
+            config, k=0, speculative_config=None, gpu_memory_utilization=baseline_share(config.gpu_memory_utilization)
+        ))
+    return None

@@ -1,0 +1,55 @@
+"""What the bar says: the engine, the live settings, and the state of the chat."""
+
+from __future__ import annotations
+
+from spectui.tui.widgets.param_bar import BarState
+
+
+def engine_status(host) -> tuple[str, str]:
+    """The engine's state word and the detail after it, with no reply in the way."""
+    if host.restarting_k is not None:
+        return "restarting", f"{host.label} with k = {host.restarting_k} · {host.loading_text}"
+    if host.status == "loading":
+        return "loading", host.loading_text
+    if host.status == "failed":
+        if host.restart_failed:
+            return "failed", "a k key tries the restart again; Ctrl+Q quits"
+        return "failed", "see the message; F1 help, Ctrl+Q quits"
+    return "ready", ""
+
+
+def pending_restart(host, replying: bool) -> str:
+    if host.wanted_k is None or host.restarting_k is not None:
+        return ""
+    when = "after this reply" if replying else "in a moment"
+    return f"{host.label} restarts with k = {host.wanted_k} {when}"
+
+
+def bar_status(host, reply, waiting: bool) -> tuple[str, str]:
+    """reply: the streaming one (status, detail) or None; waiting: a message waits for the engine."""
+    restart = pending_restart(host, reply is not None)
+    if reply is not None:
+        return reply.status, reply.detail or restart
+    status, detail = engine_status(host)
+    if waiting:
+        return "waiting", f"for the engine · {status} {detail}".rstrip()
+    return status, detail or restart
+
+
+def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool) -> BarState:
+    info, live = host.info, host.live
+    status, detail = bar_status(host, reply, waiting)
+    return BarState(
+        target=info.target if info else (config.model or "default model"),
+        draft=info.draft if info else config.draft,
+        method=info.method if info else config.method,
+        engine=info.name if info else config.engine,
+        k=live.k,
+        auto_k=live.auto,
+        temperature=live.temperature,
+        ghosts=ghosts,
+        markdown=markdown,
+        status=status,
+        detail=detail,
+        inferred=host.capabilities is not None and not host.capabilities.exact_provenance,
+    )

@@ -1,0 +1,206 @@
+"""The replies streaming into the conversation.
+
+Steps arrive from the reply's thread in `inbox`, which asks for a frame when they come (at
+most 30 a second) and the frame draws whatever is there in one go, so a fast stream costs
+one redraw per frame, keys stay responsive, and an idle screen does not wake. A reply left
+behind by a new chat keeps running in its thread: only its text is kept, for its history row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from spectui.core.events import Control, Done, GenerationParams, Message
+from spectui.core.pieces import display_chunks
+from spectui.store import APPROXIMATE_NOTE
+from spectui.tui.frames import FrameInbox
+from spectui.tui.keys import key_display
+from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived
+from spectui.tui.replay import problem_text, reply_summary
+from spectui.tui.session import ReplyTracker
+from spectui.tui.widgets.conversation import ReplyView
+from spectui.tui.worker import stream_reply
+
+PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
+
+
+@dataclass
+class ActiveReply:
+    reply_id: int
+    view: ReplyView
+    tracker: ReplyTracker
+    control: Control
+    message_id: int | None
+    status: str = "streaming"
+    detail: str = ""  # what the bar says after the status
+
+
+@dataclass
+class DetachedReply:
+    """A reply still running in its thread after a new chat: only its history row is kept."""
+
+    message_id: int | None
+    text: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EndedReply:
+    message_id: int | None
+    content: str
+    finish_reason: str
+    error: str | None
+    stats: dict  # what its history row records
+    tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
+    done: Done | None = None
+
+
+def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
+    return [chunk for arrived in arrivals for chunk in display_chunks(arrived.step, arrived.pieces, arrived.ghost)]
+
+
+class Replies:
+    """The streaming reply (`current`) and the abandoned ones (`detached`) of one screen.
+
+    screen: posts the replies' messages and draws their frames; redraw_bar: the reply's
+    status changed; redraw_panels: the panels' turn. keys: the config's, to name those that
+    answer a chat which outgrew the model's context."""
+
+    def __init__(self, screen, scroll, host, store, redraw_bar: Callable[[], None],
+                 redraw_panels: Callable[[], None], keys: dict[str, str]) -> None:
+        self.screen, self.scroll, self.host, self.store = screen, scroll, host, store
+        self.redraw_bar, self.redraw_panels = redraw_bar, redraw_panels
+        trim, new_chat = (key_display(keys[name].split(",")[0].strip()) for name in ("trim", "new_chat"))
+        self.overflow_hint = f"{trim} resends it without the oldest turns, {new_chat} starts anew"
+        self.current: ActiveReply | None = None
+        self.detached: dict[int, DetachedReply] = {}
+        self.inbox: FrameInbox[StepArrived] = FrameInbox(screen, self.flush)
+        self.next_id = 0
+        self._frames = 0
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.inbox)
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def start(self, messages: list[Message], params: GenerationParams, message_id: int | None, ghosts: bool) -> None:
+        reply_id = self.new_id()
+        view = ReplyView(reply_id, show_ghosts=ghosts)
+        view.token_view.streaming = True
+        self.scroll.mount(view)
+        self.scroll.scroll_end(animate=False)
+        self.scroll.following = True
+        host, post, put, store = self.host, self.screen.post_message, self.inbox.put, self.store
+
+        def run(engine, control: Control) -> None:
+            stream_reply(engine, messages, params, control, reply_id, post, put,
+                         clock=host.clock, store=store, message_id=message_id)
+
+        tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
+        control = host.start_reply(f"spectui-reply-{reply_id}", run)
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id)
+
+    def _drain(self) -> list[StepArrived]:
+        """Steps of the current reply, in order; a detached reply's only keep their text."""
+        batch = []
+        current_id = self.current.reply_id if self.current is not None else None
+        for arrived in self.inbox.take_all():
+            if arrived.reply_id == current_id:
+                batch.append(arrived)
+            elif arrived.reply_id in self.detached:
+                self.detached[arrived.reply_id].text.append(arrived.step.text)
+        return batch
+
+    def flush(self) -> None:
+        if not self.inbox:
+            return
+        batch = self._drain()
+        current = self.current
+        if current is None or not batch:
+            return
+        if current.status == "restarting":  # the engine is back: its steps are coming
+            current.status, current.detail = "streaming", ""
+            self.redraw_bar()
+        for arrived in batch:
+            current.tracker.add(arrived.step, arrived.arrived)
+        token_view = current.view.token_view
+        following = self.scroll.following
+        token_view.append_chunks(chunks_of(batch))
+        if following:
+            self.scroll.follow_text(token_view)
+        self._frames += 1
+        if self._frames % PANEL_EVERY_FRAMES == 0:
+            self.redraw_panels()
+
+    def restarting(self, message: EngineRestarting) -> bool:
+        """The reply's engine process had ended and starts again: say so instead of streaming."""
+        current = self.current
+        if current is None or current.reply_id != message.reply_id or current.status == "cancelling":
+            return False
+        percent = f" {100 * message.done / message.total:.0f}%" if message.total else ""
+        current.status = "restarting"
+        current.detail = f"the engine process had ended · {message.stage}{percent}"
+        return True
+
+    def cancel(self) -> bool:
+        if self.current is None:
+            return False
+        self.current.control.cancel()
+        self.current.status = "cancelling"
+        return True
+
+    def detach(self) -> None:
+        if self.current is None:
+            return
+        current, self.current = self.current, None
+        current.control.cancel()
+        self.detached[current.reply_id] = DetachedReply(current.message_id, [current.view.token_view.text])
+        self._drain()  # what was queued but not drawn joins the detached text
+
+    def end(self, message: ReplyEnded, markdown: bool) -> EndedReply | None:
+        """Draw a reply's end; None when it was not the current one (a detached one's row is
+        finished here)."""
+        if message.reply_id in self.detached:
+            self._drain()
+            detached = self.detached.pop(message.reply_id)
+            reason = message.done.finish_reason if message.done is not None else "error"
+            return EndedReply(detached.message_id, "".join(detached.text), reason, message.error, {})
+        if self.current is None or message.reply_id != self.current.reply_id:
+            return None
+        following = self.scroll.following
+        self.flush()
+        current, self.current = self.current, None
+        done = message.done
+        finish_reason = done.finish_reason if done is not None else "error"
+        error = (done.error if done is not None else None) or message.error
+        token_view = current.view.token_view
+        if message.restated is not None:  # the engine's final record recoloured the reply
+            current.tracker = ReplyTracker(current.tracker.clock.started)
+            for arrived in message.restated:
+                current.tracker.add(arrived.step, arrived.arrived)
+            token_view.clear()
+            token_view.append_chunks(chunks_of(message.restated))
+        tracker = current.tracker
+        tracker.finish(done, message.ended)
+        stats = tracker.stats()
+        approximate = done is not None and done.approximate
+        summary = reply_summary(stats) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        problem = problem_text(finish_reason, error)
+        if done is not None and done.dropped_messages:
+            summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
+        if done is not None and done.context_overflow is not None:
+            problem += f": {self.overflow_hint}"
+        if approximate:
+            summary += f" · {APPROXIMATE_NOTE}"
+        elif message.restated is not None:
+            summary += " · colours from the engine's record"
+        current.view.finish(finish_reason, summary, problem)
+        if markdown:
+            current.view.set_markdown(True)
+        if following:
+            self.scroll.call_after_refresh(self.scroll.scroll_end, animate=False)
+        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        return EndedReply(current.message_id, token_view.text, finish_reason, error, recorded, tracker, done)

@@ -1,0 +1,1 @@
+"""The compare view's parts: its panes and the text of its numbers."""

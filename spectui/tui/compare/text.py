@@ -1,0 +1,65 @@
+"""The compare view's numbers as text: each pane's summary, the result line, the k sweep."""
+
+from __future__ import annotations
+
+from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, best_k
+from spectui.tui.charts import bar
+
+
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "–" if value is None else f"{value:{spec}}{unit}"
+
+
+def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str:
+    if run is None:
+        return "waiting for its turn"
+    stats = run.reply.stats
+    done = run.reply.done
+    ttft = done.time_to_first_token if done is not None and done.time_to_first_token > 0 else None
+    parts = [
+        f"{fmt(run.tokens_per_s, '.1f')} tok/s (median {fmt(comparison.median_tokens_per_s(path), '.1f')})",
+        f"TTFT {fmt(ttft, '.2f', ' s')}",
+        f"{stats.num_tokens} tokens in {stats.num_steps} steps",
+    ]
+    if path == "speculative":
+        parts.append(f"γ {fmt(stats.gamma, '.2f')}")
+    if not run.finished:
+        parts.append(run.finish_reason or "unfinished")
+    return " · ".join(parts)
+
+
+def result_text(comparison: Comparison) -> tuple[str, bool]:
+    """The result line and whether it reports a problem."""
+    counts = [len(comparison.finished_of(path)) for path in PATHS]
+    if min(counts) == 0:
+        return "the result shows once both paths have run", False
+    parts = [
+        f"speedup ×{fmt(comparison.speedup, '.2f')} (median of {counts[0]} speculative, {counts[1]} baseline runs)",
+        f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
+    ]
+    if comparison.overlapping():
+        return " · ".join(parts + ["RUNS OVERLAPPED: timing invalid"]), True
+    identical = comparison.identical
+    if identical is None:
+        parts.append("T > 0: replies may differ")
+    elif identical:
+        parts.append("token-identical ✓")
+    else:
+        parts.append(f"DIFFERENT at token {comparison.difference}: lossless decoding is broken")
+        return " · ".join(parts), True
+    return " · ".join(parts), False
+
+
+def sweep_lines(points: list[SweepPoint], width: int = 24) -> list[str]:
+    """One line per k: a bar of tokens/s, the value, γ, and the best k marked."""
+    best = best_k(points)
+    fastest = max((p.tokens_per_s or 0.0 for p in points), default=0.0) or 1.0
+    lines = []
+    for point in points:
+        mark = "  ◀ best" if best is not None and point.k == best.k else ""
+        gamma = "  γ –   " if point.gamma is None else f"  γ {point.gamma:.2f}"
+        lines.append(
+            f"k={point.k:<2} {bar((point.tokens_per_s or 0.0) / fastest, width)} "
+            f"{fmt(point.tokens_per_s, '6.1f')} tok/s{gamma}{mark}"
+        )
+    return lines

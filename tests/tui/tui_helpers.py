@@ -1,0 +1,95 @@
+"""Helpers for the TUI's pilot tests: an app over a fake engine, waits on what the app shows.
+
+The fake engines themselves are in tests/fake_engines.py. A plain module (not conftest) so
+test files can import it by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from spectui.host.host import EngineHost
+from spectui.host.live import LiveSettings
+from spectui.host.plan import EnginePlan
+from spectui.measure.metrics import MemoryReading
+from spectui.settings.config import ChatConfig
+
+
+def fixed_memory(device: str) -> MemoryReading:
+    return MemoryReading("RSS", 100 * 2**20, 8 * 2**30, "psutil")
+
+
+def make_host(build, config: ChatConfig, *, build_for_k=None, build_baseline=None, clock=None,
+              memory_probe=fixed_memory, set_timer=None) -> EngineHost:
+    options = {"clock": clock} if clock is not None else {}
+    return EngineHost(EnginePlan(build, build_for_k, build_baseline), LiveSettings.from_config(config),
+                      memory_probe=memory_probe, set_timer=set_timer, **options)
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting for the app"
+        await pilot.pause(0.02)
+
+
+async def send(pilot, text: str) -> None:
+    prompt = pilot.app.chat_screen.prompt
+    prompt.value = text
+    prompt.focus()
+    await pilot.press("enter")
+
+
+async def ready(pilot) -> None:
+    host = pilot.app.host
+    await wait_for(pilot, lambda: host.engine is not None or host.status == "failed")
+    await pilot.pause()
+
+
+async def reply_done(pilot) -> None:
+    replies = pilot.app.chat_screen.replies
+    await wait_for(pilot, lambda: replies.current is None and not replies.pending)
+    await pilot.pause()
+
+
+def make_app_fixture(tmp_path):
+    """make(build, config, store=True, *, build_for_k, build_baseline, clock, set_timer, **app options)."""
+    from spectui.store import Store
+    from spectui.tui.app import SpectuiApp
+
+    stores = []
+
+    def make(build, config: ChatConfig | None = None, store=True, *, build_for_k=None, build_baseline=None,
+             clock=None, set_timer=None, **options):
+        config = config or ChatConfig()
+        the_store = None
+        if store:
+            the_store = Store(tmp_path / "history.sqlite3")
+            stores.append(the_store)
+        host = make_host(build, config, build_for_k=build_for_k, build_baseline=build_baseline, clock=clock,
+                         set_timer=set_timer)
+        options.setdefault("screenshot_dir", tmp_path / "shots")
+        options.setdefault("cursor_blink", False)
+        return SpectuiApp(host, config, the_store, **options)
+
+    yield make
+    for the_store in stores:
+        the_store.close()
+
+
+def shown_kinds(token_view) -> list[str]:
+    """One kind per displayed token, read back from the widget's wrapped lines.
+
+    Fake tokens read " w<i>", so each token is one word: split runs into words.
+    """
+    kinds = []
+    for line in token_view.rendered_lines():
+        for text, kind in line:
+            kinds += [kind] * text.count("w")
+    return kinds
+
+
+def notices(app) -> list[str]:
+    return [n.message for n in app._notifications]
