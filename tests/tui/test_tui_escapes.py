@@ -17,7 +17,8 @@ from spectui.core.events import Done, Source, Step
 from spectui.settings.config import ChatConfig
 from spectui.store import Store
 
-from tui_fakes import factory_for, ready, reply_done, send, wait_for
+from fake_engines import factory_for
+from tui_helpers import ready, reply_done, send, wait_for
 
 # Every C0 control but newline (a segment never holds one), DEL and C1: ESC starts CSI
 # (ESC [), OSC (ESC ]), DCS (ESC P), APC (ESC _); U+009B is a one-character CSI.
@@ -59,24 +60,20 @@ async def chat_once(pilot, prompt: str) -> None:
     await pilot.pause()
 
 
-def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(make_app, tmp_path):
+async def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(make_app, tmp_path):
     engine = TextEngine(["Hello ", ATTACK, " bye\r\nnext line"])
-
-    async def scenario():
-        app = make_app(factory_for(engine), ChatConfig(engine="server"))
-        async with app.run_test(size=(100, 30)) as pilot:
-            await ready(pilot)
-            await chat_once(pilot, "user typed \x1b[2J too")
-            assert obeyed(app) == []
-            shown = "".join(terminal_text(app))
-            assert "␛]0;pwned␇␛[2J" in shown  # visible, not dropped
-            await pilot.press(app.first_key("markdown"))
-            await pilot.pause()
-            assert app.chat_screen.query("ReplyView").last().markdown_shown
-            assert obeyed(app) == []
-            return app.chat_screen.conversation_id
-
-    conversation_id = asyncio.run(scenario())
+    app = make_app(factory_for(engine), ChatConfig(engine="server"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await chat_once(pilot, "user typed \x1b[2J too")
+        assert obeyed(app) == []
+        shown = "".join(terminal_text(app))
+        assert "␛]0;pwned␇␛[2J" in shown  # visible, not dropped
+        await pilot.press(app.first_key("markdown"))
+        await pilot.pause()
+        assert app.chat_screen.query("ReplyView").last().markdown_shown
+        assert obeyed(app) == []
+        conversation_id = app.chat_screen.transcript.conversation_id
     store = Store(tmp_path / "history.sqlite3")
     conversation = store.load_conversation(conversation_id)
     store.close()
@@ -84,7 +81,7 @@ def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(make_ap
     assert conversation.messages[1].content == "Hello " + ATTACK + " bye\r\nnext line"  # stored byte-exact
 
 
-def test_a_history_holding_escapes_is_shown_safely_on_resume(make_app, tmp_path):
+async def test_a_history_holding_escapes_is_shown_safely_on_resume(make_app, tmp_path):
     store = Store(tmp_path / "history.sqlite3")
     conversation_id = store.new_conversation({"k": 4})
     store.add_message(conversation_id, "user", "question " + ATTACK)
@@ -95,17 +92,14 @@ def test_a_history_holding_escapes_is_shown_safely_on_resume(make_app, tmp_path)
     conversation = store.load_conversation(conversation_id)
     store.close()
 
-    async def scenario():
-        app = make_app(factory_for(TextEngine(["ok"])), resume=conversation)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await ready(pilot)
-            await wait_for(pilot, lambda: app.chat_screen.query("ReplyView"))
-            await pilot.pause()
-            shown = "".join(terminal_text(app))
-            assert shown.count("␛]0;pwned␇␛[2J") == 3  # the question, the reply, the resumed note
-            assert obeyed(app) == []
-
-    asyncio.run(scenario())
+    app = make_app(factory_for(TextEngine(["ok"])), resume=conversation)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: app.chat_screen.query("ReplyView"))
+        await pilot.pause()
+        shown = "".join(terminal_text(app))
+        assert shown.count("␛]0;pwned␇␛[2J") == 3  # the question, the reply, the resumed note
+        assert obeyed(app) == []
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

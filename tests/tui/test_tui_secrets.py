@@ -72,7 +72,7 @@ async def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_
     assert "hello" in written["export"]  # the check reads real content
 
 
-def test_a_key_in_the_server_url_is_sent_and_shown_nowhere(make_app, tmp_path, capfd):
+async def test_a_key_in_the_server_url_is_sent_and_shown_nowhere(make_app, tmp_path, capfd):
     import base64
 
     authorizations = []
@@ -88,17 +88,14 @@ def test_a_key_in_the_server_url_is_sent_and_shown_nowhere(make_app, tmp_path, c
 
             return build_server_engine(EngineOptions(engine="server", server=keyed), seen)
 
-        async def scenario():
-            app = make_app(factory, config)
-            async with app.run_test(size=(110, 36)) as pilot:
-                await ready(pilot)
-                assert app.engine is not None, app.engine_error
-                await send(pilot, "hello")
-                await reply_done(pilot)
-                await pilot.press(app.first_key("screenshot"))
-                await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
-
-        asyncio.run(scenario())
+        app = make_app(factory, config)
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            assert app.host.engine is not None, app.host.error
+            await send(pilot, "hello")
+            await reply_done(pilot)
+            await pilot.press(app.first_key("screenshot"))
+            await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
 
     expected = "Basic " + base64.b64encode(f"me:{SECRET}".encode()).decode()
     assert authorizations and set(authorizations) == {expected}

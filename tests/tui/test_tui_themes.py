@@ -57,8 +57,6 @@ def test_bad_style_flag_is_refused():
 
 # --- user files that are not what they should be ----------------------------------------------
 
-import asyncio  # noqa: E402
-
 import pytest  # noqa: E402
 from hypothesis import given, strategies as st  # noqa: E402
 from textual.color import Color, ColorParseError  # noqa: E402
@@ -103,26 +101,24 @@ def test_tables_of_the_wrong_kind_are_named():
         parse_theme('name = "x"\nsources = 5\n[colors]\nprimary = "#fff"\n', "x.toml")
 
 
-def test_the_app_starts_beside_broken_themes_and_says_which(tmp_path, monkeypatch, make_app):
+async def test_the_app_starts_beside_broken_themes_and_says_which(tmp_path, monkeypatch, make_app):
     folder = tmp_path / "config" / "themes"
     folder.mkdir(parents=True)
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path / "config"))
     (folder / "binary.toml").write_bytes(b"\xff\xfe\x00\x01")
     (folder / "colours.toml").write_text(dark_text_with(tmp_path, 'primary = "#', 'primary = "#zz', name="colours"))
     from spectui.cli import doctor
-    from tui_fakes import PlanEngine, factory_for, ready
+    from fake_engines import PlanEngine, factory_for
+    from tui_helpers import notices, ready
 
     check = doctor.check_themes()
     assert check.status == "warn" and "binary.toml" in check.found and "colors.primary" in check.found
 
-    async def scenario():
-        app = make_app(factory_for(PlanEngine([None])))
-        async with app.run_test(size=(100, 30)) as pilot:
-            await ready(pilot)
-            assert app.engine is not None and "colours" not in app.spectui_themes
-            return [notification.message for notification in app._notifications]
-
-    messages = asyncio.run(scenario())
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        assert app.host.engine is not None and "colours" not in app.spectui_themes
+        messages = notices(app)
     assert any("binary.toml" in message for message in messages)
 
 
