@@ -105,7 +105,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temperature", float, 0.0, f"0 = greedy; at most {TEMPERATURE_MAX:g}.",
             ("--temperature", "-t"), RUNS, check=check_temperature_setting, live=True),
     Setting("top_p", float, 1.0, "Nucleus sampling mass, (0, 1].",
-            ("--top-p",), frozenset({"generate", "compare"}), check=Within(0, 1, low_open=True)),
+            ("--top-p",), RUNS, check=Within(0, 1, low_open=True)),
     Setting("max_tokens", int, 256, "Stop after this many tokens.",
             ("--max-tokens",), RUNS | {"bench"}, check=Within(0, low_open=True),
             variants={CONFIG: {"default": 512},

@@ -191,3 +191,17 @@ def test_the_console_command_exits_0_after_help(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exited:
         main()
     assert exited.value.code == 0 and "Usage: spectui generate" in capsys.readouterr().out
+
+
+def test_chat_takes_top_p_from_the_command_line_over_the_config_file(tmp_path, monkeypatch):
+    from spectui.settings.config import load_config
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "config.toml").write_text("top_p = 0.5\nseed = 3\n")
+    configs = []
+    monkeypatch.setattr("spectui.cli.chat.run_chat", lambda overrides, **kw: configs.append(load_config().with_overrides(**overrides)) or 0)
+    assert runner.invoke(cli(), ["chat", "--top-p", "0.9"]).exit_code == 0
+    assert runner.invoke(cli(), ["chat"]).exit_code == 0
+    assert [(config.top_p, config.seed) for config in configs] == [(0.9, 3), (0.5, 3)]
+    result = runner.invoke(cli(), ["chat", "--top-p", "0"])
+    assert result.exit_code == 2 and result.stderr.strip() == "spectui: error: top_p must be in (0, 1], got 0.0"
