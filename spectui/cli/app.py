@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 
 from spectui.cli import fail, help_when_bare
-from spectui.cli.engine_options import Given, PromptArgument, read_prompt, takes_settings
+from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.prompt import PromptArgument, read_prompt
 from spectui.core.errors import SpectuiError, UsageError
 
 app = typer.Typer(

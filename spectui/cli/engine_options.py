@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from enum import Enum
 from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-from spectui.core.errors import UsageError
 from spectui.settings.options import EngineOptions, engine_options_from_values
 from spectui.settings.table import CONFIG, DTYPES, Setting, settings_for
 
-STDIN = "-"
 # What --dtype takes, for code that checks a config's dtype itself (cli/chat.py's check_engine_choice).
 Dtype = Enum("Dtype", {name: name for name in DTYPES}, type=str)
 
@@ -89,32 +86,3 @@ def typer_parameter(setting: Setting, command: str) -> inspect.Parameter:
     )
     annotation = Annotated[Optional[kind] if default is None else kind, option]
     return inspect.Parameter(setting.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
-
-
-PromptArgument = Annotated[
-    Optional[list[str]],
-    typer.Argument(
-        metavar="PROMPT",
-        help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
-        "e.g. cat f.py | spectui generate 'explain this' -. With no PROMPT, a piped stdin is the message.",
-        show_default=False,
-    ),
-]
-
-
-def read_prompt(parts: list[str] | None, example: str = 'spectui generate "def add(a, b):"') -> tuple[str, bool]:
-    """(the prompt, whether it came from stdin) from PROMPT parts, with - as stdin's text."""
-    parts = list(parts or [])
-    if not parts and not sys.stdin.isatty():
-        parts = [STDIN]
-    if parts.count(STDIN) > 1:
-        raise UsageError("- (stdin) can be given once")
-    text = "\n\n".join(read_stdin() if part == STDIN else part for part in parts)
-    if not text.strip():
-        raise UsageError(f"the prompt is empty: give the message to reply to, e.g. {example}")
-    return text, STDIN in parts
-
-
-def read_stdin() -> str:
-    # bytes, then UTF-8 with replacement: a file with a stray byte is still a prompt
-    return sys.stdin.buffer.read().decode("utf-8", errors="replace").strip("\n")

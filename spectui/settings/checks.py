@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spectui.core.errors import UsageError
-from spectui.core.events import K_MAX, TEMPERATURE_MAX, check_k, check_temperature
+from spectui.core.events import K_MAX, check_k, check_temperature
 
 AUTO_K = "auto"
 AUTO_START_K = 4  # where adaptive k starts before it has measured anything
@@ -47,10 +47,6 @@ def k_setting(value: int | str | None) -> int | str | None:
         return None
     k, auto = parse_k(value)
     return AUTO_K if auto else k
-
-
-def check_k_setting(name: str, value: object) -> None:
-    parse_k(value)  # type: ignore[arg-type]
 
 
 def check_temperature_setting(name: str, value: object) -> None:

@@ -72,6 +72,9 @@ class ConfigError(UsageError):
     """The config file cannot be used as it is."""
 
 
+_IN_FILE = {setting.name: setting for setting in config_settings()}  # the file's keys, the chat's way
+
+
 @settings_dataclass(config_settings())
 class ChatConfig:
     """Everything `spectui chat` takes from the config file (every setting of the table that
@@ -140,9 +143,6 @@ def write_config(path: Path, text: str, force: bool = False) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{path}: cannot write it ({error.strerror or error}): {_ACCESS_ADVICE}") from None
-
-
-_IN_FILE = {setting.name: setting for setting in config_settings()}
 
 
 def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:

@@ -20,7 +20,6 @@ from spectui.settings.checks import (
     Matches,
     Within,
     check_choice,
-    check_k_setting,
     check_temperature_setting,
     k_setting,
 )
@@ -100,7 +99,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("k", int, 4,
             f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding), or auto: the embedded engine picks k "
             "before every step.",
-            ("--k", "-k"), RUNS | {"serve"}, check=check_k_setting, parse=k_setting, live=True,
+            ("--k", "-k"), RUNS | {"serve"}, parse=k_setting, live=True,
             variants={"serve": {"help": f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding): vLLM fixes it at start."}}),
     Setting("temperature", float, 0.0, f"0 = greedy; at most {TEMPERATURE_MAX:g}.",
             ("--temperature", "-t"), RUNS, check=check_temperature_setting, live=True),
