@@ -190,3 +190,11 @@ def test_help_fits_80_columns_and_shows_every_flag_whole(path, monkeypatch, caps
     flags = [opt for param in command.params for opt in param.opts if opt.startswith("-")] if command else []
     shown = set(re.findall(r"(?<![\w-])(--?[\w-]+)", out))
     assert set(flags) <= shown, set(flags) - shown
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-0.001"])
+def test_heads_train_refuses_a_learning_rate_that_cannot_train(value, monkeypatch):
+    monkeypatch.setattr("spectui.cli.heads.run_train", lambda *a, **k: pytest.fail("training started"))
+    result = runner.invoke(app, ["heads", "train", "--kind", "medusa", "--lr", value])
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("spectui: error: --lr must be a number > 0, got ")

@@ -22,7 +22,7 @@ BAD_TEMPERATURES = [math.inf, -math.inf, math.nan, 1e9, TEMPERATURE_MAX + 0.01, 
 def test_each_setting_is_declared_once_and_makes_both_records():
     names = [setting.name for setting in SETTINGS]
     assert len(names) == len(set(names))
-    engine = [setting.name for setting in SETTINGS if setting.engine]
+    engine = [setting.name for setting in SETTINGS if setting.in_engine]
     assert [f.name for f in fields(EngineOptions)] == [*engine, "auto_k"]
     assert [f.name for f in fields(ChatConfig)] == [*(setting.name for setting in config_settings()), "keys"]
     assert EngineOptions().max_tokens == 256 and ChatConfig().max_tokens == 512  # the chat's own default

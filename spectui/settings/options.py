@@ -49,7 +49,7 @@ class EngineOptions:
 
 def engine_options_from_values(values: dict) -> EngineOptions:
     """Checked EngineOptions from setting values (k may be "auto"); None is "not given"."""
-    given = {name: value for name, value in values.items() if value is not None and BY_NAME[name].engine}
+    given = {name: value for name, value in values.items() if value is not None and BY_NAME[name].in_engine}
     if "k" in given:
         given["k"], given["auto_k"] = parse_k(given["k"])
     if given.get("engine") == "scripted":

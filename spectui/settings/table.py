@@ -57,8 +57,8 @@ class Setting:
     check: Check | None = None  # (name, value) -> None or OptionError
     choices: tuple[str, ...] = ()
     parse: Callable[[Any], Any] | None = None  # also given as text, turned into the value by this
-    engine: bool = True  # a field of EngineOptions
-    config: bool = True  # a key of the config file
+    in_engine: bool = True  # a field of EngineOptions
+    in_config: bool = True  # a key of the config file
     live: bool = False  # changed in the app while it runs (keys); the others are fixed at launch
     envvar: str | None = None
     example: Any = None  # shown in the example config file when the default is None
@@ -125,7 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tree_width", int, 1,
             "--method medusa / eagle --heads: candidates per depth, verified as a tree in one forward (1 = a chain).",
             ("--tree-width",), RUNS, check=Within(1, TREE_WIDTH_MAX)),
-    Setting("system", str, None, "A system message.", ("--system",), RUNS, engine=False, example="Answer briefly.",
+    Setting("system", str, None, "A system message.", ("--system",), RUNS, in_engine=False, example="Answer briefly.",
             variants={CONFIG: {"help": "A system message for new chats."}}),
     Setting("engine", str, "auto",
             "auto (vLLM when installed with a GPU, else embedded), embedded, vllm or server.",
@@ -150,11 +150,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_model_len", int, None, "vLLM: longest context.", ("--max-model-len",), VLLM_COMMANDS,
             check=Within(16), example=4096),
     Setting("baseline_server", str, None, "Run the baseline on this vLLM server (no speculation) instead.",
-            ("--baseline-server",), frozenset({"compare"}), engine=False, example="http://127.0.0.1:8001",
+            ("--baseline-server",), frozenset({"compare"}), in_engine=False, example="http://127.0.0.1:8001",
             variants={CONFIG: {"help": "The compare view's baseline, for engines with a fixed k."}}),
     Setting("theme", str, "dark", "dark, light, colorblind or a user theme.", ("--theme",), frozenset({"chat"}),
-            engine=False),
-    Setting("ghosts", bool, False, "Show rejected drafts from the start.", engine=False),
+            in_engine=False),
+    Setting("ghosts", bool, False, "Show rejected drafts from the start.", in_engine=False),
 )
 
 BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
@@ -167,11 +167,11 @@ def settings_for(command: str) -> list[Setting]:
 
 def config_settings() -> list[Setting]:
     """The settings of the config file, as the chat (whose defaults it holds) declares them."""
-    return [setting.for_command(CONFIG) for setting in SETTINGS if setting.config]
+    return [setting.for_command(CONFIG) for setting in SETTINGS if setting.in_config]
 
 
 def engine_settings() -> list[Setting]:
-    return [setting for setting in SETTINGS if setting.engine]
+    return [setting for setting in SETTINGS if setting.in_engine]
 
 
 LIVE = tuple(setting.name for setting in SETTINGS if setting.live)
