@@ -65,11 +65,15 @@ class Within:
     low_open: bool = False
 
     def __call__(self, name: str, value: object) -> None:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        above = self.low is None or (value > self.low if self.low_open else value >= self.low)  # type: ignore[operator]
-        below = self.high is None or value <= self.high  # type: ignore[operator]
-        if not (number and above and below):
+        if not (self._number(value) and self._above_low(value) and (self.high is None or value <= self.high)):
             raise OptionError(name, f"{name} must be {self.rule()}, got {value!r}")
+
+    @staticmethod
+    def _number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    def _above_low(self, value) -> bool:
+        return self.low is None or (value > self.low if self.low_open else value >= self.low)
 
     def rule(self) -> str:
         if self.low is not None and self.high is not None:

@@ -107,6 +107,9 @@ def config_path() -> Path:
     return config_dir() / CONFIG_FILE_NAME
 
 
+_ACCESS_ADVICE = "check its permissions, or set SPECTUI_CONFIG_DIR to a folder of your own"
+
+
 def load_config(path: Path | None = None) -> ChatConfig:
     """The config file's settings over the defaults; a missing file is the defaults."""
     path = path or config_path()
@@ -127,9 +130,6 @@ def load_config(path: Path | None = None) -> ChatConfig:
             "or start again with spectui config init --force"
         ) from None
     return parse_config(text, str(path))
-
-
-_ACCESS_ADVICE = "check its permissions, or set SPECTUI_CONFIG_DIR to a folder of your own"
 
 
 def write_config(path: Path, text: str, force: bool = False) -> None:

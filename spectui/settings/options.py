@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 
 from spectui.settings.checks import AUTO_K, AUTO_START_K, OptionError, k_setting, parse_k
 from spectui.settings.table import (
@@ -38,9 +38,9 @@ class EngineOptions:
 
     def check(self) -> None:
         """Each value by its own rule (the table's), then the rules between them."""
-        for name, value in asdict(self).items():
-            if name in BY_NAME:
-                BY_NAME[name].checked(value)
+        for field in fields(self):
+            if field.name in BY_NAME:
+                BY_NAME[field.name].checked(getattr(self, field.name))
         check_together(self)
 
     def with_k(self, k: int) -> "EngineOptions":
