@@ -355,14 +355,30 @@ def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(ti
         (["--engines", "spectui,llamacpp"], "--engines takes"),
         (["--suite", "huge"], "--suite must be one of"),
         (["--repeats", "0"], "--repeats must be"),
-        (["--temperatures", "0,-1"], "temperatures must be >= 0"),
+        (["--temperatures", "0,-1"], "temperature must be from 0 to 2, got -1.0"),
+        (["--temperatures", "0,inf"], "temperature must be from 0 to 2, got inf"),
+        (["--temperatures", "0.7,3"], "temperature must be from 0 to 2, got 3.0"),
+        (["--temperatures", "0,warm"], "--temperatures takes a comma list of numbers"),
+        (["--max-tokens", "-5"], "max_tokens must be > 0, got -5"),
+        (["--max-tokens", "0"], "max_tokens must be > 0, got 0"),
+        (["--k", "2,1.5"], "--k takes a comma list of k from 0 to 16 or auto"),
+        (["--k", ","], "--k takes a comma list"),
+        (["--anchor-k", "0"], "--anchor-k must be from 1 to 16"),
+        (["--anchor-k", "17"], "--anchor-k must be from 1 to 16"),
+        (["--repeats", "21"], "--repeats must be"),
+        (["--lookup-min", "0"], "lookup_min must be >= 1, got 0"),
+        (["--gpu-memory-utilization", "nan"], "gpu_memory_utilization must be in (0, 1]"),
+        (["--max-model-len", "8"], "max_model_len must be >= 16, got 8"),
         (["--categories", "poetry"], "--categories takes"),
         (["--report", "no-such-run.json"], "--report no-such-run.json: No such file or directory"),
     ],
 )
-def test_bad_options_get_one_line_and_exit_2(args, words):
+def test_bad_options_get_one_line_and_exit_2(args, words, monkeypatch):
     from spectui.cli.app import app
 
+    # refused at once: nothing loads, nothing runs
+    monkeypatch.setattr("spectui.cli.bench.build_runners", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("spectui.cli.bench.run_bench", lambda *a, **k: pytest.fail("the bench ran"))
     result = CliRunner().invoke(app, ["bench", *args])
     assert result.exit_code == 2, result.output
     assert words in result.output and "Traceback" not in result.output

@@ -25,7 +25,7 @@ from spectui.models.registry import DEFAULT_TARGET, MARKER_FILE, MODELS, cache_d
 from spectui.store import Store, default_store_path
 
 NAMES = [
-    "python", "torch", "transformers", "vllm", "torch extras", "nvml",
+    "spectui", "python", "torch", "transformers", "vllm", "torch extras", "nvml",
     "cache", "config", "themes", "history", "package index",
 ]  # fmt: skip
 DiskUsage = namedtuple("DiskUsage", "total used free")

@@ -185,7 +185,7 @@ def test_local_folder_stays_its_path(tmp_path):
         (["--model", "llama-3.3-70b", "--draft", "no-such-draft"], "unknown model 'no-such-draft'"),
         (["--model", "Qwen/Qwen2.5-7B-Instruct"], "no preset draft model"),
         (["--model", "llama-3.3-70b", "--method", "eagle"], "--method eagle needs --draft"),
-        (["--model", "llama-3.3-70b", "--tp", "0"], "--tp and --draft-tp must be >= 1"),
+        (["--model", "llama-3.3-70b", "--tp", "0"], "tp must be >= 1, got 0"),
         (["--model", "llama-3.3-70b", "--lookup-min", "5", "--lookup-max", "2", "--method", "ngram"], "lookup_min/lookup_max"),
         (["--model", "llama-3.3-70b", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
         (["--model", "llama-3.3-70b", "--port", "70000"], "--port must be from 1 to 65535"),

@@ -12,3 +12,9 @@ def fail(error: BaseException) -> None:
     a server, a model or a file: its controls are shown, never obeyed."""
     typer.echo(f"spectui: error: {safe_line(str(error))}", err=True)
     raise typer.Exit(getattr(error, "exit_code", 1))
+
+
+def help_when_bare(ctx: typer.Context) -> None:
+    """A command group's callback: the group alone prints its help (exit 0), not an error."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())

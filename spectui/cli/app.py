@@ -9,47 +9,14 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail
-from spectui.cli.engine_options import (
-    DEFAULTS,
-    DeviceOption,
-    DraftOption,
-    DraftTpOption,
-    EngineName,
-    EngineOption,
-    GpuMemoryOption,
-    HeadsOption,
-    TreeWidthOption,
-    MaxModelLenOption,
-    ServerOption,
-    ApiKeyFileOption,
-    ApiKeyOption,
-    SpeculativeConfigOption,
-    TpOption,
-    Dtype,
-    DtypeOption,
-    KOption,
-    LookupMaxOption,
-    LookupMinOption,
-    MaxTokensOption,
-    Method,
-    MethodOption,
-    ModelOption,
-    PromptArgument,
-    SeedOption,
-    SystemOption,
-    TemperatureOption,
-    TopPOption,
-    check_prompt,
-    engine_options_from,
-)
+from spectui.cli import fail, help_when_bare
+from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.prompt import PromptArgument, read_prompt
 from spectui.core.errors import SpectuiError, UsageError
-from spectui.settings.options import k_setting
 
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",
     no_args_is_help=False,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 models_app = typer.Typer(help="Model aliases, the weight cache, fetching ahead of time.")
@@ -69,39 +36,27 @@ def _register_commands() -> None:
     app.add_typer(heads_app, name="heads")
 
 
+def print_version(wanted: bool) -> None:
+    if wanted:
+        from spectui import __version__
+
+        typer.echo(f"spectui {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback(invoke_without_command=True)
-def main_callback(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand is None:
-        typer.echo(ctx.get_help())
+def main_callback(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=print_version, help="Print the version and exit."),
+) -> None:
+    help_when_bare(ctx)
 
 
 @app.command()
+@takes_settings("generate")
 def generate(
-    prompt: PromptArgument,
-    model: ModelOption = DEFAULTS.model,
-    draft: DraftOption = DEFAULTS.draft,
-    method: MethodOption = Method(DEFAULTS.method),
-    k: KOption = DEFAULTS.k,
-    temperature: TemperatureOption = DEFAULTS.temperature,
-    top_p: TopPOption = DEFAULTS.top_p,
-    max_tokens: MaxTokensOption = DEFAULTS.max_tokens,
-    seed: SeedOption = DEFAULTS.seed,
-    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
-    device: DeviceOption = DEFAULTS.device,
-    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
-    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
-    heads: HeadsOption = DEFAULTS.heads,
-    tree_width: TreeWidthOption = DEFAULTS.tree_width,
-    system: SystemOption = None,
-    engine: EngineOption = EngineName(DEFAULTS.engine),
-    server: ServerOption = DEFAULTS.server,
-    api_key: ApiKeyOption = None,
-    api_key_file: ApiKeyFileOption = None,
-    speculative_config: SpeculativeConfigOption = None,
-    tp: TpOption = DEFAULTS.tp,
-    draft_tp: DraftTpOption = None,
-    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
-    max_model_len: MaxModelLenOption = None,
+    prompt: PromptArgument = None,
+    settings: Given = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
     plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
     raw: bool = typer.Option(
@@ -116,43 +71,20 @@ def generate(
     from spectui.cli.generate import run_generate
 
     try:
-        check_prompt(prompt)
-        options = engine_options_from(locals())
-        code = run_generate(options, prompt, system=system, as_json=as_json, plain=plain, raw=raw)
+        text, _ = read_prompt(prompt)
+        options = settings.engine_options()
+        code = run_generate(options, text, system=settings["system"], as_json=as_json, plain=plain, raw=raw)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
 
 
 @app.command()
+@takes_settings("compare")
 def compare(
-    prompt: PromptArgument,
-    model: ModelOption = DEFAULTS.model,
-    draft: DraftOption = DEFAULTS.draft,
-    method: MethodOption = Method(DEFAULTS.method),
-    k: KOption = DEFAULTS.k,
-    temperature: TemperatureOption = DEFAULTS.temperature,
-    top_p: TopPOption = DEFAULTS.top_p,
-    max_tokens: MaxTokensOption = DEFAULTS.max_tokens,
-    seed: SeedOption = DEFAULTS.seed,
-    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
-    device: DeviceOption = DEFAULTS.device,
-    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
-    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
-    heads: HeadsOption = DEFAULTS.heads,
-    tree_width: TreeWidthOption = DEFAULTS.tree_width,
-    system: SystemOption = None,
-    engine: EngineOption = EngineName(DEFAULTS.engine),
-    server: ServerOption = DEFAULTS.server,
-    api_key: ApiKeyOption = None,
-    api_key_file: ApiKeyFileOption = None,
-    speculative_config: SpeculativeConfigOption = None,
-    tp: TpOption = DEFAULTS.tp,
-    draft_tp: DraftTpOption = None,
-    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
-    max_model_len: MaxModelLenOption = None,
+    prompt: PromptArgument = None,
+    settings: Given = None,
     runs: int = typer.Option(3, "--runs", help="Runs per path, 1-50; the median run is reported."),
-    baseline_server: Optional[str] = typer.Option(None, "--baseline-server", help="Run the baseline on this vLLM server (no speculation) instead."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (headless)."),
     table: bool = typer.Option(False, "--table", help="Print a table (headless)."),
 ) -> None:
@@ -164,29 +96,25 @@ def compare(
 
     try:
         check_compare_options(runs=runs)
-        check_prompt(prompt)
-        options = engine_options_from(locals())
+        text, from_stdin = read_prompt(prompt, 'spectui compare "def add(a, b):" --table')
+        options = settings.engine_options()
         if not (as_json or table):
-            if heads is not None:
+            if settings["heads"] is not None:
                 raise UsageError("compare --heads runs headless only so far: add --json or --table")
+            if from_stdin:
+                raise UsageError("the compare view needs the keyboard on stdin: with a prompt from stdin add --json or --table")
             from spectui.cli.chat import run_chat
 
-            overrides = dict(
-                model=model, draft=draft, method=options.method, k=k_setting(k), temperature=temperature, top_p=top_p,
-                max_tokens=max_tokens, seed=seed, dtype=options.dtype, device=device, system=system,
-                engine=options.engine, server=server, api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config,
-                tp=tp, draft_tp=draft_tp, gpu_memory_utilization=gpu_memory_utilization,
-                max_model_len=max_model_len, lookup_min=lookup_min, lookup_max=lookup_max,
-                baseline_server=baseline_server,
-            )
-            raise typer.Exit(run_chat(overrides, compare_prompt=prompt))
-        code = run_compare(options, prompt, system=system, runs=runs, as_json=as_json, baseline_server=baseline_server)
+            raise typer.Exit(run_chat(settings.config_overrides(), compare_prompt=text))
+        code = run_compare(options, text, system=settings["system"], runs=runs, as_json=as_json,
+                           baseline_server=settings["baseline_server"])
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
 
 
 @app.command()
+@takes_settings("bench")
 def bench(
     suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
     engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm."),
@@ -195,7 +123,6 @@ def bench(
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
     temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
     repeats: int = typer.Option(2, "--repeats", help="Rounds per case (alternating order); speeds and ratios are medians over them."),
-    bench_max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Reply budget for every case (default: the workload's)."),
     categories: Optional[str] = typer.Option(None, "--categories", help="Only these categories (comma list)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Write PNG plots into this folder."),
@@ -210,14 +137,7 @@ def bench(
     bench_heads: Optional[list[Path]] = typer.Option(
         None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
     ),
-    model: ModelOption = DEFAULTS.model,
-    draft: DraftOption = DEFAULTS.draft,
-    dtype: DtypeOption = Dtype(DEFAULTS.dtype),
-    device: DeviceOption = DEFAULTS.device,
-    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
-    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
-    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
-    max_model_len: MaxModelLenOption = None,
+    settings: Given = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
     from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
@@ -229,16 +149,13 @@ def bench(
         runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
             suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
-        base_method = "draft" if "draft" in method_names else "ngram"
-        options = engine_options_from({**locals(), "method": Method(base_method), "k": anchor_k,
-                                       "temperature": 0.0, "top_p": 1.0, "max_tokens": DEFAULTS.max_tokens,
-                                       "seed": DEFAULTS.seed})
+        options = settings.engine_options(method="draft" if "draft" in method_names else "ngram", k=anchor_k)
         from spectui.bench.drafters import heads_by_method
         from spectui.bench.plan import VLLM_METHODS
 
         heads_folders = heads_by_method(list(bench_heads or []), method_names)
         code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
-                                 repeats, bench_max_tokens, category_list, json_path, plots, markdown_path,
+                                 repeats, settings["max_tokens"], category_list, json_path, plots, markdown_path,
                                  parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
                                  heads_folders)
     except SpectuiError as error:

@@ -13,7 +13,8 @@ from spectui.bench.runs import Arm
 from spectui.bench.workloads import CATEGORIES, suite
 from spectui.core.errors import SpectuiError
 from spectui.core.events import K_MAX
-from spectui.settings.options import EngineOptions, OptionError
+from spectui.settings.checks import OptionError, check_k_list, check_temperature_list
+from spectui.settings.options import EngineOptions
 
 REPEATS_MAX = 20
 
@@ -24,31 +25,6 @@ def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
     if unknown or not items:
         raise OptionError(name, f"--{name} takes a comma list of {', '.join(allowed)}; got {text!r}")
     return items
-
-
-def parse_ks(text: str) -> tuple[list[int], bool]:
-    """The fixed ks, and whether "auto" (adaptive k) is among them."""
-    items = [item.strip().lower() for item in text.split(",") if item.strip()]
-    auto = "auto" in items
-    try:
-        ks = sorted({int(item) for item in items if item != "auto"})
-    except ValueError:
-        raise OptionError("k", f"--k takes a comma list of integers, e.g. 0,2,4,6,8; got {text!r}") from None
-    if not (ks or auto) or not all(0 <= k <= K_MAX for k in ks):
-        raise OptionError("k", f"every k must be from 0 to {K_MAX} (or auto); got {text!r}")
-    return ks, auto
-
-
-def parse_temperatures(text: str | None) -> list[float] | None:
-    if not text:
-        return None
-    try:
-        values = [float(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise OptionError("temperatures", f"--temperatures takes a comma list of numbers; got {text!r}") from None
-    if not values or any(not value >= 0 for value in values):
-        raise OptionError("temperatures", f"temperatures must be >= 0; got {text!r}")
-    return values
 
 
 def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress, vllm_methods=None,
@@ -215,7 +191,7 @@ def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, an
     return (
         runner_names,
         parse_list("methods", methods, METHODS),
-        *parse_ks(ks),
-        parse_temperatures(temperatures),
+        *check_k_list(ks),
+        check_temperature_list(temperatures) if temperatures else None,
         parse_list("categories", categories, CATEGORIES) if categories else None,
     )

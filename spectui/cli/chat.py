@@ -15,21 +15,14 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail
-
+from spectui.cli import fail, help_when_bare
+from spectui.cli.engine_options import Given, takes_settings
 from spectui.core.errors import SpectuiError, UsageError
-from spectui.settings.options import k_setting
 
-config_app = typer.Typer(help="The config file: defaults, keys, theme.", no_args_is_help=True)
-history_app = typer.Typer(help="Saved conversations and their per-step traces.", no_args_is_help=True)
-
-
-class EngineName(str, Enum):
-    auto = "auto"
-    embedded = "embedded"
-    vllm = "vllm"
-    server = "server"
-    scripted = "scripted"
+config_app = typer.Typer(help="The config file: defaults, keys, theme.", invoke_without_command=True, callback=help_when_bare)
+history_app = typer.Typer(
+    help="Saved conversations and their per-step traces.", invoke_without_command=True, callback=help_when_bare
+)
 
 
 class ScreenshotEngine(str, Enum):
@@ -46,55 +39,16 @@ class ExportFormat(str, Enum):
     jsonl = "jsonl"
 
 
+@takes_settings("chat")
 def chat_command(
     conversation_id: Optional[int] = typer.Argument(None, metavar="[ID]", help="With --resume: the conversation to reopen (default: the latest)."),
     resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Target: alias, local folder, .gguf or hub id."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Draft model (same tokenizer as the target)."),
-    method: Optional[str] = typer.Option(
-        None, "--method", help="draft or ngram; medusa or eagle with --heads; with vLLM also eagle, eagle3, medusa, mtp."
-    ),
-    k: Optional[str] = typer.Option(None, "--k", "-k", help="Draft tokens per step, 0-16, or auto (adaptive k)."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="0 = greedy."),
-    engine: Optional[EngineName] = typer.Option(
-        None, "--engine",
-        help="auto (vLLM when installed with a GPU, else embedded), embedded, vllm, server, or scripted (a demo, no weights).",
-    ),
-    server: Optional[str] = typer.Option(None, "--server", help="--engine server: the vLLM server's URL."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="SPECTUI_API_KEY", help="--engine server: bearer token."),
-    api_key_file: Optional[str] = typer.Option(
-        None, "--api-key-file", envvar="SPECTUI_API_KEY_FILE", help="--engine server: a file holding the bearer token."
-    ),
-    speculative_config: Optional[str] = typer.Option(
-        None, "--speculative-config", help="vLLM: a JSON speculative_config, passed through."
-    ),
-    tp: Optional[int] = typer.Option(None, "--tp", help="vLLM: tensor_parallel_size."),
-    draft_tp: Optional[int] = typer.Option(None, "--draft-tp", help="vLLM: the draft's tensor_parallel_size."),
-    gpu_memory_utilization: Optional[float] = typer.Option(
-        None, "--gpu-memory-utilization", help="vLLM: share of GPU memory to reserve."
-    ),
-    max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="vLLM: longest context."),
-    lookup_min: Optional[int] = typer.Option(None, "--lookup-min", help="ngram: shortest n-gram to match."),
-    lookup_max: Optional[int] = typer.Option(None, "--lookup-max", help="ngram: longest n-gram to match."),
-    heads: Optional[str] = typer.Option(None, "--heads", help="--method medusa / eagle on the embedded engine: a folder from `spectui heads train`."),
-    tree_width: Optional[int] = typer.Option(None, "--tree-width", help="--heads: candidates per depth, verified as a tree (1 = a chain)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="auto, float32, bfloat16, float16 or int8."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:N or auto."),
-    theme: Optional[str] = typer.Option(None, "--theme", help="dark, light, colorblind or a user theme."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Longest reply in tokens."),
-    system: Optional[str] = typer.Option(None, "--system", help="A system message for new chats."),
+    settings: Given = None,
     no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
 ) -> None:
     """Chat in the terminal, every token coloured by where it came from."""
     try:
-        code = run_chat(
-            dict(model=model, draft=draft, method=method, k=k_setting(k), temperature=temperature,
-                 engine=engine.value if engine else None, dtype=dtype, device=device, theme=theme, max_tokens=max_tokens, system=system,
-                 server=server, api_key=api_key, api_key_file=api_key_file, speculative_config=speculative_config, tp=tp, draft_tp=draft_tp,
-                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                 lookup_min=lookup_min, lookup_max=lookup_max, heads=heads, tree_width=tree_width),
-            resume=resume, conversation_id=conversation_id, history=not no_history,
-        )
+        code = run_chat(settings.config_overrides(), resume=resume, conversation_id=conversation_id, history=not no_history)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -105,11 +59,6 @@ def check_engine_choice(config) -> None:
     failed load inside the app."""
     if config.engine not in CHECKS_MODEL_NAMES:
         return
-    from spectui.cli.engine_options import Dtype
-
-    dtypes = [dtype.value for dtype in Dtype]  # what `spectui generate --dtype` takes
-    if config.dtype not in dtypes:
-        raise UsageError(f"--dtype {config.dtype!r} is not one of {', '.join(dtypes)}")
     from spectui.models.registry import DEFAULT_TARGET, resolve
 
     for name in (config.model or DEFAULT_TARGET, config.draft):
@@ -211,16 +160,15 @@ def config_path_command() -> None:
 
 @config_app.command("init")
 def config_init_command(force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
-    """Write a commented config file with every default."""
-    from spectui.settings.config import config_path, example_config
+    """Write a commented config file with every setting at its default."""
+    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET
+    from spectui.settings.config import config_path, example_config, write_config
 
     path = config_path()
-    if path.exists() and not force:
-        fail(UsageError(f"{path} exists (use --force to overwrite)"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET
-
-    path.write_text(example_config(DEFAULT_TARGET, DEFAULT_DRAFT), encoding="utf-8")
+    try:
+        write_config(path, example_config(DEFAULT_TARGET, DEFAULT_DRAFT), force)
+    except SpectuiError as error:
+        fail(error)
     typer.echo(str(path))
 
 

@@ -5,18 +5,22 @@ Only typer and stdlib at import: `spectui --help` must not import torch.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from spectui.cli import fail
+from spectui.cli import fail, help_when_bare
 from spectui.core.errors import SpectuiError, UsageError
 
 KINDS = ("medusa", "eagle")
 SUITES = ("train", "quick", "full")
 
-heads_app = typer.Typer(help="Medusa and EAGLE heads for the embedded engine, trained locally.")
+heads_app = typer.Typer(
+    help="Medusa and EAGLE heads for the embedded engine, trained locally.", invoke_without_command=True,
+    callback=help_when_bare,
+)
 
 
 def default_out(model: str, kind: str) -> Path:
@@ -41,7 +45,8 @@ def training_workloads(suite_name: str):
 
 
 def check_train_options(
-    kind: str, steps: int, num_heads: int, max_new_tokens: int, suite: str, texts: list[Path], vocab_sample: int = 0
+    kind: str, steps: int, num_heads: int, max_new_tokens: int, suite: str, texts: list[Path], vocab_sample: int = 0,
+    learning_rate: float = 1e-3,
 ) -> None:
     if kind not in KINDS:
         raise UsageError(f"--kind must be medusa or eagle, got {kind!r}")
@@ -53,6 +58,8 @@ def check_train_options(
         raise UsageError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
     if suite not in SUITES:
         raise UsageError(f"--suite must be train, quick or full, got {suite!r}")
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise UsageError(f"--lr must be a number > 0, got {learning_rate}")
     if vocab_sample < 0:
         raise UsageError(f"--vocab-sample must be >= 0, got {vocab_sample}")
     for path in texts:
@@ -85,7 +92,7 @@ def train_command(
     files) are cached as features once, then the heads learn them; the target stays frozen."""
     try:
         texts = list(text or [])
-        check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts, vocab_sample)
+        check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts, vocab_sample, learning_rate)
         from spectui.models.registry import DEFAULT_TARGET, resolve
 
         name = model or DEFAULT_TARGET

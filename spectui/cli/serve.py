@@ -16,27 +16,12 @@ import json
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 from typing import Annotated
 
 import typer
 
 from spectui.cli import fail
-from spectui.cli.engine_options import (
-    DEFAULTS,
-    DraftOption,
-    DraftTpOption,
-    GpuMemoryOption,
-    KOption,
-    LookupMaxOption,
-    LookupMinOption,
-    MaxModelLenOption,
-    Method,
-    MethodOption,
-    ModelOption,
-    SpeculativeConfigOption,
-    TpOption,
-)
+from spectui.cli.engine_options import Given, takes_settings
 from spectui.core.errors import SpectuiError
 from spectui.engines.vllm.server_process import (
     Launcher,
@@ -53,14 +38,8 @@ from spectui.engines.vllm.server_process import (
     stop_server,
     wait_until_healthy,
 )
-from spectui.settings.options import EngineOptions, OptionError, parse_k, speculative_config_dict
-
-
-class VllmDtype(str, Enum):
-    auto = "auto"
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
+from spectui.settings.checks import AUTO_K
+from spectui.settings.options import EngineOptions, OptionError, speculative_config_dict
 
 
 @dataclass(frozen=True)
@@ -76,19 +55,9 @@ class Plan:
 # --- the command --------------------------------------------------------------------------
 
 
+@takes_settings("serve")
 def serve_command(
-    model: ModelOption = DEFAULTS.model,
-    draft: DraftOption = DEFAULTS.draft,
-    method: MethodOption = Method(DEFAULTS.method),
-    k: KOption = DEFAULTS.k,
-    tp: TpOption = DEFAULTS.tp,
-    draft_tp: DraftTpOption = DEFAULTS.draft_tp,
-    gpu_memory_utilization: GpuMemoryOption = DEFAULTS.gpu_memory_utilization,
-    max_model_len: MaxModelLenOption = DEFAULTS.max_model_len,
-    dtype: Annotated[VllmDtype, typer.Option("--dtype", help="vLLM's dtype (auto: the model's own).")] = VllmDtype(DEFAULTS.dtype),
-    speculative_config: SpeculativeConfigOption = DEFAULTS.speculative_config,
-    lookup_min: LookupMinOption = DEFAULTS.lookup_min,
-    lookup_max: LookupMaxOption = DEFAULTS.lookup_max,
+    settings: Given = None,
     host: Annotated[str, typer.Option("--host", help="Address the server listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port the server listens on.")] = 8000,
     print_only: Annotated[bool, typer.Option("--print", help="Print the `vllm serve` command line and exit.")] = False,
@@ -99,15 +68,9 @@ def serve_command(
     Hub models stay hub ids (vLLM downloads them where it runs); package-index models are converted to a local folder first. --print shows the `vllm serve` line instead; --no-chat only serves.
     """
     try:
-        k, auto = parse_k(k)
-        if auto:
+        if settings.checked()["k"] == AUTO_K:
             raise OptionError("k", "vllm serve fixes k when it starts: give -k a number (adaptive k needs the embedded engine)")
-        options = EngineOptions.checked(
-            model=model, draft=draft, method=method.value, k=k, tp=tp, draft_tp=draft_tp,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-            dtype=dtype.value, speculative_config=speculative_config,
-            lookup_min=lookup_min, lookup_max=lookup_max, engine="vllm",
-        )
+        options = settings.engine_options(engine="vllm")
         if not 0 < port < 65536:
             raise OptionError("port", f"--port must be from 1 to 65535, got {port}")
         code = run_serve(options, host=host, port=port, print_only=print_only, chat=not no_chat)

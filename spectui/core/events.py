@@ -206,12 +206,15 @@ class Control:
 
 
 def check_k(k: int) -> int:
-    if not isinstance(k, int) or not 0 <= k <= K_MAX:
+    """The one rule for k, used by Control, the command line, the config file and the bench."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= K_MAX:
         raise ValueError(f"k must be an integer from 0 to {K_MAX}, got {k!r}")
     return k
 
 
 def check_temperature(temperature: float) -> float:
-    if not temperature >= 0.0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    """The one rule for temperature: a finite number from 0 to TEMPERATURE_MAX (NaN and inf fail)."""
+    number = not isinstance(temperature, bool) and isinstance(temperature, (int, float))
+    if not number or not 0.0 <= temperature <= TEMPERATURE_MAX:
+        raise ValueError(f"temperature must be from 0 to {TEMPERATURE_MAX:g}, got {temperature!r}")
     return float(temperature)

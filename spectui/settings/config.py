@@ -6,14 +6,18 @@ one-line error that names the file and the line, never a traceback. Stdlib + pla
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import textwrap
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from pathlib import Path
 
 from spectui.core.errors import UsageError
-from spectui.settings.options import LOOKUP_MAX, EngineOptions, OptionError, parse_k
+from spectui.settings.checks import OptionError
+from spectui.settings.options import EngineOptions, engine_options_from_values
+from spectui.settings.table import config_settings, settings_dataclass
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -68,38 +72,14 @@ class ConfigError(UsageError):
     """The config file cannot be used as it is."""
 
 
-@dataclass(frozen=True)
-class ChatConfig:
-    """Everything `spectui chat` takes from the config file; CLI options override it."""
+_IN_FILE = {setting.name: setting for setting in config_settings()}  # the file's keys, the chat's way
 
-    model: str | None = None
-    draft: str | None = None
-    method: str = "draft"
-    engine: str = "auto"  # auto, embedded, vllm, server, scripted (a demo without weights)
-    k: int | str = 4  # or "auto"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 512
-    seed: int = 0
-    dtype: str = "auto"
-    device: str = "auto"
-    system: str | None = None
-    theme: str = "dark"
-    ghosts: bool = False
-    lookup_min: int = 1
-    lookup_max: int = LOOKUP_MAX
-    heads: str | None = None  # medusa / eagle on the embedded engine: a folder from `spectui heads train`
-    tree_width: int = 1
-    # vLLM engines
-    server: str | None = None
-    baseline_server: str | None = None  # the compare view's baseline, for engines with a fixed k
-    api_key: str | None = None
-    api_key_file: str | None = None
-    speculative_config: str | None = None
-    tp: int = 1
-    draft_tp: int | None = None
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
+
+@settings_dataclass(config_settings())
+class ChatConfig:
+    """Everything `spectui chat` takes from the config file (every setting of the table that
+    has a config key, at the chat's defaults); CLI options override it."""
+
     keys: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KEYS))
 
     def with_overrides(self, **values) -> "ChatConfig":
@@ -108,38 +88,10 @@ class ChatConfig:
         unknown = set(given) - {f.name for f in fields(self)}
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        merged = replace(self, **given)
+        merged = replace(self, **{name: _IN_FILE[name].checked(value) if name in _IN_FILE else value
+                                  for name, value in given.items()})
         check_values(merged)
         return merged
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,),
-    "draft": (str,),
-    "method": (str,),
-    "engine": (str,),
-    "k": (int, str),
-    "temperature": (int, float),
-    "top_p": (int, float),
-    "max_tokens": (int,),
-    "seed": (int,),
-    "system": (str,),
-    "theme": (str,),
-    "ghosts": (bool,),
-    "lookup_min": (int,),
-    "lookup_max": (int,),
-    "heads": (str,),
-    "tree_width": (int,),
-    "server": (str,),
-    "baseline_server": (str,),
-    "api_key": (str,),
-    "api_key_file": (str,),
-    "speculative_config": (str,),
-    "tp": (int,),
-    "draft_tp": (int,),
-    "gpu_memory_utilization": (int, float),
-    "max_model_len": (int,),
-}
 
 
 def config_dir() -> Path:
@@ -155,16 +107,42 @@ def config_path() -> Path:
     return config_dir() / CONFIG_FILE_NAME
 
 
+_ACCESS_ADVICE = "check its permissions, or set SPECTUI_CONFIG_DIR to a folder of your own"
+
+
 def load_config(path: Path | None = None) -> ChatConfig:
     """The config file's settings over the defaults; a missing file is the defaults."""
     path = path or config_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return ChatConfig()
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not a config file: move it away (spectui config init writes one)") from None
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+        raise ConfigError(f"{path}: cannot read it ({error.strerror or error}): {_ACCESS_ADVICE}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path} line {line}: not UTF-8 text (byte 0x{data[error.start]:02x}): save it as UTF-8, "
+            "or start again with spectui config init --force"
+        ) from None
     return parse_config(text, str(path))
+
+
+def write_config(path: Path, text: str, force: bool = False) -> None:
+    """`spectui config init`: write the file, refusing to overwrite one unless forced."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a config file: move it away first")
+    if path.exists() and not force:
+        raise ConfigError(f"{path} exists (use --force to overwrite)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write it ({error.strerror or error}): {_ACCESS_ADVICE}") from None
 
 
 def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
@@ -182,47 +160,39 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
                 raise ConfigError(f"{where} line {line}: [keys] must be a table")
             keys.update(_check_keys(value, text, where))
             continue
-        if name not in _TYPES:
-            known = ", ".join([*_TYPES, "keys"])
+        if name not in _IN_FILE:
+            known = ", ".join([*_IN_FILE, "keys"])
             raise ConfigError(f"{where} line {line}: unknown setting {name!r} (known: {known})")
-        expected = _TYPES[name]
+        setting = _IN_FILE[name]
+        expected = setting.toml_types()
         # bool is an int to Python; a TOML true is never a valid k.
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             type_name = " or ".join(t.__name__ for t in expected)
             raise ConfigError(f"{where} line {line}: {name} must be {type_name}, got {value!r}")
-        values[name] = float(value) if float in expected and not isinstance(value, str) else value
+        if float in expected and not isinstance(value, str):
+            value = float(value)
+        try:
+            values[name] = setting.checked(value)
+        except OptionError as error:
+            raise ConfigError(f"{where} line {line}: {error}") from None
 
     config = replace(ChatConfig(), keys=keys, **values)
     try:
-        check_values(config)
+        engine_options(config)  # the rules between settings
     except OptionError as error:
         raise ConfigError(f"{where} line {_line_of(text, error.setting)}: {error}") from None
     return config
 
 
 def engine_options(config: ChatConfig) -> EngineOptions:
-    return EngineOptions(
-        model=config.model, draft=config.draft, method=config.method, **k_and_auto(config.k),
-        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-        seed=config.seed, dtype=config.dtype, device=config.device,
-        lookup_min=config.lookup_min, lookup_max=config.lookup_max, heads=config.heads, tree_width=config.tree_width,
-        # scripted is the TUI's demo engine, not one EngineOptions builds
-        engine="auto" if config.engine == "scripted" else config.engine,
-        server=config.server, api_key=config.api_key, api_key_file=config.api_key_file, speculative_config=config.speculative_config,
-        tp=config.tp, draft_tp=config.draft_tp, gpu_memory_utilization=float(config.gpu_memory_utilization),
-        max_model_len=config.max_model_len,
-    )
-
-
-def k_and_auto(k: int | str) -> dict:
-    """EngineOptions' k and auto_k from a config's k (a number or "auto")."""
-    k, auto_k = parse_k(k)
-    return {"k": k, "auto_k": auto_k}
+    return engine_options_from_values({name: getattr(config, name) for name in _IN_FILE})
 
 
 def check_values(config: ChatConfig) -> None:
-    """The same rules as the command line's (spectui.settings.options)."""
-    engine_options(config).check()
+    """Each setting by its rule, then the rules between them: the command line's."""
+    for setting in _IN_FILE.values():
+        setting.checked(getattr(config, setting.name))
+    engine_options(config)
 
 
 def _check_keys(table: dict, text: str, where: str) -> dict[str, str]:
@@ -263,22 +233,27 @@ def _line_of(text: str, key: str) -> int:
 
 
 def example_config(default_target: str, default_draft: str) -> str:
-    """A commented config file with every setting at its default."""
+    """A commented config file: every setting with its help and its default."""
+    shown = {"model": default_target, "draft": default_draft}
     lines = [
         "# spectui chat's config: every setting is optional; command-line options override these.",
         "# (generate, bench and compare --table/--json take theirs from the command line only.)",
-        f"# model = \"{default_target}\"",
-        f"# draft = \"{default_draft}\"",
-        "method = \"draft\"        # draft or ngram; with vLLM also eagle, eagle3, medusa, mtp",
-        "engine = \"auto\"         # auto (vLLM with a GPU, else embedded), embedded, vllm, server",
-        "# server = \"http://127.0.0.1:8000\"   # for engine = \"server\"",
-        "k = 4                   # draft tokens per step, 0-16, or \"auto\"",
-        "temperature = 0.0",
-        "max_tokens = 512",
-        "theme = \"dark\"          # dark, light, colorblind or a file in themes/ here",
-        "ghosts = false          # show rejected drafts from the start",
-        "",
-        "[keys]                  # Textual key names; several keys separated by commas",
+        "# Uncomment a line to change it.",
     ]
+    for setting in config_settings():
+        value = shown.get(setting.name, setting.default if setting.default is not None else setting.example)
+        live = " It changes live in the app (keys below)." if setting.live else ""
+        lines += ["", *textwrap.wrap(setting.help + live, 88, initial_indent="# ", subsequent_indent="# "),
+                  f"# {setting.name} = {_toml_value(value)}"]
+    lines += ["", "[keys]                  # Textual key names; several keys separated by commas"]
     lines += [f"# {action} = \"{keys}\"" for action, keys in DEFAULT_KEYS.items()]
     return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # TOML: a literal string keeps JSON's quotes readable; a basic string otherwise
+        return f"'{value}'" if '"' in value and "'" not in value else json.dumps(value)
+    return repr(value)

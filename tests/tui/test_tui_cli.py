@@ -85,13 +85,12 @@ def test_more_bad_input_is_one_line_before_anything_loads(tmp_path, monkeypatch)
     monkeypatch.setattr("spectui.engines.factory.build_engine", lambda *a, **k: pytest.fail("nothing should load"))
     cases = {
         ("chat", "--theme", "nope"): "no theme 'nope': known are colorblind, dark, light",
-        ("chat", "--dtype", "bogus"): "--dtype 'bogus' is not one of auto, float32, bfloat16, float16, int8",
         ("chat", "--device", "tpu"): "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'",
         ("generate", "hi", "--device", "tpu"): "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'",
         ("generate", "   "): "the prompt is empty",
         ("compare", "", "--table"): "the prompt is empty",
         ("generate", "hi", "--max-tokens", "0"): "max_tokens must be > 0, got 0",
-        ("generate", "hi", "-t", "-0.5"): "temperature must be >= 0, got -0.5",
+        ("generate", "hi", "-t", "-0.5"): "temperature must be from 0 to 2, got -0.5",
     }
     (tmp_path / "themes").mkdir()
     (tmp_path / "themes" / "mine.toml").write_text('name = "mine"\n[colors\n')
@@ -170,6 +169,7 @@ def test_importing_the_cli_module_does_not_import_textual_or_torch():
 
 @pytest.mark.parametrize("arguments, expected", [
     (["generate", "hi", "--engine", "warp"], "spectui: error: Invalid value for '--engine': 'warp' is not one of"),
+    (["chat", "--dtype", "bogus"], "spectui: error: Invalid value for '--dtype': 'bogus' is not one of 'auto', 'float32'"),
     (["models", "fetch"], "spectui: error: Missing argument 'name'. (see spectui models fetch --help)"),
     (["history", "export", "abc"], "spectui: error: Invalid value for 'conversation_id'"),
     (["nosuchcommand"], "spectui: error: No such command 'nosuchcommand'. (see spectui --help)"),
@@ -229,3 +229,17 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
     monkeypatch.setattr("spectui.tui.app.SpectuiApp", App)
     assert run_chat({"engine": "scripted"}, history=False) == 0
     assert seen == {"loading": True, "status": "loading"}
+
+
+def test_chat_takes_top_p_from_the_command_line_over_the_config_file(tmp_path, monkeypatch):
+    from spectui.settings.config import load_config
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "config.toml").write_text("top_p = 0.5\nseed = 3\n")
+    configs = []
+    monkeypatch.setattr("spectui.cli.chat.run_chat", lambda overrides, **kw: configs.append(load_config().with_overrides(**overrides)) or 0)
+    assert runner.invoke(cli(), ["chat", "--top-p", "0.9"]).exit_code == 0
+    assert runner.invoke(cli(), ["chat"]).exit_code == 0
+    assert [(config.top_p, config.seed) for config in configs] == [(0.9, 3), (0.5, 3)]
+    result = runner.invoke(cli(), ["chat", "--top-p", "0"])
+    assert result.exit_code == 2 and result.stderr.strip() == "spectui: error: top_p must be in (0, 1], got 0.0"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from spectui.core.errors import UsageError
@@ -67,3 +69,107 @@ def test_k_auto_in_the_file_turns_adaptive_k_on():
     options = engine_options(config)
     assert (options.k, options.auto_k) == (4, True)
     assert engine_options(parse_config("k = 6\n")).auto_k is False
+
+
+# --- the file itself: never a traceback -----------------------------------------------------
+
+
+def test_invalid_utf8_names_the_file_and_the_line(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_bytes(b'k = 4\ntheme = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path} line 2: not UTF-8 text (byte 0xe9): save it as UTF-8, or start again with spectui config init --force"
+    )
+
+
+def test_a_folder_where_the_file_should_be_is_one_line(tmp_path):
+    (tmp_path / "config.toml").mkdir()
+    with pytest.raises(ConfigError, match=r"config.toml is a folder, not a config file: move it away"):
+        load_config(tmp_path / "config.toml")
+
+
+def test_an_unreadable_file_says_what_to_do(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    path.write_text("k = 4\n")
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(path), "read_bytes", refuse)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: cannot read it (Permission denied): check its permissions, or set SPECTUI_CONFIG_DIR to a folder of your own"
+    )
+
+
+def init(monkeypatch, capsys, config_dir, *extra):
+    from spectui.cli.app import main
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(config_dir))
+    monkeypatch.setattr("sys.argv", ["spectui", "config", "init", *extra])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    return exited.value.code, captured.err.strip().splitlines()
+
+
+def test_config_init_into_a_path_under_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "not-a-folder").write_text("")
+    code, lines = init(monkeypatch, capsys, tmp_path / "not-a-folder" / "spectui")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith(f"spectui: error: {tmp_path / 'not-a-folder' / 'spectui' / 'config.toml'}: cannot write it (")
+    assert lines[0].endswith("set SPECTUI_CONFIG_DIR to a folder of your own")
+
+
+def test_config_init_into_a_read_only_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(type(tmp_path), "write_text", refuse)  # root ignores chmod: refuse as a read-only disk would
+    code, lines = init(monkeypatch, capsys, tmp_path)
+    assert code == 2 and lines == [
+        f"spectui: error: {tmp_path / 'config.toml'}: cannot write it (Permission denied): check its permissions, "
+        "or set SPECTUI_CONFIG_DIR to a folder of your own"
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_config_init_into_a_chmod_read_only_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    tmp_path.chmod(0o500)
+    try:
+        code, lines = init(monkeypatch, capsys, tmp_path / "spectui")
+    finally:
+        tmp_path.chmod(0o700)
+    assert code == 2 and len(lines) == 1 and "cannot write it (Permission denied)" in lines[0]
+
+
+def test_config_init_over_a_folder_is_one_line_even_forced(tmp_path, monkeypatch, capsys):
+    (tmp_path / "config.toml").mkdir()
+    for extra in ((), ("--force",)):
+        code, lines = init(monkeypatch, capsys, tmp_path, *extra)
+        assert code == 2 and lines == [f"spectui: error: {tmp_path / 'config.toml'} is a folder, not a config file: move it away first"]
+
+
+def test_config_init_creates_a_missing_folder(tmp_path, monkeypatch, capsys):
+    code, lines = init(monkeypatch, capsys, tmp_path / "new" / "spectui")
+    assert code == 0 and lines == []
+    assert load_config(tmp_path / "new" / "spectui" / "config.toml") == ChatConfig()
+
+
+def test_chat_and_doctor_report_a_non_utf8_file_in_one_line(tmp_path, monkeypatch, capsys):
+    from spectui.cli.app import main
+    from spectui.cli.doctor import check_config
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
+    (tmp_path / "config.toml").write_bytes(b"\xff\xfek = 4\n")
+    monkeypatch.setattr("sys.argv", ["spectui", "chat"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(lines) == 1 and "config.toml line 1: not UTF-8 text (byte 0xff)" in lines[0]
+    check = check_config()
+    assert check.status == "fail" and "line 1: not UTF-8 text" in check.found

@@ -1,0 +1,44 @@
+"""The PROMPT of generate and compare: words on the command line, the text on stdin, or both.
+
+`spectui generate "explain this" - < file.py` joins the instruction and the file; with no
+PROMPT at all, a piped stdin is the whole message.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from spectui.core.errors import UsageError
+
+STDIN = "-"
+
+PromptArgument = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        metavar="PROMPT",
+        help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
+        "e.g. cat f.py | spectui generate 'explain this' -. With no PROMPT, a piped stdin is the message.",
+        show_default=False,
+    ),
+]
+
+
+def read_prompt(parts: list[str] | None, example: str = 'spectui generate "def add(a, b):"') -> tuple[str, bool]:
+    """(the prompt, whether it came from stdin) from PROMPT parts, with - as stdin's text."""
+    parts = list(parts or [])
+    if not parts and not sys.stdin.isatty():
+        parts = [STDIN]
+    if parts.count(STDIN) > 1:
+        raise UsageError("- (stdin) can be given once")
+    text = "\n\n".join(read_stdin() if part == STDIN else part for part in parts)
+    if not text.strip():
+        raise UsageError(f"the prompt is empty: give the message to reply to, e.g. {example}")
+    return text, STDIN in parts
+
+
+def read_stdin() -> str:
+    # bytes, then UTF-8 with replacement: a file with a stray byte is still a prompt
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace").strip("\n")

@@ -1,0 +1,194 @@
+"""Every engine and chat setting, declared once.
+
+Each `Setting` says its name (the Python name and the config file's key), type, default,
+help, check, command-line flags, which commands take it and whether it changes live in the
+app. From this table come `EngineOptions` (spectui.settings.options), `ChatConfig` and its
+file parser (spectui.settings.config), and the typer options of generate, compare, chat,
+bench and serve (spectui.cli.engine_options). Adding a setting is one entry here, and the
+code that uses its value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from spectui.core.events import K_MAX, TEMPERATURE_MAX
+from spectui.settings.checks import (
+    Check,
+    Matches,
+    Within,
+    check_choice,
+    check_temperature_setting,
+    k_setting,
+)
+
+COMMANDS = ("generate", "compare", "chat", "bench", "serve")
+CONFIG = "chat"  # the config file holds the chat's settings: its variant of each entry
+
+ENGINES = ("auto", "embedded", "vllm", "server")
+CHAT_ENGINES = ENGINES + ("scripted",)  # scripted: the app's demo engine, no weights
+# Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
+EMBEDDED_METHODS = ("draft", "ngram")
+VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+# The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
+HEAD_METHODS = ("medusa", "eagle")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
+VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
+TREE_WIDTH_MAX = 8
+# The longest suffix prompt lookup matches: past 4 tokens a match still says more (a reply
+# quoting its prompt keeps copying); docs/adaptive-k.md has the replay behind it.
+LOOKUP_MAX = 8
+
+RUNS = frozenset({"generate", "compare", "chat"})  # the commands that run one engine and reply
+ALL = frozenset(COMMANDS)
+VLLM_COMMANDS = RUNS | {"bench", "serve"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # the Python name, EngineOptions' and ChatConfig's field, the config file's key
+    kind: type  # str, int, float or bool
+    default: Any  # None: not set (the engine picks)
+    help: str
+    flags: tuple[str, ...] = ()  # on the command line: ("--k", "-k"); () for none
+    commands: frozenset[str] = frozenset()  # the commands whose command line takes it
+    check: Check | None = None  # (name, value) -> None or OptionError
+    choices: tuple[str, ...] = ()
+    parse: Callable[[Any], Any] | None = None  # also given as text, turned into the value by this
+    in_engine: bool = True  # a field of EngineOptions
+    in_config: bool = True  # a key of the config file
+    live: bool = False  # changed in the app while it runs (keys); the others are fixed at launch
+    envvar: str | None = None
+    example: Any = None  # shown in the example config file when the default is None
+    # Per command (CONFIG for the config file): the fields that differ there.
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_command(self, command: str) -> "Setting":
+        return replace(self, **self.variants[command]) if command in self.variants else self
+
+    def checked(self, value: Any) -> Any:
+        """The value as this setting holds it (k: a number or "auto"), or OptionError; None is "not set"."""
+        if value is None:
+            return None
+        if self.parse is not None:
+            value = self.parse(value)
+        if self.choices:
+            check_choice(self.name, value, self.choices)
+        if self.check is not None:
+            self.check(self.name, value)
+        return value
+
+    def toml_types(self) -> tuple[type, ...]:
+        """What a config file may hold for it (bool is an int to Python: never a number here)."""
+        if self.parse is not None:
+            return (self.kind, str)
+        return (int, float) if self.kind is float else (self.kind,)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model", str, None, "Target: alias, local folder, .gguf or hub id.",
+            ("--model", "-m"), ALL),
+    Setting("draft", str, None, "Draft model (same tokenizer as the target).",
+            ("--draft", "-d"), ALL),
+    Setting("method", str, "draft",
+            "Where drafts come from: draft or ngram; medusa or eagle with --heads (embedded engine); "
+            "with vLLM also eagle, eagle3, medusa, mtp.",
+            ("--method",), RUNS | {"serve"}, choices=VLLM_METHODS),
+    Setting("k", int, 4,
+            f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding), or auto: the embedded engine picks k "
+            "before every step.",
+            ("--k", "-k"), RUNS | {"serve"}, parse=k_setting, live=True,
+            variants={"serve": {"help": f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding): vLLM fixes it at start."}}),
+    Setting("temperature", float, 0.0, f"0 = greedy; at most {TEMPERATURE_MAX:g}.",
+            ("--temperature", "-t"), RUNS, check=check_temperature_setting, live=True),
+    Setting("top_p", float, 1.0, "Nucleus sampling mass, (0, 1].",
+            ("--top-p",), RUNS, check=Within(0, 1, low_open=True)),
+    Setting("max_tokens", int, 256, "Stop after this many tokens.",
+            ("--max-tokens",), RUNS | {"bench"}, check=Within(0, low_open=True),
+            variants={CONFIG: {"default": 512},
+                      "bench": {"default": None, "help": "Reply budget for every case (default: the workload's)."}}),
+    Setting("seed", int, 0, "Seed for sampling.", ("--seed",), frozenset({"generate", "compare"})),
+    Setting("dtype", str, "auto",
+            "Target precision: auto (the fastest lossless one), float32, bfloat16, float16 or int8.",
+            ("--dtype",), ALL, choices=DTYPES,
+            variants={"serve": {"choices": VLLM_DTYPES,
+                                "help": "vLLM's dtype: auto (the model's own), float32, bfloat16 or float16."}}),
+    Setting("device", str, "auto", "cpu, cuda, cuda:N, mps or auto.", ("--device",), RUNS | {"bench"},
+            check=Matches(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, cuda, cuda:N or mps")),
+    Setting("lookup_min", int, 1, "ngram: shortest n-gram to match.", ("--lookup-min",), ALL, check=Within(1)),
+    Setting("lookup_max", int, LOOKUP_MAX, "ngram: longest n-gram to match.", ("--lookup-max",), ALL,
+            check=Within(1)),
+    Setting("heads", str, None, "--method medusa / eagle on the embedded engine: a folder from `spectui heads train`.",
+            ("--heads",), RUNS, example="~/.cache/spectui/heads/qwen2.5-coder-1.5b-medusa"),
+    Setting("tree_width", int, 1,
+            "--method medusa / eagle --heads: candidates per depth, verified as a tree in one forward (1 = a chain).",
+            ("--tree-width",), RUNS, check=Within(1, TREE_WIDTH_MAX)),
+    Setting("system", str, None, "A system message.", ("--system",), RUNS, in_engine=False, example="Answer briefly.",
+            variants={CONFIG: {"help": "A system message for new chats."}}),
+    Setting("engine", str, "auto",
+            "auto (vLLM when installed with a GPU, else embedded), embedded, vllm or server.",
+            ("--engine",), RUNS, choices=ENGINES,
+            variants={CONFIG: {"choices": CHAT_ENGINES,
+                               "help": "auto (vLLM when installed with a GPU, else embedded), embedded, vllm, "
+                                       "server, or scripted (a demo, no weights)."}}),
+    Setting("server", str, None, "--engine server: the vLLM server's URL.", ("--server",), RUNS,
+            example="http://127.0.0.1:8000"),
+    Setting("api_key", str, None, "--engine server: bearer token.", ("--api-key",), RUNS,
+            envvar="SPECTUI_API_KEY", example="YOUR-KEY"),
+    Setting("api_key_file", str, None, "--engine server: a file holding the bearer token.",
+            ("--api-key-file",), RUNS, envvar="SPECTUI_API_KEY_FILE",
+            example="~/.config/spectui/api-key"),
+    Setting("speculative_config", str, None, "vLLM: a JSON speculative_config, passed through.",
+            ("--speculative-config",), RUNS | {"serve"}, example='{"method": "ngram", "num_speculative_tokens": 4}'),
+    Setting("tp", int, 1, "vLLM: tensor_parallel_size.", ("--tp",), RUNS | {"serve"}, check=Within(1)),
+    Setting("draft_tp", int, None, "vLLM: the draft's tensor_parallel_size.", ("--draft-tp",), RUNS | {"serve"},
+            check=Within(1), example=1),
+    Setting("gpu_memory_utilization", float, 0.9, "vLLM: share of GPU memory to reserve.",
+            ("--gpu-memory-utilization",), VLLM_COMMANDS, check=Within(0, 1, low_open=True)),
+    Setting("max_model_len", int, None, "vLLM: longest context.", ("--max-model-len",), VLLM_COMMANDS,
+            check=Within(16), example=4096),
+    Setting("baseline_server", str, None, "Run the baseline on this vLLM server (no speculation) instead.",
+            ("--baseline-server",), frozenset({"compare"}), in_engine=False, example="http://127.0.0.1:8001",
+            variants={CONFIG: {"help": "The compare view's baseline, for engines with a fixed k."}}),
+    Setting("theme", str, "dark", "dark, light, colorblind or a user theme.", ("--theme",), frozenset({"chat"}),
+            in_engine=False),
+    Setting("ghosts", bool, False, "Show rejected drafts from the start.", in_engine=False),
+)
+
+BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
+
+
+def settings_for(command: str) -> list[Setting]:
+    """The settings a command's command line takes, as that command declares them."""
+    return [setting.for_command(command) for setting in SETTINGS if command in setting.commands and setting.flags]
+
+
+def config_settings() -> list[Setting]:
+    """The settings of the config file, as the chat (whose defaults it holds) declares them."""
+    return [setting.for_command(CONFIG) for setting in SETTINGS if setting.in_config]
+
+
+def engine_settings() -> list[Setting]:
+    return [setting for setting in SETTINGS if setting.in_engine]
+
+
+LIVE = tuple(setting.name for setting in SETTINGS if setting.live)
+
+
+def settings_dataclass(settings: list[Setting]):
+    """A class decorator: a frozen dataclass whose fields are these settings (with their
+    defaults, None for "not set"), then the class's own fields."""
+
+    def decorate(cls: type) -> type:
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        annotations: dict[str, Any] = {}
+        for setting in settings:
+            kind = setting.kind | str if setting.parse is not None else setting.kind  # k: a number or "auto"
+            annotations[setting.name] = kind if setting.default is not None else kind | None
+            setattr(cls, setting.name, setting.default)
+        cls.__annotations__ = {**annotations, **own}
+        return dataclass(frozen=True)(cls)
+
+    return decorate
