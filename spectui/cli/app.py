@@ -65,8 +65,9 @@ def generate(
 ) -> None:
     """Generate one reply headless: coloured by token source, or as JSON.
 
-    Control characters in the reply are shown as symbols (␛ for ESC) unless --raw. With
-    NO_COLOR, accepted drafts are underlined; on a terminal without styles they sit between ⟦ ⟧.
+    Control characters in the reply are shown as symbols (␛ for ESC) unless --raw.
+
+    With NO_COLOR, accepted drafts are underlined; without styles, they sit between ⟦ ⟧.
     """
     from spectui.cli.generate import run_generate
 
