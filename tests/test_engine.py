@@ -21,12 +21,11 @@ def make_engine(target, tokenizer, proposer):
 
 
 def greedy_reference(model, prompt_ids, max_new_tokens, stop_ids):
-    """transformers' greedy reply, its stop token included (one id or a list of them)."""
-    stop_ids = [stop_ids] if isinstance(stop_ids, int) else list(stop_ids)
+    """transformers' greedy reply, its stop token included (stop_ids: one id or several)."""
+    stop_ids = [stop_ids] if isinstance(stop_ids, int) else sorted(stop_ids)
     output = model.generate(
         torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
-        max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop_ids or None,
-        pad_token_id=stop_ids[0] if stop_ids else 0,
+        max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop_ids, pad_token_id=stop_ids[0],
     )
     return output[0, len(prompt_ids):].tolist()
 
@@ -47,8 +46,8 @@ def proposers(tiny_draft):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_equals_plain_greedy(tiny_target, tiny_tokenizer, proposers, method, prompt):
     prompt_ids = tiny_tokenizer(prompt)["input_ids"]
-    expected = greedy_reference(tiny_target, prompt_ids, 48, tiny_tokenizer.eos_token_id)
     engine = make_engine(tiny_target, tiny_tokenizer, proposers[method])
+    expected = greedy_reference(tiny_target, prompt_ids, 48, engine.stop_ids)
     params = GenerationParams(max_tokens=48)
     drafted_any = accepted_any = rejected_any = False
     for k in range(0, 9):
@@ -184,10 +183,10 @@ def test_a_stop_token_is_the_last_token_of_its_step_and_the_drafts_accepted_afte
     # The target drafting for itself accepts every draft, so the stop token lands where we put
     # it: the prefill's token (0), a step's first draft (1), inside a step's drafts (3).
     prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
-    free = greedy_reference(tiny_target, prompt_ids, 12, [])
+    engine = make_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_target))
+    free = greedy_reference(tiny_target, prompt_ids, 12, engine.stop_ids)
     stop = free[stop_at]
     assert stop not in free[:stop_at], "the stop token must first appear where it is put"
-    engine = make_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_target))
     engine.stop_ids = {stop}
     steps, done = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=8))
     assert [t for s in steps for t in s.token_ids] == free[: stop_at + 1] == greedy_reference(tiny_target, prompt_ids, 40, stop)
