@@ -26,3 +26,6 @@ def tiny_target(tiny_tokenizer):
 def tiny_draft(tiny_tokenizer, tiny_target):
     """The target with noise added: it agrees often but not always (mixed acceptance)."""
     return make_tiny_draft(tiny_target)
+
+# A run where vLLM is installed but every vLLM test skipped fails (tests/vllm_ran.py).
+from vllm_ran import pytest_configure  # noqa: E402,F401

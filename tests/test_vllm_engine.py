@@ -6,9 +6,13 @@ serves several checks.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("vllm")
+# Not importorskip: where vLLM is installed but broken, these tests must fail, not skip quietly.
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed", allow_module_level=True)
 
 from spectui.core.events import Control, GenerationParams, Source  # noqa: E402
 from spectui.settings.options import EngineOptions  # noqa: E402
