@@ -84,9 +84,8 @@ class DraftModelProposer(Proposer):
 
     def propose(self, token_ids, k, temperature, top_p, generator, stop_below: float = 0.0) -> Proposal:
         """Up to k drafts; with stop_below, none after the one where the product of the draft's
-        probabilities for its drafts (the chain's confidence) falls below it. The draft's
-        probability is a fair guess of acceptance (the quick suite, T = 0: drafts it gave over
-        0.9 were accepted 98% of the time, 0.5 to 0.7 60%, under 0.5 25%)."""
+        probabilities for its drafts (the chain's confidence) falls below it: the draft's
+        probability is a fair guess of acceptance (docs/history/proposers.md)."""
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
         context = list(token_ids)
