@@ -39,7 +39,7 @@ def tokens_of(engine, messages, k, max_tokens):
 def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
     target, draft, tokenizer = smollm2
     messages = [{"role": "user", "content": prompt}]
-    info = EngineInfo("embedded", "smollm2-135m", None, "draft", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "smollm2-135m", None, "draft", "float32", "cpu")
     engines = {
         "draft": EmbeddedEngine(target, tokenizer, DraftModelProposer(draft), info),
         "ngram": EmbeddedEngine(target, tokenizer, NgramProposer(1, 4), info),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
@@ -30,7 +30,7 @@ class EngineInfo:
     method: str  # "draft", "ngram", "none", ...
     dtype: str
     device: str
-    capabilities: Capabilities = field(default_factory=Capabilities)
+    capabilities: Capabilities = Capabilities()
 
     def __init__(
         self,

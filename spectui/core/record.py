@@ -2,8 +2,8 @@
 every engine. Stdlib only.
 
 What a record promises, whatever the engine:
-- a "stop" reply's stop token is the last of `token_ids` (its piece is ""), and
-  `stop_token_id` names it; `finish_reason` says why the reply ended;
+- a reply that ended on a stop token has it last in `token_ids` (a special token's piece is
+  ""), and `stop_token_id` names it; `finish_reason` says why the reply ended;
 - no step is empty: every step emitted at least one token;
 - `num_accepted` is what the target accepted; a step in which the reply stopped before all of
   them were emitted has fewer "draft" sources than that. So γ, τ and per-position acceptance
@@ -48,7 +48,8 @@ def auto_record(choice: AutoChoice | None) -> dict | None:
 
 
 def step_from_record(record: dict) -> Step:
-    """The Step a step_record was made from (timings and the auto choice's reason included)."""
+    """The Step a step_record was made from (draft_count and accepted_count are set only where
+    the drafted ids and the sources do not already say them)."""
     drafted = tuple(record["drafted"])
     sources = tuple(Source(value) for value in record["sources"])
     emitted_drafts = sum(1 for source in sources if source is Source.DRAFT)

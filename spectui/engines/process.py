@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-
 from dataclasses import replace
 
 from spectui.core.engine import Engine, EngineInfo

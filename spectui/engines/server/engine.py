@@ -40,7 +40,7 @@ FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_
 
 
 class ServerEngine(Engine):
-    """Engine protocol over HTTP. k is the server's (fixed when it started): live_k is False."""
+    """Engine protocol over HTTP. k is the server's (fixed when it started): no live controls."""
 
     tokenizer = None  # the server holds the tokenizer; Steps carry the server's text
 
