@@ -82,12 +82,12 @@ def decode_steps(
 ) -> Iterator[Step | Done]:
     """chooser: adaptive k, used while control.auto is on; it learns from every step (a
     reply's first holds the prompt's prefill, and it is told so)."""
-    propose = partial(propose_step, proposer) if proposer is not None else no_drafts
-    verify = partial(verify_feeding, target, proposer) if proposer is not None and proposer.needs_hidden \
-        else partial(verify_chain, target)
+    # Settled once: how the proposer drafts, and whether the target hands it its features.
+    propose = no_drafts if proposer is None else partial(propose_step, proposer)
+    feeds = proposer is not None and proposer.needs_hidden
+    verify = partial(verify_feeding, target, proposer) if feeds else partial(verify_chain, target)
     looks_first = proposer is not None and proposer.looks_first
-    generator = torch.Generator(device=target.device).manual_seed(params.seed) if params.seed is not None else None
-    reply = Reply(tuple(prompt_ids), params, list(prompt_ids), generator, PositionDraws(params.seed, target.device))
+    reply = start_reply(prompt_ids, params, target.device)
     while not control.cancelled:
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
         if adaptive is not None and reply.finished:
@@ -107,6 +107,11 @@ def decode_steps(
             yield reply.done(finish_reason)
             return
     yield reply.done("cancelled")
+
+
+def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device) -> Reply:
+    generator = torch.Generator(device=device).manual_seed(params.seed) if params.seed is not None else None
+    return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, PositionDraws(params.seed, device))
 
 
 def plan_step(reply: Reply, control: Control, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
