@@ -7,6 +7,7 @@ import os
 import pytest
 
 from tiny_models import make_tiny_draft, make_tiny_model, make_tiny_tokenizer
+from vllm_ran import pytest_configure  # noqa: F401 (a run where vLLM is installed but its tests all skipped fails)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -26,6 +27,3 @@ def tiny_target(tiny_tokenizer):
 def tiny_draft(tiny_tokenizer, tiny_target):
     """The target with noise added: it agrees often but not always (mixed acceptance)."""
     return make_tiny_draft(tiny_target)
-
-# A run where vLLM is installed but every vLLM test skipped fails (tests/vllm_ran.py).
-from vllm_ran import pytest_configure  # noqa: E402,F401

@@ -114,6 +114,7 @@ def test_stats_match_steps(tiny_target, tiny_tokenizer, proposers):
     accepted = sum(s.sources.count(Source.DRAFT) for s in reply.steps)
     assert stats.num_drafted == drafted and stats.num_accepted == accepted
     assert stats.gamma == pytest.approx(accepted / drafted)
+    assert stats.tau == pytest.approx(1 + accepted / len(reply.steps))
     assert stats.num_tokens == len(reply.token_ids) <= 40
     per_position = per_position_acceptance(reply.steps)
     assert len(per_position) == 3 and all(0.0 <= a <= 1.0 for a in per_position)
