@@ -11,6 +11,7 @@ from rich.text import Text
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.core.events import Control, GenerationParams, Source, Step
+from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
 
 # The terminal's own palette: headless output should read on any background.
@@ -60,6 +61,12 @@ def summary_line(reply, k: int, engine) -> str:
     )
 
 
+def reply_json(reply, engine, k: int) -> dict:
+    """`--json`: the reply's record (spectui.core.record), its stats and the engine that wrote it."""
+    stats = {**reply.stats.as_dict(), "time_to_first_token": reply.done.time_to_first_token if reply.done else None}
+    return {**reply_record(reply.steps, reply.done, stats), "model": model_record(engine.info, k)}
+
+
 def run_generate(options: EngineOptions, prompt: str, system: str | None, as_json: bool) -> int:
     from spectui.engines.factory import build_engine
 
@@ -91,7 +98,7 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()
     if as_json:
-        json.dump(reply.as_dict(engine, k), sys.stdout)
+        json.dump(reply_json(reply, engine, k), sys.stdout)
         sys.stdout.write("\n")
     else:
         out.print()

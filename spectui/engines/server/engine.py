@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.pieces import guessed_pieces
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
 from spectui.engines.server.chunks import ChatChunk, parse_chunk
@@ -38,8 +39,8 @@ SPECTUI_METHOD = {"draft_model": "draft"}
 FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop"}
 
 
-class ServerEngine:
-    """Engine protocol over HTTP. k is the server's (fixed when it started): live_k is False."""
+class ServerEngine(Engine):
+    """Engine protocol over HTTP. k is the server's (fixed when it started): no live controls."""
 
     tokenizer = None  # the server holds the tokenizer; Steps carry the server's text
 
@@ -81,9 +82,12 @@ class ServerEngine:
             method=method_name(config, self.k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            live_k=False,
-            exact=False,
+            capabilities=Capabilities(exact_provenance=False),
         )
+
+    @property
+    def fixed_k(self) -> int | None:
+        return self.k
 
     @property
     def url(self) -> str:
@@ -230,7 +234,7 @@ class ServerEngine:
         return body
 
     def _step(self, chunk: ChatChunk, k: int, temperature: float, *, first: bool, seconds: float) -> Step:
-        return counted_step(
+        step = counted_step(
             chunk.token_ids,
             chunk.text,
             None,
@@ -240,6 +244,8 @@ class ServerEngine:
             first=first,
             seconds=seconds,
         )
+        # No tokenizer on this side: a chunk's text is split by words.
+        return replace(step, pieces=tuple(guessed_pieces(step.text, len(step.token_ids))))
 
     def _dropped(self, steps: Sequence[Step], why: str) -> str:
         num_tokens = sum(len(step.token_ids) for step in steps)
@@ -267,8 +273,11 @@ class ServerEngine:
         if usage and isinstance(usage.get("completion_tokens"), int):
             # The server's own count: a lost chunk would show as a mismatch with the steps.
             engine_stats["completion_tokens"] = usage["completion_tokens"]
+        # spectui sends stop token ids, never stop strings: a "stop" reply ends with its stop token.
+        last = steps[-1].token_ids[-1] if steps else None
         return Done(
             finish_reason,
+            stop_token_id=last if finish_reason == "stop" else None,
             engine_stats=engine_stats,
             approximate=result.approximate,
             restated_steps=result.restated_steps,
