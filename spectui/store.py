@@ -13,11 +13,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Source, Step
+from spectui.core.record import step_record
 from spectui.core.safe_text import safe_text
 
 SCHEMA = """
@@ -604,31 +605,18 @@ def _reply_note(message: StoredMessage) -> str:
 
 
 def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
-    """One JSON object per step of every reply, in order."""
+    """One JSON object per step of every reply, in order: spectui.core.record's step record
+    with the pieces as shown, and where the step sits."""
     for message in conversation.messages:
         for index, stored in enumerate(message.steps):
-            step = stored.step
+            step = replace(stored.step, pieces=stored.pieces, rejected_text=stored.ghost)
             yield json.dumps(
                 {
                     "conversation_id": conversation.id,
                     "message_id": message.id,
                     "step": index,
                     "arrived": stored.arrived,
-                    "token_ids": list(step.token_ids),
-                    "sources": [source.value for source in step.sources],
-                    "pieces": list(stored.pieces),
-                    "ghost": stored.ghost,
-                    "text": step.text,
-                    "drafted": list(step.drafted),
-                    "num_drafted": step.num_drafted,
-                    "num_accepted": step.num_accepted,
-                    "tree_nodes": step.tree_nodes,  # drafted nodes verified, for a tree step
-                    "k": step.k,
-                    "temperature": step.temperature,
-                    "draft_seconds": step.draft_seconds,
-                    "verify_seconds": step.verify_seconds,
-                    "exact": step.exact,
-                    "method": step.method,
+                    **step_record(step),
                 },
                 ensure_ascii=False,
             )

@@ -161,7 +161,7 @@ def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
     from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
 
-    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu")
     engine = EmbeddedEngine(target, tokenizer, proposer, info)
     prompt_ids = tokenizer(prompt)["input_ids"]
 

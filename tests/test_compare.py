@@ -223,12 +223,10 @@ def test_tiny_models_compare_identical_at_t0(tiny_engines, method, k):
 
 def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
     from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.embedded.proposers import Proposer
 
-    class RefusingProposer:
+    class RefusingProposer(Proposer):
         method = "draft"
-
-        def reset(self):
-            pass
 
         def prefill(self, token_ids):
             raise AssertionError("k = 0 must not read the prompt into a drafter")

@@ -7,7 +7,7 @@ import torch
 
 from spectui.core.engine import EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer, Proposal, Proposer
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.measure.run import run_reply
 from spectui.core.stats import per_position_acceptance
@@ -16,17 +16,18 @@ PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown f
 
 
 def make_engine(target, tokenizer, proposer):
-    info = EngineInfo("embedded", "tiny", None, proposer.method if proposer else "none", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", None, proposer.method if proposer else "none", "float32", "cpu")
     return EmbeddedEngine(target, tokenizer, proposer, info)
 
 
-def greedy_reference(model, prompt_ids, max_new_tokens, eos_id):
-    input_ids = torch.tensor([prompt_ids])
+def greedy_reference(model, prompt_ids, max_new_tokens, stop_ids):
+    """transformers' greedy reply, its stop token included (stop_ids: one id or several)."""
+    stop_ids = [stop_ids] if isinstance(stop_ids, int) else sorted(stop_ids)
     output = model.generate(
-        input_ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos_id, pad_token_id=eos_id
+        torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+        max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=stop_ids, pad_token_id=stop_ids[0],
     )
-    new = output[0, len(prompt_ids):].tolist()
-    return new[: new.index(eos_id)] if eos_id in new else new
+    return output[0, len(prompt_ids):].tolist()
 
 
 def collect(engine, prompt_ids, params, control):
@@ -45,8 +46,8 @@ def proposers(tiny_draft):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_speculation_equals_plain_greedy(tiny_target, tiny_tokenizer, proposers, method, prompt):
     prompt_ids = tiny_tokenizer(prompt)["input_ids"]
-    expected = greedy_reference(tiny_target, prompt_ids, 48, tiny_tokenizer.eos_token_id)
     engine = make_engine(tiny_target, tiny_tokenizer, proposers[method])
+    expected = greedy_reference(tiny_target, prompt_ids, 48, engine.stop_ids)
     params = GenerationParams(max_tokens=48)
     drafted_any = accepted_any = rejected_any = False
     for k in range(0, 9):
@@ -160,28 +161,46 @@ def test_cancel_ends_the_reply_and_keeps_steps(tiny_target, tiny_tokenizer, prop
 
 
 def test_a_crash_inside_the_engine_ends_the_reply_with_an_error(tiny_target, tiny_tokenizer):
-    class Exploding:
+    class Exploding(Proposer):
         method = "draft"
         calls = 0
-
-        def reset(self):
-            pass
-
-        def prefill(self, token_ids):
-            pass
 
         def propose(self, token_ids, k, temperature, top_p, generator):
             self.calls += 1
             if self.calls == 3:
                 raise RuntimeError("draft worker died")
-            from spectui.engines.embedded.proposers import Proposal
-
             return Proposal([token_ids[-1]] * k, None)
 
     engine = make_engine(tiny_target, tiny_tokenizer, Exploding())
     steps, done = collect(engine, tiny_tokenizer("hi")["input_ids"], GenerationParams(max_tokens=50), Control(k=2))
     assert len(steps) == 3  # the prefill step and two drafted steps survive
     assert done.finish_reason == "error" and "draft worker died" in done.error
+
+
+@pytest.mark.parametrize("stop_at", [0, 1, 3])
+def test_a_stop_token_is_the_last_token_of_its_step_and_the_drafts_accepted_after_it_still_count(
+    tiny_target, tiny_tokenizer, stop_at
+):
+    # The target drafting for itself accepts every draft, so the stop token lands where we put
+    # it: the prefill's token (0), a step's first draft (1), inside a step's drafts (3).
+    prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
+    engine = make_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_target))
+    free = greedy_reference(tiny_target, prompt_ids, 12, engine.stop_ids)
+    stop = free[stop_at]
+    assert stop not in free[:stop_at], "the stop token must first appear where it is put"
+    engine.stop_ids = {stop}
+    steps, done = collect(engine, prompt_ids, GenerationParams(max_tokens=40), Control(k=8))
+    assert [t for s in steps for t in s.token_ids] == free[: stop_at + 1] == greedy_reference(tiny_target, prompt_ids, 40, stop)
+    assert all(step.token_ids for step in steps), "no empty steps"
+    assert (done.finish_reason, done.stop_token_id) == ("stop", stop)
+    last = steps[-1]
+    if stop_at == 0:
+        assert len(steps) == 1 and last.sources == (Source.TARGET,)
+    else:
+        # Every one of the 8 drafts was accepted; the reply showed those up to the stop token.
+        assert len(steps) == 2 and last.sources == (Source.DRAFT,) * stop_at
+        assert last.num_drafted == 8 and last.num_accepted == 8
+    assert all("".join(step.pieces) == step.text and len(step.pieces) == len(step.token_ids) for step in steps)
 
 
 def test_max_tokens_is_exact(tiny_target, tiny_tokenizer, proposers):

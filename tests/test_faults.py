@@ -69,7 +69,7 @@ def test_truncation_cannot_shorten_the_last_message():
 
 @pytest.fixture
 def engine(tiny_target, tiny_tokenizer):
-    info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu")
     return EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(1, 3), info)
 
 
@@ -173,7 +173,7 @@ def test_the_tui_worker_names_out_of_memory_from_any_engine():
     from spectui.tui.worker import stream_reply
 
     class Exhausted:
-        info = EngineInfo("vllm", "t", None, "none", "bf16", "cuda", live_k=False)
+        info = EngineInfo("vllm", "t", None, "none", "bf16", "cuda")
 
         def stream(self, messages, params, control):
             yield from ()

@@ -6,9 +6,13 @@ serves several checks.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("vllm")
+# Not importorskip: where vLLM is installed but broken, these tests must fail, not skip quietly.
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed", allow_module_level=True)
 
 from spectui.core.events import Control, GenerationParams, Source  # noqa: E402
 from spectui.settings.options import EngineOptions  # noqa: E402
@@ -50,6 +54,21 @@ def check_sources_are_well_formed(steps):
         assert step.num_accepted <= step.num_drafted
 
 
+def check_record(result, engine):
+    """The reply's record as the embedded engine writes it: no empty step, pieces that join to
+    the text, a "stop" reply's stop token last and named, and counts vLLM's stat logger agrees with."""
+    steps, done = result.steps, result.done
+    assert steps and all(step.token_ids for step in steps)
+    assert all(len(step.pieces) == len(step.token_ids) and "".join(step.pieces) == step.text for step in steps)
+    if done.finish_reason == "stop":
+        assert done.stop_token_id == result.token_ids[-1] and done.stop_token_id in engine.stop_ids
+        assert steps[-1].pieces[-1] == ""  # <|im_end|> shows no text
+    else:
+        assert done.stop_token_id is None
+    stats = result.stats
+    assert (stats.num_drafted, stats.num_accepted) == (done.engine_stats["num_drafted"], done.engine_stats["num_accepted"])
+
+
 @pytest.fixture(scope="module")
 def plain_replies():
     """Replies of vLLM without speculation: the reference at T = 0."""
@@ -70,6 +89,7 @@ def target_folder():
 
 
 def test_plain_engine_is_all_target(plain_replies):
+    assert any(result.done.finish_reason == "stop" for result in plain_replies.values())  # a stop token was seen
     for result in plain_replies.values():
         assert result.done.finish_reason in ("stop", "length")
         assert result.token_ids
@@ -85,6 +105,7 @@ def test_target_as_its_own_draft_accepts_every_draft_and_matches_plain(plain_rep
             assert result.token_ids == plain_replies[prompt].token_ids
             assert result.text == plain_replies[prompt].text
             check_sources_are_well_formed(result.steps)
+            check_record(result, engine)
             drafting = [step for step in result.steps if step.num_drafted]
             assert drafting, "the draft proposed nothing"
             for step in drafting[:-1]:  # the last step may stop inside its drafts
@@ -117,6 +138,7 @@ def test_mixed_acceptance_colouring_sums_to_vllms_counter(method, plain_replies,
             # Lossless: the same tokens as plain decoding, whatever the draft proposed.
             assert result.token_ids == plain_replies[prompt].token_ids
             check_sources_are_well_formed(result.steps)
+            check_record(result, engine)
             shown_drafts = sum(step.num_accepted for step in result.steps)
             assert result.done.approximate is False  # one request on a quiet engine keeps up
             assert shown_drafts == counted

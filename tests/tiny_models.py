@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from spectui.engines.embedded.proposers import Proposer
+
 
 def make_tiny_model(vocab_size: int, seed: int, layers: int = 2):
     import torch
@@ -63,10 +65,10 @@ def make_tiny_draft(target):
     return draft
 
 
-class SlowProposer:
+class SlowProposer(Proposer):
     """A proposer that takes `delay` seconds more per step: the reply outlasts a test's actions."""
 
-    def __init__(self, inner, delay: float) -> None:
+    def __init__(self, inner: Proposer, delay: float) -> None:
         self.inner, self.delay, self.method = inner, delay, inner.method
 
     def reset(self) -> None:
@@ -82,9 +84,27 @@ class SlowProposer:
         return self.inner.propose(*args)
 
 
-def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None):
+class GatedProposer(Proposer):
+    """A proposer that drafts only when let through: each `gate.release()` in the test lets one
+    drafting step run, so the test knows which step the engine is in without a clock."""
+
+    def __init__(self, inner: Proposer, gate) -> None:
+        self.inner, self.gate, self.method = inner, gate, inner.method
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def prefill(self, token_ids) -> None:
+        self.inner.prefill(token_ids)
+
+    def propose(self, *args):
+        self.gate.acquire()
+        return self.inner.propose(*args)
+
+
+def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None, gate=None):
     """The embedded engine on the tiny models, built the same way in any process (an engine
-    process calls this by name)."""
+    process calls this by name). gate: a semaphore every drafting step waits on (GatedProposer)."""
     from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer
@@ -99,7 +119,9 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
     proposer = DraftModelProposer(make_tiny_draft(target))
     if step_delay:
         proposer = SlowProposer(proposer, step_delay)
-    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    if gate is not None:
+        proposer = GatedProposer(proposer, gate)
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu")
     if progress is not None:
         progress("tiny models", 1, 1)
     return EmbeddedEngine(target, tokenizer, proposer, info)
@@ -122,5 +144,5 @@ def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int 
     with torch.no_grad():
         for parameter in heads.parameters():
             parameter.add_(0.05 * torch.randn(parameter.shape))
-    info = EngineInfo("embedded", "tiny", "tiny-heads", kind, "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", "tiny-heads", kind, "float32", "cpu")
     return EmbeddedEngine(target, tokenizer, head_proposer(heads, kind, target, tree_width), info)

@@ -11,6 +11,7 @@ from spectui.cli import render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.core.events import Control, GenerationParams, Step
+from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
 
 
@@ -33,6 +34,12 @@ def summary_line(reply, k: int, engine) -> str:
         f" · {reply.done.finish_reason if reply.done else '?'}"
         + (" · colours approximate" if reply.done is not None and reply.done.approximate else "")
     )
+
+
+def reply_json(reply, engine, k: int) -> dict:
+    """`--json`: the reply's record (spectui.core.record), its stats and the engine that wrote it."""
+    stats = {**reply.stats.as_dict(), "time_to_first_token": reply.done.time_to_first_token if reply.done else None}
+    return {**reply_record(reply.steps, reply.done, stats), "model": model_record(engine.info, k)}
 
 
 def run_generate(
@@ -66,7 +73,7 @@ def run_generate(
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()
     if as_json:
-        json.dump(reply.as_dict(engine, k), sys.stdout)
+        json.dump(reply_json(reply, engine, k), sys.stdout)
         sys.stdout.write("\n")
     else:
         out.print()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
+from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
@@ -22,26 +22,102 @@ class Capabilities:
     restarts_itself: bool = False  # an engine process that died starts again with the next reply
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EngineInfo:
-    name: str  # "embedded", "vllm", "server"
+    name: str  # "embedded", "vllm", "server", "scripted"
     target: str
     draft: str | None
-    method: str  # "draft", "ngram", "none"
+    method: str  # "draft", "ngram", "none", ...
     dtype: str
     device: str
-    live_k: bool  # True when a k change applies to the next step of a running reply
-    exact: bool = True  # provenance is known, not inferred
+    capabilities: Capabilities = Capabilities()
+
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        draft: str | None,
+        method: str,
+        dtype: str,
+        device: str,
+        capabilities: Capabilities | bool = Capabilities(),
+        *,
+        live_k: bool | None = None,
+        exact: bool | None = None,
+    ) -> None:
+        # live_k and exact (a bool in capabilities' place is live_k) are the fields this record
+        # had before Capabilities; callers that still pass them get them folded in.
+        if isinstance(capabilities, bool):
+            capabilities, live_k = Capabilities(), capabilities
+        if live_k is not None:
+            capabilities = replace(capabilities, live_controls=live_k)
+        if exact is not None:
+            capabilities = replace(capabilities, exact_provenance=exact)
+        self.__dict__.update(name=name, target=target, draft=draft, method=method, dtype=dtype, device=device,
+                             capabilities=capabilities)
+
+    @property
+    def live_k(self) -> bool:
+        """capabilities.live_controls (kept for the UI until it reads capabilities)."""
+        return self.capabilities.live_controls
+
+    @property
+    def exact(self) -> bool:
+        """capabilities.exact_provenance (kept for the UI until it reads capabilities)."""
+        return self.capabilities.exact_provenance
 
 
-@runtime_checkable
-class Engine(Protocol):
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+
+
+class Engine:
+    """The engine protocol: `stream` and `close`, and the optional methods with the defaults of
+    an engine that cannot do them. An engine overrides what its capabilities declare."""
+
     info: EngineInfo
+    # The draft model's share of the engine's memory, where the engine knows it.
+    draft_bytes: int | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.info.capabilities
+
+    @property
+    def fixed_k(self) -> int | None:
+        """The k the engine runs whatever Control says (fixed when it started), or None."""
+        return None
+
+    @property
+    def context_length(self) -> int | None:
+        """Prompt and reply tokens the model holds, when known."""
+        return None
 
     def stream(
         self, messages: Sequence[Message], params: GenerationParams, control: Control
     ) -> Iterator[Step | Done]:
         """Yield one Step per target forward pass, then exactly one Done."""
-        ...
+        raise NotImplementedError
 
-    def close(self) -> None: ...
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt's token ids (capabilities.tokenizer)."""
+        raise UsageError(f"the {self.info.name} engine has no tokenizer on this side")
+
+    def with_method(self, method: str) -> "Engine":
+        """The same target drafting by `method` (capabilities.method_switch)."""
+        if method == self.info.method:
+            return self
+        raise UsageError(f"the {self.info.name} engine drafts by {self.info.method} only")
+
+    def memory(self):
+        """The engine's own memory reading (a spectui.measure MemoryReading; capabilities.memory),
+        or None: then a generic probe of the device answers."""
+        return None
+
+    def set_restart_progress(self, progress: Progress | None) -> None:
+        """Who hears progress while a reply starts the engine again (capabilities.restarts_itself)."""
+
+    def forget_prompts(self) -> None:
+        """Drop cached prompts: the next reply is prefilled anew (a no-op without a cache)."""
+
+    def close(self) -> None:
+        """Let go of what the engine holds."""

@@ -1,6 +1,8 @@
 """Per-token text for a Step, so every token can carry its own source's colour.
 
-A Step's `text` is the exact delta for all its tokens; a tokenizer's `decode` splits it.
+Engines fill `Step.pieces` and `Step.rejected_text` with StepPieces over their tokenizer;
+whoever shows a Step reads them with `step_pieces`. A Step's `text` is the exact delta for
+all its tokens; a tokenizer's `decode` splits it.
 Decoding with a few ids of left context keeps leading spaces right (SentencePiece-style
 tokenizers drop them when a token is decoded alone). The pieces always join to the
 Step's text: where they disagree (a multi-byte character split across steps), the
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from spectui.core.events import Source, Step
 
@@ -25,6 +28,16 @@ SOURCE_KIND = {
 }
 
 
+def step_pieces(step: Step) -> tuple[list[str], str]:
+    """(pieces, ghost text) the engine sent with the step; guessed from the text for a step
+    that has none (one stored or built before Steps carried them)."""
+    if step.pieces or not step.token_ids:
+        return list(step.pieces), step.rejected_text
+    return guessed_pieces(step.text, len(step.token_ids)), "✗" * len(step.rejected)
+
+
+# decoder_for and splitter_for serve the UI until it reads step_pieces: Steps from the
+# engines carry their pieces, and StepPieces.split returns those first.
 def decoder_for(engine) -> Decode | None:
     """The engine's `decode(ids)`, else its tokenizer's, else None (pieces are guessed)."""
     decode = getattr(engine, "decode", None)
@@ -32,15 +45,17 @@ def decoder_for(engine) -> Decode | None:
         return decode
     tokenizer = getattr(engine, "tokenizer", None)
     if tokenizer is not None and callable(getattr(tokenizer, "decode", None)):
-        return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)
+        return tokenizer_decoder(tokenizer)
     return None
 
 
-def splitter_for(engine):
-    """What splits this engine's Steps: its own splitter (an engine in another process
-    sends the pieces along), else StepPieces over its decoder."""
-    splitter = getattr(engine, "splitter", None)
-    return splitter() if callable(splitter) else StepPieces(decoder_for(engine))
+def splitter_for(engine) -> "StepPieces":
+    return StepPieces(decoder_for(engine))
+
+
+def tokenizer_decoder(tokenizer) -> Decode:
+    """A transformers tokenizer's decode, as shown text: special tokens (a stop token) are ""."""
+    return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)
 
 
 def decoded_pieces(decode: Decode, context: Sequence[int], token_ids: Sequence[int]) -> list[str]:
@@ -95,20 +110,23 @@ class StepPieces:
         self.context: list[int] = list(prompt_tail[-CONTEXT_IDS:])
 
     def split(self, step: Step) -> tuple[list[str], str]:
-        if self.decode is None:
-            pieces = guessed_pieces(step.text, len(step.token_ids))
+        if self.decode is None or step.pieces or not step.token_ids:
+            pieces, ghost = step_pieces(step)
         else:
             pieces = align_pieces(decoded_pieces(self.decode, self.context, step.token_ids), step.text)
-        ghost = self._ghost_text(step)
+            ghost = self._ghost_text(step)
         self.context = (self.context + list(step.token_ids))[-CONTEXT_IDS:]
         return pieces, ghost
+
+    def fill(self, step: Step) -> Step:
+        """The step with its pieces and ghost text, as an engine sends it."""
+        pieces, ghost = self.split(step)
+        return replace(step, pieces=tuple(pieces), rejected_text=ghost)
 
     def _ghost_text(self, step: Step) -> str:
         rejected = step.rejected
         if not rejected:
             return ""
-        if self.decode is None:
-            return "✗" * len(rejected)
         accepted = list(step.token_ids[: step.num_accepted])
         before = (self.context + accepted)[-CONTEXT_IDS:]
         return "".join(decoded_pieces(self.decode, before, rejected)) or "✗" * len(rejected)

@@ -1,36 +1,12 @@
 """Adaptive k: before every step, the k expected to give the most tokens per second.
 
-Everything it needs is measured as the reply runs, on this device:
-  accept[i]  the chance the draft at position i is accepted once positions < i were
-             (an exponentially weighted estimate per position: it follows the text as it
-             moves from prose into code and back);
-  d          the draft's seconds per drafted token;
-  V(k)       the target's seconds to verify k drafts (k + 1 tokens); V(0) is a plain step.
-Expected tokens per step E(k) = 1 + sum over j = 1..k of accept[0]·…·accept[j-1], and the
-choice is the k with the largest E(k) / (k·d + V(k)): Leviathan's S(k) = E(α,k) / (k·c + v(k))
-with a per-position α, and k = 0 (plain decoding, S = 1) when no k pays. A proposer that
-offers drafts only on some steps (prompt lookup needs a match) is weighted by how often it does.
-A proposer that drafts for next to nothing and knows its odds beforehand (prompt lookup: the
-length of the n-gram it matched, and whether earlier occurrences of it went on differently)
-drafts first, and the controller then picks how many of the drafts to verify from how drafts
-with the same evidence fared: a 1-token match's copy is refused three times in four, a
-4-token match's is mostly accepted, and one estimate for both would be wrong for each.
-Every step also pays a fixed overhead o outside drafting and verifying (sampling's
-bookkeeping, detokenizing, the consumer handling the step); it is measured between steps and
-added to every k's cost, so long steps get the credit for amortizing it.
-At k = 0 nothing is learned about acceptance, so now and then one step drafts a single token
-(a probe): while probes are accepted they repeat, until the estimate says draft; each
-refusal doubles the wait. A probe that costs little over a plain step (prompt lookup, heads)
-is made every few steps, one that runs a draft model waits longer, and every reply starts
-with one. A draft model that sat out plain steps must first read the tokens it missed (its
-catch-up), so leaving drafting has a price paid on the way back: a draft model stops drafting
-only when two steps in a row predict plain decoding faster by more than that catch-up, spread
-over the steps until the next probe. Estimates carry over between replies, but a new prompt
-may be nothing like the last: with a draft model, a reply's k starts capped at 2 and each
-fully accepted step raises the cap by its drafts. Each temperature keeps its own estimates.
-A draft model under auto k also stops mid-step where its own probabilities say the next
-draft will not pay (confidence_floor), and may run past the chosen k where they say it will.
-Stdlib only.
+Measured as the reply runs: accept[i], the chance draft i is accepted once the ones before it
+were; d, the draft's seconds per token; V(k), the verify's seconds; o, each step's overhead.
+The choice maximises E(k) / (k·d + V(k) + o) with E(k) = 1 + Σ_j Π_{i<j} accept[i]
+(Leviathan's speedup with a per-position α), and k = 0 when no k pays. At k = 0 an
+occasional one-draft probe looks whether acceptance came back. A proposer that drafts for
+free and knows its odds first (prompt lookup) drafts, then verifies as many as its evidence
+says. docs/history/adaptive.md tells how the rules and numbers below were found. Stdlib only.
 """
 
 from __future__ import annotations
@@ -42,51 +18,32 @@ from dataclasses import dataclass
 from spectui.core.events import AutoChoice, Step
 
 K_AUTO_MAX = 8  # past 8 drafts the product of acceptances rarely pays for the tail's cost
-START_K = 4  # before anything is measured: the sweet spot the literature and our sweeps agree on
+START_K = 4  # before anything is measured
 PRIOR_ACCEPT = 0.6
 PRIOR_VERIFY_SLOPE = 0.05  # V(k)/V(0) - 1 per drafted token before two ks are measured
 ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen steps count
-# A position's first observations weigh 1/2, 1/3, … until that falls to ACCEPT_WEIGHT: with a
-# fixed weight a reply of a dozen steps ends before the estimate leaves its prior. A new reply
-# keeps what was learned as a prior worth FRESH_OBSERVATIONS steps, so its own first steps
-# weigh 1/4, 1/5, …: at 0.15, creative writing after a retrieval answer (α 0.99) drafted k 6,
-# 6, 3, all refused, before it stopped, and factual QA after it took half its reply to resume.
+# What a new reply keeps of the last one's estimates, in steps: a new prompt may be other text.
 FRESH_OBSERVATIONS = 2
-# Slow start: a reply's first drafting step drafts at most 2, and every step whose drafts
-# were all accepted raises the cap by as many (a step drafted up to the cap doubles it). After
-# retrieval (α 0.99) creative writing (α 0.3) otherwise started at k 8: four plain steps' cost
-# for one token. Raising it only to twice a fully accepted step's drafts held retrieval at
-# k 2 for 8 of its 10 steps: the confidence floor stopped its chains at 1 or 2 drafts, all
-# accepted, and 2 · 1 raised nothing (0.91x the best fixed k replayed, now 0.97x). Not for
-# cheap proposers (prompt lookup): a refused draft costs them a few verified tokens, a capped
-# k whole steps.
+# Slow start: a reply's first drafting step drafts at most 2, each fully accepted step raises
+# the cap by its drafts (a draft model only: for prompt lookup a refused draft costs little).
 RAMP_START = 2
 COST_WEIGHT = 0.2
 VERIFY_WINDOW = 24  # verify forwards the V(k) line is fitted to: a couple of replies' worth
-# Untried positions follow the last tried one quickly: at k = 1 only position 0 is seen, and
-# a stale low estimate further on would hold k at 1 while every draft is accepted (measured:
-# at 0.05 per step, a TypeScript reply with γ 1.0 stayed at k = 1 for all its 30 steps).
+# Untried positions follow the last tried one quickly, or a stale low estimate holds k down.
 DRIFT_WEIGHT = 0.3
-# Plain steps before the first probe, and the longest wait. A draft model's probe after W plain
-# steps also reads those W tokens: at W 16 that catch-up cost 1.3 plain steps on the quick
-# suite, and creative writing at T 1.0 lost 4% to probes at 16 and 32, 2% at 24 and 48
-# (benchmarks/adaptive_replay.py). Summaries whose first drafts are refused pay for it.
+# Plain steps before the first probe, and the longest wait (a draft model's probe also reads
+# the tokens it sat out).
 PROBE_AFTER = 24
 PROBE_AFTER_MAX = 48
 CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
-CHEAP_PROBE_AFTER = 4  # ~8% per cheap probe: every 4th to 8th step is at most 2%
+CHEAP_PROBE_AFTER = 4
 CHEAP_PROBE_AFTER_MAX = 8
-# A draft model under auto k drafts while the chain's confidence pays (confidence_floor); the
-# floor stays below 1 so that a sure draft may always go on.
-FLOOR_MAX = 0.95
+FLOOR_MAX = 0.95  # the confidence floor stays below 1: a sure draft may always go on
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
-# Drafting with a draft model must be predicted this much faster than plain decoding to
-# start: its catch-up over the tokens of the plain steps it sat out is real time the model
-# leaves out. Cheap proposers (prompt lookup, heads) have no catch-up to pay.
+# A draft model starts drafting only when predicted this much faster than plain decoding: its
+# catch-up over the plain steps it sat out is time the model leaves out.
 DRAFT_MARGIN = 0.05
-# ...and predicted slower than plain decoding on this many steps in a row to stop: the estimate
-# is lowest right after a refusal, and stopping there held SQL, summaries and retrieval at
-# k = 0 through runs of accepted drafts (auto 0.84-0.86x the best fixed k, replayed).
+# ...and stops after this many steps in a row predict it slower (one refusal is not enough).
 LEAVE_AFTER = 2
 
 
@@ -147,11 +104,8 @@ class AdaptiveK:
         self.other_temperatures: dict[float, tuple[list[float | None], list[int]]] = {}
 
     def at_temperature(self, temperature: float) -> None:
-        """Make `accept` and `seen` those of this temperature (new ones start from the prior).
-
-        A sampled token matches the draft less often than the target's top choice: creative
-        writing at T 1.0 taught one estimate that the draft is useless, and the next reply,
-        code at T 0, started from it at k = 0."""
+        """Make `accept` and `seen` those of this temperature (new ones start from the prior):
+        a sampled token matches the draft less often than the target's top choice."""
         if temperature == self.temperature:
             return
         self.other_temperatures[self.temperature] = (self.accept, self.seen)
@@ -213,15 +167,9 @@ class AdaptiveK:
                 weight = max(ACCEPT_WEIGHT, 1 / (seen[i] + 2))
                 accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
                 seen[i] += 1
-            # Positions past the last one tried drift back towards it: one unlucky refusal
-            # must not keep a position's estimate low for ever, as k would never reach it again.
-            # A copy's later positions move only after a copy accepted to its end, and only
-            # up. A copy refused at its first token says nothing of how far copies run once
-            # they start (retrieval's 1-token matches: 16% accepted first, 80-94% after that):
-            # pulling the rest down to 16% verified 3 of a run of 8 (benchmarks/lookup_replay.py:
-            # retrieval 0.93x k 8, now 1.02x). Nor does it say they run far: lifted towards
-            # the first position's 60% by its refusals, a Python reply whose copies part
-            # after one token verified 6-8 drafts for 1, five steps running (now 3-5).
+            # Positions past the last one tried drift back towards it, so one refusal does not
+            # hold them down for ever; a copy's later positions move only up, after a copy that
+            # ran to its end (a copy refused at its first token says nothing of the rest).
             last = accept[tried - 1]
             ran_out = step.num_accepted == drafted
             for i in range(tried, self.k_max):
@@ -258,11 +206,8 @@ class AdaptiveK:
         return filled(self.accept)
 
     def verify_cost(self, k: int) -> float | None:
-        """V(k) in seconds: the least-squares line through the last verify forwards.
-
-        A line through recent points, not a table per k: a k left behind keeps no stale
-        figure (the first reply's first forwards, slow while the machine warms up, held a
-        draft at k = 1 through a whole reply where every draft was accepted)."""
+        """V(k) in seconds: the least-squares line through the last verify forwards (a line, not a
+        table per k: a k left behind keeps no stale figure)."""
         points = self.verify_points
         if not points:
             return None
@@ -363,22 +308,15 @@ class AdaptiveK:
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
 
     def _measuring(self) -> AutoChoice:
-        """A step that drafts to measure what drafting costs. Never at k = 0: a new temperature
-        sets k to 0, and turning auto on at T 0.2 before anything was measured held prompt
-        lookup at "measuring: k 0" for the whole reply, measuring nothing."""
+        """A step that drafts to measure what drafting costs; never at k = 0, which measures nothing."""
         k = self.current_k or START_K
         return AutoChoice(k, None, self.realised, f"measuring: k {k} until the costs are known")
 
     def confidence_floor(self, choice: AutoChoice) -> float:
         """For a draft model that can stop mid-step: the chain confidence (the product of the
         draft's probabilities for its drafts so far) below which one more draft does not pay;
-        0 when drafting was not chosen or the costs are unknown.
-
-        One more draft costs d plus the verify's slope, and adds a token only if the chain so
-        far and it are accepted, about chain · accept[0]; at the predicted speed S the same
-        time yields S · cost tokens. The k S(k) chose stays the plan; the floor lets a sure
-        draft run past it, up to what slow start allows (retrieval: k 1 to 3 for 10 steps while
-        the estimates climbed, every draft accepted), and stops an unsure one short of it."""
+        0 when drafting was not chosen or the costs are unknown. One more draft pays when
+        chain · accept[0] beats what the same time yields at the predicted speed."""
         extra = self.probe_cost()  # one more draft and its verify, in plain steps
         if not choice.k or self.probing or choice.predicted_speedup is None or extra is None:
             return 0.0  # a probe stays one cheap look

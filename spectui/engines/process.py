@@ -7,16 +7,17 @@ again. The child runs the engine on its main thread, as `spectui generate` does.
 
 Parent and child speak over one pipe; the live knobs (k, temperature, auto, cancel) sit in
 shared memory, so a key press reaches the step that starts next without a message round.
-The child splits each Step into per-token pieces with its own tokenizer and sends them
-along: the UI process never loads a tokenizer.
+Steps carry their per-token pieces from the child's engine: the UI process never loads a
+tokenizer.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Engine, EngineInfo
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
@@ -69,7 +70,6 @@ def serve(connection, values, build: Build) -> None:
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-    from spectui.core.pieces import StepPieces, decoder_for
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -92,7 +92,7 @@ def serve(connection, values, build: Build) -> None:
             variants[method] = engine.with_method(method)
         return variants[method]
 
-    connection.send(("ready", engine.info, getattr(engine, "context_length", None)))
+    connection.send(("ready", engine.info, engine.context_length))
     control = SharedControl(values)
     while True:
         try:
@@ -106,13 +106,8 @@ def serve(connection, values, build: Build) -> None:
                 connection.send(("info", variant(request[1]).info))
                 continue
             _, method, messages, params = request
-            drafting = variant(method)
-            splitter = StepPieces(decoder_for(drafting))
-            for event in drafting.stream(messages, params, control):
-                if isinstance(event, Step):
-                    connection.send(("step", event, *splitter.split(event)))
-                else:
-                    connection.send(("done", event))
+            for event in variant(method).stream(messages, params, control):
+                connection.send(("step" if isinstance(event, Step) else "done", event))
         except (BrokenPipeError, EOFError):
             break
         except Exception as error:
@@ -166,7 +161,13 @@ def start_resource_tracker() -> None:
             sys.stderr = saved
 
 
-class ProcessEngine:
+def process_info(info: EngineInfo) -> EngineInfo:
+    """The child engine's info as the parent offers it: the process restarts itself and reads
+    its memory; prompt ids are the child's own business."""
+    return replace(info, capabilities=replace(info.capabilities, restarts_itself=True, memory=True, tokenizer=False))
+
+
+class ProcessEngine(Engine):
     """The parent's side: an Engine whose stream() relays what the child's engine yields."""
 
     def __init__(self, build: Build, progress=None) -> None:
@@ -175,12 +176,11 @@ class ProcessEngine:
         self._build = build
         self._context = multiprocessing.get_context("spawn")  # fork would copy the UI's threads
         self._lock = threading.Lock()  # one request on the pipe at a time
-        self._pieces: dict[int, tuple[list[str], str]] = {}
         self._process = None
         # progress(stage, done, total) while a reply starts the process again (set_restart_progress)
         self._restart_progress = None
         self.info: EngineInfo
-        self.context_length: int | None = None
+        self._context_length: int | None = None
         self._start(progress)
 
     def _start(self, progress) -> None:
@@ -198,7 +198,7 @@ class ProcessEngine:
                 if progress is not None:
                     progress(*reply[1:])
             elif reply[0] == "ready":
-                self.info, self.context_length = reply[1], reply[2]
+                self.info, self._context_length = process_info(reply[1]), reply[2]
                 return
             else:
                 self._stop()
@@ -212,6 +212,10 @@ class ProcessEngine:
         except (EOFError, OSError):
             self._process.join(5)
             raise EngineProcessDied(f"the engine process ended while {doing} ({exit_description(self._process.exitcode)})")
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context_length
 
     @property
     def alive(self) -> bool:
@@ -228,7 +232,7 @@ class ProcessEngine:
             reply = self._receive(60.0, "switching method")
         if reply[0] == "error":
             raise SpectuiError(reply[1])
-        return MethodView(self, reply[1])
+        return MethodView(self, process_info(reply[1]))
 
     def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
         return self.stream_method(self.info.method, messages, params, control)
@@ -247,7 +251,6 @@ class ProcessEngine:
                 if self._restart_progress is not None:
                     self._restart_progress("starting the engine process", 0, 0)
                 self._start(self._restart_progress)
-            self._pieces.clear()
             mirror(control, self._values)
             watch = lambda: mirror(control, self._values)  # noqa: E731
             control.watch(watch)
@@ -262,9 +265,7 @@ class ProcessEngine:
                         yield Done("error", error=f"{error}; it starts again with the next message")
                         return
                     if reply[0] == "step":
-                        _, step, pieces, ghost = reply
-                        self._pieces[id(step)] = (pieces, ghost)
-                        yield step
+                        yield reply[1]
                     else:
                         ended = True
                         if reply[0] == "done":
@@ -289,9 +290,6 @@ class ProcessEngine:
             self._process.kill()
             self._process.join(5)
 
-    def splitter(self) -> "SentPieces":
-        return SentPieces(self._pieces)
-
     def memory(self):
         from spectui.measure.metrics import tree_rss
 
@@ -314,12 +312,16 @@ class ProcessEngine:
         self._connection.close()
 
 
-class MethodView:
+class MethodView(Engine):
     """ProcessEngine.with_method's result: the same child, another proposer."""
 
     def __init__(self, base: ProcessEngine, info: EngineInfo) -> None:
         self._base = base
         self.info = info
+
+    @property
+    def context_length(self) -> int | None:
+        return self._base.context_length
 
     def stream(self, messages, params, control):
         return self._base.stream_method(self.info.method, messages, params, control)
@@ -330,26 +332,11 @@ class MethodView:
     def set_restart_progress(self, progress) -> None:
         self._base.set_restart_progress(progress)
 
-    def splitter(self) -> "SentPieces":
-        return self._base.splitter()
+    def memory(self):
+        return self._base.memory()
 
     def close(self) -> None:
         pass  # the base engine owns the process
-
-
-class SentPieces:
-    """StepPieces' interface over the pieces the child sent with each step."""
-
-    def __init__(self, sent: dict[int, tuple[list[str], str]]) -> None:
-        self._sent = sent
-
-    def split(self, step: Step) -> tuple[list[str], str]:
-        from spectui.core.pieces import guessed_pieces
-
-        sent = self._sent.pop(id(step), None)
-        if sent is None:  # a step that did not come through the pipe (a restated one)
-            return guessed_pieces(step.text, len(step.token_ids)), "✗" * len(step.rejected)
-        return sent
 
 
 def exit_description(exitcode: int | None) -> str:

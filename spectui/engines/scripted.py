@@ -17,7 +17,7 @@ from dataclasses import replace
 from collections.abc import Iterator, Sequence
 
 from spectui.engines.adaptive import AdaptiveK
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
 
 SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
@@ -33,7 +33,7 @@ With an acceptance rate near 0.8 and k = 4, each target pass yields about 3.4 to
 _TOKEN = re.compile(r"\n|[ \t]*[^\s]+")
 
 
-class ScriptedEngine:
+class ScriptedEngine(Engine):
     def __init__(
         self,
         alpha: float = 0.8,
@@ -74,7 +74,7 @@ class ScriptedEngine:
             method=method,
             dtype="n/a",
             device="cpu",
-            live_k=live_k,
+            capabilities=Capabilities(live_controls=live_k),
         )
         self.encode(script)
 
@@ -161,12 +161,18 @@ class ScriptedEngine:
                 sources = (Source.DRAFT,) * num_accepted + (Source.RECOVERED,)
             drafted = tuple(drafted)
         room = limit - emitted
+        accepted = sources.count(Source.DRAFT)
         ids, sources = list(ids)[:room], tuple(sources)[: min(room, len(ids))]
+        rejected = drafted[accepted:]
         return Step(
             token_ids=tuple(ids),
             sources=sources,
             text=self.decode(ids),
+            pieces=tuple(self.vocab[i] for i in ids),
+            rejected_text=self.decode(rejected),
             drafted=drafted,
+            # max_tokens cut the step inside its accepted drafts: they count as accepted all the same
+            accepted_count=accepted if sources.count(Source.DRAFT) < accepted else None,
             k=k,
             temperature=temperature,
             draft_seconds=k * self.draft_cost * self.target_seconds,

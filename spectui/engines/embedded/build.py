@@ -70,7 +70,6 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         method=options.method,
         dtype=target_dtype,
         device=device,
-        live_k=True,
     )
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
 

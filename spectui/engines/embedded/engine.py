@@ -7,7 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from spectui.engines.adaptive import AdaptiveK
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.loop import decode_steps
@@ -17,12 +18,15 @@ from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
-class EmbeddedEngine:
+CAPABILITIES = Capabilities(live_controls=True, exact_provenance=True, method_switch=True, tokenizer=True)
+
+
+class EmbeddedEngine(Engine):
     def __init__(self, target_model, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
         self.target = CachedModel(target_model)
         self.tokenizer = tokenizer
         self.proposer = proposer
-        self.info = info
+        self.info = replace(info, capabilities=CAPABILITIES)
         self.stop_ids = stop_token_ids(tokenizer, getattr(target_model, "generation_config", None))
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
@@ -72,11 +76,13 @@ class EmbeddedEngine:
     ) -> Iterator[Step | Done]:
         """The loop on raw prompt ids: no chat template (tests, benchmarks)."""
         detokenizer = IncrementalDetokenizer(self.tokenizer, list(prompt_ids))
+        splitter = StepPieces(tokenizer_decoder(self.tokenizer), prompt_ids)
         stop_ids = self.stop_ids | set(params.stop_token_ids)
         try:
-            yield from decode_steps(
+            for event in decode_steps(
                 self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer, self.chooser()
-            )
+            ):
+                yield splitter.fill(event) if isinstance(event, Step) else event
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
             if is_out_of_memory(error):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from spectui.engines.embedded.kv import common_prefix_len
-from spectui.engines.embedded.proposers import Proposal
+from spectui.engines.embedded.proposers import Proposal, Proposer
 from spectui.engines.embedded.sampling import sample, target_probs
 from spectui.heads.lm import embed, lm_logits
 
@@ -60,18 +60,14 @@ def draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> t
     return sample(p_draft, generator), p_draft
 
 
-class _FeatureProposer:
-    needs_hidden = True
-    looks_first = False  # drafting needs the step's target features: k is chosen before it
+class _FeatureProposer(Proposer):
+    needs_hidden = True  # the prompt's features come from the target's prefill, through observe_hidden
 
     def __init__(self) -> None:
         self.history = FeatureHistory()
 
     def reset(self) -> None:
         self.history = FeatureHistory()
-
-    def prefill(self, token_ids: Sequence[int]) -> None:
-        pass  # the prompt's features come from the target's prefill, through observe_hidden
 
     def observe_hidden(self, token_ids: Sequence[int], first_position: int, hidden: torch.Tensor) -> None:
         self.history.observe(token_ids, first_position, hidden)

@@ -1,25 +1,73 @@
-"""The speculative decoding loop: draft, verify, emit one Step, repeat.
+"""The speculative decoding loop: propose, verify, emit one Step, repeat.
 
 k = 0 is the same loop with nothing drafted, so a baseline is measured by the very code
-that speculates. k and temperature are read from the live control before every step.
+that speculates. k and temperature are read from the live control before every step; how
+the proposer drafts and how the target verifies are settled before the first.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 
+from spectui.core.events import AutoChoice, Control, Done, GenerationParams, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.embedded.sampling import Draws, PositionDraws, sample, target_probs
+from spectui.engines.embedded.sampling import PositionDraws, sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
 from spectui.engines.embedded.verify import Verdict, verify_copies, verify_greedy, verify_sampled
-from spectui.core.events import AutoChoice, Control, Done, GenerationParams, Source, Step
+
+
+@dataclass
+class Reply:
+    """One reply in progress: its context, its randomness and its clocks."""
+
+    prompt_ids: tuple[int, ...]
+    params: GenerationParams
+    token_ids: list[int]
+    generator: torch.Generator | None  # a draft model's draws, and its rejection rule's
+    draws: PositionDraws  # the target's own draws, keyed by position
+    started: float = field(default_factory=time.perf_counter)
+    num_generated: int = 0
+    first_token_at: float = 0.0
+    finished: float = 0.0  # when the last verify ended
+    stop_token_id: int | None = None
+
+    @property
+    def room(self) -> int:
+        """Drafts beyond it could never be emitted."""
+        return self.params.max_tokens - self.num_generated - 1
+
+    def done(self, finish_reason) -> Done:
+        return Done(finish_reason, self.prompt_ids, time.perf_counter() - self.started, self.first_token_at,
+                    stop_token_id=self.stop_token_id)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What one step verifies, and the k and temperature that asked for it."""
+
+    k: int
+    temperature: float
+    auto: AutoChoice | None = None
+    drafted: list[int] = field(default_factory=list)
+    p_draft: torch.Tensor | None = None  # None: point masses (prompt lookup, a tree) or T = 0
+    parents: list[int] | None = None  # a draft tree's shape (spectui.engines.embedded.tree)
+    evidence: Hashable | None = None
+    method: str = ""
+
+
+@dataclass(frozen=True)
+class Checked:
+    drafted: list[int]  # a tree step's: the path it took and the first candidate it turned down
+    verdict: Verdict
+    tree_nodes: int | None = None  # drafted nodes a tree step verified
 
 
 def decode_steps(
@@ -34,148 +82,172 @@ def decode_steps(
 ) -> Iterator[Step | Done]:
     """chooser: adaptive k, used while control.auto is on; it learns from every step (a
     reply's first holds the prompt's prefill, and it is told so)."""
-    generator = None  # a draft model's draws, and its rejection rule's
-    if params.seed is not None:
-        generator = torch.Generator(device=target.device).manual_seed(params.seed)
-    draws = PositionDraws(params.seed, target.device)  # the target's own draws
-    token_ids = list(prompt_ids)
-    num_generated = 0
-    started = time.perf_counter()
-    first_token_at = 0.0
-    # Medusa and EAGLE draft from the target's own features: they ask for them once, and
-    # the draft and n-gram paths keep the plain logits call.
-    needs_hidden = proposer is not None and getattr(proposer, "needs_hidden", False)
-    looks_first = proposer is not None and getattr(proposer, "looks_first", False)
-    finished = None
-    while True:
-        if control.cancelled:
-            yield Done("cancelled", tuple(prompt_ids), time.perf_counter() - started, first_token_at)
-            return
-        k, temperature = control.snapshot()
+    # Settled once: how the proposer drafts, and whether the target hands it its features.
+    propose = no_drafts if proposer is None else partial(propose_step, proposer)
+    feeds = proposer is not None and proposer.needs_hidden
+    verify = partial(verify_feeding, target, proposer) if feeds else partial(verify_chain, target)
+    looks_first = proposer is not None and proposer.looks_first
+    reply = start_reply(prompt_ids, params, target.device)
+    while not control.cancelled:
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
-        if adaptive is not None and finished is not None:
-            adaptive.observe_overhead(time.perf_counter() - finished)
-        auto = adaptive.choose(temperature) if adaptive is not None and num_generated > 0 and not looks_first else None
-        if auto is not None:
-            k = auto.k
+        if adaptive is not None and reply.finished:
+            adaptive.observe_overhead(time.perf_counter() - reply.finished)
+        plan = plan_step(reply, control, adaptive, looks_first)
         draft_started = time.perf_counter()
-        if num_generated == 0 and proposer is not None and (k > 0 or adaptive is not None):
-            # The drafter reads the prompt while the target prefills it, as in vLLM: its cost
-            # lands in the time to first token instead of the reply's first drafting step.
-            proposer.prefill(token_ids)
-        # The first token comes from the prefill alone, as in vLLM: nothing to draft from yet.
-        if num_generated == 0 or proposer is None:
-            k = 0
-        room = params.max_tokens - num_generated - 1  # drafts beyond it could never be emitted
-        k = min(k, room)
-
-        drafted: list[int] = []
-        p_draft = None
-        parents = None
-        tree_nodes = None
-        evidence = None
-        if adaptive is not None and looks_first and num_generated > 0:
-            # Drafting first costs next to nothing; the evidence then says how many drafts to verify.
-            most = min(adaptive.k_max, room)
-            proposal = proposer.propose(token_ids, most, temperature, params.top_p, generator) if most > 0 else None
-            if proposal is not None and proposal.drafted:
-                evidence = proposal.evidence
-                auto = adaptive.choose_for(evidence, temperature)
-                k = min(auto.k, most)
-                drafted, p_draft = proposal.drafted[:k], proposal.p_draft
-            else:
-                auto = AutoChoice(0, 1.0, adaptive.realised, "nothing to copy: a plain step")
-                k = 0
-        elif k > 0:
-            stop = {}
-            if auto is not None and getattr(proposer, "stops_early", False):
-                floor = adaptive.confidence_floor(auto)
-                if floor:
-                    # as far as this reply's slow start allows: a sure draft may run past the plan
-                    k = min(max(k, adaptive.ramp), adaptive.k_max, room)
-                    auto = replace(auto, k=k, reason=f"{auto.reason}, up to {k} while {floor:.0%} sure")
-                    stop = {"stop_below": floor}
-            proposal = proposer.propose(token_ids, k, temperature, params.top_p, generator, **stop)
-            drafted, p_draft, parents = proposal.drafted, proposal.p_draft, proposal.parents
+        draft = propose(reply, plan, adaptive)
         verify_started = time.perf_counter()
-        if parents is not None:
-            tree_nodes = len(drafted)
-            # From here on the step reads as a chain: the verified path and its rejected top candidate.
-            drafted, verdict, hidden, first_position = verify_tree(
-                target, token_ids, drafted, parents, temperature, params.top_p, draws.after(len(token_ids))
-            )
-        elif needs_hidden:
-            target_logits, hidden, first_position = target.logits_and_hidden(
-                token_ids + drafted, num_rows=len(drafted) + 1
-            )
-        else:
-            target_logits = target.logits(token_ids + drafted, num_rows=len(drafted) + 1)
-        if parents is None:
-            verdict = _verify(drafted, p_draft, target_logits, temperature, params.top_p, generator, draws.after(len(token_ids)))
-        if needs_hidden:
-            # Features of rejected drafts describe a future that did not happen: only the
-            # positions up to the last accepted token are handed on.
-            num_verified = len(token_ids) + verdict.num_accepted
-            proposer.observe_hidden((token_ids + drafted)[:num_verified], first_position, hidden[: num_verified - first_position])
-        finished = time.perf_counter()
-
-        accepted = drafted[: verdict.num_accepted]
-        emitted = accepted + [verdict.next_token]
-        sources = [Source.DRAFT] * len(accepted) + [verdict.next_source]
-        finish_reason = None
-        accepted_count = None
-        for i, token in enumerate(emitted):
-            if token in stop_ids:
-                emitted, sources, finish_reason = emitted[:i], sources[:i], "stop"
-                if i < len(accepted):  # accepted drafts after the stop still count for γ
-                    accepted_count = len(accepted)
-                break
-        if finish_reason is None and num_generated + len(emitted) >= params.max_tokens:
-            finish_reason = "length"
-
-        token_ids += emitted
-        num_generated += len(emitted)
-        if not first_token_at:
-            first_token_at = finished - started
-        text = detokenizer.add(emitted)
-        if finish_reason:
-            text += detokenizer.flush()
-        step = Step(
-            token_ids=tuple(emitted),
-            sources=tuple(sources),
-            text=text,
-            drafted=tuple(drafted),
-            k=k,
-            temperature=temperature,
-            draft_seconds=verify_started - draft_started,
-            verify_seconds=finished - verify_started,
-            method=proposer.method if drafted else "",
-            accepted_count=accepted_count,
-            auto=auto,
-            tree_nodes=tree_nodes,
-        )
+        checked = verify(reply, draft)
+        reply.finished = time.perf_counter()
+        seconds = (verify_started - draft_started, reply.finished - verify_started)
+        step, finish_reason = emit(reply, draft, checked, seconds, stop_ids, detokenizer)
         if adaptive is not None:
-            adaptive.observe(step, prefill=num_generated == len(emitted), evidence=evidence)
+            adaptive.observe(step, prefill=reply.num_generated == len(step.token_ids), evidence=draft.evidence)
         yield step
         if finish_reason:
-            yield Done(finish_reason, tuple(prompt_ids), time.perf_counter() - started, first_token_at)
+            yield reply.done(finish_reason)
             return
+    yield reply.done("cancelled")
 
 
-def _verify(
-    drafted: list[int],
-    p_draft: torch.Tensor | None,
-    target_logits: torch.Tensor,
-    temperature: float,
-    top_p: float,
-    generator: torch.Generator | None,
-    draws: Draws,
-) -> Verdict:
-    if temperature == 0.0:
-        return verify_greedy(drafted, target_logits)
-    p_target = target_probs(target_logits, temperature, top_p)
-    if not drafted:
+def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device) -> Reply:
+    generator = torch.Generator(device=device).manual_seed(params.seed) if params.seed is not None else None
+    return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, PositionDraws(params.seed, device))
+
+
+def plan_step(reply: Reply, control: Control, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
+    """The step's k: the control's, or adaptive k's choice (a proposer that looks first is
+    told its k after drafting)."""
+    k, temperature = control.snapshot()
+    auto = None
+    if adaptive is not None and reply.num_generated > 0 and not looks_first:
+        auto = adaptive.choose(temperature)
+        k = auto.k
+    return Draft(min(k, reply.room), temperature, auto)
+
+
+def no_drafts(reply: Reply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
+    return replace(plan, k=0)
+
+
+def propose_step(proposer: Proposer, reply: Reply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
+    if reply.num_generated == 0:
+        # The first token comes from the prefill alone, as in vLLM. The drafter reads the prompt
+        # meanwhile: its cost lands in the time to first token, not in the first drafting step.
+        if plan.k > 0 or adaptive is not None:
+            proposer.prefill(reply.token_ids)
+        return replace(plan, k=0)
+    if adaptive is not None and proposer.looks_first:
+        return draft_then_choose(proposer, reply, plan, adaptive)
+    if plan.k == 0:
+        return plan
+    stop = {}
+    if plan.auto is not None and proposer.stops_early:
+        plan, stop = with_confidence_floor(plan, adaptive, reply.room)
+    proposal = proposer.propose(reply.token_ids, plan.k, plan.temperature, reply.params.top_p, reply.generator, **stop)
+    return replace(plan, drafted=proposal.drafted, p_draft=proposal.p_draft, parents=proposal.parents,
+                   method=proposer.method)
+
+
+def draft_then_choose(proposer: Proposer, reply: Reply, plan: Draft, adaptive: AdaptiveK) -> Draft:
+    """Drafting costs next to nothing: draft as many as adaptive k could verify, then let the
+    drafts' evidence say how many to verify."""
+    most = min(adaptive.k_max, reply.room)
+    proposal = proposer.propose(reply.token_ids, most, plan.temperature, reply.params.top_p, reply.generator) if most > 0 else None
+    if proposal is None or not proposal.drafted:
+        return replace(plan, k=0, auto=AutoChoice(0, 1.0, adaptive.realised, "nothing to copy: a plain step"))
+    auto = adaptive.choose_for(proposal.evidence, plan.temperature)
+    k = min(auto.k, most)
+    return replace(plan, k=k, auto=auto, drafted=proposal.drafted[:k], p_draft=proposal.p_draft,
+                   evidence=proposal.evidence, method=proposer.method)
+
+
+def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[Draft, dict]:
+    """For a proposer that stops early: the chain runs while the draft is sure enough, past the
+    planned k as far as this reply's slow start allows."""
+    floor = adaptive.confidence_floor(plan.auto)
+    if not floor:
+        return plan, {}
+    k = min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
+    auto = replace(plan.auto, k=k, reason=f"{plan.auto.reason}, up to {k} while {floor:.0%} sure")
+    return replace(plan, k=k, auto=auto), {"stop_below": floor}
+
+
+def verify_chain(target: CachedModel, reply: Reply, draft: Draft) -> Checked:
+    logits = target.logits(reply.token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
+    return Checked(draft.drafted, verify_rule(reply, draft, logits))
+
+
+def verify_feeding(target: CachedModel, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
+    """Verify a chain or a tree and hand the proposer the target's features, for a proposer
+    that drafts from them (Medusa, EAGLE)."""
+    token_ids = reply.token_ids
+    if draft.parents is not None:
+        drafted, verdict, hidden, first_position = verify_tree(
+            target, token_ids, draft.drafted, draft.parents, draft.temperature, reply.params.top_p,
+            reply.draws.after(len(token_ids)),
+        )
+        checked = Checked(drafted, verdict, tree_nodes=len(draft.drafted))
+    else:
+        logits, hidden, first_position = target.logits_and_hidden(token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
+        checked = Checked(draft.drafted, verify_rule(reply, draft, logits))
+    # Features of rejected drafts describe a future that did not happen: only the positions
+    # up to the last accepted token are handed on.
+    num_verified = len(token_ids) + checked.verdict.num_accepted
+    proposer.observe_hidden((token_ids + checked.drafted)[:num_verified], first_position,
+                            hidden[: num_verified - first_position])
+    return checked
+
+
+def verify_rule(reply: Reply, draft: Draft, target_logits: torch.Tensor) -> Verdict:
+    """Greedy at T = 0; at T > 0 the rejection rule for the draft's kind."""
+    if draft.temperature == 0.0:
+        return verify_greedy(draft.drafted, target_logits)
+    draws = reply.draws.after(len(reply.token_ids))
+    p_target = target_probs(target_logits, draft.temperature, reply.params.top_p)
+    if not draft.drafted:
         return Verdict(0, sample(p_target[0], draws(0)), Source.TARGET)
-    if p_draft is None:
-        return verify_copies(drafted, p_target, draws)
-    return verify_sampled(drafted, p_target, p_draft, generator)
+    if draft.p_draft is None:
+        return verify_copies(draft.drafted, p_target, draws)
+    return verify_sampled(draft.drafted, p_target, draft.p_draft, reply.generator)
+
+
+def emit(
+    reply: Reply,
+    draft: Draft,
+    checked: Checked,
+    seconds: tuple[float, float],
+    stop_ids: set[int],
+    detokenizer: IncrementalDetokenizer,
+) -> tuple[Step, str | None]:
+    """The step's tokens up to and including a stop token, and why the reply ends, if it does.
+    seconds: (drafting, verifying)."""
+    accepted = checked.drafted[: checked.verdict.num_accepted]
+    emitted = accepted + [checked.verdict.next_token]
+    sources = [Source.DRAFT] * len(accepted) + [checked.verdict.next_source]
+    stop_at = next((i for i, token in enumerate(emitted) if token in stop_ids), None)
+    finish_reason = None
+    if stop_at is not None:
+        emitted, sources, finish_reason = emitted[: stop_at + 1], sources[: stop_at + 1], "stop"
+        reply.stop_token_id = emitted[-1]
+    elif reply.num_generated + len(emitted) >= reply.params.max_tokens:
+        finish_reason = "length"
+    reply.token_ids += emitted
+    reply.num_generated += len(emitted)
+    reply.first_token_at = reply.first_token_at or reply.finished - reply.started
+    text = detokenizer.add(emitted) + (detokenizer.flush() if finish_reason else "")
+    step = Step(
+        token_ids=tuple(emitted),
+        sources=tuple(sources),
+        text=text,
+        drafted=tuple(checked.drafted),
+        k=draft.k,
+        temperature=draft.temperature,
+        draft_seconds=seconds[0],
+        verify_seconds=seconds[1],
+        method=draft.method if checked.drafted else "",
+        # Accepted drafts after the stop token were not emitted; the target accepted them all the same.
+        accepted_count=len(accepted) if stop_at is not None and stop_at + 1 < len(accepted) else None,
+        auto=draft.auto,
+        tree_nodes=checked.tree_nodes,
+    )
+    return step, finish_reason

@@ -25,10 +25,9 @@ class Match(NamedTuple):
     """What prompt lookup knows of its drafts' odds before anyone verifies them.
 
     length: the matched suffix n-gram's tokens (0: no match).
-    contested: earlier occurrences of that n-gram went on with different tokens. Over the
-    suite's greedy replies (benchmarks/bench/lookup-replies.json) a 1-token match's copy was
-    right 15% of the time when contested and 38% when not, a 2-token match's 16% and 54%:
-    after `"` a JSON reply writes a different key each time, after `"na` always `me"`."""
+    contested: earlier occurrences of that n-gram went on with different tokens (after `"` a
+    JSON reply writes a different key each time, after `"na` always `me"`): such copies are
+    right far less often."""
 
     length: int
     contested: bool = False
@@ -44,9 +43,8 @@ def lookup_ngram(
     token_ids: Sequence[int], k: int, lookup_min: int = 1, lookup_max: int = LOOKUP_MAX
 ) -> tuple[list[int], Match]:
     """Up to k tokens that followed the longest suffix n-gram seen earlier in token_ids, and
-    what the match says of their odds (adaptive k weighs the drafts by it: on the quick
-    suite's replies the first draft was accepted 24% of the time after a 1-token match, 78%
-    after a 4-token one).
+    what the match says of their odds (adaptive k weighs the drafts by it: a longer match's
+    copy is accepted far more often).
 
     n runs from lookup_max down to lookup_min; a longer match is more likely to be the
     passage being copied. Among equally long matches the most recent one wins (vLLM v1

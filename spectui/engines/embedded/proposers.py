@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
@@ -28,11 +27,19 @@ class Proposal:
     evidence: Hashable | None = None
 
 
-class Proposer(Protocol):
+class Proposer:
+    """Where a step's drafts come from: `propose`, and optional capabilities with the defaults
+    of a proposer that has none of them."""
+
     method: str
+    # Drafts from the target's own features: the loop hands it the target's hidden states
+    # after every verify (observe_hidden).
+    needs_hidden = False
     # Drafting costs next to nothing and says its evidence: adaptive k may draft first and
     # then choose how many of the drafts to verify (prompt lookup).
-    looks_first: bool
+    looks_first = False
+    # propose(..., stop_below=floor) ends the chain where the proposer's confidence falls below it.
+    stops_early = False
 
     def propose(
         self,
@@ -41,20 +48,26 @@ class Proposer(Protocol):
         temperature: float,
         top_p: float,
         generator: torch.Generator | None,
-    ) -> Proposal: ...
+    ) -> Proposal:
+        """Up to k drafts for what follows token_ids; a proposer that stops_early also takes
+        stop_below=floor."""
+        raise NotImplementedError
 
     def prefill(self, token_ids: Sequence[int]) -> None:
         """Read a new prompt before the first drafting step (a no-op for proposers without a cache)."""
 
-    def reset(self) -> None: ...
+    def observe_hidden(self, token_ids: Sequence[int], first_position: int, hidden: torch.Tensor) -> None:
+        """The target's features at the verified positions (for proposers that need_hidden)."""
+
+    def reset(self) -> None:
+        """Forget cached prompts."""
 
 
-class DraftModelProposer:
+class DraftModelProposer(Proposer):
     """A smaller model with the target's tokenizer drafts k tokens autoregressively."""
 
     method = "draft"
-    looks_first = False
-    stops_early = True  # propose(stop_below=...) ends the chain where the draft doubts it
+    stops_early = True
 
     def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
         self.draft = CachedModel(draft_model)
@@ -71,9 +84,8 @@ class DraftModelProposer:
 
     def propose(self, token_ids, k, temperature, top_p, generator, stop_below: float = 0.0) -> Proposal:
         """Up to k drafts; with stop_below, none after the one where the product of the draft's
-        probabilities for its drafts (the chain's confidence) falls below it. The draft's
-        probability is a fair guess of acceptance (the quick suite, T = 0: drafts it gave over
-        0.9 were accepted 98% of the time, 0.5 to 0.7 60%, under 0.5 25%)."""
+        probabilities for its drafts (the chain's confidence) falls below it: the draft's
+        probability is a fair guess of acceptance (docs/history/proposers.md)."""
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
         context = list(token_ids)
@@ -98,7 +110,7 @@ class DraftModelProposer:
         return Proposal(drafted, torch.stack(rows) if rows else None)
 
 
-class NgramProposer:
+class NgramProposer(Proposer):
     """Prompt lookup: copy what followed the last n-gram the last time it appeared."""
 
     method = "ngram"
@@ -107,12 +119,6 @@ class NgramProposer:
     def __init__(self, lookup_min: int = 1, lookup_max: int = LOOKUP_MAX) -> None:
         self.lookup_min = lookup_min
         self.lookup_max = lookup_max
-
-    def reset(self) -> None:
-        pass
-
-    def prefill(self, token_ids) -> None:
-        pass
 
     def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
         drafted, match = lookup_ngram(token_ids, k, self.lookup_min, self.lookup_max)

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -51,8 +51,8 @@ SPECULATION_COUNTED = "counted by the server per reply"
 VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
 
-class ServerEngine:
-    """Engine protocol over HTTP. k is the server's (fixed when it started): live_k is False.
+class ServerEngine(Engine):
+    """Engine protocol over HTTP. k is the server's (fixed when it started): no live controls.
     `server_k` is None while the server has not said it (then `k` reads 0)."""
 
     tokenizer = None  # the server holds the tokenizer; Steps carry the server's text
@@ -97,13 +97,16 @@ class ServerEngine:
             method=method_name(config, self.server_k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            live_k=False,
-            exact=False,
+            capabilities=Capabilities(exact_provenance=False),
         )
 
     @property
     def k(self) -> int:
         return self.server_k or 0
+
+    @property
+    def fixed_k(self) -> int | None:
+        return self.server_k
 
     @property
     def url(self) -> str:
@@ -312,8 +315,12 @@ class ServerEngine:
             result = reconcile(reply.steps, reply.record, k=self.k, method=self.info.method)
         if result.ambiguous:
             engine_stats["recovered_ambiguous"] = True
+        # spectui sends stop token ids, never stop strings: a "stop" reply from vLLM ends with its
+        # stop token. A server that sends text alone never shows it.
+        last = reply.steps[-1].token_ids[-1] if reply.steps and not reply.plain else None
         return Done(
             finish_reason,
+            stop_token_id=last if finish_reason == "stop" else None,
             engine_stats=engine_stats,
             approximate=result.approximate,
             restated_steps=result.restated_steps,

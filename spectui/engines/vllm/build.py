@@ -165,8 +165,6 @@ def build_vllm_engine(options: EngineOptions, progress=None):
         method=method if k else "none",
         dtype=kwargs["dtype"],
         device="cpu" if on_cpu else "cuda",
-        live_k=False,
-        exact=False,
     )
     report("starting vLLM", 0, 1)
     log_start = log_size(log)

@@ -14,9 +14,10 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
@@ -24,6 +25,7 @@ from spectui.measure.metrics import MemoryReading
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
 POLL_SECONDS = 0.05  # how often a waiting stream looks at the cancel flag
+CAPABILITIES = Capabilities(exact_provenance=False, restart_for_k=True, memory=True, tokenizer=True)
 
 
 @dataclass
@@ -64,11 +66,11 @@ def stat_logger_factory(counter: StepCounter):
     return lambda vllm_config, engine_index=0: StepCountLogger(vllm_config, engine_index)
 
 
-class VllmEngine:
+class VllmEngine(Engine):
     """One vLLM engine; k is fixed at start (a different k means a new engine)."""
 
     def __init__(self, engine_args, tokenizer, generation_config, info: EngineInfo, k: int, pool_bytes: int | None = None) -> None:
-        self.info = info
+        self.info = replace(info, capabilities=CAPABILITIES)
         self.k = k
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer, generation_config)
@@ -93,6 +95,10 @@ class VllmEngine:
     def _call(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
+    @property
+    def fixed_k(self) -> int:
+        return self.k
+
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, messages)
 
@@ -109,12 +115,13 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind
 
         temperature = control.temperature  # fixed for the request, like k
+        stop_ids = self.stop_ids | set(params.stop_token_ids)
         sampling = SamplingParams(
             max_tokens=params.max_tokens,
             temperature=temperature,
             top_p=params.top_p,
             seed=params.seed,
-            stop_token_ids=sorted(self.stop_ids | set(params.stop_token_ids)),
+            stop_token_ids=sorted(stop_ids),
             output_kind=RequestOutputKind.DELTA,
         )
         request_id = f"spectui-{next(self._request_ids)}"
@@ -123,7 +130,8 @@ class VllmEngine:
         future = asyncio.run_coroutine_threadsafe(
             self._generate(request_id, list(prompt_ids), sampling, events), self._loop
         )
-        reply = _ReplyState(k=self.k, temperature=temperature, method=self.info.method, started=started)
+        reply = _ReplyState(k=self.k, temperature=temperature, method=self.info.method, started=started,
+                            splitter=StepPieces(tokenizer_decoder(self.tokenizer), prompt_ids), stop_ids=stop_ids)
         while True:
             try:
                 kind, payload = events.get(timeout=POLL_SECONDS)
@@ -195,6 +203,8 @@ class _ReplyState:
     temperature: float
     method: str
     started: float
+    splitter: StepPieces = field(default_factory=lambda: StepPieces(None))  # fills each Step's pieces
+    stop_ids: set[int] = field(default_factory=set)
     steps: list[Step] = field(default_factory=list)
     counts: list[StepCount] = field(default_factory=list)
     approximate: bool = False
@@ -223,8 +233,8 @@ class _ReplyState:
             yield self._step(ids, text if last else "", count, (arrived - previous) if last else 0.0)
 
     def _step(self, token_ids: list[int], text: str, count: StepCount | None, seconds: float) -> Step:
-        step = counted_step(token_ids, text, count, k=self.k, temperature=self.temperature,
-                            method=self.method, first=not self.steps, seconds=seconds)
+        step = self.splitter.fill(counted_step(token_ids, text, count, k=self.k, temperature=self.temperature,
+                                               method=self.method, first=not self.steps, seconds=seconds))
         self.steps.append(step)
         self.counts.append(count or StepCount(len(token_ids), step.num_drafted, step.num_accepted))
         return step
@@ -255,8 +265,10 @@ class _ReplyState:
                     if not is_unambiguous(chunk_sizes, record.per_step_accepted):
                         stats["recovered_ambiguous"] = True
         end = self.last_arrival or time.perf_counter()
+        last = self.steps[-1].token_ids[-1] if self.steps else None
+        stop_token_id = last if finish == "stop" and last in self.stop_ids else None
         return Done(finish, prompt_ids, seconds=end - self.started, time_to_first_token=self.time_to_first_token,
-                    engine_stats=stats, approximate=approximate, restated_steps=restated)
+                    engine_stats=stats, approximate=approximate, restated_steps=restated, stop_token_id=stop_token_id)
 
 
 async def _cancel_tasks() -> None:

@@ -1,0 +1,54 @@
+"""What an engine declares: its capabilities in EngineInfo, and the Engine base's answers for
+whatever an engine cannot do, so that no caller probes for methods."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.errors import UsageError
+from spectui.engines.embedded.proposers import NgramProposer
+from spectui.engines.scripted import ScriptedEngine
+from test_engine import make_engine
+
+
+class Minimal(Engine):
+    info = EngineInfo("minimal", "t", None, "draft", "f32", "cpu")
+
+    def stream(self, messages, params, control):
+        yield from ()
+
+
+def test_the_base_answers_for_what_an_engine_cannot_do():
+    engine = Minimal()
+    assert engine.capabilities == Capabilities()
+    assert (engine.memory(), engine.fixed_k, engine.context_length, engine.draft_bytes) == (None, None, None, None)
+    engine.set_restart_progress(lambda *stage: None)
+    engine.forget_prompts()
+    engine.close()
+    assert engine.with_method("draft") is engine
+    with pytest.raises(UsageError, match="the minimal engine drafts by draft only"):
+        engine.with_method("ngram")
+    with pytest.raises(UsageError, match="no tokenizer"):
+        engine.prompt_ids([{"role": "user", "content": "hi"}])
+
+
+def test_the_embedded_engine_declares_live_controls_a_method_switch_and_a_tokenizer(tiny_target, tiny_tokenizer):
+    engine = make_engine(tiny_target, tiny_tokenizer, NgramProposer())
+    expected = Capabilities(live_controls=True, exact_provenance=True, method_switch=True, tokenizer=True)
+    assert engine.capabilities == expected and engine.with_method("ngram").capabilities == expected
+    assert engine.prompt_ids([{"role": "user", "content": "hi"}])
+    assert engine.context_length == 512
+
+
+def test_the_scripted_engine_declares_whether_k_is_live():
+    assert ScriptedEngine().capabilities.live_controls is True
+    assert ScriptedEngine(live_k=False).capabilities.live_controls is False
+
+
+def test_engine_info_takes_the_old_live_k_and_exact_into_its_capabilities():
+    # Callers not yet moved to Capabilities (the UI's tests) still build and read these.
+    old = EngineInfo("vllm", "t", None, "none", "bf16", "cuda", live_k=False, exact=False)
+    assert old.capabilities == Capabilities(live_controls=False, exact_provenance=False)
+    assert (old.live_k, old.exact) == (False, False)
+    assert EngineInfo("scripted", "t", None, "draft", "f32", "cpu", True).capabilities.live_controls is True
