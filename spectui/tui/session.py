@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spectui.core.engine import SPECULATION_NOT_REPORTED
 from spectui.core.events import AutoChoice, Done, Step
 from spectui.core.stats import AcceptanceCounts, ReplyStats
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost, speedup
@@ -160,9 +161,11 @@ def panel_data(
     now: float,
     memory: MemoryReading | None = None,
     status: str = "idle",
+    speculation_reported: bool = True,
 ) -> PanelData:
-    note = session.engine_stats.get("speculation")
-    note = note if isinstance(note, str) else None
+    note = session.engine_stats.get("speculation")  # the last reply's word on it, if any
+    if not isinstance(note, str):
+        note = None if speculation_reported else SPECULATION_NOT_REPORTED
     if reply is None:
         return PanelData(
             k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note

@@ -8,7 +8,7 @@ from spectui.engines.server.engine import ServerEngine
 from spectui.settings.config import ChatConfig
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.widgets.stats_panel import panel_lines
-from tui_helpers import ready, reply_done, send
+from tui_helpers import ready, reply_done, send, wait_for
 
 
 def panel_text(app) -> str:
@@ -23,6 +23,8 @@ async def test_a_plain_server_streams_and_the_panel_says_speculation_is_not_repo
         async with app.run_test(size=(110, 36)) as pilot:
             await ready(pilot)
             assert app.host.engine is not None, app.host.error
+            # Said from the start, before any reply.
+            await wait_for(pilot, lambda: "not reported by this server" in panel_text(app))
             await send(pilot, "count")
             await reply_done(pilot)
             view = app.chat_screen.query(ReplyView).last()

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.engine import SPECULATION_NOT_REPORTED, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -46,7 +46,6 @@ FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_
 # A chunk of text without token ids (a server that is not vLLM) counts as one token whose id
 # the client does not know.
 UNKNOWN_TOKEN_ID = -1
-SPECULATION_NOT_REPORTED = "not reported by this server"
 SPECULATION_COUNTED = "counted by the server per reply"
 VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
@@ -97,7 +96,7 @@ class ServerEngine(Engine):
             method=method_name(config, self.server_k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            capabilities=Capabilities(exact_provenance=False),
+            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None),
         )
 
     @property
