@@ -120,6 +120,7 @@ def test_draft_counts_give_gamma_and_approximate_colours(flavour):
     assert stats.tau == pytest.approx(1 + 18 / 11)  # 30 tokens, 18 accepted: 12 forwards, 11 drafting
     assert steps[0].sources == (Source.TARGET,)
     assert sum(1 for step in steps if step.sources == (Source.DRAFT,)) == 18
+    assert sum(step.num_accepted for step in steps) == 18 and sum(step.num_drafted for step in steps) == 24
     assert done.engine_stats["server_num_accepted_tokens"] == 18
     assert "γ 0.75" in summary and "speculation counted by the server" in summary and "colours approximate" in summary
 

@@ -42,7 +42,6 @@ def safe_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", safe_text(text))
 
 
-
 # What json.dumps(..., ensure_ascii=False) leaves raw that a terminal may act on (DEL, C1)
 # or cannot encode (lone surrogates); U+2028/9 end lines in some readers.
 _JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")

@@ -303,7 +303,7 @@ class ServerEngine(Engine):
             # The server's own count: a lost chunk would show as a mismatch with the steps.
             engine_stats["completion_tokens"] = reply.usage["completion_tokens"]
         if reply.plain:
-            result = spread_counts(reply.steps, reply.draft_counts)
+            result = spread_counts(reply.steps, reply.draft_counts, method=self.info.method)
             if reply.draft_counts is None:
                 engine_stats["speculation"] = SPECULATION_NOT_REPORTED
             else:

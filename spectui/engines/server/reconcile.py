@@ -73,7 +73,7 @@ def reconcile(
     )
 
 
-def spread_counts(steps: Sequence[Step], counts: DraftCounts | None) -> Reconciliation:
+def spread_counts(steps: Sequence[Step], counts: DraftCounts | None, *, method: str) -> Reconciliation:
     """Colours for a reply streamed as text (one token per chunk) from its whole-reply draft
     counts (llama-server, LM Studio): which tokens were drafts is not known, so the accepted
     ones are spread evenly over the reply. γ is exact; the colours are approximate.
@@ -81,7 +81,8 @@ def spread_counts(steps: Sequence[Step], counts: DraftCounts | None) -> Reconcil
     Each target forward emits its accepted drafts then one token of its own, so n tokens with
     a accepted drafts took n − a forwards; the first is the prompt's (no drafts). Each
     forward's counts (drafted, accepted) go on the step of its own token, so γ, τ and
-    per-position acceptance count forwards as vLLM does; its drafts' steps count nothing.
+    per-position acceptance count forwards as vLLM does; its drafts' steps count nothing
+    (accepted_count 0), so any sum over the steps gives the server's counts.
     """
     if counts is None or not steps:
         return Reconciliation(approximate=False, ambiguous=False, restated_steps=None, counts=None)
@@ -98,11 +99,15 @@ def spread_counts(steps: Sequence[Step], counts: DraftCounts | None) -> Reconcil
         kept = accepted[forward - 1] if forward else 0
         drafted = kept + rejected[forward - 1] if forward else 0
         for _ in range(kept):
-            restated.append(replace(steps[position], sources=(Source.DRAFT,), draft_count=0, method=""))
+            restated.append(
+                replace(steps[position], sources=(Source.DRAFT,), draft_count=0, accepted_count=0, method="")
+            )
             position += 1
         if drafted:
             own = Source.BONUS if kept == drafted else Source.RECOVERED
-            restated.append(replace(steps[position], sources=(own,), draft_count=drafted, accepted_count=kept))
+            restated.append(
+                replace(steps[position], sources=(own,), draft_count=drafted, accepted_count=kept, method=method)
+            )
         else:
             restated.append(replace(steps[position], sources=(Source.TARGET,), draft_count=0, method=""))
         position += 1
