@@ -15,7 +15,6 @@ import json
 import math
 from unittest import mock
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
