@@ -11,6 +11,7 @@ from rich.text import Text
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.core.events import Control, GenerationParams, Source, Step
+from spectui.core.pieces import step_pieces
 from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
 
@@ -23,14 +24,10 @@ SOURCE_STYLES = {
 }
 
 
-def step_text(step: Step, tokenizer) -> Text:
-    """One Step as rich Text, each token in its source's style.
-
-    Token boundaries come from decoding each id on its own; the Step's own text (which
-    is exact across multi-byte characters) is used whenever the per-token pieces do not
-    add up to it.
-    """
-    pieces = [tokenizer.decode([t], skip_special_tokens=True) for t in step.token_ids] if tokenizer else []
+def step_text(step: Step) -> Text:
+    """One Step as rich Text, each token in its source's style (the pieces the engine sent;
+    the Step's own text, in one style, where they do not add up to it)."""
+    pieces, _ = step_pieces(step)
     if "".join(pieces) != step.text:
         style = SOURCE_STYLES[step.sources[-1]] if step.sources else "default"
         return Text(step.text, style=style)
@@ -77,9 +74,9 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     # An engine whose k is fixed at start (vLLM, a server) says which k it runs.
-    k = getattr(engine, "k", options.k)
+    k = engine.fixed_k if engine.fixed_k is not None else options.k
     control = Control(k=k, temperature=options.temperature, auto=options.auto_k)
-    if options.auto_k and not engine.info.live_k:
+    if options.auto_k and not engine.info.capabilities.live_controls:
         err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
     legend = Text.assemble(
@@ -93,7 +90,7 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
 
     def show(step: Step, _reply=None) -> None:
         if not as_json:
-            out.print(step_text(step, getattr(engine, "tokenizer", None)), end="")
+            out.print(step_text(step), end="")
 
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()
