@@ -16,35 +16,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 
-from spectui.core.engine import Capabilities, EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
 
 LIVE = Capabilities(live_controls=True)
 FIXED_K = Capabilities(restart_for_k=True, exact_provenance=False)
 
 
-@dataclass(frozen=True)
-class _FakeInfo(EngineInfo):
-    capabilities: Capabilities = Capabilities()
-
-
 def fake_info(name: str, method: str, capabilities: Capabilities, target: str = "fake-target",
               draft: str | None = "fake-draft", dtype: str = "fp32", device: str = "cpu") -> EngineInfo:
-    """An EngineInfo that declares `capabilities` (live_k and exact agree with them)."""
-    values = dict(name=name, target=target, draft=draft, method=method, dtype=dtype, device=device,
-                  live_k=capabilities.live_controls, exact=capabilities.exact_provenance)
-    if "capabilities" in {f.name for f in fields(EngineInfo)}:
-        return EngineInfo(**values, capabilities=capabilities)
-    return _FakeInfo(**values, capabilities=capabilities)
+    return EngineInfo(name, target, draft, method, dtype, device, capabilities)
 
 
 def word_pieces(token_ids: Sequence[int]) -> tuple[str, ...]:
     return tuple(f" w{i}" for i in token_ids)
 
 
-class PlanEngine:
+class PlanEngine(Engine):
     """Yields one Step per entry of `plan` (accepted drafts that step; None = a target token).
 
     The k of each step is read from Control when the step starts, like the real engine.
@@ -153,6 +143,10 @@ class FixedKEngine(PlanEngine):
         self.engine_stats = engine_stats or {}
         self._memory = memory
 
+    @property
+    def fixed_k(self) -> int:
+        return self.k
+
     def k_and_temperature(self, control: Control) -> tuple[int, float]:
         return self.k, control.temperature
 
@@ -226,7 +220,7 @@ class VirtualClock:
         return self.now
 
 
-class ClockedEngine:
+class ClockedEngine(Engine):
     """Emits `max_tokens` tokens in steps of k + 1; each step costs 1 + k/6 virtual seconds.
 
     `overheads[path]` adds a fixed time before the first step of successive runs of that
@@ -274,7 +268,7 @@ class ClockedEngine:
         pass
 
 
-class RecordingEngine:
+class RecordingEngine(Engine):
     """A real engine (the embedded one on tiny weights, say), keeping the Steps it streamed.
 
     raw_prompt=True sends the last message's text as token ids, past the chat template (the

@@ -20,7 +20,7 @@ from spectui.measure.compare import (
     run_pair,
     sweep_k,
 )
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 
 from fake_engines import ClockedEngine as ScriptedEngine, VirtualClock  # speeds are exact numbers
@@ -195,7 +195,7 @@ def tiny_engines(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
 
     def engine(proposer):
-        info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)
+        info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
         return EmbeddedEngine(tiny_target, tiny_tokenizer, proposer, info)
 
     return {"draft": engine(DraftModelProposer(tiny_draft)), "ngram": engine(NgramProposer(1, 3))}
@@ -234,7 +234,7 @@ def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
         def propose(self, *args):
             raise AssertionError("k = 0 must not draft")
 
-    info = EngineInfo("embedded", "tiny", None, "draft", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", None, "draft", "float32", "cpu", Capabilities(live_controls=True))
     engine = EmbeddedEngine(tiny_target, tiny_tokenizer, RefusingProposer(), info)
     runs = run_pair(engine, MESSAGES, GenerationParams(max_tokens=8), 4, 0.0, order=("baseline",))
     assert runs[0].finished and runs[0].num_forwards == runs[0].num_tokens
@@ -416,7 +416,7 @@ def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
     from spectui.core.errors import UsageError
 
-    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
     engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
     lookup = engine.with_method("ngram")
     assert isinstance(lookup.proposer, NgramProposer) and lookup.info.method == "ngram" and lookup.info.draft is None

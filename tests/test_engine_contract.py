@@ -44,11 +44,3 @@ def test_the_embedded_engine_declares_live_controls_a_method_switch_and_a_tokeni
 def test_the_scripted_engine_declares_whether_k_is_live():
     assert ScriptedEngine().capabilities.live_controls is True
     assert ScriptedEngine(live_k=False).capabilities.live_controls is False
-
-
-def test_engine_info_takes_the_old_live_k_and_exact_into_its_capabilities():
-    # Callers not yet moved to Capabilities (the UI's tests) still build and read these.
-    old = EngineInfo("vllm", "t", None, "none", "bf16", "cuda", live_k=False, exact=False)
-    assert old.capabilities == Capabilities(live_controls=False, exact_provenance=False)
-    assert (old.live_k, old.exact) == (False, False)
-    assert EngineInfo("scripted", "t", None, "draft", "f32", "cpu", True).capabilities.live_controls is True

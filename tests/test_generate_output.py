@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from spectui.cli import render
 from spectui.cli.app import app as cli
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Done, Source, Step
 from spectui.core.safe_text import safe_text
 
@@ -25,12 +25,12 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")  # what rich itself writes for a style
 OBEYED = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
-class StepsEngine:
+class StepsEngine(Engine):
     """Yields the given Steps; built in place of a real engine by `spectui generate`."""
 
     def __init__(self, steps) -> None:
         self.steps = steps
-        self.info = EngineInfo("fake", "fake-target", "fake-draft", "draft", "fp32", "cpu", live_k=True)
+        self.info = EngineInfo("fake", "fake-target", "fake-draft", "draft", "fp32", "cpu", Capabilities(live_controls=True))
 
     def stream(self, messages, params, control):
         yield from self.steps

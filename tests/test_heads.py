@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.head_proposers import EagleProposer, MedusaProposer, head_proposer
 from spectui.core.errors import SpectuiError
@@ -25,7 +25,7 @@ REPETITIVE = "abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc ab
 
 
 def make_engine(target, tokenizer, proposer):
-    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
     return EmbeddedEngine(target, tokenizer, proposer, info)
 
 

@@ -171,7 +171,7 @@ def source_letters(step: Step) -> str:
 def test_engine_learns_the_server(engine, vllm_server):
     assert engine.k == K  # from the per-position counters in /metrics
     info = engine.info
-    assert info.name == "server" and info.live_k is False and info.exact is False
+    assert info.name == "server" and not info.capabilities.live_controls and not info.capabilities.exact_provenance
     assert info.target.endswith("smollm2-135m") and info.device == "127.0.0.1"
     assert info.method == "server"  # no /server_info outside vLLM's dev mode
     assert engine.tokenizer is None

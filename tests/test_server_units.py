@@ -330,7 +330,7 @@ def test_replayed_stream_gives_steps_and_a_reconciled_done():
     with replay_server() as url:
         engine = ServerEngine(url)
         reply = run_reply(engine, PROMPT, GenerationParams(max_tokens=48), Control(k=4))
-    assert engine.k == 4 and engine.info.method == "server" and engine.info.exact is False
+    assert engine.k == 4 and engine.info.method == "server" and engine.info.capabilities.exact_provenance is False
     assert [len(step.token_ids) for step in reply.steps] == [1, 5, 5, 5, 5, 4, 2]
     assert reply.text == "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b"
     assert reply.steps[0].sources == (T,)

@@ -63,7 +63,7 @@ def run_compare(
     err = Console(stderr=True, highlight=False)
     with rich_progress() as progress:
         engine, baseline = build_pair(options, baseline_server, progress)
-    k = getattr(engine, "k", options.k)  # vLLM and servers fix k when they start
+    k = engine.fixed_k if engine.fixed_k is not None else options.k  # vLLM and servers fix k when they start
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
 
     def report(run: TimedRun) -> None:

@@ -54,9 +54,9 @@ def run_generate(
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     # An engine whose k is fixed at start (vLLM, a server) says which k it runs.
-    k = getattr(engine, "k", options.k)
+    k = engine.fixed_k if engine.fixed_k is not None else options.k
     control = Control(k=k, temperature=options.temperature, auto=options.auto_k)
-    if options.auto_k and not engine.info.live_k:
+    if options.auto_k and not engine.info.capabilities.live_controls:
         err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
     look = render.choose_look(out, plain=plain or raw)
@@ -68,7 +68,7 @@ def run_generate(
         if raw:
             render.write_raw(out, step.text)
         elif not as_json:
-            out.print(render.step_text(step, look, getattr(engine, "tokenizer", None)), end="")
+            out.print(render.step_text(step, look), end="")
 
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()

@@ -10,12 +10,12 @@ The model's text is shown with its control characters made visible (spectui.core
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 
 from rich.console import Console
 from rich.text import Text
 
 from spectui.core.events import Done, Source, Step
+from spectui.core.pieces import step_pieces
 from spectui.core.safe_text import safe_text
 
 
@@ -57,22 +57,20 @@ def legend(look: Look) -> Text | None:
     )
 
 
-def token_pieces(step: Step, tokenizer=None) -> list[str] | None:
-    """The text of each token: the Step's own pieces, else the tokenizer's; None when
-    neither joins to the Step's text (the text is exact across multi-byte characters)."""
-    pieces: Sequence[str] = step.pieces
-    if not pieces and tokenizer is not None:
-        pieces = [tokenizer.decode([t], skip_special_tokens=True) for t in step.token_ids]
+def token_pieces(step: Step) -> list[str] | None:
+    """The text of each token, as the engine sent it; None when the pieces do not join to
+    the Step's text (the text is exact across multi-byte characters)."""
+    pieces, _ = step_pieces(step)
     if len(pieces) != len(step.sources) or "".join(pieces) != step.text:
         return None
-    return list(pieces)
+    return pieces
 
 
-def step_text(step: Step, look: Look, tokenizer=None) -> Text:
+def step_text(step: Step, look: Look) -> Text:
     """One Step as rich Text in `look`, its control characters made visible."""
     if look is Look.PLAIN:
         return Text(safe_text(step.text))
-    pieces = token_pieces(step, tokenizer)
+    pieces = token_pieces(step)
     if pieces is None:  # no token boundaries: the step in its last token's look
         last = step.sources[-1] if step.sources else Source.TARGET
         pieces, sources = [step.text], [last]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
@@ -29,7 +29,7 @@ class Capabilities:
     reports_speculation: bool = True
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class EngineInfo:
     name: str  # "embedded", "vllm", "server", "scripted"
     target: str
@@ -38,40 +38,6 @@ class EngineInfo:
     dtype: str
     device: str
     capabilities: Capabilities = Capabilities()
-
-    def __init__(
-        self,
-        name: str,
-        target: str,
-        draft: str | None,
-        method: str,
-        dtype: str,
-        device: str,
-        capabilities: Capabilities | bool = Capabilities(),
-        *,
-        live_k: bool | None = None,
-        exact: bool | None = None,
-    ) -> None:
-        # live_k and exact (a bool in capabilities' place is live_k) are the fields this record
-        # had before Capabilities; callers that still pass them get them folded in.
-        if isinstance(capabilities, bool):
-            capabilities, live_k = Capabilities(), capabilities
-        if live_k is not None:
-            capabilities = replace(capabilities, live_controls=live_k)
-        if exact is not None:
-            capabilities = replace(capabilities, exact_provenance=exact)
-        self.__dict__.update(name=name, target=target, draft=draft, method=method, dtype=dtype, device=device,
-                             capabilities=capabilities)
-
-    @property
-    def live_k(self) -> bool:
-        """capabilities.live_controls (kept for the UI until it reads capabilities)."""
-        return self.capabilities.live_controls
-
-    @property
-    def exact(self) -> bool:
-        """capabilities.exact_provenance (kept for the UI until it reads capabilities)."""
-        return self.capabilities.exact_provenance
 
 
 Progress = Callable[[str, int, int], None]  # progress(stage, done, total)

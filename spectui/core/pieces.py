@@ -36,23 +36,6 @@ def step_pieces(step: Step) -> tuple[list[str], str]:
     return guessed_pieces(step.text, len(step.token_ids)), "✗" * len(step.rejected)
 
 
-# decoder_for and splitter_for serve the UI until it reads step_pieces: Steps from the
-# engines carry their pieces, and StepPieces.split returns those first.
-def decoder_for(engine) -> Decode | None:
-    """The engine's `decode(ids)`, else its tokenizer's, else None (pieces are guessed)."""
-    decode = getattr(engine, "decode", None)
-    if callable(decode):
-        return decode
-    tokenizer = getattr(engine, "tokenizer", None)
-    if tokenizer is not None and callable(getattr(tokenizer, "decode", None)):
-        return tokenizer_decoder(tokenizer)
-    return None
-
-
-def splitter_for(engine) -> "StepPieces":
-    return StepPieces(decoder_for(engine))
-
-
 def tokenizer_decoder(tokenizer) -> Decode:
     """A transformers tokenizer's decode, as shown text: special tokens (a stop token) are ""."""
     return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)

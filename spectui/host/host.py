@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 from spectui.core.events import Control
 from spectui.host.baseline import Baseline
-from spectui.host.capabilities import capabilities_of
 from spectui.host.live import LiveSettings, LiveValues
 from spectui.host.live_keys import LiveKeys
 from spectui.host.loading import LoadFailed, Loaded, load
@@ -155,12 +154,12 @@ class EngineHost:
 
     def _ready(self, engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
-        self.engine, self.info, self.capabilities = engine, engine.info, capabilities_of(engine)
+        self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
         self.status, self.restart_failed, self.load_seconds, self.loading_detail = "ready", False, seconds, ""
         if restarted_k is not None:
             self.engine_k = restarted_k
-        own_k = getattr(engine, "k", None)
-        if self.k_fixed_elsewhere and isinstance(own_k, int):
+        own_k = engine.fixed_k
+        if self.k_fixed_elsewhere and own_k is not None:
             self.engine_k = own_k
             self.live.update(k=own_k)  # a server's k is its own: show that one
         note = None

@@ -16,7 +16,7 @@ from spectui.core.events import Control, GenerationParams, Message, Step
 from spectui.host.loading import throttled
 from spectui.measure.run import Reply, run_reply
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
-from spectui.core.pieces import StepPieces, decoder_for, splitter_for
+from spectui.core.pieces import step_pieces
 
 Post = Callable[[object], object]
 
@@ -26,18 +26,16 @@ def spectui_threads() -> list[threading.Thread]:
 
 
 def restated_arrivals(
-    engine, reply_id: int, streamed: Sequence[StepArrived], steps: Sequence[Step]
+    reply_id: int, streamed: Sequence[StepArrived], steps: Sequence[Step]
 ) -> list[StepArrived] | None:
-    """The restated steps split like the streamed ones (a fresh splitter from the reply's
-    start), each with its streamed step's arrival time; None if they do not pair up."""
+    """The restated steps, each with its streamed step's arrival time; None if they do not pair up."""
     if len(steps) != len(streamed):
         return None
-    splitter = StepPieces(decoder_for(engine))
     restated = []
     for step, before in zip(steps, streamed):
         if step.token_ids != before.step.token_ids:
             return None
-        pieces, ghost = splitter.split(step)
+        pieces, ghost = step_pieces(step)
         restated.append(StepArrived(reply_id, step, pieces, ghost, before.arrived))
     return restated
 
@@ -64,16 +62,14 @@ def stream_reply(
 ) -> None:
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), then
     exactly one ReplyEnded is posted, whatever happened."""
-    splitter = splitter_for(engine)
     streamed: list[StepArrived] = []
-    set_restart_progress = getattr(engine, "set_restart_progress", None)
-    if set_restart_progress is not None:  # an engine in its own process, which may have to start again
-        set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
+    if engine.info.capabilities.restarts_itself:  # an engine in its own process, which may have to start again
+        engine.set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
 
     def arrived(step: Step, reply: Reply) -> None:
         nonlocal store
         when = reply.arrivals[-1]
-        pieces, ghost = splitter.split(step)
+        pieces, ghost = step_pieces(step)
         if store is not None and message_id is not None:
             try:
                 store.add_step(message_id, len(streamed), step, pieces, ghost, when - reply.started)
@@ -91,7 +87,7 @@ def stream_reply(
         else:
             restated = None
             if done.restated_steps is not None:
-                restated = restated_arrivals(engine, reply_id, streamed, done.restated_steps)
+                restated = restated_arrivals(reply_id, streamed, done.restated_steps)
             if restated is not None and store is not None and message_id is not None:
                 try:
                     save_restated(store, message_id, restated, reply.started)

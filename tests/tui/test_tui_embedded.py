@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spectui.settings.config import ChatConfig
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, EngineInfo
 from spectui.core.stats import summarize
 from spectui.core.pieces import SOURCE_KIND
 from spectui.tui.widgets.conversation import ReplyView
@@ -20,7 +20,7 @@ def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer
 
-    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
     engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
     return RecordingEngine(engine, raw_prompt=True)  # the tiny tokenizer has no chat template
 

@@ -12,7 +12,7 @@ import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Done, Source, Step
 from spectui.settings.config import ChatConfig
 from spectui.store import Store
@@ -26,12 +26,12 @@ OBEYED = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b2J\x1bP+q\x1b\\\x1b_apc\x1b\\\x1b]52;c;aGk=\x07"
 
 
-class TextEngine:
+class TextEngine(Engine):
     """Streams the given texts, one Step (one target token) each; names itself `model_name`."""
 
     def __init__(self, texts, model_name: str = "fake-target") -> None:
         self.texts = list(texts)
-        self.info = EngineInfo("fake", model_name, None, "none", "fp32", "cpu", live_k=True)
+        self.info = EngineInfo("fake", model_name, None, "none", "fp32", "cpu", Capabilities(live_controls=True))
 
     def stream(self, messages, params, control):
         for number, text in enumerate(self.texts):

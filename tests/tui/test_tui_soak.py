@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from spectui.settings.config import ChatConfig
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import Capabilities, EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import DraftModelProposer
 from spectui.tui.widgets.conversation import ReplyView
@@ -34,7 +34,7 @@ def rss_mib() -> float:
 
 @pytest.mark.slow
 async def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path, tiny_target, tiny_draft, tiny_tokenizer):
-    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", live_k=True)
+    info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
     engine = RecordingEngine(EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info))
     figures = {}
 

@@ -27,7 +27,7 @@ from textual.widgets import Footer, Static
 
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
-from spectui.core.pieces import display_chunks, splitter_for
+from spectui.core.pieces import display_chunks, step_pieces
 from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
 from spectui.tui.compare.pane import ComparePane
 from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
@@ -96,7 +96,7 @@ class CompareScreen(Screen):
         self.params = params
         self.fixed_k = not host.capabilities.live_controls
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
-        self.k = getattr(engine, "k", host.live.k) if self.fixed_k else max(1, host.live.k)
+        self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
         self.baseline = None  # the second engine, for a fixed k
         self.temperature = host.live.temperature
         self.comparison = Comparison([], self.temperature)
@@ -147,7 +147,7 @@ class CompareScreen(Screen):
             return " · baseline: a second engine, started on the first run"
         from spectui.measure.metrics import format_bytes
 
-        pool = getattr(self.base_engine, "pool_bytes", None), getattr(self.baseline, "pool_bytes", None)
+        pool = pool_bytes(self.base_engine), pool_bytes(self.baseline)
         split = f" · memory reserved {format_bytes(pool[0])} + {format_bytes(pool[1])}" if all(pool) else ""
         return f" · baseline: {self.baseline.info.name} engine without speculation{split}"
 
@@ -211,11 +211,8 @@ class CompareScreen(Screen):
         return control
 
     def _on_step_factory(self):
-        splitter = splitter_for(self.engine)
-
         def on_step(path, step) -> None:
-            pieces, ghost = splitter.split(step)
-            self.inbox.put(StepShown(path, display_chunks(step, pieces, ghost)))
+            self.inbox.put(StepShown(path, display_chunks(step, *step_pieces(step))))
 
         return on_step
 
@@ -389,3 +386,11 @@ class CompareScreen(Screen):
         self.app.pop_screen()
 
     action_compare = action_close  # the key that opened the view closes it
+
+
+def pool_bytes(engine) -> int | None:
+    """The memory an engine reserved up front (vLLM's KV pool), when it reads its own."""
+    if engine is None or not engine.info.capabilities.memory:
+        return None
+    reading = engine.memory()
+    return reading.pool_bytes if reading is not None else None

@@ -31,7 +31,7 @@ class BarState:
     markdown: bool = False
     status: str = "loading"
     detail: str = ""  # loading progress, an error line
-    inferred: bool = False  # sources guessed from chunk sizes (EngineInfo.exact False)
+    inferred: bool = False  # sources guessed from chunk sizes (capabilities.exact_provenance False)
 
 
 def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
