@@ -19,6 +19,7 @@ from pathlib import Path
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Source, Step
 from spectui.core.record import step_record
+from spectui.core.safe_text import safe_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -124,30 +125,85 @@ def default_store_path() -> Path:
     return base / "history.sqlite3"
 
 
+# How long a command waits for another process's write (a chat saving a step) to finish.
+LOCK_WAIT_S = 5.0
+SALVAGE_HINT = "`spectui history salvage` copies the conversations that still read into a new file"
+
+
+def store_error(path: Path | str, error: BaseException, opening: bool = False) -> StoreError:
+    """An SQLite or OS error on the history file as one line that says what to do."""
+    name = getattr(error, "sqlite_errorname", "") or ""
+    text = str(error)
+    if name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in text or "not a database" in text:
+        return StoreError(f"history {path} is damaged ({text}): {SALVAGE_HINT}")
+    if name.startswith("SQLITE_BUSY") or "locked" in text:
+        return StoreError(
+            f"history {path} stayed locked by another process (a running spectui?) for {LOCK_WAIT_S:.0f} s: "
+            "try again when it is done, or chat with --no-history"
+        )
+    if name.startswith("SQLITE_READONLY"):
+        return StoreError(f"history {path} is read-only here: make it writable, or chat with --no-history")
+    if name == "SQLITE_FULL":
+        return StoreError(f"history {path}: the disk is full: free some space, or chat with --no-history")
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else text
+    return StoreError(f"{'cannot open history' if opening else 'history'} {path}: {reason}")
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes, so it works from a read-only folder and beside a
+    chat that is writing: WAL readers do not wait for writers."""
+    if not path.is_file():
+        raise StoreError(f"no history at {path} yet: spectui chat saves conversations there")
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=LOCK_WAIT_S, check_same_thread=False)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as error:
+        if getattr(error, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            db.close()
+            raise
+        # A WAL file read where its -shm cannot be made (a read-only folder): nobody can be
+        # writing it there, so it can be read as it lies.
+        db.close()
+        db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    return db
+
+
 class Store:
-    def __init__(self, path: Path | str) -> None:
+    """read_only: for list, export and search: nothing is created or written."""
+
+    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = Path(path)
         try:
-            if str(path) != ":memory:":
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                self._db.close()
-                raise StoreError(
-                    f"history {path} was written by a newer spectui (schema {version}, this one reads "
-                    f"{SCHEMA_VERSION}): upgrade spectui, or start afresh with --no-history"
+            if read_only:
+                self._db = connect_read_only(self.path)
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                self._refuse_newer(version)
+            else:
+                if str(path) != ":memory:":
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(
+                    str(path), check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S
                 )
-            self._db.executescript(SCHEMA)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                self._refuse_newer(version)
+                self._db.executescript(SCHEMA)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except (sqlite3.Error, OSError) as error:
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-            raise StoreError(f"cannot open history {path}: {reason}") from None
+            raise store_error(path, error, opening=True) from None
         self._lock = threading.Lock()
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise StoreError(
+                f"history {self.path} was written by a newer spectui (schema {version}, this one reads "
+                f"{SCHEMA_VERSION}): upgrade spectui, or start afresh with --no-history"
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -155,12 +211,18 @@ class Store:
 
     def _write(self, sql: str, args: Sequence = ()) -> int:
         with self._lock:
-            cursor = self._db.execute(sql, args)  # autocommit: one statement, one commit
+            try:
+                cursor = self._db.execute(sql, args)  # autocommit: one statement, one commit
+            except sqlite3.Error as error:
+                raise store_error(self.path, error) from None
             return cursor.lastrowid
 
     def _read(self, sql: str, args: Sequence = ()) -> list[tuple]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as error:
+                raise store_error(self.path, error) from None
 
     # conversations and messages
 
@@ -205,14 +267,17 @@ class Store:
         (same tokens, other sources), and history must show what the screen shows."""
         rows = [_step_row(message_id, index, s.step, s.pieces, s.ghost, s.arrived) for index, s in enumerate(steps)]
         with self._lock:
-            self._db.execute("BEGIN")
             try:
-                self._db.execute("DELETE FROM steps WHERE message_id = ?", (message_id,))
-                self._db.executemany(INSERT_STEP, rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN")
+                try:
+                    self._db.execute("DELETE FROM steps WHERE message_id = ?", (message_id,))
+                    self._db.executemany(INSERT_STEP, rows)
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise store_error(self.path, error) from None
 
     def finish_message(
         self,
@@ -248,6 +313,15 @@ class Store:
         return rows[0][0] if rows else None
 
     def load_conversation(self, conversation_id: int) -> Conversation:
+        try:
+            return self._load_conversation(conversation_id)
+        except (ValueError, TypeError, KeyError) as error:  # a row whose JSON or source names do not read
+            raise StoreError(
+                f"history {self.path}: conversation {conversation_id} holds a record that does not read "
+                f"({type(error).__name__}: {error}): {SALVAGE_HINT}"
+            ) from None
+
+    def _load_conversation(self, conversation_id: int) -> Conversation:
         rows = self._read(
             "SELECT id, title, created, updated, settings FROM conversations WHERE id = ?",
             (conversation_id,),
@@ -327,6 +401,129 @@ def _step_row(message_id: int, index: int, step: Step, pieces: Sequence[str], gh
     )
 
 
+# salvage
+
+
+CONVERSATION_COLUMNS = "id, title, created, updated, settings"
+MESSAGE_COLUMNS = "id, conversation_id, role, content, created, finish_reason, error, settings, stats"
+STEP_COLUMNS = (
+    "message_id, idx, arrived, token_ids, sources, pieces, ghost, text, drafted, k, temperature,"
+    " draft_seconds, verify_seconds, exact, method"
+)
+MAX_PROBED_IDS = 1_000_000  # ids tried one by one when a scan of the table breaks
+
+
+@dataclass(frozen=True)
+class Salvaged:
+    path: Path
+    conversations: int  # copied whole
+    partial: tuple[int, ...]  # ids copied in part: some messages or steps did not read
+    lost: tuple[int, ...]  # ids seen but nothing of them read
+
+
+def salvage(source: Path | str, target: Path | str) -> Salvaged:
+    """Copy every conversation of a damaged history that still reads into a new file.
+
+    SQLite's own `.recover` lives in the sqlite3 shell, which many machines lack; this
+    reads row by row instead, keeps what reads byte for byte (ids included) and counts
+    what does not. Rows on a damaged page are lost; the rest of their conversation is kept.
+    """
+    source, target = Path(source), Path(target)
+    if target.exists():
+        raise StoreError(f"{target} exists: name a new file for the salvaged history")
+    try:
+        damaged = connect_read_only(source)
+    except sqlite3.Error as error:
+        raise store_error(source, error, opening=True) from None
+    try:
+        fresh = Store(target)
+    except StoreError:
+        damaged.close()
+        raise
+    copied, partial, lost = 0, [], []
+    try:
+        for conversation_id in sorted(_conversation_ids(damaged)):
+            whole = _copy_conversation(damaged, fresh._db, conversation_id)
+            if whole is None:
+                lost.append(conversation_id)
+            elif whole:
+                copied += 1
+            else:
+                partial.append(conversation_id)
+        settings, _ = _readable_rows(damaged, "SELECT key, value FROM settings")
+        fresh._db.executemany("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", settings)
+    except sqlite3.Error as error:  # the new file, not the damaged one (full disk, ...)
+        raise store_error(target, error) from None
+    finally:
+        damaged.close()
+        fresh.close()
+    return Salvaged(target, copied, tuple(partial), tuple(lost))
+
+
+def _readable_rows(db: sqlite3.Connection, sql: str, args: Sequence = ()) -> tuple[list[tuple], bool]:
+    """The rows that read before the first damaged page, and whether that was all of them."""
+    rows: list[tuple] = []
+    try:
+        for row in db.execute(sql, args):
+            rows.append(row)
+    except sqlite3.DatabaseError:
+        return rows, False
+    return rows, True
+
+
+def _conversation_ids(db: sqlite3.Connection) -> set[int]:
+    """Ids from the conversations table and from the messages that name one; where a scan
+    breaks, every id up to the largest seen is tried on its own (a lookup may avoid the
+    damaged page that stopped the scan)."""
+    own, own_whole = _readable_rows(db, "SELECT id FROM conversations ORDER BY id")
+    named, named_whole = _readable_rows(db, "SELECT DISTINCT conversation_id FROM messages")
+    ids = {row[0] for row in own + named if isinstance(row[0], int)}
+    if own_whole and named_whole:
+        return ids
+    largest = max(ids, default=0)
+    for table, column in (("conversations", "id"), ("messages", "conversation_id")):
+        rows, _ = _readable_rows(db, f"SELECT max({column}) FROM {table}")
+        if rows and isinstance(rows[0][0], int):
+            largest = max(largest, rows[0][0])
+    for candidate in range(1, min(largest, MAX_PROBED_IDS) + 1):
+        if candidate not in ids:
+            rows, _ = _readable_rows(db, "SELECT id FROM conversations WHERE id = ?", (candidate,))
+            ids.update(row[0] for row in rows)
+    return ids
+
+
+def _copy_conversation(damaged: sqlite3.Connection, fresh: sqlite3.Connection, conversation_id: int) -> bool | None:
+    """True: copied whole; False: in part; None: nothing of it read."""
+    header, header_read = _readable_rows(
+        damaged, f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+    )
+    messages, messages_read = _readable_rows(
+        damaged, f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+    )
+    if not header and not messages:
+        return None
+    whole = header_read and messages_read and bool(header)
+    if not header:  # its row was on the damaged page: keep the messages under a plain header
+        now = time.time()
+        header = [(conversation_id, "(salvaged)", now, now, "{}")]
+    fresh.execute("BEGIN")
+    fresh.execute(_insert("conversations", CONVERSATION_COLUMNS), header[0])
+    fresh.executemany(_insert("messages", MESSAGE_COLUMNS), messages)
+    for message in messages:
+        steps, steps_read = _readable_rows(
+            damaged, f"SELECT {STEP_COLUMNS} FROM steps WHERE message_id = ? ORDER BY idx", (message[0],)
+        )
+        whole = whole and steps_read
+        fresh.executemany(_insert("steps", STEP_COLUMNS), steps)
+    fresh.execute("COMMIT")
+    return whole
+
+
+def _insert(table: str, columns: str) -> str:
+    placeholders = ", ".join("?" for _ in columns.split(","))
+    return f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
+
+
 # export
 
 
@@ -363,6 +560,8 @@ def drafted_fields(stored: str) -> dict:
 
 
 def export_markdown(conversation: Conversation) -> str:
+    """The conversation as Markdown to read or share: what the model wrote is shown with its
+    control characters made visible (the trace in JSONL keeps the text exact)."""
     lines = [f"# {conversation.title or f'Conversation {conversation.id}'}", ""]
     settings = conversation.settings
     if settings:
@@ -377,7 +576,7 @@ def export_markdown(conversation: Conversation) -> str:
             if note:
                 lines += ["", f"_{note}_"]
         lines.append("")
-    return "\n".join(lines)
+    return safe_text("\n".join(lines))
 
 
 def _reply_note(message: StoredMessage) -> str:

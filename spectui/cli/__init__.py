@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from spectui.core.safe_text import safe_line
+
 
 def fail(error: BaseException) -> None:
-    """One line on stderr and a non-zero exit: what every bad input gets."""
-    typer.echo(f"spectui: error: {error}", err=True)
+    """One line on stderr and a non-zero exit: what every bad input gets. The error may quote
+    a server, a model or a file: its controls are shown, never obeyed."""
+    typer.echo(f"spectui: error: {safe_line(str(error))}", err=True)
     raise typer.Exit(getattr(error, "exit_code", 1))
 
 

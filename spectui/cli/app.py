@@ -58,14 +58,23 @@ def generate(
     prompt: PromptArgument = None,
     settings: Given = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
+    plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
+    raw: bool = typer.Option(
+        False, "--raw", help="The reply exactly as the model wrote it, control characters included (for pipes)."
+    ),
 ) -> None:
-    """Generate one reply headless: coloured by token source, or as JSON."""
+    """Generate one reply headless: coloured by token source, or as JSON.
+
+    Control characters in the reply are shown as symbols (␛ for ESC) unless --raw.
+
+    With NO_COLOR, accepted drafts are underlined; without styles, they sit between ⟦ ⟧.
+    """
     from spectui.cli.generate import run_generate
 
     try:
         text, _ = read_prompt(prompt)
         options = settings.engine_options()
-        code = run_generate(options, text, system=settings["system"], as_json=as_json)
+        code = run_generate(options, text, system=settings["system"], as_json=as_json, plain=plain, raw=raw)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

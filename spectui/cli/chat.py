@@ -177,19 +177,24 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
     """Saved conversations, newest first."""
     import time
 
+    from spectui.core.safe_text import safe_line
     from spectui.store import Store, default_store_path
 
+    path = default_store_path()
+    if not path.exists():
+        return  # nothing saved yet
     try:
-        store = Store(default_store_path())
+        store = Store(path, read_only=True)
+        summaries = store.list_conversations()
+        store.close()
     except SpectuiError as error:
         fail(error)
-    for summary in store.list_conversations():
+    for summary in summaries:
         if as_json:
             typer.echo(json.dumps(summary.__dict__))
         else:
             updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
-            typer.echo(f"{summary.id:>5}  {updated}  {summary.num_messages:>3} msgs  {summary.title}")
-    store.close()
+            typer.echo(f"{summary.id:>5}  {updated}  {summary.num_messages:>3} msgs  {safe_line(summary.title)}")
 
 
 @history_app.command("export")
@@ -199,22 +204,56 @@ def history_export_command(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
 ) -> None:
     """Export a conversation as Markdown, or its trace as JSONL (one line per step)."""
+    from spectui.core.safe_text import escaped_json
     from spectui.store import Store, default_store_path, export_markdown, export_trace_jsonl
 
     try:
-        store = Store(default_store_path())
+        store = Store(default_store_path(), read_only=True)
         conversation = store.load_conversation(conversation_id)
+        store.close()
     except SpectuiError as error:
         fail(error)
     if fmt is ExportFormat.md:
         text = export_markdown(conversation)
     else:
-        text = "".join(line + "\n" for line in export_trace_jsonl(conversation))
+        text = "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
     if output is None:
         sys.stdout.write(text)
-    else:
+        return
+    try:
         output.write_text(text, encoding="utf-8")
-        typer.echo(str(output), err=True)
+    except OSError as error:
+        fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
+    typer.echo(str(output), err=True)
+
+
+@history_app.command("salvage")
+def history_salvage_command(
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="The new file (default: beside the history, named by the time)."
+    ),
+) -> None:
+    """Copy the conversations of a damaged history that still read into a new file."""
+    import time
+
+    from spectui.store import default_store_path, salvage
+
+    source = default_store_path()
+    target = output or source.with_name(f"history-salvaged-{time.strftime('%Y%m%d-%H%M%S')}.sqlite3")
+    try:
+        result = salvage(source, target)
+    except SpectuiError as error:
+        fail(error)
+    problems = []
+    if result.partial:
+        problems.append(f"{len(result.partial)} in part ({', '.join(map(str, result.partial))})")
+    if result.lost:
+        problems.append(f"{len(result.lost)} lost ({', '.join(map(str, result.lost))})")
+    typer.echo(
+        f"salvaged {result.conversations} conversation(s) whole"
+        + (f", {'; '.join(problems)}" if problems else "")
+        + f" into {target}. To use it: move {source} aside and put this file in its place."
+    )
 
 
 def screenshots_command(

@@ -6,35 +6,13 @@ import json
 import sys
 
 from rich.console import Console
-from rich.text import Text
 
+from spectui.cli import render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
-from spectui.core.events import Control, GenerationParams, Source, Step
-from spectui.core.pieces import step_pieces
+from spectui.core.events import Control, GenerationParams, Step
 from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
-
-# The terminal's own palette: headless output should read on any background.
-SOURCE_STYLES = {
-    Source.DRAFT: "green",
-    Source.RECOVERED: "bold red",
-    Source.BONUS: "bold cyan",
-    Source.TARGET: "default",
-}
-
-
-def step_text(step: Step) -> Text:
-    """One Step as rich Text, each token in its source's style (the pieces the engine sent;
-    the Step's own text, in one style, where they do not add up to it)."""
-    pieces, _ = step_pieces(step)
-    if "".join(pieces) != step.text:
-        style = SOURCE_STYLES[step.sources[-1]] if step.sources else "default"
-        return Text(step.text, style=style)
-    text = Text()
-    for piece, source in zip(pieces, step.sources):
-        text.append(piece, style=SOURCE_STYLES[source])
-    return text
 
 
 def summary_line(reply, k: int, engine) -> str:
@@ -64,7 +42,9 @@ def reply_json(reply, engine, k: int) -> dict:
     return {**reply_record(reply.steps, reply.done, stats), "model": model_record(engine.info, k)}
 
 
-def run_generate(options: EngineOptions, prompt: str, system: str | None, as_json: bool) -> int:
+def run_generate(
+    options: EngineOptions, prompt: str, system: str | None, as_json: bool, plain: bool = False, raw: bool = False
+) -> int:
     from spectui.engines.factory import build_engine
 
     err = Console(stderr=True)
@@ -79,18 +59,16 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
     if options.auto_k and not engine.info.capabilities.live_controls:
         err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
-    legend = Text.assemble(
-        ("accepted draft", SOURCE_STYLES[Source.DRAFT]), " · ",
-        ("recovered", SOURCE_STYLES[Source.RECOVERED]), " · ",
-        ("bonus", SOURCE_STYLES[Source.BONUS]), " · ",
-        ("target", SOURCE_STYLES[Source.TARGET]),
-    )
-    if not as_json:
+    look = render.choose_look(out, plain=plain or raw)
+    legend = render.legend(look)
+    if not as_json and legend is not None:
         err.print(legend)
 
     def show(step: Step, _reply=None) -> None:
-        if not as_json:
-            out.print(step_text(step), end="")
+        if raw:
+            render.write_raw(out, step.text)
+        elif not as_json:
+            out.print(render.step_text(step, look), end="")
 
     reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
     engine.close()
@@ -99,8 +77,8 @@ def run_generate(options: EngineOptions, prompt: str, system: str | None, as_jso
         sys.stdout.write("\n")
     else:
         out.print()
-        err.print(summary_line(reply, k, engine), style="dim")
+        err.print(render.summary(summary_line(reply, k, engine), reply.done), style="dim")
     if reply.done is not None and reply.done.finish_reason == "error":
-        err.print(f"spectui: error: {reply.done.error}", style="red")
+        err.print(render.shown(f"spectui: error: {reply.done.error}"), style="red")
         return 1
     return 0

@@ -9,6 +9,10 @@ from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
+# What the panel and --json say for an engine whose capabilities.reports_speculation is False.
+SPECULATION_NOT_REPORTED = "not reported by this server"
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What an engine can do, declared once: callers read these instead of probing for methods."""
@@ -20,6 +24,9 @@ class Capabilities:
     memory: bool = False  # memory() reads the engine's own footprint (its pool, its processes)
     tokenizer: bool = False  # prompt_ids(messages) gives the prompt's token ids
     restarts_itself: bool = False  # an engine process that died starts again with the next reply
+    # Which tokens were drafts is reported (a server that is not vLLM may not say: its replies
+    # are plain target text, or counted as a whole)
+    reports_speculation: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Errors a user can act on. The CLI prints `str(error)` as one line and exits non-zero."""
 
+from spectui.core.safe_text import safe_line
+
 
 class SpectuiError(Exception):
     exit_code = 1
@@ -48,8 +50,9 @@ def out_of_memory(error: BaseException, while_doing: str, advice: str) -> OutOfM
 
 
 def one_line(error: BaseException) -> str:
-    """An error as the one line a user sees: ours as worded, others with their type."""
+    """An error as the one line a user sees: ours as worded, others with their type. A
+    server's error body or a file's content may be quoted in it: controls are made visible."""
     if isinstance(error, SpectuiError):
-        return str(error)
+        return safe_line(str(error))
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    return safe_line(f"{type(error).__name__}: {text[0]}" if text else type(error).__name__)

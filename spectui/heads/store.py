@@ -91,18 +91,45 @@ def save_heads(folder: Path, kind: str, heads: torch.nn.Module, target: dict, tr
     return folder
 
 
+SIZE_KEYS = {
+    "medusa": {"hidden_size", "num_heads", "num_layers"},
+    "eagle": {"hidden_size", "num_heads", "intermediate_size", "window"},
+}
+RETRAIN = "train them again with spectui heads train"
+
+
 def read_config(folder: Path) -> dict:
+    """heads.json, checked key by key: a damaged or hand-edited file is one ModelError naming
+    the file and the key, never a traceback from inside the loader."""
     folder = Path(folder)
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise ModelError(f"{folder} holds no trained heads ({CONFIG_FILE} is missing): make them with spectui heads train")
     try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ModelError(f"cannot read {path}: {error}") from None
-    if not isinstance(config, dict) or config.get("kind") not in KINDS or not isinstance(config.get("sizes"), dict):
-        raise ModelError(f"{path} does not describe medusa or eagle heads")
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ModelError(f"{path}: not UTF-8 text (byte {error.start}): {RETRAIN}") from None
+    except json.JSONDecodeError as error:
+        raise ModelError(f"{path}: not JSON (line {error.lineno}, column {error.colno}: {error.msg}): {RETRAIN}") from None
+    except OSError as error:
+        raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
+    if not isinstance(config, dict) or config.get("kind") not in KINDS:
+        raise ModelError(f"{path}: kind must be one of {', '.join(KINDS)}: {RETRAIN}")
+    sizes = config.get("sizes")
+    expected = SIZE_KEYS[config["kind"]]
+    if not isinstance(sizes, dict) or set(sizes) != expected:
+        raise ModelError(f"{path}: sizes must hold {', '.join(sorted(expected))}: {RETRAIN}")
+    for key, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 1 << 20:
+            raise ModelError(f"{path}: sizes.{key} must be a positive integer, got {value!r}: {RETRAIN}")
+    target = config.get("target")
+    if not isinstance(target, dict) or not _numbers(target.get("lm_head_probe")):
+        raise ModelError(f"{path}: target must name the model with its lm_head_probe numbers: {RETRAIN}")
     return config
+
+
+def _numbers(value) -> bool:
+    return isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 
 def load_heads(folder: Path, model, name: str, kind: str | None = None) -> tuple[torch.nn.Module, dict]:
@@ -114,8 +141,11 @@ def load_heads(folder: Path, model, name: str, kind: str | None = None) -> tuple
     config = read_config(folder)
     if kind is not None and config["kind"] != kind:
         raise ModelError(f"{folder} holds {config['kind']} heads, not {kind}: pass --method {config['kind']}")
-    check_fingerprint(folder, config.get("target") or {}, fingerprint(model, name))
-    heads = build_heads(config["kind"], config["sizes"])
+    check_fingerprint(folder, config["target"], fingerprint(model, name))
+    try:
+        heads = build_heads(config["kind"], config["sizes"])
+    except ValueError as error:  # sizes that do not fit together (eagle: heads and width)
+        raise ModelError(f"{folder / CONFIG_FILE}: sizes do not fit together ({error}): {RETRAIN}") from None
     try:
         heads.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
     except Exception as error:  # a truncated or foreign file: say which, in one line

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from spectui.settings.config import ConfigError, config_dir
+from spectui.themes.colours import is_colour
 
 TOKEN_KINDS = ("draft", "recovered", "bonus", "target", "ghost")
 PANEL_COLOURS = (
@@ -59,6 +60,7 @@ FALLBACK_SOURCES = {
     "ghost": TokenStyle("#6c6c6c", "strike"),
 }
 def parse_theme(text: str, where: str, path: Path | None = None) -> SpectuiTheme:
+    """A theme from TOML text; every problem is one ConfigError naming `where` and the key."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -66,18 +68,26 @@ def parse_theme(text: str, where: str, path: Path | None = None) -> SpectuiTheme
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"theme {where}: needs name = \"...\"")
+    dark = data.get("dark", True)
+    if not isinstance(dark, bool):
+        raise ConfigError(f"theme {where}: dark must be true or false, got {dark!r}")
     colors = data.get("colors", {})
     if not isinstance(colors, dict) or "primary" not in colors:
         raise ConfigError(f"theme {where}: needs a [colors] table with at least primary")
     unknown = set(colors) - set(PANEL_COLOURS)
     if unknown:
         raise ConfigError(f"theme {where}: unknown colour(s) {', '.join(sorted(unknown))}")
+    for key, value in colors.items():
+        check_colour(where, f"colors.{key}", value)
     sources_table = data.get("sources", {})
+    if not isinstance(sources_table, dict):
+        raise ConfigError(f"theme {where}: sources must be tables: [sources.draft], [sources.target], ...")
     sources = {}
     for kind in TOKEN_KINDS:
         entry = sources_table.get(kind)
-        if not isinstance(entry, dict) or not isinstance(entry.get("color"), str):
+        if not isinstance(entry, dict) or "color" not in entry:
             raise ConfigError(f"theme {where}: needs [sources.{kind}] with color = \"#rrggbb\"")
+        check_colour(where, f"sources.{kind}.color", entry["color"])
         style = entry.get("style", "none")
         flags = style.split() if isinstance(style, str) else None
         if not flags or not set(flags) <= TEXT_STYLES:
@@ -85,7 +95,14 @@ def parse_theme(text: str, where: str, path: Path | None = None) -> SpectuiTheme
                 f"theme {where}: sources.{kind}.style must use {', '.join(sorted(TEXT_STYLES))}"
             )
         sources[kind] = TokenStyle(entry["color"], " ".join(flags))
-    return SpectuiTheme(name, bool(data.get("dark", True)), dict(colors), sources, path)
+    return SpectuiTheme(name, dark, dict(colors), sources, path)
+
+
+def check_colour(where: str, key: str, value: object) -> None:
+    if not is_colour(value):
+        raise ConfigError(
+            f"theme {where}: {key} = {value!r} is not a colour: use #rrggbb, rgb(r, g, b), hsl(h, s%, l%) or a CSS name"
+        )
 
 
 def user_themes_dir() -> Path:
@@ -128,7 +145,16 @@ def _themes_in(folder: Path, errors: list[str] | None):
         return
     for path in sorted(folder.glob("*.toml")):
         try:
-            yield parse_theme(path.read_text(encoding="utf-8"), path.name, path)
-        except (ConfigError, OSError) as error:
+            yield parse_theme(read_theme_file(path), path.name, path)
+        except ConfigError as error:
             if errors is not None:
                 errors.append(str(error))
+
+
+def read_theme_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"theme {path.name}: not UTF-8 text (byte {error.start}): save it as UTF-8") from None
+    except OSError as error:
+        raise ConfigError(f"theme {path.name}: cannot read it ({error.strerror or error})") from None

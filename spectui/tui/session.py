@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spectui.core.engine import SPECULATION_NOT_REPORTED
 from spectui.core.events import AutoChoice, Done, Step
 from spectui.core.stats import AcceptanceCounts, ReplyStats
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost, speedup
@@ -131,6 +132,9 @@ class PanelData:
     # the latest one's; None for chains.
     tree_nodes_mean: float | None = None
     tree_nodes_last: int | None = None
+    # What the engine could not see of the speculation (a server that is not vLLM):
+    # "not reported by this server", or "counted by the server per reply".
+    speculation_note: str | None = None
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None) -> Theory | None:
@@ -157,9 +161,15 @@ def panel_data(
     now: float,
     memory: MemoryReading | None = None,
     status: str = "idle",
+    speculation_reported: bool = True,
 ) -> PanelData:
+    note = session.engine_stats.get("speculation")  # the last reply's word on it, if any
+    if not isinstance(note, str):
+        note = None if speculation_reported else SPECULATION_NOT_REPORTED
     if reply is None:
-        return PanelData(k, temperature, gamma_session=session.gamma(), memory=memory, status=status)
+        return PanelData(
+            k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note
+        )
     stats = reply.stats()
     streaming = reply.done is None
     alpha = reply.alpha()
@@ -187,6 +197,7 @@ def panel_data(
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
+        speculation_note=note,
         **adaptive,
     )
 

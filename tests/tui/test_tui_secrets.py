@@ -70,3 +70,38 @@ async def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_
     written["output"] = output.out + output.err
     assert [name for name, text in written.items() if SECRET in text] == []
     assert "hello" in written["export"]  # the check reads real content
+
+
+async def test_a_key_in_the_server_url_is_sent_and_shown_nowhere(make_app, tmp_path, capfd):
+    import base64
+
+    authorizations = []
+    with replay_server(on_request=lambda handler: authorizations.append(handler.headers.get("Authorization"))) as url:
+        keyed = url.replace("http://", f"http://me:{SECRET}@")
+        config = ChatConfig(engine="server", server=keyed)
+        progress_lines = []
+
+        def factory(progress):
+            def seen(stage, done, total):
+                progress_lines.append(stage)
+                progress(stage, done, total)
+
+            return build_server_engine(EngineOptions(engine="server", server=keyed), seen)
+
+        app = make_app(factory, config)
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            assert app.host.engine is not None, app.host.error
+            await send(pilot, "hello")
+            await reply_done(pilot)
+            await pilot.press(app.first_key("screenshot"))
+            await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
+
+    expected = "Basic " + base64.b64encode(f"me:{SECRET}".encode()).decode()
+    assert authorizations and set(authorizations) == {expected}
+    assert progress_lines and all(SECRET not in line for line in progress_lines)
+    written = {path.name: path.read_bytes().decode("utf-8", errors="replace")
+               for path in [*tmp_path.glob("history.sqlite3*"), *(tmp_path / "shots").glob("*")]}
+    output = capfd.readouterr()
+    written["output"] = output.out + output.err
+    assert [name for name, text in written.items() if SECRET in text] == []

@@ -94,7 +94,7 @@ def test_replace_steps_swaps_a_replys_steps_in_one_go(tmp_path):
     loaded = store.load_steps(reply)
     assert [s.step for s in loaded] == [recoloured, step(1)]
     assert loaded[0].step.num_drafted == 1 and loaded[0].arrived == 0.1
-    with pytest.raises(sqlite3.IntegrityError):  # no such message: rolled back, the store stays usable
+    with pytest.raises(StoreError, match="FOREIGN KEY"):  # no such message: rolled back, the store stays usable
         store.replace_steps(reply + 99, [StoredStep(step(2), ("e", "f"), "", 0.3)])
     store.replace_steps(reply, [StoredStep(step(2), ("e", "f"), "", 0.3)])
     assert [s.step for s in store.load_steps(reply)] == [step(2)]

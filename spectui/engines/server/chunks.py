@@ -1,4 +1,4 @@
-"""What one `chat.completion.chunk` of vLLM's stream says, as plain fields.
+"""What one `chat.completion.chunk` of an OpenAI-compatible stream says, as plain fields.
 
 Shapes seen from vLLM 0.32 with return_token_ids and include_usage:
   first:  choices[0].delta = {"role": "assistant", "content": ""}, top-level prompt_token_ids
@@ -6,6 +6,9 @@ Shapes seen from vLLM 0.32 with return_token_ids and include_usage:
   last:   the same, plus finish_reason ("stop", "length", ...)
   usage:  choices = [], usage, metrics.speculative_decoding (the per-request record)
   error:  {"error": {"message": ..., "type": ..., "code": ...}} in place of a chunk
+Other servers send no token ids (one chunk of text per token or so); some count the reply's
+drafts: llama-server in `timings` (draft_n, draft_n_accepted), LM Studio in `stats` or
+`usage` (total_draft_tokens_count, accepted_draft_tokens_count).
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from spectui.engines.server.transport import message_of, one_line
 
 
 @dataclass(frozen=True)
+class DraftCounts:
+    """A whole reply's drafted and accepted tokens, as llama-server or LM Studio count them."""
+
+    drafted: int
+    accepted: int
+
+
+@dataclass(frozen=True)
 class ChatChunk:
     token_ids: tuple[int, ...] = ()
     text: str = ""
@@ -25,6 +36,7 @@ class ChatChunk:
     speculative_decoding: dict | None = None  # metrics.speculative_decoding, when the server sends it
     usage: dict | None = None
     error: str | None = None  # one line, when the server reported an error in the stream
+    draft_counts: DraftCounts | None = None  # the reply's drafts, counted by a non-vLLM server
 
 
 def parse_chunk(data: str) -> ChatChunk:
@@ -62,7 +74,32 @@ def chunk_fields(value: dict) -> ChatChunk:
         prompt_token_ids=token_ids(prompt_ids) if prompt_ids is not None else None,
         speculative_decoding=of_type(metrics.get("speculative_decoding"), dict, None),
         usage=of_type(value.get("usage"), dict, None),
+        draft_counts=draft_counts(value),
     )
+
+
+# (table, drafted key, accepted key): llama-server's timings, LM Studio's stats and usage.
+DRAFT_COUNT_FIELDS = (
+    ("timings", "draft_n", "draft_n_accepted"),
+    ("stats", "total_draft_tokens_count", "accepted_draft_tokens_count"),
+    ("usage", "total_draft_tokens_count", "accepted_draft_tokens_count"),
+)
+
+
+def draft_counts(value: dict) -> DraftCounts | None:
+    """The reply's draft counts where the chunk carries them and they make sense."""
+    for table, drafted_key, accepted_key in DRAFT_COUNT_FIELDS:
+        fields = value.get(table)
+        if not isinstance(fields, dict):
+            continue
+        drafted, accepted = fields.get(drafted_key), fields.get(accepted_key)
+        if is_count(drafted) and is_count(accepted) and accepted <= drafted:
+            return DraftCounts(drafted, accepted)
+    return None
+
+
+def is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def of_type(value, kind: type, default):

@@ -1,9 +1,14 @@
-"""The server engine: a running vLLM OpenAI-compatible server, followed step by step.
+"""The server engine: any running OpenAI-compatible server, followed step by step.
 
 vLLM streams one chunk per engine step, and with `return_token_ids` each chunk names its
 tokens: a chunk of n tokens is n − 1 accepted drafts and one target token. That guess is
 shown live; the final usage chunk's per-request record, and the Prometheus counters read
 before and after the reply, check it afterwards.
+
+Other servers (llama-server, Ollama, LM Studio, a /v1 proxy) stream text without token ids:
+the reply is shown as plain target text, and the Done says the speculation was not reported,
+unless the server counted the reply's drafts (llama-server, LM Studio): then γ comes from
+those counts and the colours are spread over the reply, marked approximate.
 """
 
 from __future__ import annotations
@@ -11,14 +16,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.engine import SPECULATION_NOT_REPORTED, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
+from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
-from spectui.engines.server.chunks import ChatChunk, parse_chunk
+from spectui.engines.server.chunks import ChatChunk, DraftCounts, parse_chunk
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
     SpecCounters,
@@ -26,9 +32,9 @@ from spectui.engines.server.prometheus import (
     parse_samples,
     spec_counters,
 )
-from spectui.engines.server.reconcile import reconcile
-from spectui.engines.server.sse import iter_sse_data
-from spectui.engines.server.transport import ServerAddress, ServerError
+from spectui.engines.server.reader import EventReader
+from spectui.engines.server.reconcile import reconcile, spread_counts
+from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
@@ -37,10 +43,16 @@ API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
 SPECTUI_METHOD = {"draft_model": "draft"}
 # OpenAI finish reasons a reply can end with normally; "abort" and "error" are failures.
 FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop"}
+# A chunk of text without token ids (a server that is not vLLM) counts as one token whose id
+# the client does not know.
+UNKNOWN_TOKEN_ID = -1
+SPECULATION_COUNTED = "counted by the server per reply"
+VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
 
 class ServerEngine(Engine):
-    """Engine protocol over HTTP. k is the server's (fixed when it started): no live controls."""
+    """Engine protocol over HTTP. k is the server's (fixed when it started): no live controls.
+    `server_k` is None while the server has not said it (then `k` reads 0)."""
 
     tokenizer = None  # the server holds the tokenizer; Steps carry the server's text
 
@@ -60,6 +72,7 @@ class ServerEngine(Engine):
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.vllm_extensions = True  # return_token_ids, stop_token_ids: off once a server refuses them
         try:
             served = self._served_models()
         except ServerError as error:
@@ -69,25 +82,30 @@ class ServerEngine(Engine):
         self.model = model or (served[0] if served else None)
         if self.model is None:
             raise UsageError(f"the server at {self.url} lists no model at /v1/models")
-        self.k: int | None = self._k_from_metrics()
+        self.server_k: int | None = self._k_from_metrics()
         server_config = self._server_config()
         config = server_config.get("speculative_config")
         config = config if isinstance(config, dict) else None
-        if self.k is None and config is not None:
-            self.k = int(config.get("num_speculative_tokens") or 0)
+        if self.server_k is None and config is not None:
+            configured = config.get("num_speculative_tokens") or 0
+            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= 64 else None
         self.info = EngineInfo(
             name="server",
-            target=self.model,
+            target=safe_line(self.model),  # shown; the requests name the model as served
             draft=draft_name(config),
-            method=method_name(config, self.k),
+            method=method_name(config, self.server_k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            capabilities=Capabilities(exact_provenance=False),
+            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None),
         )
 
     @property
+    def k(self) -> int:
+        return self.server_k or 0
+
+    @property
     def fixed_k(self) -> int | None:
-        return self.k
+        return self.server_k
 
     @property
     def url(self) -> str:
@@ -99,8 +117,9 @@ class ServerEngine(Engine):
         listing = transport.get_json(self.address, "/v1/models", self.api_key, timeout=self.connect_timeout)
         models = listing.get("data", []) if isinstance(listing, dict) else []
         # LoRA adapters are listed with their base as parent; the base model comes first.
-        bases = [m["id"] for m in models if isinstance(m, dict) and "id" in m and not m.get("parent")]
-        return bases or [m["id"] for m in models if isinstance(m, dict) and "id" in m]
+        named = [m for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        bases = [m["id"] for m in named if not m.get("parent")]
+        return bases or [m["id"] for m in named]
 
     def server_counters(self) -> SpecCounters | None:
         """The server-wide spec_decode totals now; None when /metrics has none or fails."""
@@ -143,78 +162,78 @@ class ServerEngine(Engine):
     ) -> Iterator[Step | Done]:
         temperature = control.temperature  # fixed for the request: the server samples
         before = self.server_counters()
-        payload = self._request_body(messages, params, temperature)
-        started = time.perf_counter()
+        reply = ReplyState(started=time.perf_counter())
         try:
-            connection, response = transport.open_stream(
-                self.address,
-                "/v1/chat/completions",
-                payload,
-                self.api_key,
-                connect_timeout=self.connect_timeout,
-                read_timeout=self.read_timeout,
-            )
+            stream = self._open(messages, params, temperature)
         except ServerError as error:
             yield Done("error", error=str(error))
             return
 
-        k = self.k or 0
-        steps: list[Step] = []
-        prompt_ids: tuple[int, ...] = ()
-        record: dict | None = None
-        usage: dict | None = None
-        finish: str | None = None
-        ended_normally = False
-        first_token_at: float | None = None
-        last_token_at = started
-        failure: str | None = None
+        reader = EventReader(stream)
         try:
-            for data in iter_sse_data(transport.read_chunks(response)):
-                if control.cancelled:
+            while not control.cancelled:
+                item = reader.next()
+                if item is None:
+                    continue  # nothing from the server yet: look at Esc again
+                kind, value = item
+                if kind == "end":
                     break
-                if data.strip() == "[DONE]":
-                    ended_normally = True
+                if kind == "error":
+                    reply.failure = self._dropped(reply.steps, transport.describe(value))
                     break
-                chunk = parse_chunk(data)
+                if str(value).strip() == "[DONE]":
+                    reply.ended_normally = True
+                    break
+                chunk = parse_chunk(str(value))
                 if chunk.error is not None:
-                    failure = f"the server at {self.url} reported an error: {chunk.error}"
+                    reply.failure = f"the server at {self.url} reported an error: {chunk.error}"
                     break
-                prompt_ids = chunk.prompt_token_ids or prompt_ids
-                record = chunk.speculative_decoding or record
-                usage = chunk.usage or usage
-                finish = chunk.finish_reason or finish
-                if chunk.token_ids:
-                    now = time.perf_counter()
-                    step = self._step(chunk, k, temperature, first=not steps, seconds=now - last_token_at)
-                    first_token_at = first_token_at or now
-                    last_token_at = now
-                    steps.append(step)
+                reply.note(chunk)
+                room = params.max_tokens - reply.num_tokens
+                step = self._step(chunk, reply, temperature, room)
+                if step is not None:
                     yield step
-                    if control.cancelled:  # seen now, not when the next chunk arrives
-                        break
-        except Exception as error:  # network or protocol: the chat must survive it
-            failure = self._dropped(steps, transport.describe(error))
+                if chunk_tokens(chunk) > room:
+                    # The server went past the max_tokens it was sent: the client keeps its own.
+                    reply.finish = "length"
+                    break
         finally:
-            response.close()
-            connection.close()
+            reader.stop()
 
-        seconds = last_token_at - started
-        timing = {
-            "prompt_token_ids": prompt_ids,
-            "seconds": seconds,
-            "time_to_first_token": (first_token_at - started) if first_token_at else 0.0,
-        }
+        timing = reply.timing()
         if control.cancelled:
             yield Done("cancelled", **timing)
             return
-        if failure is None and not ended_normally and finish is None:
-            failure = self._dropped(steps, "the stream ended early")
-        if failure is None and finish is not None and finish not in FINISHED:
-            failure = f"the server at {self.url} ended the reply with finish_reason={finish!r}"
+        failure = reply.failure
+        if failure is None and not reply.ended_normally and reply.finish is None:
+            failure = self._dropped(reply.steps, "the stream ended early")
+        if failure is None and reply.finish is not None and reply.finish not in FINISHED:
+            failure = f"the server at {self.url} ended the reply with finish_reason={reply.finish!r}"
         if failure is not None:
             yield Done("error", error=failure, **timing)
             return
-        yield self._done(steps, record, usage, before, FINISHED.get(finish or "stop", "stop"), timing)
+        yield self._done(reply, before, FINISHED.get(reply.finish or "stop", "stop"), timing)
+
+    def _open(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> transport.Stream:
+        """The reply's stream. A strict server (OpenAI's own API, some proxies) refuses vLLM's
+        extensions: asked once more without them, and never again on this engine."""
+        def post() -> transport.Stream:
+            return transport.open_stream(
+                self.address,
+                "/v1/chat/completions",
+                self._request_body(messages, params, temperature),
+                self.api_key,
+                connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+            )
+
+        try:
+            return post()
+        except ServerRefused as error:
+            if not self.vllm_extensions or error.status not in (400, 422) or not refuses_extensions(str(error)):
+                raise
+        self.vllm_extensions = False
+        return post()
 
     def _request_body(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> dict:
         body: dict = {
@@ -222,59 +241,82 @@ class ServerEngine(Engine):
             "messages": [dict(message) for message in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
-            "return_token_ids": True,  # vLLM's extension: one chunk's ids = one engine step
             "max_tokens": params.max_tokens,
             "temperature": temperature,
             "top_p": params.top_p,
         }
+        if self.vllm_extensions:
+            body["return_token_ids"] = True  # one chunk's ids = one engine step
+            if params.stop_token_ids:
+                body["stop_token_ids"] = list(params.stop_token_ids)
         if params.seed is not None:
             body["seed"] = params.seed
-        if params.stop_token_ids:
-            body["stop_token_ids"] = list(params.stop_token_ids)
         return body
 
-    def _step(self, chunk: ChatChunk, k: int, temperature: float, *, first: bool, seconds: float) -> Step:
+    def _step(self, chunk: ChatChunk, reply: "ReplyState", temperature: float, room: int) -> Step | None:
+        """The chunk's tokens as a Step, at most `room` of them (None when none are left).
+
+        vLLM names each chunk's token ids: its size says how many were drafts. Other servers
+        send text alone: each chunk counts as one target token, with an unknown id."""
+        if chunk.token_ids:
+            token_ids = chunk.token_ids
+        elif chunk.text:
+            token_ids = (UNKNOWN_TOKEN_ID,)
+            reply.plain = True
+        else:
+            return None
+        text = chunk.text
+        if len(token_ids) > room:  # a server that ignored max_tokens: keep what fits
+            pieces = guessed_pieces(text, len(token_ids))[:room]
+            token_ids, text = token_ids[:room], "".join(pieces)
+        if not token_ids:
+            return None
+        now = time.perf_counter()
         step = counted_step(
-            chunk.token_ids,
-            chunk.text,
+            token_ids,
+            text,
             None,
-            k=k,
+            k=0 if reply.plain else self.k,
             temperature=temperature,
             method=self.info.method,
-            first=first,
-            seconds=seconds,
+            first=not reply.steps,
+            seconds=now - reply.last_token_at,
         )
         # No tokenizer on this side: a chunk's text is split by words.
-        return replace(step, pieces=tuple(guessed_pieces(step.text, len(step.token_ids))))
+        step = replace(step, pieces=tuple(guessed_pieces(step.text, len(step.token_ids))))
+        reply.add(step, now)
+        return step
 
     def _dropped(self, steps: Sequence[Step], why: str) -> str:
         num_tokens = sum(len(step.token_ids) for step in steps)
         return f"the server at {self.url} closed the stream after {num_tokens} tokens ({why})"
 
-    def _done(
-        self,
-        steps: Sequence[Step],
-        record: dict | None,
-        usage: dict | None,
-        before: SpecCounters | None,
-        finish_reason: FinishReason,
-        timing: dict,
-    ) -> Done:
-        self._learn_k(record)
-        result = reconcile(steps, record, k=self.k or 0, method=self.info.method)
-        engine_stats: dict = dict(record or {})
+    def _done(self, reply: "ReplyState", before: SpecCounters | None, finish_reason: FinishReason, timing: dict) -> Done:
+        self._learn_k(reply.record)
+        engine_stats: dict = dict(reply.record or {})
         after = self.server_counters() if before is not None else None
         if before is not None and after is not None:
             # Server-wide: other clients' requests in the same interval count too.
             engine_stats.update((after - before).as_stats())
-        engine_stats["server_k"] = self.k
+        engine_stats["server_k"] = self.server_k
+        if reply.usage and isinstance(reply.usage.get("completion_tokens"), int):
+            # The server's own count: a lost chunk would show as a mismatch with the steps.
+            engine_stats["completion_tokens"] = reply.usage["completion_tokens"]
+        if reply.plain:
+            result = spread_counts(reply.steps, reply.draft_counts, method=self.info.method)
+            if reply.draft_counts is None:
+                engine_stats["speculation"] = SPECULATION_NOT_REPORTED
+            else:
+                engine_stats["speculation"] = SPECULATION_COUNTED
+                engine_stats["server_num_draft_tokens"] = reply.draft_counts.drafted
+                engine_stats["server_num_accepted_tokens"] = reply.draft_counts.accepted
+        else:
+            result = reconcile(reply.steps, reply.record, k=self.k, method=self.info.method)
         if result.ambiguous:
             engine_stats["recovered_ambiguous"] = True
-        if usage and isinstance(usage.get("completion_tokens"), int):
-            # The server's own count: a lost chunk would show as a mismatch with the steps.
-            engine_stats["completion_tokens"] = usage["completion_tokens"]
-        # spectui sends stop token ids, never stop strings: a "stop" reply ends with its stop token.
-        last = steps[-1].token_ids[-1] if steps else None
+        # spectui sends stop token ids, never stop strings: a "stop" reply from vLLM ends with its
+        # stop token. A server that sends text alone never shows it.
+        last = reply.steps[-1].token_ids[-1] if reply.steps and not reply.plain else None
         return Done(
             finish_reason,
             stop_token_id=last if finish_reason == "stop" else None,
@@ -286,17 +328,68 @@ class ServerEngine(Engine):
 
     def _learn_k(self, record: dict | None) -> None:
         """A server without a readable /metrics still names k in its per-request record."""
-        if self.k is not None or not record:
+        if self.server_k is not None or not record:
             return
         k = record.get("num_spec_tokens")
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
             return  # absent or garbled: k stays unknown, as without /metrics
-        self.k = k
-        if self.info.method == "server" and self.k == 0:
+        self.server_k = k
+        if self.info.method == "server" and k == 0:
             self.info = replace(self.info, method="none")
 
     def close(self) -> None:
         """Nothing is held between replies: each request opens its own connection."""
+
+
+def refuses_extensions(message: str) -> bool:
+    return any(name in message for name in VLLM_EXTENSIONS)
+
+
+def chunk_tokens(chunk: ChatChunk) -> int:
+    """Tokens a chunk brings: its ids, or one for text without ids."""
+    return len(chunk.token_ids) or (1 if chunk.text else 0)
+
+
+@dataclass
+class ReplyState:
+    """What one reply's stream has said so far."""
+
+    started: float
+    steps: list[Step] = field(default_factory=list)
+    num_tokens: int = 0
+    prompt_ids: tuple[int, ...] = ()
+    record: dict | None = None  # vLLM's per-request speculative_decoding record
+    usage: dict | None = None
+    draft_counts: DraftCounts | None = None  # llama-server's or LM Studio's counts
+    finish: str | None = None
+    ended_normally: bool = False  # [DONE] came
+    plain: bool = False  # text without token ids: a server that is not vLLM
+    failure: str | None = None
+    first_token_at: float | None = None
+    last_token_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.last_token_at = self.started
+
+    def note(self, chunk: ChatChunk) -> None:
+        self.prompt_ids = chunk.prompt_token_ids or self.prompt_ids
+        self.record = chunk.speculative_decoding or self.record
+        self.usage = chunk.usage or self.usage
+        self.draft_counts = chunk.draft_counts or self.draft_counts
+        self.finish = chunk.finish_reason or self.finish
+
+    def add(self, step: Step, now: float) -> None:
+        self.steps.append(step)
+        self.num_tokens += len(step.token_ids)
+        self.first_token_at = self.first_token_at or now
+        self.last_token_at = now
+
+    def timing(self) -> dict:
+        return {
+            "prompt_token_ids": self.prompt_ids,
+            "seconds": self.last_token_at - self.started,
+            "time_to_first_token": (self.first_token_at - self.started) if self.first_token_at else 0.0,
+        }
 
 
 def draft_name(config: dict | None) -> str | None:
@@ -354,9 +447,10 @@ def build_server_engine(options, progress=None) -> ServerEngine:
     """A ServerEngine from CLI options (`--server`, `--api-key`, `--model`)."""
     if not options.server:
         raise UsageError("--engine server needs --server URL (e.g. http://127.0.0.1:8000)")
+    shown = f"connecting to {redacted(options.server)}"  # a password in the URL stays unshown
     if progress is not None:
-        progress(f"connecting to {options.server}", 0, 1)
+        progress(shown, 0, 1)
     engine = ServerEngine(options.server, api_key=api_key_for(options), model=options.model)
     if progress is not None:
-        progress(f"connecting to {options.server}", 1, 1)
+        progress(shown, 1, 1)
     return engine

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.engines.provenance import StepCount, is_unambiguous, rebuild, restate
-from spectui.core.events import Step
+from spectui.engines.server.chunks import DraftCounts
+from spectui.core.events import Source, Step
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,52 @@ def reconcile(
         restated_steps=restated if changed else None,
         counts=counts,
     )
+
+
+def spread_counts(steps: Sequence[Step], counts: DraftCounts | None, *, method: str) -> Reconciliation:
+    """Colours for a reply streamed as text (one token per chunk) from its whole-reply draft
+    counts (llama-server, LM Studio): which tokens were drafts is not known, so the accepted
+    ones are spread evenly over the reply. γ is exact; the colours are approximate.
+
+    Each target forward emits its accepted drafts then one token of its own, so n tokens with
+    a accepted drafts took n − a forwards; the first is the prompt's (no drafts). Each
+    forward's counts (drafted, accepted) go on the step of its own token, so γ, τ and
+    per-position acceptance count forwards as vLLM does; its drafts' steps count nothing
+    (accepted_count 0), so any sum over the steps gives the server's counts.
+    """
+    if counts is None or not steps:
+        return Reconciliation(approximate=False, ambiguous=False, restated_steps=None, counts=None)
+    num_tokens = sum(len(step.token_ids) for step in steps)
+    forwards = num_tokens - counts.accepted
+    if forwards < 2 and counts.drafted or any(len(step.token_ids) != 1 for step in steps):
+        # The counts do not fit one token per chunk: keep the stream as it came, say so.
+        return Reconciliation(approximate=True, ambiguous=False, restated_steps=None, counts=None)
+    accepted = share(counts.accepted, forwards - 1)
+    rejected = share(counts.drafted - counts.accepted, forwards - 1)
+    restated: list[Step] = []
+    position = 0
+    for forward in range(forwards):
+        kept = accepted[forward - 1] if forward else 0
+        drafted = kept + rejected[forward - 1] if forward else 0
+        for _ in range(kept):
+            restated.append(
+                replace(steps[position], sources=(Source.DRAFT,), draft_count=0, accepted_count=0, method="")
+            )
+            position += 1
+        if drafted:
+            own = Source.BONUS if kept == drafted else Source.RECOVERED
+            restated.append(
+                replace(steps[position], sources=(own,), draft_count=drafted, accepted_count=kept, method=method)
+            )
+        else:
+            restated.append(replace(steps[position], sources=(Source.TARGET,), draft_count=0, method=""))
+        position += 1
+    return Reconciliation(approximate=True, ambiguous=False, restated_steps=tuple(restated), counts=None)
+
+
+def share(total: int, parts: int) -> list[int]:
+    """`total` in `parts` near-equal whole shares (the larger ones first)."""
+    if parts <= 0:
+        return []
+    base, extra = divmod(total, parts)
+    return [base + (1 if index < extra else 0) for index in range(parts)]

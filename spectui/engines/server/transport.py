@@ -1,7 +1,9 @@
-"""HTTP to the server with http.client: one connection per request, errors as one line.
+"""HTTP to the server with httpx: one client per request, errors as one line, keys never shown.
 
-A fresh connection per request keeps a dead or restarted server simple to notice: nothing
-pooled can be stale. Every failure becomes a `ServerError` whose text names the URL.
+httpx brings what a user's network expects: HTTPS_PROXY / NO_PROXY, the system's CA bundle
+(SSL_CERT_FILE), connect and read timeouts. A fresh client per request keeps a dead or
+restarted server simple to notice: nothing pooled can be stale. Every failure becomes a
+`ServerError` whose text names the URL without its user and password.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ import http.client
 import json
 import socket
 import ssl
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+import httpx
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
@@ -35,58 +39,92 @@ class ServerAddress:
     host: str
     port: int
     prefix: str  # path before /v1 and /metrics (a reverse proxy's mount point), "" usually
+    # user and password from `http://user:password@host`, sent as HTTP Basic auth; never shown
+    credentials: tuple[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, url: str) -> "ServerAddress":
-        """Accepts `http://host:port`, `host:port`, and the OpenAI-style base `…/v1`."""
+        """Accepts `http://host:port`, `host:port`, the OpenAI-style base `…/v1`, and a user
+        and password in the URL."""
         text = url.strip()
         if "://" not in text:
             text = "http://" + text
         parts = urlsplit(text)
+        shown = redacted(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+            raise ValueError(f"{shown!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
-            raise ValueError(f"{url!r} has a port that is not a number") from None
+            raise ValueError(f"{shown!r} has a port that is not a number") from None
         prefix = parts.path.rstrip("/").removesuffix("/v1")
-        return cls(parts.scheme, parts.hostname, port, prefix)
+        credentials = None
+        if parts.username is not None or parts.password is not None:
+            credentials = (unquote(parts.username or ""), unquote(parts.password or ""))
+        return cls(parts.scheme, parts.hostname, port, prefix, credentials)
+
+    @property
+    def origin(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}{self.prefix}"
+        """The address as shown: never with the user and password."""
+        return self.origin + self.prefix
 
-    def connect(self, connect_timeout: float, read_timeout: float) -> http.client.HTTPConnection:
-        """An open connection: connect errors surface here, not at the first request."""
-        if self.scheme == "https":
-            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self.host, self.port, timeout=connect_timeout, context=ssl.create_default_context()
-            )
-        else:
-            connection = http.client.HTTPConnection(self.host, self.port, timeout=connect_timeout)
-        try:
-            connection.connect()
-        except OSError as error:
-            connection.close()
-            raise ServerError(unreachable_message(self.url, error)) from None
-        # A reply can pause longer than a connect may take (prefill of a long prompt).
-        assert connection.sock is not None
-        connection.sock.settimeout(read_timeout)
-        return connection
+    def client(self, api_key: str | None, connect_timeout: float, read_timeout: float) -> httpx.Client:
+        """A client for one request; proxies and CA bundles come from the environment."""
+        return httpx.Client(
+            base_url=self.origin,
+            headers=headers(api_key),
+            auth=httpx.BasicAuth(*self.credentials) if self.credentials and not api_key else None,
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            follow_redirects=False,
+            trust_env=True,
+        )
+
+
+def redacted(url: str) -> str:
+    """`url` with any password (or lone user, which may be a key) replaced by ***."""
+    text = url.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return text
+    userinfo, _, hostport = authority.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    shown_user = f"{user}:***" if colon else "***"
+    return f"{scheme}{sep}{shown_user}@{hostport}{slash}{path}"
 
 
 def unreachable_message(url: str, error: BaseException) -> str:
-    if isinstance(error, socket.gaierror):
+    cause = root_cause(error)
+    if isinstance(cause, socket.gaierror):
         return f"cannot reach the server at {url}: unknown host"
-    if isinstance(error, ConnectionRefusedError):
-        return f"cannot reach the server at {url}: connection refused (is vLLM running there?)"
-    if isinstance(error, TimeoutError):
+    if isinstance(cause, ConnectionRefusedError):
+        return f"cannot reach the server at {url}: connection refused (is the server running there?)"
+    if isinstance(error, httpx.TimeoutException) or isinstance(cause, TimeoutError):
         return f"cannot reach the server at {url}: no answer in time"
-    if isinstance(error, ssl.SSLError):
-        return f"cannot reach the server at {url}: TLS failed ({error.reason or error})"
-    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    if isinstance(cause, ssl.SSLError):
+        return f"cannot reach the server at {url}: TLS failed ({cause.reason or cause})"
+    if isinstance(error, httpx.ProxyError):
+        return f"cannot reach the server at {url} through the proxy (HTTPS_PROXY / HTTP_PROXY): {cause}"
+    reason = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
     return f"cannot reach the server at {url}: {reason}"
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost exception httpx wrapped (ConnectionRefusedError, gaierror, SSLError…)."""
+    seen = {id(error)}
+    while True:
+        inner = error.__cause__ or error.__context__
+        if inner is None or id(inner) in seen:
+            return error
+        seen.add(id(inner))
+        error = inner
 
 
 def headers(api_key: str | None, *, json_body: bool = False) -> dict[str, str]:
@@ -105,7 +143,7 @@ def refusal(url: str, path: str, status: int, body: bytes) -> ServerRefused:
             status,
         )
     if status == 404:
-        return ServerRefused(f"the server at {url} has no {path} (HTTP 404): is it a vLLM server?", status)
+        return ServerRefused(f"the server at {url} has no {path} (HTTP 404): is it an OpenAI-compatible server?", status)
     detail = error_message(body) or http.client.responses.get(status, "")
     return ServerRefused(f"the server at {url} answered HTTP {status} to {path}: {detail}", status)
 
@@ -136,6 +174,9 @@ def one_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+MAX_BODY_BYTES = 16 * 2**20  # /v1/models, /metrics: far above what a server sends
+
+
 def get(
     address: ServerAddress,
     path: str,
@@ -144,18 +185,31 @@ def get(
     timeout: float = CONNECT_TIMEOUT_S,
 ) -> bytes:
     """The body of a GET answered 200; any other outcome is a ServerError."""
-    connection = address.connect(timeout, timeout)
     try:
-        connection.request("GET", address.prefix + path, headers=headers(api_key))
-        response = connection.getresponse()
-        body = response.read()
-    except (OSError, http.client.HTTPException) as error:
+        with address.client(api_key, timeout, timeout) as client:
+            with client.stream("GET", address.prefix + path) as response:
+                body = read_bounded(response, MAX_BODY_BYTES)
+    except httpx.ConnectError as error:
+        raise ServerError(unreachable_message(address.url, error)) from None
+    except (httpx.HTTPError, OSError, BodyTooLong) as error:
         raise ServerError(f"the server at {address.url} failed to answer {path}: {describe(error)}") from None
-    finally:
-        connection.close()
-    if response.status != 200:
-        raise refusal(address.url, path, response.status, body)
+    if response.status_code != 200:
+        raise refusal(address.url, path, response.status_code, body)
     return body
+
+
+class BodyTooLong(Exception):
+    pass
+
+
+def read_bounded(response: httpx.Response, limit: int) -> bytes:
+    parts, size = [], 0
+    for part in response.iter_raw():
+        size += len(part)
+        if size > limit:
+            raise BodyTooLong(f"more than {limit // 2**20} MiB")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def get_json(address: ServerAddress, path: str, api_key: str | None, *, timeout: float = CONNECT_TIMEOUT_S):
@@ -166,6 +220,33 @@ def get_json(address: ServerAddress, path: str, api_key: str | None, *, timeout:
         raise ServerError(f"the server at {address.url} sent {path} that is not JSON") from None
 
 
+class Stream:
+    """An open streamed response: its body's byte chunks, and a way to stop it from another
+    thread (shutting the socket down wakes a read that waits for the server)."""
+
+    def __init__(self, client: httpx.Client, response: httpx.Response) -> None:
+        self.client = client
+        self.response = response
+
+    def chunks(self):
+        return self.response.iter_raw()
+
+    def abort(self) -> None:
+        stream = self.response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+    def close(self) -> None:
+        try:
+            self.response.close()
+        finally:
+            self.client.close()
+
+
 def open_stream(
     address: ServerAddress,
     path: str,
@@ -174,47 +255,45 @@ def open_stream(
     *,
     connect_timeout: float,
     read_timeout: float,
-) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+) -> Stream:
     """POST `payload` and return the open response once the server accepted it (status 200).
 
-    The caller reads the body and closes the connection.
+    The caller reads the body and closes the Stream.
     """
-    connection = address.connect(connect_timeout, read_timeout)
+    client = address.client(api_key, connect_timeout, read_timeout)
     try:
-        connection.request(
-            "POST", address.prefix + path, body=json.dumps(payload).encode(), headers=headers(api_key, json_body=True)
+        request = client.build_request(
+            "POST", address.prefix + path, content=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
         )
-        response = connection.getresponse()
-        if response.status != 200:
-            body = response.read()
-            raise refusal(address.url, path, response.status, body)
-    except ServerError:
-        connection.close()
-        raise
-    except (OSError, http.client.HTTPException) as error:
-        connection.close()
+        response = client.send(request, stream=True)
+    except httpx.ConnectError as error:
+        client.close()
+        raise ServerError(unreachable_message(address.url, error)) from None
+    except (httpx.HTTPError, OSError) as error:
+        client.close()
         raise ServerError(f"the server at {address.url} failed to answer {path}: {describe(error)}") from None
-    return connection, response
-
-
-def read_chunks(response: http.client.HTTPResponse, size: int = 65536):
-    """The body as it arrives (read1 returns what is there, not `size` bytes)."""
-    while True:
-        chunk = response.read1(size)
-        if not chunk:
-            return
-        yield chunk
+    if response.status_code != 200:
+        try:
+            body = read_bounded(response, MAX_BODY_BYTES)
+        except (httpx.HTTPError, OSError, BodyTooLong):
+            body = b""
+        finally:
+            response.close()
+            client.close()
+        raise refusal(address.url, path, response.status_code, body)
+    return Stream(client, response)
 
 
 def describe(error: BaseException) -> str:
     """A network error in a few words (the exception classes say more than their text)."""
-    if isinstance(error, TimeoutError):
+    if isinstance(error, (httpx.ReadTimeout, TimeoutError)):
         return "no data in time (read timeout)"
-    if isinstance(error, ConnectionResetError):
+    if isinstance(error, httpx.TimeoutException):
+        return "no answer in time"
+    cause = root_cause(error)
+    if isinstance(cause, ConnectionResetError):
         return "connection reset"
-    if isinstance(error, http.client.IncompleteRead):
-        return "connection closed mid-chunk"
-    if isinstance(error, http.client.RemoteDisconnected):
-        return "connection closed without a response"
-    text = getattr(error, "strerror", None) or str(error)
-    return one_line(f"{type(error).__name__}: {text}" if text else type(error).__name__, 120)
+    if isinstance(error, httpx.RemoteProtocolError):
+        return "connection closed mid-response"
+    text = getattr(cause, "strerror", None) or str(cause)
+    return one_line(f"{type(cause).__name__}: {text}" if text else type(cause).__name__, 120)

@@ -93,7 +93,10 @@ class ChatScreen(Screen):
         reply = current.tracker if current is not None else self.last_reply
         memory = self.host.read_memory(self.session.engine_stats)
         status = current.status if current is not None else "idle"
-        self.stats_panel.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status))
+        reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
+        self.stats_panel.show(
+            panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status, reported)
+        )
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""

@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Markdown, Static
 
+from spectui.core.safe_text import safe_text
 from spectui.tui.widgets.token_view import TokenView
 
 
@@ -23,7 +24,7 @@ class UserMessage(Static):
     """
 
     def __init__(self, text: str) -> None:
-        super().__init__(Content(text))  # never markup: the user typed it
+        super().__init__(Content(safe_text(text)))  # never markup, no controls: typed, pasted or from history
         self.text = text
 
 
@@ -36,7 +37,7 @@ class SystemNote(Static):
     """
 
     def __init__(self, text: str, error: bool = False) -> None:
-        super().__init__(Content(text), classes="-error" if error else "")
+        super().__init__(Content(safe_text(text)), classes="-error" if error else "")
 
 
 class ReplyView(Vertical):
@@ -72,17 +73,17 @@ class ReplyView(Vertical):
         self.finished = True
         self.finish_reason = finish_reason
         self.token_view.streaming = False
-        if problem:
-            self.note.update(Content(f"⚠ {problem} · partial reply kept · {summary}"))
+        if problem:  # a server's error body may be quoted in it
+            self.note.update(Content(safe_text(f"⚠ {problem} · partial reply kept · {summary}")))
             self.note.add_class("-problem")
         else:
-            self.note.update(Content(summary))
+            self.note.update(Content(safe_text(summary)))
 
     def set_markdown(self, on: bool) -> None:
         """Rendered Markdown for a finished reply; a streaming one stays as tokens."""
         if on and self.finished:
             if self._markdown is None:
-                self._markdown = Markdown(self.token_view.text)
+                self._markdown = Markdown(safe_text(self.token_view.text))
                 self.mount(self._markdown, before=self.note)
             self.add_class("-markdown")
         else:

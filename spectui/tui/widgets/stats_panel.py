@@ -33,6 +33,8 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
     add = lines.append
 
     add([("Speculation", HEADING)])
+    if data.speculation_note:
+        add([(f" {data.speculation_note}", NOTE)])
     add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
     add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" mean accept. length", LABEL)])
     add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])

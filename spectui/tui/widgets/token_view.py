@@ -14,6 +14,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from spectui.core.safe_text import safe_text
 from spectui.tui.wrap import StyledWrapper
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost")
@@ -43,7 +44,7 @@ class TokenView(Widget):
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self.chunks: list[tuple[str, str]] = list(chunks)
+        self.chunks: list[tuple[str, str]] = list(chunks)  # as the model wrote them
         self._show_ghosts = show_ghosts
         self._streaming = False
         self._reserved_height = 0
@@ -64,8 +65,9 @@ class TokenView(Widget):
         self.chunks.extend(chunks)
         shown = self._wrappers.get(self.size.width)
         before = (len(shown.lines) - 1, shown.num_lines) if shown is not None else None
+        visible = shown_chunks(chunks)
         for wrapper in self._wrappers.values():
-            wrapper.extend(chunks)
+            wrapper.extend(visible)
         if shown is None or before is None:
             self.refresh(layout=True)
             return
@@ -120,7 +122,7 @@ class TokenView(Widget):
 
     @property
     def text(self) -> str:
-        """The reply's text as displayed, ghosts left out."""
+        """The reply's text as the model wrote it (controls included), ghosts left out."""
         return "".join(text for text, kind in self.chunks if kind != "ghost")
 
     # layout and drawing
@@ -130,7 +132,7 @@ class TokenView(Widget):
         if wrapper is None:
             hidden = () if self._show_ghosts else ("ghost",)
             wrapper = StyledWrapper(width, hidden)
-            wrapper.extend(self.chunks)
+            wrapper.extend(shown_chunks(self.chunks))
             if len(self._wrappers) >= 2:  # keep the newest two widths
                 self._wrappers.pop(next(iter(self._wrappers)))
             self._wrappers[width] = wrapper
@@ -173,3 +175,9 @@ class TokenView(Widget):
         strip = Strip(segments).extend_cell_length(width, base).crop(0, width)
         self._strips[y] = strip
         return strip
+
+
+def shown_chunks(chunks: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The model's text with its control characters made visible: the terminal draws them,
+    never obeys them (the chat and its history keep the text as it came)."""
+    return [(safe_text(text), kind) for text, kind in chunks]

@@ -1,0 +1,53 @@
+"""Text from models, servers and files, made safe to show on a terminal.
+
+A terminal obeys the control characters it is sent: ESC starts a sequence that can clear
+the screen, retitle the window, write the clipboard (OSC 52) or fake a prompt; C1 controls
+(U+0080–U+009F, CSI = U+009B) are the same sequences in one code point for many terminals.
+What is shown replaces each control with a visible picture (ESC becomes "␛", so an OSC
+reads `␛]0;…` and does nothing); what is stored is never changed.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 except tab and newline, DEL, C1, and lone surrogates (a JSON "\ud800" escape decodes to
+# one: the terminal's encoder would raise on it). "\r\n" is a line end, kept as "\n".
+_UNSAFE = re.compile("\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_LINE_BREAKS = re.compile("[\n\t]")
+
+
+def _visible(match: re.Match) -> str:
+    char = match.group()
+    if char == "\r\n":
+        return "\n"
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # Unicode's control pictures: ␀ … ␛ … ␟ (and ␍ for a lone CR)
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    if code <= 0x9F:
+        return f"\\x{code:02x}"  # C1 controls have no pictures
+    return "\ufffd"
+
+
+def safe_text(text: str) -> str:
+    """`text` with every control but newline and tab made visible; linear in its length."""
+    return _UNSAFE.sub(_visible, text)
+
+
+def safe_line(text: str) -> str:
+    """Like safe_text, for a place that holds one line (a title, an error): newlines and
+    tabs become spaces."""
+    return _LINE_BREAKS.sub(" ", safe_text(text))
+
+
+# What json.dumps(..., ensure_ascii=False) leaves raw that a terminal may act on (DEL, C1)
+# or cannot encode (lone surrogates); U+2028/9 end lines in some readers.
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def escaped_json(text: str) -> str:
+    """A JSON document with those characters written as \\uXXXX escapes: the same value,
+    nothing for a terminal to obey (they can only occur inside strings)."""
+    return _JSON_RAW.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

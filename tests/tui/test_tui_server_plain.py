@@ -1,0 +1,35 @@
+"""The chat against a server that is not vLLM: the reply streams as target text and the panel
+says what the server did not report."""
+
+from __future__ import annotations
+
+from fake_openai_server import FakeOpenAI, fake_server
+from spectui.engines.server.engine import ServerEngine
+from spectui.settings.config import ChatConfig
+from spectui.tui.widgets.conversation import ReplyView
+from spectui.tui.widgets.stats_panel import panel_lines
+from tui_helpers import ready, reply_done, send, wait_for
+
+
+def panel_text(app) -> str:
+    lines = panel_lines(app.chat_screen.stats_panel.data, 40)
+    return "\n".join("".join(part if isinstance(part, str) else part[0] for part in line) for line in lines)
+
+
+async def test_a_plain_server_streams_and_the_panel_says_speculation_is_not_reported(make_app):
+    fake = FakeOpenAI(reply="one two three four five six")
+    with fake_server(fake) as url:
+        app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            assert app.host.engine is not None, app.host.error
+            # Said from the start, before any reply.
+            await wait_for(pilot, lambda: "not reported by this server" in panel_text(app))
+            await send(pilot, "count")
+            await reply_done(pilot)
+            view = app.chat_screen.query(ReplyView).last()
+            kinds = {kind for line in view.token_view.rendered_lines() for _, kind in line}
+            text, panel = view.token_view.text, panel_text(app)
+    assert text == fake.reply
+    assert kinds == {"target"}
+    assert "not reported by this server" in panel
