@@ -120,15 +120,20 @@ def _int8_linear_class():
         Weights: int8 in -63..63, one fp32 scale per output channel (absmax / 63).
         Activations: each row quantised with its own scale (absmax / 127, symmetric).
         Products: exact int32 sums (fbgemm), then rescaled by weight and row scales.
+
+        per_row=False leaves the activations to fbgemm's own dynamic quantisation (one scale for
+        the whole input): one call instead of a handful, not batch-invariant. For a draft, whose
+        rounding changes acceptance, never the output.
         """
 
         def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
-                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None):
+                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None,
+                     per_row: bool = True):
             super().__init__()
             if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
                 raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} "
                                  f"{tuple(weight_int8.shape)}")
-            # (not abs(): the int8 abs of -128 is -128)
+            # (the bounds as Python ints: an int8 tensor's abs of -128 is -128)
             if weight_int8.numel() and any(abs(bound.item()) > WEIGHT_MAX for bound in torch.aminmax(weight_int8)):
                 raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
                                  "(larger ones would saturate fbgemm's int16 pair sums)")
@@ -142,7 +147,8 @@ def _int8_linear_class():
             rows = PACK_ROWS if self.out_features > SLICE_ABOVE_ROWS else max(self.out_features, 1)
             self._packed = [_prepack(weight_int8[start:start + rows], self.weight_scale[start:start + rows])
                             for start in range(0, self.out_features, rows)]
-            self.quantizer = quantizer or RowQuantizer(self.in_features)
+            self.per_row = per_row
+            self.quantizer = (quantizer or RowQuantizer(self.in_features)) if per_row else None
 
         @classmethod
         def from_linear(cls, linear: nn.Linear, quantizer: RowQuantizer | None = None) -> "Int8Linear":
@@ -161,22 +167,27 @@ def _int8_linear_class():
             if x.shape[-1] != self.in_features:
                 raise UsageError(f"Int8Linear expects {self.in_features} input features, "
                                  f"got {x.shape[-1]}")
-            scaled, row_scale = self.quantizer(x)
-            if len(self._packed) == 1:
-                products = torch.ops.quantized.linear_dynamic(scaled, self._packed[0], REDUCE_RANGE)
+            if not self.per_row:
+                out = self._products(x.reshape(-1, self.in_features).to(torch.float32))
             else:
-                products = torch.cat([torch.ops.quantized.linear_dynamic(scaled, packed, REDUCE_RANGE)
-                                      for packed in self._packed], dim=1)
-            # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
-            # would round differently, and which elements fall in the tail depends on the rows.
-            out = products[1:].mul_(row_scale)
+                scaled, row_scale = self.quantizer(x)
+                # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
+                # would round differently, and which elements fall in the tail depends on the rows.
+                out = self._products(scaled)[1:].mul_(row_scale)
             if self.bias is not None:
                 out.add_(self.bias)
             return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
+        def _products(self, rows: torch.Tensor) -> torch.Tensor:
+            if len(self._packed) == 1:
+                return torch.ops.quantized.linear_dynamic(rows, self._packed[0], REDUCE_RANGE)
+            return torch.cat([torch.ops.quantized.linear_dynamic(rows, packed, REDUCE_RANGE)
+                              for packed in self._packed], dim=1)
+
         def extra_repr(self) -> str:
+            activations = "int8/row" if self.per_row else "int8/tensor"
             return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                    f"bias={self.bias is not None}, weights=int8/channel, activations=int8/row")
+                    f"bias={self.bias is not None}, weights=int8/channel, activations={activations}")
 
     return Int8Linear
 
@@ -290,7 +301,8 @@ def scale_rows_(out: "torch.Tensor", rows: "torch.Tensor") -> "torch.Tensor":
     return absmax.div_(ACTIVATION_MAX)
 
 
-def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True) -> "nn.Module":
+def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True,
+                  per_row: bool = True) -> "nn.Module":
     """Replace every nn.Linear of `model` (in place) by an `Int8Linear`; returns the model.
 
     `skip` holds module names to leave as they are, matched on whole dotted components from the
@@ -300,7 +312,8 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     A head tied to the input embeddings gets its own int8 copy; the embedding table is untouched.
 
     With `fuse`, sibling projections that read the same input (FUSED_GROUPS: q/k/v, gate/up)
-    share one matrix product, bitwise identical to separate layers and faster.
+    share one matrix product, bitwise identical to separate layers and faster. `per_row`: see
+    Int8Linear (False for a draft).
     """
     import torch
 
@@ -309,7 +322,7 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
         weight_int8, weight_scale = quantize_weight_per_channel(linear.weight.detach().to(torch.float32))
         return weight_int8, weight_scale, None if linear.bias is None else linear.bias.detach()
 
-    install_int8(model, linear_groups(model, skip, fuse), weights_of)
+    install_int8(model, linear_groups(model, skip, fuse), weights_of, per_row=per_row)
     return model
 
 
@@ -342,7 +355,8 @@ def linear_groups(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     return groups
 
 
-def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], weights_of, run=None) -> None:
+def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], weights_of, run=None,
+                 per_row: bool = True) -> None:
     """Put an Int8Linear in the place of each group of `linear_groups`, in place.
 
     weights_of(qualified layer name) -> (weight_int8 [out, in], weight_scale [out], bias or None),
@@ -368,7 +382,7 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
         weight_scale = torch.cat([part[1] for part in parts]) if len(parts) > 1 else parts[0][1]
         biases = [part[2] for part in parts]
         bias = None if biases[0] is None else torch.cat(biases) if len(biases) > 1 else biases[0]
-        layer = int8_linear(weight_int8, weight_scale, bias, quantizers[weight_int8.shape[1]])
+        layer = int8_linear(weight_int8, weight_scale, bias, quantizers[weight_int8.shape[1]], per_row)
         if len(children) == 1:
             setattr(parent, children[0], layer)
             return
