@@ -246,10 +246,16 @@ def test_pip_download_command_never_installs_dependencies(tmp_path):
 
 
 def _fake_converted(folder: Path, sha256: str, size: int = 1000) -> None:
+    """A converted folder as spectui writes it: files, then spectui.json with their checksums."""
+    from spectui.models import integrity
+    from spectui.models.convert import int8_scheme
+
     folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(b"\0" * size)
+    (folder / "int8.safetensors").write_bytes(b"\0" * size)
     (folder / "config.json").write_text("{}")
-    (folder / MARKER_FILE).write_text(json.dumps({"source_sha256": sha256}))
+    marker = {"format": 2, "source_sha256": sha256, "weights": "int8", "int8": int8_scheme(),
+              "files": integrity.record(folder, ["config.json", "int8.safetensors"])}
+    (folder / MARKER_FILE).write_text(json.dumps(marker))
 
 
 def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatch):
@@ -263,9 +269,10 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
         raise AssertionError("a complete conversion must not be fetched again")
 
     monkeypatch.setattr(load_module, "fetch_gguf", no_fetch)
-    assert load_module.ensure_local("smollm2-135m") == folder
+    assert load_module.model_folder("smollm2-135m") == folder
 
-    (folder / MARKER_FILE).write_text(json.dumps({"source_sha256": "0" * 64}))
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    (folder / MARKER_FILE).write_text(json.dumps(dict(marker, source_sha256="0" * 64)))
     fetched = []
 
     def record_fetch(spec_, dest, progress):
@@ -274,7 +281,7 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
 
     monkeypatch.setattr(load_module, "fetch_gguf", record_fetch)
     with pytest.raises(ModelError, match="stop here"):
-        load_module.ensure_local("smollm2-135m")
+        load_module.model_folder("smollm2-135m")
     assert fetched == ["smollm2-135m"]
 
 
@@ -288,7 +295,7 @@ def test_fetch_stages_name_the_model(monkeypatch):
     monkeypatch.setattr(load_module, "fetch_gguf", report_and_stop)
     seen = []
     with pytest.raises(ModelError, match="stop here"):
-        load_module.ensure_local("SmolLM2-135M", lambda *event: seen.append(event))
+        load_module.model_folder("SmolLM2-135M", lambda *event: seen.append(event))
     assert seen == [("SmolLM2-135M assemble", 5, 10)]
 
 def test_list_models_reports_cached_index_models():
@@ -410,7 +417,7 @@ def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
 
 
 def _first_fetch_reports_to(monkeypatch) -> list:
-    """ensure_local, as on a cold cache: it reports a stage, then stops the build."""
+    """model_folder, as on a cold cache: it reports a stage, then stops the build."""
     seen = []
 
     def fetching(name, progress=None, **_):
@@ -419,7 +426,7 @@ def _first_fetch_reports_to(monkeypatch) -> list:
         seen.append(name)
         raise ModelError("stopped after the first fetch")
 
-    monkeypatch.setattr(load_module, "ensure_local", fetching)
+    monkeypatch.setattr(load_module, "model_folder", fetching)
     return seen
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.core.errors import ModelError
+from spectui.models.cache import STORE_FORMAT
 from spectui.models.fetch import ProgressFn, no_progress
 from spectui.models.gguf_file import GgufFile, GgufTensor, config_dict, read_gguf
 from spectui.models.registry import MARKER_FILE, read_marker
@@ -32,10 +33,8 @@ from spectui.models.registry import MARKER_FILE, read_marker
 if TYPE_CHECKING:
     import numpy as np
 
-STORE_FORMAT = 2  # spectui.json "format": 1 (absent) was a float32 model.safetensors
 INT8_FILE = "int8.safetensors"
 FLOAT32_FILE = "model.safetensors"
-FLOAT32_FOLDER = "float32"  # inside a model's folder, made on demand
 SCALE_SUFFIX = "_scale"  # "X.weight" (int8) has its per-channel scales in "X.weight_scale"
 BLOCKS_SUFFIX = "_blocks"  # "E.weight" kept as GGUF blocks is "E.weight_blocks"
 GGML_TYPE_KEY = "ggml_type:"  # metadata "ggml_type:E.weight_blocks" -> the blocks' ggml type

@@ -17,13 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import ModelError, UsageError
-from spectui.models.convert import (
-    FLOAT32_FOLDER,
-    STORE_FORMAT,
-    convert_gguf,
-    convert_gguf_float32,
-    int8_scheme,
-)
+from spectui.models.cache import FLOAT32_FOLDER, STORE_FORMAT, cache_lock
+from spectui.models.convert import convert_gguf, convert_gguf_float32, int8_scheme
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
 from spectui.models.integrity import quick_problem
 from spectui.models.registry import MARKER_FILE, MODELS, ResolvedModel, cache_dir, converted_dir, read_marker, resolve
@@ -95,7 +90,7 @@ def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     float_folder = folder / FLOAT32_FOLDER
     if _cache_problem(float_folder, source.sha256, "float32") is None:
         return float_folder
-    with _cache_lock(source.key):
+    with cache_lock(source.key):
         problem = _cache_problem(float_folder, source.sha256, "float32")
         if problem is None:
             return float_folder
@@ -152,7 +147,7 @@ def _converted(source: _GgufSource, progress: ProgressFn) -> Path:
     folder = converted_dir(source.key)
     if _cache_problem(folder, source.sha256) is None:
         return folder
-    with _cache_lock(source.key):
+    with cache_lock(source.key):
         problem = _cache_problem(folder, source.sha256)  # another process may have rebuilt it
         if problem is None:
             return folder
@@ -255,24 +250,6 @@ def _unreachable(label: str, hub_id: str, reason: str) -> ModelError:
 def _first_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return (lines[0] if lines else type(error).__name__)[:200]
-
-
-@contextlib.contextmanager
-def _cache_lock(key: str) -> Iterator[None]:
-    """One process at a time fetches/converts a given model; the others wait, then reuse it."""
-    locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # Windows: no advisory locks; the atomic renames still keep the cache sane
-        yield
-        return
-    with open(locks / f"{key}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # --- vocabulary -------------------------------------------------------------------------
@@ -469,7 +446,7 @@ def _load_stored(items: list[tuple[Path, str]], report: ProgressFn) -> list:
 
     import torch
 
-    from spectui.models.store import build_from_store
+    from spectui.models.store import TRANSFORMERS_LOCK, build_from_store
 
     layers: dict[int, tuple[int, int]] = {}
     lock = threading.Lock()
@@ -491,7 +468,8 @@ def _load_stored(items: list[tuple[Path, str]], report: ProgressFn) -> list:
         def build(index: int):
             folder, dtype = items[index]
             model = build_from_store(folder, batch_invariant=dtype == "int8", run=pool.map, on_layer=counted(index))
-            return model, _auto_tokenizer(folder)
+            with TRANSFORMERS_LOCK:
+                return model, _auto_tokenizer(folder)
 
         if len(items) == 1:
             return [build(0)]

@@ -9,6 +9,7 @@ releases the GIL, so `run` may spread the layers over threads.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from spectui.models.convert import BLOCKS_SUFFIX, GGML_TYPE_KEY, INT8_FILE, SCAL
 from spectui.models.tensorfile import TensorFile
 
 LayerProgress = Callable[[int, int], None]  # (layers packed, layers in all)
+
+# transformers imports its classes lazily, and two threads importing at once can fail: models
+# (and tokenizers) are made one at a time under this lock; only the packing runs side by side.
+TRANSFORMERS_LOCK = threading.Lock()
 
 
 def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer: LayerProgress | None = None):
@@ -55,19 +60,22 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
     model.eval()
     model.requires_grad_(False)
     if batch_invariant:
-        use_batch_invariant_attention(model)
+        with TRANSFORMERS_LOCK:
+            use_batch_invariant_attention(model)
     return model
 
 
 def _empty_model(folder: Path):
     import torch
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        config = AutoConfig.from_pretrained(str(folder))
-        with init_empty_weights():  # parameters on the meta device; buffers (rotary tables) real
-            return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        with TRANSFORMERS_LOCK:
+            from accelerate import init_empty_weights
+            from transformers import AutoConfig, AutoModelForCausalLM
+
+            config = AutoConfig.from_pretrained(str(folder))
+            with init_empty_weights():  # parameters on the meta device; buffers (rotary tables) real
+                return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     except Exception as error:
         raise ModelError(f"cannot build the model in {folder}: {_first_line(error)}") from None
 
