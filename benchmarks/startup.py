@@ -63,8 +63,8 @@ config = ChatConfig().with_overrides(**settings)
 engine = engine_factory_for(config)(progress)
 ready = time.time()
 first_token = None
-for event in engine.stream([{"role": "user", "content": PROMPT}], GenerationParams(max_tokens=8, temperature=0.0),
-                           Control(k=4)):
+for event in engine.stream([{"role": "user", "content": PROMPT}], GenerationParams(max_tokens=8),
+                           Control(k=4, temperature=0.0)):
     if isinstance(event, Step) and first_token is None:
         first_token = time.time()
 process = getattr(engine, "_process", None)
