@@ -257,12 +257,22 @@ class GgufWeights:
                 writer.add(name, values)
 
 
+QUANTIZE_ROWS = 8192  # rows quantised at a time: a 151936-row head's temporaries stay small
+
+
 def _write_int8(writer, name: str, values) -> None:
+    """Per-channel int8 of `values`, a slice of rows at a time (the quantisation is row by
+    row, so slicing changes no bit)."""
     import torch
 
     from spectui.models.quantize import quantize_weight_per_channel
 
-    weight_int8, weight_scale = quantize_weight_per_channel(torch.from_numpy(values))
+    weight = torch.from_numpy(values)
+    weight_int8 = torch.empty(weight.shape, dtype=torch.int8)
+    weight_scale = torch.empty(weight.shape[0], dtype=torch.float32)
+    for start in range(0, weight.shape[0], QUANTIZE_ROWS):
+        rows = slice(start, start + QUANTIZE_ROWS)
+        weight_int8[rows], weight_scale[rows] = quantize_weight_per_channel(weight[rows])
     writer.add(name, weight_int8.numpy())
     writer.add(name + SCALE_SUFFIX, weight_scale.numpy())
 
