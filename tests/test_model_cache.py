@@ -28,7 +28,7 @@ PROMPT = "def add(a, b):\n    return a + b"
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(load_module, "_checked", {})
+    monkeypatch.setattr(cache_module, "_checked", {})
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_a_damaged_or_partial_cache_is_rebuilt_with_one_line_never_loaded(tiny_g
         (folder / "tokenizer.json").write_text("{}")
     else:  # a conversion cut short before spectui.json was written
         (folder / MARKER_FILE).unlink()
-    load_module._checked.clear()  # a new process
+    cache_module._checked.clear()  # a new process
 
     notes = _rebuild_notes(tiny_gguf)
     assert len(notes) == 1 and notes[0].endswith("rebuilding it"), notes

@@ -31,13 +31,14 @@ def real_cache(tmp_path_factory):
         os.link(user_gguf, root / "gguf" / ALIAS / spec.index.filename)
     previous = os.environ.get("SPECTUI_CACHE_DIR")
     os.environ["SPECTUI_CACHE_DIR"] = str(root)
+    from spectui.models import cache as cache_module
     from spectui.models import load as load_module
     from spectui.models.fetch import fetch_gguf
 
     gguf = fetch_gguf(spec, root / "gguf" / ALIAS)
     keep = root / "kept.gguf"
     os.link(gguf, keep)  # the conversion deletes its copy; the reference below reads this one
-    load_module._checked.clear()
+    cache_module._checked.clear()
     yield root, keep
     if previous is None:
         os.environ.pop("SPECTUI_CACHE_DIR", None)
@@ -75,6 +76,7 @@ def test_a_stored_int8_load_is_bit_for_bit_todays_load_then_quantise(real_cache,
 
 
 def test_256_KiB_overwritten_in_the_weights_is_found_and_rebuilt(real_cache, todays_logits):
+    from spectui.models import cache as cache_module
     from spectui.models import load as load_module
     from spectui.models.fetch import is_note
 
@@ -83,7 +85,7 @@ def test_256_KiB_overwritten_in_the_weights_is_found_and_rebuilt(real_cache, tod
     with open(weights, "r+b") as handle:
         handle.seek(weights.stat().st_size // 3)
         handle.write(os.urandom(256 * 1024))
-    load_module._checked.clear()  # as a new process would
+    cache_module._checked.clear()  # as a new process would
     seen = []
     model, _ = load_module.load_model(ALIAS, "int8", progress=lambda stage, *_: seen.append(stage))
     notes = [stage for stage in seen if is_note(stage)]

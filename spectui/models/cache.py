@@ -1,6 +1,6 @@
 """The model cache on disk: its folders, their sizes, a full check of one, removing one.
 
-Stdlib only: `spectui models` and `spectui doctor` use it without torch.
+No torch at import: `spectui models` and `spectui doctor` use it as it is.
 """
 
 from __future__ import annotations
@@ -13,11 +13,50 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import ModelError
-from spectui.models.integrity import ByteProgress, full_problem
-from spectui.models.registry import cache_dir, converted_dir, get_spec, read_marker
+from spectui.models.integrity import ByteProgress, full_problem, quick_problem
+from spectui.models.registry import MARKER_FILE, cache_dir, converted_dir, get_spec, read_marker
 
 FLOAT32_FOLDER = "float32"  # beside the int8 store: a Hugging Face folder made on demand
 STORE_FORMAT = 2  # spectui.json "format"; a folder without it was written by spectui before the int8 store
+
+
+def int8_scheme() -> dict:
+    """What the stored int8 weights mean; a store written under another scheme is rebuilt."""
+    from spectui.models.quantize import WEIGHT_MAX
+
+    return {"weights": "int8 per output channel, symmetric", "weight_max": WEIGHT_MAX}
+
+
+_checked: dict[Path, int] = {}  # folders whose quick check passed in this process -> their marker's mtime
+
+
+def cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8") -> str | None:
+    """None when `folder` is a complete conversion of this format whose files match their
+    checksums; "" when there is nothing there; else what is wrong, as a phrase."""
+    marker = read_marker(folder)
+    if marker is None:
+        return "is incomplete (a conversion was cut short)" if folder.is_dir() else ""
+    if marker.get("format") != STORE_FORMAT:
+        return f"was written by an older spectui ({marker.get('storage_dtype', 'float32')} weights)"
+    if marker.get("weights") != weights or (weights == "int8" and marker.get("int8") != int8_scheme()):
+        return "holds weights of another kind"
+    if source_sha256 is not None and marker.get("source_sha256") != source_sha256:
+        return "was converted from other weights than the pinned ones"
+    stamp = (folder / MARKER_FILE).stat().st_mtime_ns
+    if _checked.get(folder) == stamp:
+        return None
+    problem = quick_problem(folder, marker.get("files") or {})
+    if problem is None and not marker.get("files"):
+        problem = "lists no checksums"
+    if problem is not None:
+        return f"is damaged ({problem})"
+    _checked[folder] = stamp
+    return None
+
+
+def is_converted(folder: Path, source_sha256: str | None = None) -> bool:
+    """True when `folder` holds a complete, intact conversion (of the file with this hash, when given)."""
+    return _cache_problem(folder, source_sha256) is None
 
 
 def tree_size(folder: Path) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.core.errors import ModelError
-from spectui.models.cache import STORE_FORMAT
+from spectui.models.cache import STORE_FORMAT, int8_scheme, is_converted  # noqa: F401 (is_converted: re-exported)
 from spectui.models.fetch import ProgressFn, no_progress
 from spectui.models.gguf_file import GgufFile, GgufTensor, config_dict, read_gguf
 from spectui.models.registry import MARKER_FILE, read_marker
@@ -38,21 +38,6 @@ FLOAT32_FILE = "model.safetensors"
 SCALE_SUFFIX = "_scale"  # "X.weight" (int8) has its per-channel scales in "X.weight_scale"
 BLOCKS_SUFFIX = "_blocks"  # "E.weight" kept as GGUF blocks is "E.weight_blocks"
 GGML_TYPE_KEY = "ggml_type:"  # metadata "ggml_type:E.weight_blocks" -> the blocks' ggml type
-
-
-def int8_scheme() -> dict:
-    """What the int8 weights mean; a store written under another scheme is rebuilt."""
-    from spectui.models.quantize import WEIGHT_MAX
-
-    return {"weights": "int8 per output channel, symmetric", "weight_max": WEIGHT_MAX}
-
-
-def gguf_architecture(gguf_path: Path) -> str | None:
-    """general.architecture from the file's header; None when the header cannot be read."""
-    try:
-        return read_gguf(gguf_path).architecture or None
-    except ModelError:
-        return None
 
 
 def check_architecture(gguf: GgufFile) -> None:

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import ModelError, UsageError
-from spectui.models.cache import FLOAT32_FOLDER, STORE_FORMAT, cache_lock
-from spectui.models.convert import convert_gguf, convert_gguf_float32, int8_scheme
+from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
+from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
-from spectui.models.integrity import quick_problem
-from spectui.models.registry import MARKER_FILE, MODELS, ResolvedModel, cache_dir, converted_dir, read_marker, resolve
+from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
 _DTYPE_ALIASES = {
@@ -88,10 +87,10 @@ def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     source = _gguf_source(resolved, keep_gguf)
     report = for_model(progress, model_label(name) + " float32")
     float_folder = folder / FLOAT32_FOLDER
-    if _cache_problem(float_folder, source.sha256, "float32") is None:
+    if cache_problem(float_folder, source.sha256, "float32") is None:
         return float_folder
     with cache_lock(source.key):
-        problem = _cache_problem(float_folder, source.sha256, "float32")
+        problem = cache_problem(float_folder, source.sha256, "float32")
         if problem is None:
             return float_folder
         if problem:
@@ -145,10 +144,10 @@ def _gguf_source(resolved: ResolvedModel, keep_gguf: bool) -> _GgufSource:
 
 def _converted(source: _GgufSource, progress: ProgressFn) -> Path:
     folder = converted_dir(source.key)
-    if _cache_problem(folder, source.sha256) is None:
+    if cache_problem(folder, source.sha256) is None:
         return folder
     with cache_lock(source.key):
-        problem = _cache_problem(folder, source.sha256)  # another process may have rebuilt it
+        problem = cache_problem(folder, source.sha256)  # another process may have rebuilt it
         if problem is None:
             return folder
         if problem:
@@ -157,38 +156,6 @@ def _converted(source: _GgufSource, progress: ProgressFn) -> Path:
         convert_gguf(gguf, folder, alias=source.alias, source_sha256=source.sha256, progress=progress)
         source.done_with(gguf)
     return folder
-
-
-_checked: dict[Path, int] = {}  # folders whose quick check passed in this process -> their marker's mtime
-
-
-def _cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8") -> str | None:
-    """None when `folder` is a complete conversion of this format whose files match their
-    checksums; "" when there is nothing there; else what is wrong, as a phrase."""
-    marker = read_marker(folder)
-    if marker is None:
-        return "is incomplete (a conversion was cut short)" if folder.is_dir() else ""
-    if marker.get("format") != STORE_FORMAT:
-        return f"was written by an older spectui ({marker.get('storage_dtype', 'float32')} weights)"
-    if marker.get("weights") != weights or (weights == "int8" and marker.get("int8") != int8_scheme()):
-        return "holds weights of another kind"
-    if source_sha256 is not None and marker.get("source_sha256") != source_sha256:
-        return "was converted from other weights than the pinned ones"
-    stamp = (folder / MARKER_FILE).stat().st_mtime_ns
-    if _checked.get(folder) == stamp:
-        return None
-    problem = quick_problem(folder, marker.get("files") or {})
-    if problem is None and not marker.get("files"):
-        problem = "lists no checksums"
-    if problem is not None:
-        return f"is damaged ({problem})"
-    _checked[folder] = stamp
-    return None
-
-
-def is_converted(folder: Path, source_sha256: str | None = None) -> bool:
-    """True when `folder` holds a complete, intact conversion (of the file with this hash, when given)."""
-    return _cache_problem(folder, source_sha256) is None
 
 
 def _hub_offline() -> bool:
