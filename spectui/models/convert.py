@@ -207,8 +207,7 @@ class GgufWeights:
         parsed = {"config": self.processor_config, "tensors": {}}
         progress("convert", 0, len(tensors))
         for index, tensor in enumerate(tensors, start=1):
-            values = dequantize(self.gguf.raw(tensor), GGMLQuantizationType(tensor.ggml_type))
-            values = values.reshape(tensor.shape)
+            values = _dequantized(self.gguf.raw(tensor), tensor, dequantize, GGMLQuantizationType(tensor.ggml_type))
             result = self.processor.process(weights=values, name=tensor.name,
                                             tensor_key_mapping=self.name_map, parsed_parameters=parsed)
             if result.name in self.name_map:
@@ -243,6 +242,21 @@ class GgufWeights:
 
 
 QUANTIZE_ROWS = 8192  # rows quantised at a time: a 151936-row head's temporaries stay small
+
+
+def _dequantized(raw, tensor: GgufTensor, dequantize, ggml_type):
+    """float32 values of a GGUF tensor, a slice of rows at a time for a tall one: gguf-py
+    holds every row group's output before joining them (twice the tensor), and its arithmetic
+    is per block, so slicing changes no bit."""
+    import numpy as np
+
+    if len(tensor.shape) < 2 or tensor.shape[0] <= QUANTIZE_ROWS:
+        return dequantize(raw, ggml_type).reshape(tensor.shape)
+    values = np.empty(tensor.shape, dtype=np.float32)
+    for start in range(0, tensor.shape[0], QUANTIZE_ROWS):
+        rows = slice(start, start + QUANTIZE_ROWS)
+        values[rows] = dequantize(raw[rows], ggml_type).reshape(values[rows].shape)
+    return values
 
 
 def _write_int8(writer, name: str, values) -> None:
