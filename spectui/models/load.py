@@ -383,6 +383,7 @@ def stores_int8(name: str, dtype: str, device: str) -> bool:
 class LoadRequest:
     name: str
     dtype: str = "float32"
+    tokenizer: bool = True  # a draft needs none: the target's is the pair's
 
 
 def load_models(requests: list[LoadRequest], device: str = "cpu", progress: ProgressFn | None = None) -> list:
@@ -402,12 +403,13 @@ def load_models(requests: list[LoadRequest], device: str = "cpu", progress: Prog
     indexes = [index for index, is_stored in enumerate(stored) if is_stored]
     if indexes:
         for index, model_and_tokenizer in zip(indexes, _load_stored(
-                [(folders[i], resolve_dtype(requests[i].dtype, device)) for i in indexes], report)):
+                [(folders[i], resolve_dtype(requests[i].dtype, device), requests[i].tokenizer) for i in indexes],
+                report)):
             results[index] = model_and_tokenizer
     return results
 
 
-def _load_stored(items: list[tuple[Path, str]], report: ProgressFn) -> list:
+def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> list:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -433,8 +435,10 @@ def _load_stored(items: list[tuple[Path, str]], report: ProgressFn) -> list:
         # (see the README), noise on a user's terminal.
         warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
         def build(index: int):
-            folder, dtype = items[index]
+            folder, dtype, with_tokenizer = items[index]
             model = build_from_store(folder, batch_invariant=dtype == "int8", run=pool.map, on_layer=counted(index))
+            if not with_tokenizer:
+                return model, None
             with TRANSFORMERS_LOCK:
                 return model, _auto_tokenizer(folder)
 
@@ -457,7 +461,7 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
     _check_device(device)
     if stores_int8(name, concrete, device):
         folder = model_folder(name, progress)
-        return _load_stored([(folder, concrete)], for_model(progress, model_label(name)))[0]
+        return _load_stored([(folder, concrete, True)], for_model(progress, model_label(name)))[0]
     return _load_float(name, concrete, device, progress)
 
 

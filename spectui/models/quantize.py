@@ -48,11 +48,12 @@ WEIGHT_MAX = 63  # per-channel symmetric weight range -63..63: keeps the int16 p
 REDUCE_RANGE = False
 # Sibling projections that read the same input: one matrix product serves the group.
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-# fbgemm packs a matrix of many output rows slowly (a 151936-row LM head: seconds); packed in
-# slices of PACK_ROWS rows it packs 3x faster and multiplies as fast. Each output column is the
-# same exact integer sum either way, so slicing changes no bit.
-SLICE_ABOVE_ROWS = 32768
-PACK_ROWS = 2048
+# fbgemm packs a matrix of many output rows slowly (per weight: ~3 ns up to ~2000 rows, ~9 ns
+# at 17920, ~20 ns for a 151936-row LM head); packed in slices of PACK_ROWS rows the 1.5B loads
+# in half the CPU time and decodes as fast (docs/history/models-convert.md). Each output column
+# is the same exact integer sum either way, so slicing changes no bit.
+SLICE_ABOVE_ROWS = 4096
+PACK_ROWS = 2240
 
 BATCH_INVARIANT_ATTENTION = "spectui_batch_invariant"
 _TINY = 1e-30

@@ -60,7 +60,8 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     if options.method == "draft":
         # Side by side: the two models' layers are packed in one pool of threads.
         (target_model, tokenizer), (draft_model, _) = load_models(
-            [LoadRequest(target_name, target_dtype), LoadRequest(draft_name, draft_dtype(target_dtype, device))],
+            [LoadRequest(target_name, target_dtype),
+             LoadRequest(draft_name, draft_dtype(target_dtype, device), tokenizer=False)],
             device, progress)
         proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
     else:
