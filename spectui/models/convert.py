@@ -226,7 +226,7 @@ class GgufWeights:
                 if name in self.linear_weights:
                     _write_int8(writer, name, values)
                 elif name == self.embedding_weight and plain is not None:
-                    writer.add(name + BLOCKS_SUFFIX, np_uint8(self.gguf.raw(plain)))
+                    writer.add(name + BLOCKS_SUFFIX, _as_bytes(self.gguf.raw(plain)))
                     writer.metadata[GGML_TYPE_KEY + name + BLOCKS_SUFFIX] = str(plain.ggml_type)
                 else:
                     writer.add(name, values)
@@ -290,7 +290,8 @@ def _float32(values):
     return array if array.flags.writeable and array.flags.c_contiguous else np.array(array, order="C")
 
 
-def np_uint8(raw):
+def _as_bytes(raw):
+    """A tensor's GGUF bytes as uint8 [rows, bytes per row] (what BlockEmbedding reads)."""
     import numpy as np
 
     return np.ascontiguousarray(raw).view(np.uint8).reshape(raw.shape[0], -1)

@@ -86,20 +86,8 @@ def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     folder = model_folder(name, progress, keep_gguf=keep_gguf)
     source = _gguf_source(resolved, keep_gguf)
     report = for_model(progress, model_label(name) + " float32")
-    float_folder = folder / FLOAT32_FOLDER
-    if cache_problem(float_folder, source.sha256, "float32") is None:
-        return float_folder
-    with cache_lock(source.key):
-        problem = cache_problem(float_folder, source.sha256, "float32")
-        if problem is None:
-            return float_folder
-        if problem:
-            note(report, f"the cached float32 copy {problem}: rebuilding it")
-        gguf = source.fetch(report)
-        convert_gguf_float32(gguf, float_folder, folder, alias=source.alias, source_sha256=source.sha256,
-                             progress=report)
-        source.done_with(gguf)
-    return float_folder
+    return _built(folder / FLOAT32_FOLDER, source, "float32", report, lambda gguf, out: convert_gguf_float32(
+        gguf, out, folder, alias=source.alias, source_sha256=source.sha256, progress=report))
 
 
 def model_label(name: str) -> str:
@@ -143,17 +131,25 @@ def _gguf_source(resolved: ResolvedModel, keep_gguf: bool) -> _GgufSource:
 
 
 def _converted(source: _GgufSource, progress: ProgressFn) -> Path:
-    folder = converted_dir(source.key)
-    if cache_problem(folder, source.sha256) is None:
+    return _built(converted_dir(source.key), source, "int8", progress, lambda gguf, out: convert_gguf(
+        gguf, out, alias=source.alias, source_sha256=source.sha256, progress=progress))
+
+
+def _built(folder: Path, source: _GgufSource, weights: str, progress: ProgressFn,
+           convert: Callable[[Path, Path], Path]) -> Path:
+    """`folder` once it holds an intact conversion: checked, else (re)built from the GGUF with
+    one line saying why when something was there."""
+    if cache_problem(folder, source.sha256, weights) is None:
         return folder
     with cache_lock(source.key):
-        problem = cache_problem(folder, source.sha256)  # another process may have rebuilt it
+        problem = cache_problem(folder, source.sha256, weights)  # another process may have built it
         if problem is None:
             return folder
         if problem:
-            note(progress, f"the cached model {problem}: rebuilding it")
+            what = "model" if weights == "int8" else f"{weights} copy"
+            note(progress, f"the cached {what} {problem}: rebuilding it")
         gguf = source.fetch(progress)
-        convert_gguf(gguf, folder, alias=source.alias, source_sha256=source.sha256, progress=progress)
+        convert(gguf, folder)
         source.done_with(gguf)
     return folder
 

@@ -40,6 +40,7 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
     model = _empty_model(folder)
     groups = linear_groups(model)
     done = [0]
+    done_lock = threading.Lock()
 
     def weights_of(name: str):
         bias = f"{name}.bias"
@@ -49,9 +50,11 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
     def counted(function, items):
         def install(item):
             function(item)
-            done[0] += 1
+            with done_lock:
+                done[0] += 1
+                count = done[0]
             if on_layer is not None:
-                on_layer(done[0], len(groups))
+                on_layer(count, len(groups))
         return (run or map)(install, items)
 
     install_int8(model, groups, weights_of, run=counted)

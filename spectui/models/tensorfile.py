@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -154,11 +153,6 @@ def read_header(path: Path) -> tuple[dict, dict, int]:
         raise ModelError(f"{path.name} is not a safetensors file (unreadable header)")
     metadata = header.pop("__metadata__", None) or {}
     return header, metadata, 8 + length
-
-
-def iter_names(path: Path, prefix: str = "") -> Iterator[str]:
-    header, _, _ = read_header(path)
-    return (name for name in header if name.startswith(prefix))
 
 
 def _json_size(metadata: dict[str, str]) -> int:
