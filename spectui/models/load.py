@@ -439,9 +439,24 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
                 return model, _auto_tokenizer(folder)
 
         if len(items) == 1:
-            return [build(0)]
-        with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="spectui-model") as models:
-            return list(models.map(build, range(len(items))))
+            built = [build(0)]
+        else:
+            with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="spectui-model") as models:
+                built = list(models.map(build, range(len(items))))
+    _return_freed_memory()
+    return built
+
+
+def _return_freed_memory() -> None:
+    """Hand the int8 buffers freed after packing back to the system: glibc keeps them in the
+    packing threads' heaps otherwise (0.24 GiB of RSS for the default pair)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
