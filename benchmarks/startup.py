@@ -7,8 +7,8 @@
 the engine as the chat does (spectui.cli.chat.engine_factory_for: the embedded engine in a
 child process of its own) and the time counted runs from launching that process until the
 engine is built; "answers" adds one short greedy reply's first token. Also measured: the
-engine process's peak RSS (VmHWM: loading) and its RSS after the reply, and the size of the
-cache's models/ folder.
+engine process's peak RSS (VmHWM: loading) and its RSS after the reply, and the size on disk of
+the pair's folders in the cache (models/<alias>).
 
 Scenarios, per pair:
 - first: an empty cache (a fresh folder under --work-dir): download, assemble, convert, load.
@@ -167,7 +167,9 @@ def main() -> int:
             for run in runs:
                 print(json.dumps({"pair": pair, "scenario": scenario, **run}), flush=True)
             chosen = sorted(runs, key=lambda run: run["ready_s"])[len(runs) // 2]
-            rows.append((pair, scenario, chosen, tree_size(disk_from / "models"), len(runs)))
+            disk = sum(tree_size(disk_from / "models" / alias) for alias in (settings.get("model"), settings.get("draft"))
+                       if alias)
+            rows.append((pair, scenario, chosen, disk, len(runs)))
 
     lines = [
         "# spectui start-up: to ready, disk and memory",
@@ -178,7 +180,7 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d %H:%M')}. \"ready\": the engine built as `spectui chat` builds it (own process); "
         "\"first token\": one short greedy reply's first step. RSS: the engine process.",
         "",
-        "| pair | start | ready | first token | engine peak RSS (loading) | engine RSS after a reply | models/ on disk | runs |",
+        "| pair | start | ready | first token | engine peak RSS (loading) | engine RSS after a reply | the pair's cache folders | runs |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for pair, scenario, run, disk, count in rows:
