@@ -32,8 +32,6 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
     transformers' default (faster, for a draft).
     run(function, items): how the layers are packed (map, or a thread pool's map).
     """
-    import torch
-
     from spectui.models.quantize import install_int8, linear_groups, use_batch_invariant_attention
 
     weights = TensorFile(folder / INT8_FILE)
