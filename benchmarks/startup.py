@@ -50,6 +50,7 @@ DRIVER = r"""
 import json, sys, time
 launched = float(sys.argv[1])
 settings = json.loads(sys.argv[2])
+sys.path.insert(0, sys.argv[3])  # the tree under test, whatever the current folder holds
 from spectui.settings.config import ChatConfig
 from spectui.cli.chat import engine_factory_for
 from spectui.core.events import Control, GenerationParams, Step
@@ -75,7 +76,8 @@ if process is not None:
         if key in ("VmHWM", "VmRSS"):
             memory[key] = int(value.split()[0]) * 1024
 engine.close()
-print("STARTUP " + json.dumps({"ready_s": ready - launched, "first_token_s": (first_token or time.time()) - launched,
+import spectui
+print("STARTUP " + json.dumps({"spectui": spectui.__file__, "ready_s": ready - launched, "first_token_s": (first_token or time.time()) - launched,
                                "peak_rss": memory.get("VmHWM"), "rss_after_reply": memory.get("VmRSS"),
                                "stages": stages}))
 """.replace("PROMPT", repr(PROMPT))
@@ -85,11 +87,16 @@ def run_once(src: Path, cache: Path, config_dir: Path, settings: dict, timeout_s
     env = dict(os.environ, PYTHONPATH=str(src), SPECTUI_CACHE_DIR=str(cache), SPECTUI_CONFIG_DIR=str(config_dir),
                SPECTUI_ENGINE_PROCESS="1")
     launched = time.time()
-    result = subprocess.run([sys.executable, "-c", DRIVER, repr(launched), json.dumps(settings)], env=env,
-                            capture_output=True, text=True, timeout=timeout_s)
+    # Run from the cache's folder: `python -c` puts the current folder first on sys.path, and a
+    # spectui/ there (this checkout) would be imported instead of the tree under test.
+    result = subprocess.run([sys.executable, "-c", DRIVER, repr(launched), json.dumps(settings), str(src)], env=env,
+                            capture_output=True, text=True, timeout=timeout_s, cwd=cache)
     for line in result.stdout.splitlines():
         if line.startswith("STARTUP "):
-            return json.loads(line.removeprefix("STARTUP "))
+            run = json.loads(line.removeprefix("STARTUP "))
+            if not Path(run["spectui"]).resolve().is_relative_to(src.resolve()):
+                raise RuntimeError(f"measured the spectui in {run['spectui']}, not the one in {src}")
+            return run
     tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
     raise RuntimeError(f"the run failed (exit {result.returncode}): {' | '.join(tail)}")
 
@@ -130,6 +137,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write (default: print it)")
     args = parser.parse_args()
+    args.src = args.src.resolve()
     pairs = [name.strip() for name in args.pairs.split(",") if name.strip()]
     scenarios = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = [p for p in pairs if p not in PAIRS] + [s for s in scenarios if s not in SCENARIOS]

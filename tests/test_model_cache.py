@@ -195,3 +195,11 @@ def test_the_load_check_catches_256_KiB_overwritten_anywhere(tmp_path, offset):
         handle.seek(offset)
         handle.write(os.urandom(256 * 1024))
     assert "does not match" in integrity.quick_problem(tmp_path, records)
+
+
+def test_an_older_spectui_does_not_take_this_format_for_its_own(tiny_gguf):
+    # spectui before the int8 store loaded a folder whose spectui.json named the pinned hash
+    # under "source_sha256" with from_pretrained (model.safetensors): it must see no such hash
+    # here, and convert again rather than fail to load.
+    marker = read_marker(load_module.model_folder(str(tiny_gguf)))
+    assert "source_sha256" not in marker and "gguf_sha256" in marker

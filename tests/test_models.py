@@ -271,7 +271,7 @@ def _fake_converted(folder: Path, sha256: str, size: int = 1000) -> None:
     folder.mkdir(parents=True)
     (folder / "int8.safetensors").write_bytes(b"\0" * size)
     (folder / "config.json").write_text("{}")
-    marker = {"format": 2, "source_sha256": sha256, "weights": "int8", "int8": int8_scheme(),
+    marker = {"format": 2, "gguf_sha256": sha256, "weights": "int8", "int8": int8_scheme(),
               "files": integrity.record(folder, ["config.json", "int8.safetensors"])}
     (folder / MARKER_FILE).write_text(json.dumps(marker))
 
@@ -290,7 +290,7 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
     assert load_module.model_folder("smollm2-135m") == folder
 
     marker = json.loads((folder / MARKER_FILE).read_text())
-    (folder / MARKER_FILE).write_text(json.dumps(dict(marker, source_sha256="0" * 64)))
+    (folder / MARKER_FILE).write_text(json.dumps(dict(marker, gguf_sha256="0" * 64)))
     fetched = []
 
     def record_fetch(spec_, dest, progress):

@@ -18,6 +18,10 @@ from spectui.models.registry import MARKER_FILE, cache_dir, converted_dir, get_s
 
 FLOAT32_FOLDER = "float32"  # beside the int8 store: a Hugging Face folder made on demand
 STORE_FORMAT = 2  # spectui.json "format"; a folder without it was written by spectui before the int8 store
+# The GGUF's sha256 in spectui.json. Format 1 called it "source_sha256": a spectui of that format
+# finding a format-2 folder sees no hash of its own and converts again, rather than load a folder
+# with no model.safetensors in it (two versions sharing one cache while branches are merged).
+SOURCE_HASH_KEY = "gguf_sha256"
 
 
 def int8_scheme() -> dict:
@@ -40,7 +44,7 @@ def cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8"
         return f"was written by an older spectui ({marker.get('storage_dtype', 'float32')} weights)"
     if marker.get("weights") != weights or (weights == "int8" and marker.get("int8") != int8_scheme()):
         return "holds weights of another kind"
-    if source_sha256 is not None and marker.get("source_sha256") != source_sha256:
+    if source_sha256 is not None and marker.get(SOURCE_HASH_KEY) != source_sha256:
         return "was converted from other weights than the pinned ones"
     stamp = (folder / MARKER_FILE).stat().st_mtime_ns
     if _checked.get(folder) == stamp:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectui.core.errors import ModelError
-from spectui.models.cache import STORE_FORMAT, int8_scheme, is_converted  # noqa: F401 (is_converted: re-exported)
+from spectui.models.cache import SOURCE_HASH_KEY, STORE_FORMAT, int8_scheme, is_converted  # noqa: F401 (is_converted: re-exported)
 from spectui.models.fetch import ProgressFn, no_progress
 from spectui.models.gguf_file import GgufFile, GgufTensor, config_dict, read_gguf
 from spectui.models.registry import MARKER_FILE, read_marker
@@ -106,7 +106,7 @@ def _read(gguf_path: Path) -> GgufFile:
 
 
 def _source_fields(gguf_path: Path, alias: str | None, source_sha256: str | None) -> dict:
-    return {"alias": alias, "source_file": gguf_path.name, "source_sha256": source_sha256}
+    return {"alias": alias, "source_file": gguf_path.name, SOURCE_HASH_KEY: source_sha256}
 
 
 def build_folder(out_dir: Path, build: Callable[[Path], dict], fields: dict, progress: ProgressFn) -> Path:
