@@ -60,17 +60,25 @@ def plenty_of_space(monkeypatch, free: int = 100 * 1024**3) -> None:
 # --- cache --------------------------------------------------------------------------------
 
 
-def write_model(name: str, num_bytes: int, complete: bool = True) -> Path:
+MARKER_BYTES = 512  # spectui.json padded to this size, so a folder has exactly the bytes asked for
+
+
+def write_model(name: str, num_bytes: int, complete: bool = True, old: bool = False) -> Path:
+    """A converted model folder of `num_bytes` in all: weights, then spectui.json with their
+    checksums (complete), none (a conversion cut short), or a marker of the float32 format."""
+    from spectui.models import integrity
+
     folder = converted_dir(name)
     folder.mkdir(parents=True)
-    marker = b"{}" if complete else b""
+    weights = folder / ("model.safetensors" if old else "int8.safetensors")
+    weights.write_bytes(b"\0" * (num_bytes - (MARKER_BYTES if complete else 0)))
     if complete:
-        (folder / MARKER_FILE).write_bytes(marker)
-    (folder / "model.safetensors").write_bytes(b"\0" * (num_bytes - len(marker)))
+        fields = {"storage_dtype": "float32"} if old else {"format": 2, "files": integrity.record(folder, [weights.name])}
+        (folder / MARKER_FILE).write_text(json.dumps(fields).ljust(MARKER_BYTES))
     return folder
 
 
-def test_cache_reports_each_model_and_the_total(monkeypatch):
+def test_cache_reports_each_model_verified_and_the_total(monkeypatch):
     plenty_of_space(monkeypatch)
     write_model("alpha", 3 * 1024)
     write_model("beta", 5 * 1024, complete=False)
@@ -79,7 +87,7 @@ def test_cache_reports_each_model_and_the_total(monkeypatch):
 
     assert check.status == "ok", check
     assert str(cache_dir()) in check.found
-    assert "alpha 3.0 KiB, beta 5.0 KiB (incomplete)" in check.found
+    assert "alpha 3.0 KiB (verified), beta 5.0 KiB (incomplete)" in check.found
     assert "8.0 KiB in all" in check.found
     assert "100.0 GiB free" in check.found
 
@@ -93,8 +101,31 @@ def test_cache_total_counts_every_file(monkeypatch):
 
     found = doctor.check_cache().found
 
-    assert "alpha 1.0 KiB, beta 2.0 KiB" in found
+    assert "alpha 1.0 KiB (verified), beta 2.0 KiB (verified)" in found
     assert "4.0 KiB in all" in found
+
+
+def test_a_damaged_model_fails_with_the_command_that_rebuilds_it(monkeypatch):
+    plenty_of_space(monkeypatch)
+    folder = write_model("alpha", 4096)
+    with open(folder / "int8.safetensors", "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\1")
+
+    check = doctor.check_cache()
+
+    assert check.status == "fail"
+    assert "alpha 4.0 KiB (DAMAGED: int8.safetensors does not match its checksum)" in check.found
+    assert check.advice == "spectui models verify alpha (rebuilds it)"
+
+
+def test_a_model_in_the_older_format_warns(monkeypatch):
+    plenty_of_space(monkeypatch)
+    write_model("alpha", 2048, old=True)
+    check = doctor.check_cache()
+    assert check.status == "warn"
+    assert "alpha 2.0 KiB (older format: rebuilt at its next use)" in check.found
+    assert "spectui models fetch alpha" in check.advice
 
 
 def test_cache_not_created_yet_is_fine(monkeypatch):

@@ -24,9 +24,10 @@ def smollm2(request):
     from spectui.models.load import load_model
 
     target, tokenizer = load_model("smollm2-135m", request.param, "cpu")
-    # A real second opinion: the same weights in dynamic int8 round differently and
-    # disagree now and then, so acceptance is high but not 100%.
-    draft, _ = load_model("smollm2-135m", "int8-dynamic", "cpu")
+    # A real second opinion: the same weights rounded differently disagree now and then, so
+    # acceptance is high but not 100%. The int8 target's draft is float32: an int8-dynamic
+    # draft shares its stored int8 weights and agreed on every token of the first prompt.
+    draft, _ = load_model("smollm2-135m", "float32" if request.param == "int8" else "int8-dynamic", "cpu")
     return target, draft, tokenizer
 
 
@@ -63,7 +64,7 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
         # prompt, so prompt lookup is only required to have proposed something.
         assert drafted > 0, f"{method} never drafted"
         if method == "draft":
-            assert accepted > 0 and rejected > 0, "a dynamic-int8 draft agrees often, not always"
+            assert accepted > 0 and rejected > 0, "a differently rounded draft agrees often, not always"
 
 
 def test_default_pair_greedy_speculation_is_token_identical():

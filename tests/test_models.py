@@ -195,6 +195,24 @@ def test_wrong_size_is_refused(tmp_path, served_wheels):
     assert not (tmp_path / "out" / "fake.gguf").exists()
 
 
+def test_a_cached_gguf_of_the_pinned_size_but_other_bytes_is_fetched_again(tmp_path, served_wheels):
+    whole = b"".join(CHUNKS)
+    spec = _fake_spec(hashlib.sha256(whole).hexdigest(), len(whole))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fake.gguf").write_bytes(b"\x00" * len(whole))  # the pinned size, other bytes
+    seen = []
+    path = fetch_module.fetch_gguf(spec, out, lambda *event: seen.append(event))
+    assert path.read_bytes() == whole
+    notes = [stage for stage, *_ in seen if fetch_module.is_note(stage)]
+    assert notes == ["note: the cached fake.gguf is not the pinned file (its size or sha256 differ): fetching it again"]
+    _, calls = served_wheels
+    assert len(calls) == 1, "fetched once more from the index"
+    seen.clear()
+    assert fetch_module.fetch_gguf(spec, out, lambda *event: seen.append(event)) == path  # now it is the pinned file
+    assert not [stage for stage, *_ in seen if fetch_module.is_note(stage)] and len(calls) == 1
+
+
 def test_installed_parts_are_read_in_place(tmp_path, served_wheels, monkeypatch):
     whole = b"".join(CHUNKS)
     spec = _fake_spec(hashlib.sha256(whole).hexdigest(), len(whole))
@@ -246,10 +264,16 @@ def test_pip_download_command_never_installs_dependencies(tmp_path):
 
 
 def _fake_converted(folder: Path, sha256: str, size: int = 1000) -> None:
+    """A converted folder as spectui writes it: files, then spectui.json with their checksums."""
+    from spectui.models import integrity
+    from spectui.models.convert import int8_scheme
+
     folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(b"\0" * size)
+    (folder / "int8.safetensors").write_bytes(b"\0" * size)
     (folder / "config.json").write_text("{}")
-    (folder / MARKER_FILE).write_text(json.dumps({"source_sha256": sha256}))
+    marker = {"format": 2, "gguf_sha256": sha256, "weights": "int8", "int8": int8_scheme(),
+              "files": integrity.record(folder, ["config.json", "int8.safetensors"])}
+    (folder / MARKER_FILE).write_text(json.dumps(marker))
 
 
 def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatch):
@@ -263,9 +287,10 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
         raise AssertionError("a complete conversion must not be fetched again")
 
     monkeypatch.setattr(load_module, "fetch_gguf", no_fetch)
-    assert load_module.ensure_local("smollm2-135m") == folder
+    assert load_module.model_folder("smollm2-135m") == folder
 
-    (folder / MARKER_FILE).write_text(json.dumps({"source_sha256": "0" * 64}))
+    marker = json.loads((folder / MARKER_FILE).read_text())
+    (folder / MARKER_FILE).write_text(json.dumps(dict(marker, gguf_sha256="0" * 64)))
     fetched = []
 
     def record_fetch(spec_, dest, progress):
@@ -274,7 +299,7 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
 
     monkeypatch.setattr(load_module, "fetch_gguf", record_fetch)
     with pytest.raises(ModelError, match="stop here"):
-        load_module.ensure_local("smollm2-135m")
+        load_module.model_folder("smollm2-135m")
     assert fetched == ["smollm2-135m"]
 
 
@@ -288,7 +313,7 @@ def test_fetch_stages_name_the_model(monkeypatch):
     monkeypatch.setattr(load_module, "fetch_gguf", report_and_stop)
     seen = []
     with pytest.raises(ModelError, match="stop here"):
-        load_module.ensure_local("SmolLM2-135M", lambda *event: seen.append(event))
+        load_module.model_folder("SmolLM2-135M", lambda *event: seen.append(event))
     assert seen == [("SmolLM2-135M assemble", 5, 10)]
 
 def test_list_models_reports_cached_index_models():
@@ -410,7 +435,7 @@ def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
 
 
 def _first_fetch_reports_to(monkeypatch) -> list:
-    """ensure_local, as on a cold cache: it reports a stage, then stops the build."""
+    """model_folder, as on a cold cache: it reports a stage, then stops the build."""
     seen = []
 
     def fetching(name, progress=None, **_):
@@ -419,7 +444,7 @@ def _first_fetch_reports_to(monkeypatch) -> list:
         seen.append(name)
         raise ModelError("stopped after the first fetch")
 
-    monkeypatch.setattr(load_module, "ensure_local", fetching)
+    monkeypatch.setattr(load_module, "model_folder", fetching)
     return seen
 
 
@@ -536,7 +561,7 @@ def test_a_broken_gguf_fails_cleanly_without_leftovers(tmp_path):
         convert_gguf(broken, out)
     assert "\n" not in str(caught.value)
     assert not out.exists()
-    assert list(out.parent.iterdir()) == [], "the temporary folder is removed"
+    assert not out.parent.exists() or list(out.parent.iterdir()) == [], "no temporary folder is left"
 
 
 def test_a_gguf_of_an_architecture_transformers_cannot_convert_is_named(tmp_path):

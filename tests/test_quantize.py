@@ -250,3 +250,30 @@ def test_importing_the_module_does_not_import_torch():
                             check=True, cwd=repo_root)
     assert result.stdout.split() == ["False", "False"]
 
+
+
+def test_a_layer_packed_in_slices_gives_the_same_bits(monkeypatch):
+    # A vocabulary-sized head is packed in slices of rows (fbgemm packs tall matrices slowly);
+    # each output column is the same exact integer sum either way.
+    from spectui.models import quantize
+
+    linear = _linear(64, 300, seed=3)
+    whole = Int8Linear.from_linear(linear)
+    monkeypatch.setattr(quantize, "SLICE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(quantize, "PACK_ROWS", 64)
+    sliced = Int8Linear.from_linear(linear)
+    assert len(sliced._packed) == 5 and len(whole._packed) == 1
+    x = torch.randn(7, 64)
+    assert torch.equal(sliced(x), whole(x))
+    assert torch.equal(sliced.weight_int8, whole.weight_int8)
+
+
+def test_a_draft_layer_quantises_activations_per_tensor():
+    # per_row=False: fbgemm's own dynamic quantisation, one scale for the input (a draft's
+    # mode): close to the exact layer, one call instead of several.
+    linear = _linear(64, 32, seed=4)
+    exact, draft = Int8Linear.from_linear(linear), Int8Linear.from_linear(linear)
+    draft.per_row, draft.quantizer = False, None
+    x = torch.randn(5, 64)
+    assert torch.allclose(draft(x), exact(x), atol=0.02, rtol=0.05)
+    assert "activations=int8/tensor" in repr(draft)

@@ -183,6 +183,28 @@ def models_fetch(name: str = typer.Argument(..., help="Alias to fetch and conver
         fail(error)
 
 
+@models_app.command("rm")
+def models_rm(name: str = typer.Argument(..., help="Alias (or cache folder name) to remove.")) -> None:
+    """Remove one model from the cache and free its disk space."""
+    from spectui.cli.models import remove_model
+
+    try:
+        remove_model(name)
+    except SpectuiError as error:
+        fail(error)
+
+
+@models_app.command("verify")
+def models_verify(name: str = typer.Argument(None, help="Alias to check (default: every cached model).")) -> None:
+    """Hash every byte of the cached models against their checksums; rebuild any that differ."""
+    from spectui.cli.models import verify_models
+
+    try:
+        verify_models(name)
+    except SpectuiError as error:
+        fail(error)
+
+
 @models_app.callback(invoke_without_command=True)
 def models_default(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is None:

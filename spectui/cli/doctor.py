@@ -66,18 +66,6 @@ def _size_text(num_bytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _tree_size(folder: Path) -> int:
-    """Bytes of the files under `folder`; files that vanish or cannot be read are skipped."""
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
 def _existing_ancestor(path: Path) -> Path:
     """`path` itself if it exists, else the nearest parent that does."""
     while not path.exists() and path != path.parent:
@@ -224,28 +212,35 @@ def check_nvml() -> Check:
 
 
 def check_cache() -> Check:
-    from spectui.models.registry import DEFAULT_TARGET, cache_dir, converted_dir, read_marker
+    """The cache folder, its total size, each converted model with its size, and every byte of
+    each against the checksums written with it (a mismatch is a fail, rebuilt by `spectui
+    models verify`)."""
+    from spectui.models.cache import cache_total, cached_models, verify_folder
+    from spectui.models.registry import cache_dir
 
     root = cache_dir()
-    models_dir = converted_dir(DEFAULT_TARGET).parent  # every converted model is a folder in here
     ok_to_write, why_not = _writable(root)
     existing = _existing_ancestor(root)
     parts = [f"{root}: " + ("writable" if ok_to_write else f"not writable ({why_not})")]
+    damaged, old = [], []
 
     if root.is_dir():
-        parts.append(f"{_size_text(_tree_size(root))} in all")
+        parts.append(f"{_size_text(cache_total())} in all")
         models, unfinished = [], []
-        if models_dir.is_dir():
-            for folder in sorted(models_dir.iterdir()):
-                if not folder.is_dir():
-                    continue
-                size = _size_text(_tree_size(folder))
-                if folder.name.startswith("."):  # convert.py's work folder: a conversion running or cut short
-                    unfinished.append(f"{folder.name} {size}")
-                elif read_marker(folder) is None:
-                    models.append(f"{folder.name} {size} (incomplete)")
-                else:
-                    models.append(f"{folder.name} {size}")
+        for model in cached_models():
+            size = _size_text(model.size_bytes)
+            if model.state == "converting":
+                unfinished.append(f"{model.key} {size}")
+            elif model.state == "incomplete":
+                models.append(f"{model.key} {size} (incomplete)")
+            elif model.state == "old":
+                old.append(model.key)
+                models.append(f"{model.key} {size} (older format: rebuilt at its next use)")
+            else:
+                problem = verify_folder(model.folder)
+                if problem is not None:
+                    damaged.append(model.key)
+                models.append(f"{model.key} {size}" + (f" (DAMAGED: {problem})" if problem else " (verified)"))
         parts.append("models: " + (", ".join(models) if models else "none"))
         if unfinished:
             parts.append("unfinished conversions: " + ", ".join(unfinished))
@@ -262,11 +257,22 @@ def check_cache() -> Check:
             "cache", "fail", found,
             f"make {root} writable, or set SPECTUI_CACHE_DIR to a folder you can write",
         )  # fmt: skip
+    if damaged:
+        return Check(
+            "cache", "fail", found,
+            " ; ".join(f"spectui models verify {key} (rebuilds it)" for key in damaged),
+        )  # fmt: skip
     if free is not None and free < LOW_DISK_BYTES:
         return Check(
             "cache", "warn", found,
             "free some disk space there or set SPECTUI_CACHE_DIR to a bigger disk: "
             "fetching and converting the default models takes several GiB",
+        )  # fmt: skip
+    if old:
+        return Check(
+            "cache", "warn", found,
+            f"written by an older spectui: `spectui models fetch {old[0]}` rebuilds it now "
+            "(else the next start does)",
         )  # fmt: skip
     return Check("cache", "ok", found)
 

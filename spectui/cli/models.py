@@ -1,4 +1,4 @@
-"""`spectui models`: the registry and the weight cache."""
+"""`spectui models`: the registry and the weight cache (list, fetch, rm, verify)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from spectui.core.errors import ModelError
 
-def _size(size_bytes: int | None) -> str:
+
+def size_text(size_bytes: int | None) -> str:
     if not size_bytes:
         return ""
     return f"{size_bytes / 1e9:.2f} GB" if size_bytes >= 1e9 else f"{size_bytes / 1e6:.0f} MB"
 
 
 def print_models(as_json: bool) -> None:
-    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET, list_models
+    from spectui.models.cache import cache_total
+    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET, cache_dir, list_models
 
     rows = list_models()
     if as_json:
@@ -23,22 +26,29 @@ def print_models(as_json: bool) -> None:
         return
     table = Table(title="spectui models", title_justify="left")
     table.add_column("alias", no_wrap=True)
-    for column in ("params", "default draft", "cached", "size", "from"):
+    for column in ("params", "default draft", "cached", "size on disk", "from"):
         table.add_column(column)
     for row in rows:
         alias = row["alias"]
         if alias in (DEFAULT_TARGET, DEFAULT_DRAFT):
             alias += " (default)"
+        cached = ""
+        if row["cached"]:
+            cached = "old format: rebuilt at next use" if row.get("state") == "old format" else "yes"
         table.add_row(
             alias,
             row["params"] or "",
             row["default_draft"] or "",
-            "yes" if row["cached"] else "",
-            _size(row["size_bytes"]),
+            cached,
+            size_text(row["size_bytes"]),
             row["origin"] or "",
         )
     console = Console()
     console.print(table)
+    console.print(
+        f"Cache: {size_text(cache_total()) or 'empty'} in {cache_dir()} (`spectui models rm ALIAS` frees a model).",
+        style="dim",
+    )
     console.print(
         "Also accepted: a local Hugging Face folder, a .gguf file, or a hub id (org/name).",
         style="dim",
@@ -47,8 +57,61 @@ def print_models(as_json: bool) -> None:
 
 def fetch_model(name: str) -> None:
     from spectui.models.fetch import rich_progress
-    from spectui.models.load import ensure_local
+    from spectui.models.load import model_folder
 
     with rich_progress() as progress:
-        folder = ensure_local(name, progress)
+        folder = model_folder(name, progress)
     Console(stderr=True).print(f"{name}: ready in {folder}")
+
+
+def remove_model(name: str) -> None:
+    from spectui.models.cache import remove_model as remove
+
+    freed = remove(name)
+    Console(stderr=True).print(f"{name}: removed from the cache, {size_text(freed) or '0 MB'} freed")
+
+
+def verify_models(name: str | None) -> None:
+    """Hash every byte of the cached models (or of `name`); rebuild what does not match, one
+    line each."""
+    from spectui.models.cache import cache_key, cached_models, verify_folder
+    from spectui.models.fetch import rich_progress
+
+    models = cached_models()
+    if name is not None:
+        key = cache_key(name)
+        models = [model for model in models if model.key == key]
+        if not models:
+            raise ModelError(f"{name} is not in the cache: `spectui models fetch {name}` fetches it")
+    console = Console(stderr=True, highlight=False)
+    if not models:
+        console.print("the cache holds no models")
+        return
+    for model in models:
+        if model.state == "converting":
+            continue
+        with rich_progress() as progress:
+            problem = verify_folder(model.folder, lambda done, total: progress(f"{model.key} verify", done, total))
+        if problem is None:
+            console.print(f"{model.key}: ok ({size_text(model.size_bytes)})")
+            continue
+        console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
+        if not _rebuild(model.key, model.folder):
+            console.print(f"{model.key}: removed; it is converted again from its .gguf file the next time it is used")
+
+
+def _rebuild(key: str, folder) -> bool:
+    """Convert a damaged model again (an index alias); True when it was rebuilt here."""
+    import shutil
+
+    from spectui.models.fetch import rich_progress
+    from spectui.models.load import model_folder
+    from spectui.models.registry import get_spec
+
+    shutil.rmtree(folder)
+    spec = get_spec(key)
+    if spec is None or spec.source != "index":
+        return False
+    with rich_progress() as progress:
+        model_folder(key, progress)
+    return True

@@ -7,11 +7,14 @@ that need them.
 from spectui.models.fetch import ProgressFn, no_progress, rich_progress
 from spectui.models.load import (
     DTYPES,
+    LoadRequest,
     VocabCheck,
     check_same_vocab,
     ensure_local,
     load_model,
+    load_models,
     load_tokenizer,
+    model_folder,
     resolve_dtype,
 )
 from spectui.models.registry import (
@@ -30,6 +33,7 @@ __all__ = [
     "DEFAULT_DRAFT",
     "DEFAULT_TARGET",
     "DTYPES",
+    "LoadRequest",
     "MODELS",
     "ModelSpec",
     "ProgressFn",
@@ -41,7 +45,9 @@ __all__ = [
     "get_spec",
     "list_models",
     "load_model",
+    "load_models",
     "load_tokenizer",
+    "model_folder",
     "no_progress",
     "resolve",
     "resolve_dtype",

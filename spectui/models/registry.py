@@ -282,10 +282,14 @@ def list_models() -> list[dict]:
     """One row per alias for `spectui models`: what it is, where it comes from, whether it is cached."""
     rows = []
     for spec in MODELS.values():
+        state = None
         if spec.source == "index":
             assert spec.index is not None
             folder: Path | None = converted_dir(spec.alias)
-            cached = read_marker(folder) is not None
+            marker = read_marker(folder)
+            cached = marker is not None
+            if cached:
+                state = "int8" if marker.get("format") == 2 else "old format"
             origin = spec.index.packages_text()
         else:
             folder = hub_cache_path(spec.hub_id or "")
@@ -302,6 +306,7 @@ def list_models() -> list[dict]:
                 "default_draft": spec.default_draft,
                 "license": spec.license,
                 "cached": cached,
+                "state": state,  # index models: "int8", or "old format" (rebuilt at its next use)
                 "path": str(folder) if cached and folder else None,
                 "size_bytes": _folder_size(folder) if cached and folder else None,
             }

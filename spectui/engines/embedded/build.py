@@ -37,8 +37,8 @@ def draft_for(target: str, draft: str | None) -> str:
 
 def build_embedded_engine(options: EngineOptions, progress=None):
     from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import NgramProposer
-    from spectui.models.load import check_same_vocab, load_model, resolve_dtype
+    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
     from spectui.models.registry import DEFAULT_TARGET, resolve
 
     target_name = options.model or DEFAULT_TARGET
@@ -57,10 +57,18 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         check_same_vocab(target_name, draft_name, progress)  # before any weights load; may fetch both
     if options.method in ("medusa", "eagle"):
         draft_name = heads_folder(options)
-    target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
+    if options.method == "draft":
+        # Side by side: the two models' layers are packed in one pool of threads.
+        (target_model, tokenizer), (draft_model, _) = load_models(
+            [LoadRequest(target_name, target_dtype),
+             LoadRequest(draft_name, draft_dtype(target_dtype, device), tokenizer=False)],
+            device, progress)
+        proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    else:
+        target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
     if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
-    else:
+    elif options.method != "draft":
         proposer = load_proposer(options.method, draft_name, target_model, target_name, target_dtype, device,
                                  options.tree_width, progress)
     info = EngineInfo(
@@ -105,8 +113,8 @@ def heads_folder(options: EngineOptions) -> str:
 def draft_dtype(target_dtype: str, device: str) -> str:
     """The draft may round differently from the target: that changes acceptance, not output.
 
-    On CPU the fastest form wins (dynamic int8, not batch-invariant); elsewhere the draft
-    follows the target.
+    On CPU the fastest form wins (int8 with activations quantised per tensor and transformers'
+    attention: not batch-invariant); elsewhere the draft follows the target.
     """
     if device == "cpu" and target_dtype in ("int8", "float32"):
         return "int8-dynamic"
