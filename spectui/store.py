@@ -166,14 +166,9 @@ SNIPPET_TOKENS = 12  # words of context a snippet keeps around the match
 
 
 @dataclass(frozen=True)
-class SearchHit:
-    """A conversation that matched, with the best match's snippet as (text, matched) parts."""
+class SearchHit(ConversationSummary):
+    """A conversation that matched, with its best match's snippet as (text, matched) parts."""
 
-    id: int
-    title: str
-    created: float
-    updated: float
-    num_messages: int
     snippet: tuple[tuple[str, bool], ...]
 
     @property

@@ -72,7 +72,7 @@ class HistoryScreen(Screen):
         self.store = store
         self.export_dir = export_dir
         self.open_id = open_id
-        self.shown: dict[int, ConversationSummary | SearchHit] = {}
+        self.shown: dict[int, ConversationSummary] = {}  # by id, as listed
 
     def compose(self) -> ComposeResult:
         yield Static("History", classes="title")
@@ -207,7 +207,7 @@ class HistoryScreen(Screen):
 
 
 class RenameDialog(ModalScreen[str | None]):
-    """A conversation's new title: Enter keeps it, Esc keeps the old one."""
+    """A conversation's new title: Enter saves it, Esc keeps the old one."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
     DEFAULT_CSS = """
@@ -222,7 +222,7 @@ class RenameDialog(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("New title (Enter saves, Esc cancels)")
-            # The stored title edited as it is; Input shows text, not markup.
+            # Input shows text, never markup; controls are edited as their pictures.
             yield Input(value=safe_line(self.old_title), id="title")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
