@@ -40,7 +40,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "new_chat": "ctrl+n",
     "trim": "ctrl+o",
     "history": "f2",
-    "history_search": "slash", "history_rename": "r", "history_delete": "d,delete",
+    "history_search": "slash", "history_rename": "r", "history_delete": "d",
     "help": "f1",
     "theme": "ctrl+t",
     "screenshot": "ctrl+s",
