@@ -7,29 +7,32 @@ by a lock: the UI thread writes messages, the generation thread writes steps.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.errors import SpectuiError
+from spectui.core.errors import SpectuiError, UsageError
 from spectui.core.events import Source, Step
 from spectui.core.record import step_record
 from spectui.core.safe_text import safe_text
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversations (
+# The tables of schema 1, one statement each (run one by one inside the upgrade's transaction).
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY,
     title TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
     updated REAL NOT NULL,
     settings TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS messages (
+)""",
+    """CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
     conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     role TEXT NOT NULL,
@@ -39,8 +42,8 @@ CREATE TABLE IF NOT EXISTS messages (
     error TEXT,
     settings TEXT NOT NULL DEFAULT '{}',
     stats TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS steps (
+)""",
+    """CREATE TABLE IF NOT EXISTS steps (
     message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
     idx INTEGER NOT NULL,
     arrived REAL NOT NULL,         -- seconds since the reply started, as the UI saw it
@@ -57,17 +60,64 @@ CREATE TABLE IF NOT EXISTS steps (
     exact INTEGER NOT NULL,
     method TEXT NOT NULL,
     PRIMARY KEY (message_id, idx)
-);
-CREATE TABLE IF NOT EXISTS settings (
+)""",
+    """CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
-"""
+)""",
+    "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id)",
+)
+
+# Schema 2: full-text search over message contents and titles. External-content FTS5 tables:
+# the index holds tokens only and snippet() reads the text from messages and conversations,
+# so nothing is stored twice (a contentless table cannot make a snippet). Triggers keep the
+# index in step with every insert, update and delete, whoever writes (a chat, salvage, rm).
+TOKENIZER = "unicode61 remove_diacritics 2"
+SEARCH_TABLES = (
+    f"CREATE VIRTUAL TABLE message_search USING fts5(content, content='messages', content_rowid='id', tokenize='{TOKENIZER}')",
+    f"CREATE VIRTUAL TABLE title_search USING fts5(title, content='conversations', content_rowid='id', tokenize='{TOKENIZER}')",
+    """CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO message_search (rowid, content) VALUES (new.id, new.content);
+END""",
+    """CREATE TRIGGER message_search_update AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO message_search (message_search, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO message_search (rowid, content) VALUES (new.id, new.content);
+END""",
+    """CREATE TRIGGER message_search_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO message_search (message_search, rowid, content) VALUES ('delete', old.id, old.content);
+END""",
+    """CREATE TRIGGER title_search_insert AFTER INSERT ON conversations BEGIN
+    INSERT INTO title_search (rowid, title) VALUES (new.id, new.title);
+END""",
+    """CREATE TRIGGER title_search_update AFTER UPDATE OF title ON conversations BEGIN
+    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.id, old.title);
+    INSERT INTO title_search (rowid, title) VALUES (new.id, new.title);
+END""",
+    """CREATE TRIGGER title_search_delete AFTER DELETE ON conversations BEGIN
+    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.id, old.title);
+END""",
+    # What an older spectui saved is indexed now, in the same transaction.
+    "INSERT INTO message_search (message_search) VALUES ('rebuild')",
+    "INSERT INTO title_search (title_search) VALUES ('rebuild')",
+)
+
+# PRAGMA user_version of the history file -> the statements that bring the one before it
+# there. 0 is a new file (or one from before versions were kept): its tables are made.
+# A file written by a newer spectui may hold what this one does not understand: it is
+# refused (named, one line) rather than altered.
+UPGRADES: dict[int, tuple[str, ...]] = {1: TABLES, 2: SEARCH_TABLES}
+SCHEMA_VERSION = max(UPGRADES)
+SEARCH_VERSION = 2
 
 
 class StoreError(SpectuiError):
     """The history database cannot be opened or has no such conversation."""
+
+
+class NoSuchConversation(StoreError):
+    """An id given to rename or delete that the history does not hold: a usage error."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -109,9 +159,36 @@ class ConversationSummary:
     num_messages: int
 
 
-# PRAGMA user_version of the history file. A file written by a newer spectui may hold what
-# this one does not understand: it is refused (named, one line) rather than altered.
-SCHEMA_VERSION = 1
+# snippet() marks the matched words with these; private-use code points, which chat text
+# does not hold, so the marks can be found again (SearchHit.snippet splits on them).
+MATCH_START, MATCH_END = "\ue000", "\ue001"
+SNIPPET_TOKENS = 12  # words of context a snippet keeps around the match
+
+
+@dataclass(frozen=True)
+class SearchHit(ConversationSummary):
+    """A conversation that matched, with its best match's snippet as (text, matched) parts."""
+
+    snippet: tuple[tuple[str, bool], ...]
+
+    @property
+    def snippet_text(self) -> str:
+        return "".join(text for text, _ in self.snippet)
+
+
+def snippet_parts(marked: str) -> tuple[tuple[str, bool], ...]:
+    parts = []
+    for index, chunk in enumerate(marked.split(MATCH_START)):
+        matched, _, rest = chunk.partition(MATCH_END) if index else ("", "", chunk)
+        parts += [(text, flag) for text, flag in ((matched, True), (rest, False)) if text]
+    return tuple(parts)
+
+
+def match_query(text: str) -> str:
+    """What a user typed as an FTS5 query: every word required, each a prefix (so the list
+    narrows as they type). Quoting each word keeps FTS5's syntax (AND, NEAR, *, :, quotes,
+    parentheses) plain text: any input is a valid query."""
+    return " ".join('"' + word.replace('"', '""') + '"*' for word in text.split())
 
 
 def default_store_path() -> Path:
@@ -169,37 +246,124 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     return db
 
 
+@functools.cache
+def fts5_available() -> bool:
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+        return True
+    except sqlite3.OperationalError:  # "no such module: fts5"
+        return False
+    finally:
+        db.close()
+
+
+def require_fts5() -> None:
+    if not fts5_available():
+        raise StoreError(
+            f"this Python's sqlite3 (SQLite {sqlite3.sqlite_version}) was built without FTS5, which spectui's "
+            "history needs for search: use a Python whose sqlite3 has it (most builds do), or chat with --no-history"
+        )
+
+
+# One row per conversation, newest first like the list it filters, with the snippet of its
+# best match (by FTS5's rank); a message's match is preferred to the title's.
+SEARCH = f"""
+WITH hits (conversation_id, from_title, score, snippet) AS (
+    SELECT m.conversation_id, 0, message_search.rank,
+           snippet(message_search, 0, '{MATCH_START}', '{MATCH_END}', '…', {SNIPPET_TOKENS})
+    FROM message_search JOIN messages m ON m.id = message_search.rowid
+    WHERE message_search MATCH :query
+    UNION ALL
+    SELECT title_search.rowid, 1, title_search.rank, highlight(title_search, 0, '{MATCH_START}', '{MATCH_END}')
+    FROM title_search WHERE title_search MATCH :query
+), best AS (
+    SELECT conversation_id, snippet,
+           row_number() OVER (PARTITION BY conversation_id ORDER BY from_title, score) AS place
+    FROM hits
+)
+SELECT c.id, c.title, c.created, c.updated,
+       (SELECT COUNT(*) FROM messages WHERE conversation_id = c.id), best.snippet
+FROM best JOIN conversations c ON c.id = best.conversation_id
+WHERE best.place = 1
+ORDER BY c.updated DESC, c.id DESC
+LIMIT :limit
+"""
+
+
+def open_for_search(path: Path) -> Store:
+    """A read-only store that can search. A file saved before search existed is indexed
+    once first (a writable open upgrades it, as the next chat would)."""
+    store = Store(path, read_only=True)
+    if store.version >= SEARCH_VERSION:
+        return store
+    store.close()
+    try:
+        Store(path).close()
+    except StoreError as error:
+        raise StoreError(f"{error} (its search index is built once, which writes the file)") from None
+    return Store(path, read_only=True)
+
+
+def open_existing(path: Path, conversation_id: int) -> Store:
+    """A writable store to change `conversation_id` in (rename, rm): a history that is not
+    there is not created; the id is unknown."""
+    if not path.is_file():
+        raise NoSuchConversation(f"no conversation {conversation_id}: no history at {path} yet")
+    return Store(path)
+
+
 class Store:
-    """read_only: for list, export and search: nothing is created or written."""
+    """read_only: for list, export and search: nothing is created or written.
+    A writable store upgrades an older file to SCHEMA_VERSION as it opens."""
 
     def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        try:
-            if read_only:
-                self._db = connect_read_only(self.path)
-                version = self._db.execute("PRAGMA user_version").fetchone()[0]
-                self._refuse_newer(version)
-            else:
-                if str(path) != ":memory:":
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(
-                    str(path), check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S
-                )
-                self._db.execute("PRAGMA journal_mode=WAL")
-                # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute("PRAGMA foreign_keys=ON")
-                version = self._db.execute("PRAGMA user_version").fetchone()[0]
-                self._refuse_newer(version)
-                self._db.executescript(SCHEMA)
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except (sqlite3.Error, OSError) as error:
-            raise store_error(path, error, opening=True) from None
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._open(read_only)
+        except BaseException as error:
+            if self._db is not None:
+                self._db.close()
+            if isinstance(error, (sqlite3.Error, OSError)):
+                raise store_error(path, error, opening=True) from None
+            raise
+
+    def _open(self, read_only: bool) -> None:
+        if read_only:
+            self._db = connect_read_only(self.path)
+        else:
+            require_fts5()  # before the file is touched: the upgrade and the triggers need it
+            if str(self.path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+        self.version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        self._refuse_newer(self.version)
+        if not read_only and self.version < SCHEMA_VERSION:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """One transaction: stopped midway (a crash, a full disk) the file stays as it was.
+        The version is read again under the write lock, as another spectui may have
+        upgraded the file meanwhile."""
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            self._refuse_newer(version)
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in UPGRADES[step]:
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self.version = SCHEMA_VERSION
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
-            self._db.close()
             raise StoreError(
                 f"history {self.path} was written by a newer spectui (schema {version}, this one reads "
                 f"{SCHEMA_VERSION}): upgrade spectui, or start afresh with --no-history"
@@ -209,15 +373,34 @@ class Store:
         with self._lock:
             self._db.close()
 
-    def _write(self, sql: str, args: Sequence = ()) -> int:
+    def _run(self, sql: str, args: Sequence | dict = ()) -> sqlite3.Cursor:
         with self._lock:
             try:
-                cursor = self._db.execute(sql, args)  # autocommit: one statement, one commit
+                return self._db.execute(sql, args)  # autocommit: one statement, one commit
             except sqlite3.Error as error:
                 raise store_error(self.path, error) from None
-            return cursor.lastrowid
 
-    def _read(self, sql: str, args: Sequence = ()) -> list[tuple]:
+    def _write(self, sql: str, args: Sequence = ()) -> int:
+        return self._run(sql, args).lastrowid
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """Statements that stand or fall together."""
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    if db.in_transaction:  # SQLite rolls back by itself after some errors
+                        db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise store_error(self.path, error) from None
+
+    def _read(self, sql: str, args: Sequence | dict = ()) -> list[tuple]:
         with self._lock:
             try:
                 return self._db.execute(sql, args).fetchall()
@@ -266,18 +449,9 @@ class Store:
         """A reply's steps again, all at once: the engine's final record recoloured it
         (same tokens, other sources), and history must show what the screen shows."""
         rows = [_step_row(message_id, index, s.step, s.pieces, s.ghost, s.arrived) for index, s in enumerate(steps)]
-        with self._lock:
-            try:
-                self._db.execute("BEGIN")
-                try:
-                    self._db.execute("DELETE FROM steps WHERE message_id = ?", (message_id,))
-                    self._db.executemany(INSERT_STEP, rows)
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                raise store_error(self.path, error) from None
+        with self._transaction() as db:
+            db.execute("DELETE FROM steps WHERE message_id = ?", (message_id,))
+            db.executemany(INSERT_STEP, rows)
 
     def finish_message(
         self,
@@ -297,14 +471,53 @@ class Store:
             "UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conversation_id)
         )
 
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        title = title.strip()
+        if not title:
+            raise UsageError("a conversation's title cannot be empty")
+        if not self._run("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id)).rowcount:
+            raise self._unknown(conversation_id)
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """The conversation, its messages and their steps, all at once; the triggers take
+        its search rows with them."""
+        with self._transaction() as db:
+            own = "SELECT id FROM messages WHERE conversation_id = ?"
+            db.execute(f"DELETE FROM steps WHERE message_id IN ({own})", (conversation_id,))
+            db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            if not db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,)).rowcount:
+                raise self._unknown(conversation_id)  # rolled back: nothing was deleted
+
+    def _unknown(self, conversation_id: int) -> NoSuchConversation:
+        return NoSuchConversation(f"no conversation {conversation_id} in {self.path} (see spectui history list)")
+
     # reading
 
+    def search(self, text: str, limit: int = 200) -> list[SearchHit]:
+        """Conversations whose messages or title hold every word of `text` (as prefixes)."""
+        query = match_query(text)
+        if not query:
+            return []
+        require_fts5()
+        if self.version < SEARCH_VERSION:
+            raise StoreError(f"history {self.path} is not indexed for search yet: open it writable once")
+        rows = self._read(SEARCH, {"query": query, "limit": limit})
+        return [SearchHit(*row[:5], snippet_parts(row[5])) for row in rows]
+
     def list_conversations(self, limit: int = 200) -> list[ConversationSummary]:
+        return self._summaries("GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?", (limit,))
+
+    def conversation_summary(self, conversation_id: int) -> ConversationSummary:
+        found = self._summaries("WHERE c.id = ? GROUP BY c.id", (conversation_id,))
+        if not found:
+            raise self._unknown(conversation_id)
+        return found[0]
+
+    def _summaries(self, where: str, args: Sequence) -> list[ConversationSummary]:
         rows = self._read(
             "SELECT c.id, c.title, c.created, c.updated, COUNT(m.id) FROM conversations c"
-            " LEFT JOIN messages m ON m.conversation_id = c.id"
-            " GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?",
-            (limit,),
+            f" LEFT JOIN messages m ON m.conversation_id = c.id {where}",
+            args,
         )
         return [ConversationSummary(*row) for row in rows]
 

@@ -1,4 +1,4 @@
-"""`spectui chat`, `config path`, `history list/export` and `screenshots`.
+"""`spectui chat`, `config path`, `history list/export/search/rename/rm/salvage` and `screenshots`.
 
 Only typer at import: textual, the engine and the store load inside the commands. The
 lead's cli/app.py calls `register(app)`.
@@ -254,6 +254,122 @@ def history_salvage_command(
         + (f", {'; '.join(problems)}" if problems else "")
         + f" into {target}. To use it: move {source} aside and put this file in its place."
     )
+
+
+@history_app.command("search")
+def history_search_command(
+    text: list[str] = typer.Argument(..., help="Words to find, each as a word or its start; all in one message, or in the title."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+) -> None:
+    """Search every conversation's messages and titles; newest first, the match marked."""
+    from rich.console import Console
+
+    from spectui.store import default_store_path, open_for_search
+
+    path = default_store_path()
+    if not path.exists():
+        return  # nothing saved yet
+    try:
+        store = open_for_search(path)
+        hits = store.search(" ".join(text))
+        store.close()
+    except SpectuiError as error:
+        fail(error)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
+    styled = console.is_terminal and console.color_system is not None
+    for hit in hits:
+        if as_json:
+            typer.echo(json.dumps(search_record(hit)))
+        else:
+            console.print(search_line(hit, styled))
+
+
+# Where a terminal draws no styles (a pipe, TERM=dumb), the match sits between these.
+MATCH_MARKERS = ("»", "«")
+
+
+def search_record(hit) -> dict:
+    """A search hit for --json: the snippet as text, and where the matches lie in it."""
+    matches, offset = [], 0
+    for text, matched in hit.snippet:
+        if matched:
+            matches.append([offset, offset + len(text)])
+        offset += len(text)
+    return {"id": hit.id, "title": hit.title, "created": hit.created, "updated": hit.updated,
+            "num_messages": hit.num_messages, "snippet": hit.snippet_text, "matches": matches}
+
+
+def search_line(hit, styled: bool):
+    import time
+
+    from rich.text import Text
+
+    from spectui.core.safe_text import safe_line
+
+    updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.updated))
+    line = Text(f"{hit.id:>5}  {updated}  {safe_line(hit.title)}  — ")
+    for text, matched in hit.snippet:
+        if not matched:
+            line.append(safe_line(text))
+        elif styled:
+            line.append(safe_line(text), "bold reverse")
+        else:
+            line.append(MATCH_MARKERS[0] + safe_line(text) + MATCH_MARKERS[1])
+    return line
+
+
+@history_app.command("rename")
+def history_rename_command(
+    conversation_id: int = typer.Argument(..., help="The conversation id (see history list)."),
+    title: str = typer.Argument(..., help="The new title."),
+) -> None:
+    """Give a conversation a new title."""
+    from spectui.core.safe_text import safe_line
+    from spectui.store import default_store_path, open_existing
+
+    try:
+        store = open_existing(default_store_path(), conversation_id)
+        store.rename_conversation(conversation_id, title)
+        store.close()
+    except SpectuiError as error:
+        fail(error)
+    typer.echo(f"conversation {conversation_id} is now “{safe_line(title.strip())}”")
+
+
+@history_app.command("rm")
+def history_rm_command(
+    conversation_id: int = typer.Argument(..., help="The conversation id (see history list)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Delete without asking."),
+) -> None:
+    """Delete a conversation with its messages and traces, for good (asks first)."""
+    from spectui.store import default_store_path, open_existing
+
+    try:
+        store = open_existing(default_store_path(), conversation_id)
+        try:
+            if not yes and not delete_confirmed(store.conversation_summary(conversation_id)):
+                typer.echo(f"kept conversation {conversation_id}", err=True)
+                raise typer.Exit(1)
+            store.delete_conversation(conversation_id)
+        finally:
+            store.close()
+    except SpectuiError as error:
+        fail(error)
+    typer.echo(f"deleted conversation {conversation_id}")
+
+
+def delete_confirmed(summary) -> bool:
+    """The user's yes, asked on stderr; no answer (stdin closed) is a no."""
+    from spectui.core.safe_text import safe_line
+
+    question = f"Delete conversation {summary.id}, “{safe_line(summary.title)}”, and its {summary.num_messages} message(s)?"
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort:  # Ctrl+C, or stdin closed
+        return False
+    finally:
+        if not sys.stdin.isatty():
+            typer.echo("", err=True)  # an answer from a pipe is not echoed: end the question's line
 
 
 def screenshots_command(

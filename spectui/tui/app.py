@@ -120,7 +120,8 @@ class SpectuiApp(App):
         if self.store is None:
             self.notify("History is off (no store).")
         elif not isinstance(self.screen, HistoryScreen):
-            self.push_screen(HistoryScreen(self.store, self.screenshot_dir), self._open_conversation)
+            open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
+            self.push_screen(HistoryScreen(self.store, self.screenshot_dir, open_id), self._open_conversation)
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:

@@ -1,16 +1,28 @@
-"""History: past conversations; Enter opens one, E exports it (Markdown + trace JSONL)."""
+"""History: past conversations, filtered as you type by a search over all of them.
+
+Enter opens one, E exports it (Markdown + trace JSONL), R renames, D deletes (after a yes).
+Titles and snippets come from models and files: shown through safe_line, as Text, never markup.
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Static
 
-from spectui.store import Store, export_markdown, export_trace_jsonl
+from spectui.core.errors import SpectuiError, one_line
+from spectui.core.safe_text import safe_line
+from spectui.settings.config import DEFAULT_KEYS
+from spectui.store import ConversationSummary, SearchHit, Store, export_markdown, export_trace_jsonl
+
+MATCH_STYLE = "bold reverse"
+NO_TITLE = "–"
 
 
 def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Path, Path]:
@@ -25,46 +37,110 @@ def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Pat
     return markdown, trace
 
 
+def title_text(title: str) -> Text:
+    return Text(safe_line(title) or NO_TITLE)
+
+
+def snippet_text(hit: SearchHit) -> Text:
+    return Text.assemble(*((safe_line(part), MATCH_STYLE if matched else "") for part, matched in hit.snippet))
+
+
 class HistoryScreen(Screen):
+    """Dismissed with the id of the conversation to open in the chat, or None.
+    open_id: the conversation the chat is writing to, which cannot be deleted from under it."""
+
     BINDINGS = [
-        Binding("escape,f2", "app.pop_screen", "back"),
+        Binding("escape", "back", "back"),
+        Binding("f2", "app.pop_screen", show=False),
         Binding("enter", "open", "open", priority=True),
         Binding("e", "export", "export .md + .jsonl"),
+        Binding(DEFAULT_KEYS["history_search"], "search", "search", id="history_search"),
+        Binding(DEFAULT_KEYS["history_rename"], "rename", "rename", id="history_rename"),
+        Binding(DEFAULT_KEYS["history_delete"], "delete", "delete", id="history_delete"),
+        Binding("down", "results", show=False),  # from the search box down into the list
     ]
     DEFAULT_CSS = """
     HistoryScreen { background: $background; }
     HistoryScreen .title { text-style: bold; color: $primary; padding: 0 1; background: $panel; }
+    HistoryScreen #search { margin: 0 1; }
     HistoryScreen DataTable { height: 1fr; }
     HistoryScreen #empty { padding: 1 2; color: $text-muted; }
     """
 
-    def __init__(self, store: Store, export_dir: Path) -> None:
+    def __init__(self, store: Store, export_dir: Path, open_id: int | None = None) -> None:
         super().__init__()
         self.store = store
         self.export_dir = export_dir
+        self.open_id = open_id
+        self.shown: dict[int, ConversationSummary] = {}  # by id, as listed
 
     def compose(self) -> ComposeResult:
         yield Static("History", classes="title")
-        table = DataTable(cursor_type="row", zebra_stripes=True, id="conversations")
-        yield table
+        yield Input(placeholder="search all conversations (/)", id="search")
+        yield Static("", id="empty")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="conversations")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("id", "updated", "messages", "title")
-        for summary in self.store.list_conversations():
-            updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
-            table.add_row(str(summary.id), updated, str(summary.num_messages), summary.title or "–", key=str(summary.id))
-        if not table.row_count:
-            self.mount(Static("No conversations yet.", id="empty"), before=table)
-        table.focus()
+        self.show_matches("")
+        self.table.focus()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one(DataTable)
+
+    @property
+    def search_box(self) -> Input:
+        return self.query_one("#search", Input)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input is self.search_box:
+            self.show_matches(event.value)
+
+    def show_matches(self, text: str, keep: int | None = None) -> None:
+        """Every conversation (newest first), or those that match `text`; the cursor stays
+        on `keep` when it is still listed."""
+        try:
+            rows = self.store.search(text) if text.strip() else self.store.list_conversations()
+        except SpectuiError as error:
+            self.notify(one_line(error), severity="error")
+            return
+        searching = bool(text.strip())
+        table = self.table
+        table.clear(columns=True)
+        table.add_columns("id", "updated", "messages", "title", *(["match"] if searching else []))
+        self.shown = {row.id: row for row in rows}
+        for row in rows:
+            updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
+            cells = [str(row.id), updated, str(row.num_messages), title_text(row.title)]
+            if searching:
+                cells.append(snippet_text(row))
+            table.add_row(*cells, key=str(row.id))
+        if keep in self.shown:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+        empty = self.query_one("#empty", Static)
+        empty.update(Text(f"Nothing matches “{safe_line(text.strip())}”.") if searching else Text("No conversations yet."))
+        empty.display = not rows
 
     def _selected_id(self) -> int | None:
-        table = self.query_one(DataTable)
+        table = self.table
         if not table.row_count:
             return None
         row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
         return int(row_key.value)
+
+    def action_back(self) -> None:
+        if self.search_box.has_focus:  # Esc leaves the search box first, then the screen
+            self.search_box.value = ""
+            self.table.focus()
+        else:
+            self.app.pop_screen()
+
+    def action_search(self) -> None:
+        self.search_box.focus()
+
+    def action_results(self) -> None:
+        self.table.focus()
 
     def action_open(self) -> None:
         conversation_id = self._selected_id()
@@ -76,5 +152,113 @@ class HistoryScreen(Screen):
         conversation_id = self._selected_id()
         if conversation_id is None:
             return
-        markdown, trace = write_exports(self.store, conversation_id, self.export_dir)
+        try:
+            markdown, trace = write_exports(self.store, conversation_id, self.export_dir)
+        except (SpectuiError, OSError) as error:
+            self.notify(one_line(error), severity="error")
+            return
         self.notify(f"Wrote {markdown} and {trace}")
+
+    def action_rename(self) -> None:
+        conversation_id = self._selected_id()
+        if conversation_id is None:
+            return
+
+        def rename(title: str | None) -> None:
+            if title is None or not title.strip():
+                return  # Esc, or nothing typed: the title stays
+            self._change(lambda: self.store.rename_conversation(conversation_id, title), keep=conversation_id)
+
+        self.app.push_screen(RenameDialog(self.shown[conversation_id].title), rename)
+
+    def action_delete(self) -> None:
+        conversation_id = self._selected_id()
+        if conversation_id is None:
+            return
+        if conversation_id == self.open_id:
+            self.notify(f"Conversation {conversation_id} is open in the chat: start a new chat before deleting it.",
+                        severity="warning")
+            return
+        row = self.shown[conversation_id]
+        question = Text.assemble(
+            f"Delete conversation {conversation_id}, “", title_text(row.title),
+            f"”, and its {row.num_messages} message(s)? This cannot be undone.",
+        )
+
+        def delete(confirmed: bool | None) -> None:
+            if confirmed:
+                self._change(lambda: self.store.delete_conversation(conversation_id), keep=self._neighbour(conversation_id))
+
+        self.app.push_screen(DeleteDialog(question), delete)
+
+    def _neighbour(self, conversation_id: int) -> int | None:
+        """The row the cursor lands on once `conversation_id` is gone: the next, else the previous."""
+        ids = list(self.shown)
+        index = ids.index(conversation_id)
+        rest = ids[index + 1 :] or ids[:index][-1:]
+        return rest[0] if rest else None
+
+    def _change(self, change, keep: int | None) -> None:
+        try:
+            change()
+        except SpectuiError as error:
+            self.notify(one_line(error), severity="error")
+        self.show_matches(self.search_box.value, keep=keep)
+
+
+class RenameDialog(ModalScreen[str | None]):
+    """A conversation's new title: Enter saves it, Esc keeps the old one."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    RenameDialog { align: center middle; }
+    RenameDialog > Vertical { width: 70; height: auto; padding: 1 2; background: $panel; border: round $primary; }
+    """
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.old_title = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("New title (Enter saves, Esc cancels)")
+            # Input shows text, never markup; controls are edited as their pictures.
+            yield Input(value=safe_line(self.old_title), id="title")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DeleteDialog(ModalScreen[bool]):
+    """A yes/no question: Y or the button confirms; N, Esc or the other button does not."""
+
+    BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
+    DEFAULT_CSS = """
+    DeleteDialog { align: center middle; }
+    DeleteDialog > Vertical { width: 70; height: auto; padding: 1 2; background: $panel; border: round $error; }
+    DeleteDialog Horizontal { height: auto; margin-top: 1; }
+    DeleteDialog Button { margin-right: 2; }
+    """
+
+    def __init__(self, question: Text) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question, id="question")
+            with Horizontal():
+                yield Button("Delete (y)", variant="error", id="yes")
+                yield Button("Keep (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # Enter on the default keeps the conversation
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
