@@ -30,10 +30,6 @@ class ScreenshotEngine(str, Enum):
     scripted = "scripted"
 
 
-# Engines whose model name can be checked before the app starts (a server names its own).
-CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
-
-
 class ExportFormat(str, Enum):
     md = "md"
     jsonl = "jsonl"
@@ -52,34 +48,6 @@ def chat_command(
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
-
-
-def check_engine_choice(config) -> None:
-    """What can be refused before the app starts is refused here, as one line, not as a
-    failed load inside the app."""
-    if config.engine not in CHECKS_MODEL_NAMES:
-        return
-    from spectui.models.registry import DEFAULT_TARGET, resolve
-
-    for name in (config.model or DEFAULT_TARGET, config.draft):
-        if name is not None:
-            resolve(name)
-    from spectui.settings.options import EMBEDDED_METHODS
-
-    if config.heads is not None:
-        from spectui.settings.config import engine_options
-        from spectui.engines.embedded.build import heads_folder
-
-        heads_folder(engine_options(config))  # there, and of the method asked for
-    if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
-        from spectui.settings.config import engine_options
-        from spectui.engines.factory import chosen_engine
-
-        if chosen_engine(engine_options(config)) == "embedded":
-            raise UsageError(
-                f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
-                "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
-            )
 
 
 def check_theme(name: str) -> None:
@@ -111,6 +79,8 @@ def run_chat(
     config = load_config().with_overrides(**overrides)
     if overrides.get("theme") is not None:
         check_theme(config.theme)
+    from spectui.host.plan import check_engine_choice
+
     check_engine_choice(config)
     store = Store(default_store_path()) if history else None
     conversation = None
