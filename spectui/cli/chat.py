@@ -190,21 +190,34 @@ def history_export_command(
 def screenshots_command(
     out: Path = typer.Option(Path("screenshots"), "--out", "-o", help="Folder for the SVG (and PNG) files."),
     engine: ScreenshotEngine = typer.Option(ScreenshotEngine.scripted, "--engine", help="scripted (default, no weights) or embedded."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="NAME", help="embedded: the target (default: the config's)."),
+    draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", help="embedded: the draft model."),
+    method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help="embedded: draft or ngram."),
+    themes: Optional[list[str]] = typer.Option(None, "--theme", metavar="NAME", help="A theme to shoot (repeat it); default: every theme (embedded: dark)."),
+    screens: Optional[list[str]] = typer.Option(None, "--screen", metavar="NAME", help="chat, compare, help, history, markdown or adaptive (repeat it); default: all (embedded: chat)."),
 ) -> None:
-    """Regenerate screenshots of the main screens in every theme from a scripted run."""
-    from spectui.tui.screenshots import take_screenshots
+    """Regenerate screenshots of the main screens in every theme from a scripted run, or
+    from a real model: `--engine embedded --model smollm2-135m --method ngram` writes
+    chat-real-dark.svg."""
+    from spectui.tui.screenshots import FIRST_THEME_ONLY, SCREENS, take_screenshots
 
-    factory = None
+    unknown = [name for name in screens or () if name not in SCREENS + FIRST_THEME_ONLY]
+    if unknown:
+        fail(UsageError(f"no screen {unknown[0]!r}: known are {', '.join(SCREENS + FIRST_THEME_ONLY)}"))
+    factory = config = None
     if engine is ScreenshotEngine.embedded:
         from spectui.settings.config import load_config
 
         try:
-            from spectui.host.plan import engine_factory_for
+            from spectui.host.plan import check_engine_choice, engine_factory_for
 
-            factory = engine_factory_for(load_config().with_overrides(engine="embedded"))
+            config = load_config().with_overrides(engine="embedded", model=model, draft=draft, method=method)
+            check_engine_choice(config)
+            factory = engine_factory_for(config)
         except SpectuiError as error:
             fail(error)
-    for path in take_screenshots(out, engine_factory=factory):
+        themes, screens = themes or ["dark"], screens or ["chat"]
+    for path in take_screenshots(out, engine_factory=factory, themes=themes, screens=screens, config=config):
         typer.echo(str(path))
 
 

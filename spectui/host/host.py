@@ -185,18 +185,15 @@ class EngineHost:
         swapped_to, self.swapping_to = self.swapping_to, None
         self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
         if swapped_to is not None:
-            text = f"Could not switch to {swapped_to}: {error}"
-            self._tell(EngineFailed(error, f"{text} · the model screen can try another"))
-            self.notice(text, "error", 10)
-        elif restarted_k is None:
-            self._tell(EngineFailed(error))
-            self.notice(f"Could not load the engine: {error}", "error", 10)
-            return
-        text = f"Could not restart {self.label} with k = {restarted_k}: {error}"
-        self._tell(EngineFailed(error, f"{text} · press a k key to try again"))
+            text, retry = f"Could not switch to {swapped_to}: {error}", "the model screen can try another"
+        elif restarted_k is not None:
+            text, retry = f"Could not restart {self.label} with k = {restarted_k}: {error}", "press a k key to try again"
+        else:
+            text, retry = f"Could not load the engine: {error}", None
+        self._tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
         self.notice(text, "error", 10)
         if self.wanted_swap is not None:
-            self.restart_if_wanted()
+            self.restart_if_wanted()  # chosen while it loaded
 
     # k restarts
 

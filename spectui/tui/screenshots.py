@@ -1,4 +1,5 @@
-"""`spectui screenshots`: the main screens in every theme, from a scripted run.
+"""`spectui screenshots`: the main screens in every theme, from a scripted run, or from a
+real model (`--engine embedded`), whose pictures are named <screen>-real-<theme>.
 
 SVG from Textual; PNG beside each when a converter is already installed (cairosvg or
 rsvg-convert). Nothing is installed here.
@@ -11,10 +12,18 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
+# For a real model: a reply that repeats its prompt (prompt lookup's strength) and holds code.
+REAL_PROMPTS = (
+    "Add type hints to this Python function and give it a docstring:\n\n```python\n"
+    "def area(width, height):\n    return width * height\n```",
+)
+SCREENS = ("chat", "compare", "help", "history")
+FIRST_THEME_ONLY = ("markdown", "adaptive")
 
 
 def fixed_memory(device: str):
@@ -32,11 +41,12 @@ async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0)
         await pilot.pause(0.05)
 
 
-async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
+async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS, label: str = "") -> list[Path]:
     written: list[Path] = []
+    name_part = f"-{label}" if label else ""
 
     def save(name: str) -> None:
-        path = out / f"{name}-{theme}.svg"
+        path = out / f"{name}{name_part}-{theme}.svg"
         path.write_text(app.export_screenshot(title=f"spectui · {name} · {theme}"), encoding="utf-8")
         written.append(path)
 
@@ -44,8 +54,8 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
         app.theme = theme
         await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
         chat = app.chat_screen
-        for prompt in PROMPTS:
-            chat.query_one("#prompt").value = prompt
+        for prompt in prompts:
+            chat.prompt.value = prompt
             await pilot.press("enter")
             await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
             await pilot.pause(0.1)
@@ -80,7 +90,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
             await pilot.press("escape")
         if "adaptive" in screens:
             await pilot.press(app.first_key("k_auto"))
-            chat.query_one("#prompt").value = PROMPTS[0]
+            chat.prompt.value = prompts[0]
             await pilot.press("enter")
             await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
@@ -92,8 +102,14 @@ def take_screenshots(
     out: Path,
     engine_factory=None,
     themes: list[str] | None = None,
+    screens: list[str] | None = None,
+    config=None,
 ) -> list[Path]:
-    """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written."""
+    """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written.
+
+    engine_factory: a real engine's build (its pictures are <screen>-real-<theme>, with its
+    own memory reading and REAL_PROMPTS); None: the scripted engine. screens: which of
+    SCREENS + FIRST_THEME_ONLY (default: all; markdown and adaptive in the first theme)."""
     from spectui.engines.scripted import scripted_engine_factory
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings
@@ -106,16 +122,20 @@ def take_screenshots(
     out.mkdir(parents=True, exist_ok=True)
     available = load_themes()
     names = themes or sorted(available, key=lambda n: (n != "dark", n))
+    real = engine_factory is not None
     written: list[Path] = []
     for name in names:
-        screens = ["chat", "compare", "help", "history"] + (["markdown", "adaptive"] if name == names[0] else [])
+        wanted = [s for s in SCREENS + FIRST_THEME_ONLY if (s in screens if screens else
+                                                             s in SCREENS or name == names[0])]
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
-            config = ChatConfig(theme=name)
+            theme_config = replace(config or ChatConfig(), theme=name)
             build = engine_factory or scripted_engine_factory(sleep_virtual=0.25)
-            host = EngineHost(EnginePlan(build), LiveSettings.from_config(config), memory_probe=fixed_memory)
-            app = SpectuiApp(host, config, store, themes=available, cursor_blink=False)
-            written += asyncio.run(_shoot(app, name, out, screens))
+            host = EngineHost(EnginePlan(build), LiveSettings.from_config(theme_config),
+                              memory_probe=None if real else fixed_memory)
+            app = SpectuiApp(host, theme_config, store, themes=available, cursor_blink=False)
+            written += asyncio.run(_shoot(app, name, out, wanted, REAL_PROMPTS if real else PROMPTS,
+                                          "real" if real else ""))
             store.close()
     for svg in list(written):
         png = svg_to_png(svg)

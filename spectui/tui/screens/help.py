@@ -25,10 +25,16 @@ LEGEND = [
     (" rejected draft ", "ghost"),
 ]
 
+FIXED_KEYS = [
+    ("↑ / ↓", "in the message box, on its first / last line: this chat's earlier prompts"),
+    ("Ctrl+P", "every action by name, with its keys (the command palette)"),
+    ("Ctrl+Q", "quit"),
+]
+
 GLOSSARY = """\
 k   draft tokens proposed per step (vLLM: num_speculative_tokens)
 γ   draft acceptance rate = accepted drafts / drafted tokens
-τ   mean acceptance length = 1 + accepted / steps (tokens per target pass)
+τ   mean acceptance length = 1 + accepted / drafting steps (vLLM's definition)
 α   per-token acceptance, estimated from the steps (est.)
     Leviathan et al. write γ for k and α for the per-token acceptance.
 E(α,k) = (1 − α^(k+1)) / (1 − α): tokens per step the theory predicts;
@@ -60,7 +66,9 @@ class HelpScreen(ModalScreen):
         parts: list = []
         for binding_id in ACTIONS:
             parts += [(f"{key_display(keys[binding_id]):<20}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
-        parts += [(f"{'Ctrl+Q':<20}", "bold $accent"), "quit"]
+        for shown, description in FIXED_KEYS:
+            parts += [(f"{shown:<20}", "bold $accent"), description, "\n"]
+        parts.pop()
         with VerticalScroll():
             yield Static("spectui help · Esc closes", id="help-title")
             yield Static("Tokens", classes="title")

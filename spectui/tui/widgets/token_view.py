@@ -192,8 +192,10 @@ class TokenView(Widget):
         if line.block == PROSE:
             return [text_segment(text, style(f"tokenview--{kind}")) for text, kind in line_runs(line)], base
         block = base + style("tokenview--code")
+        background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
         padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
-        return padding + [text_segment(text, block + style(f"tokenview--{kind}")) for text, kind in line_runs(line)], block
+        return padding + [text_segment(text, base + style(f"tokenview--{kind}") + background)
+                          for text, kind in line_runs(line)], block
 
 
 def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
