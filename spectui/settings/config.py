@@ -76,15 +76,15 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "theme": "next theme",
     "screenshot": "save a screenshot",
     "send": "send the message",
-    "newline": "new line in the message (Ctrl+J works where Shift+Enter arrives as Enter)",
-    "pick_reply": "pick a reply for the copy keys (again: the one before; ↑ ↓ move, Esc back)",
+    "newline": "new line; Ctrl+J works in every terminal",
+    "pick_reply": "pick a reply to copy (↑ ↓ move, Esc back)",
     "copy_reply": "copy the picked reply, else the last (plain text)",
-    "copy_code": "copy a code block of that reply (the last; again: the one before)",
-    "regenerate": "regenerate the last reply with the k, T and seed it was made with",
-    "regenerate_live": "regenerate the last reply with the current k and T, a new seed",
+    "copy_code": "copy a reply's last code block (again: the one before)",
+    "regenerate": "regenerate the last reply as made (its k, T, seed)",
+    "regenerate_live": "regenerate it with the current k, T and a new seed",
     "edit_last": "edit the last message; sending it replaces that turn",
     "system_prompt": "edit this chat's system prompt",
-    "model": "change target, draft, method, heads or engine (restarts it)",
+    "model": "change model, draft, method, heads or engine",
 }
 
 

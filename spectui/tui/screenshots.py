@@ -17,11 +17,10 @@ from pathlib import Path
 
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
-# For a real model: a reply that repeats its prompt (prompt lookup's strength) and holds code.
-REAL_PROMPTS = (
-    "Add type hints to this Python function and give it a docstring:\n\n```python\n"
-    "def area(width, height):\n    return width * height\n```",
-)
+# For a real model: a reply with code blocks, after a first reply (not shown) that warms the
+# engine up, so the numbers on screen are a running engine's.
+REAL_PROMPTS = ("Write a Python function that returns the squares of a list of numbers.",)
+WARM_UP = "Say hello."
 SCREENS = ("chat", "compare", "help", "history")
 FIRST_THEME_ONLY = ("markdown", "adaptive")
 
@@ -41,7 +40,16 @@ async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0)
         await pilot.pause(0.05)
 
 
-async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS, label: str = "") -> list[Path]:
+async def _reply(pilot, chat, prompt: str) -> None:
+    """Send `prompt` and wait for its reply to end."""
+    chat.prompt.value = prompt
+    await pilot.press("enter")
+    await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+
+
+async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS, label: str = "",
+                 warm_up: str | None = None, ghosts: bool = True) -> list[Path]:
+    """ghosts: the chat picture shows the rejected drafts (a real model's reads better without)."""
     written: list[Path] = []
     name_part = f"-{label}" if label else ""
 
@@ -54,16 +62,19 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
         app.theme = theme
         await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
         chat = app.chat_screen
+        if warm_up is not None:
+            await _reply(pilot, chat, warm_up)
+            await pilot.press(app.first_key("new_chat"))
         for prompt in prompts:
-            chat.prompt.value = prompt
-            await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+            await _reply(pilot, chat, prompt)
             await pilot.pause(0.1)
         if "chat" in screens:
-            await pilot.press(app.first_key("ghosts"))
+            if ghosts:
+                await pilot.press(app.first_key("ghosts"))
             await pilot.pause(0.2)
             save("chat")
-            await pilot.press(app.first_key("ghosts"))
+            if ghosts:
+                await pilot.press(app.first_key("ghosts"))
         if "markdown" in screens:
             await pilot.press(app.first_key("markdown"))
             await pilot.pause(0.5)
@@ -90,9 +101,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
             await pilot.press("escape")
         if "adaptive" in screens:
             await pilot.press(app.first_key("k_auto"))
-            chat.prompt.value = prompts[0]
-            await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+            await _reply(pilot, chat, prompts[0])
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
             save("adaptive")
     return written
@@ -125,8 +134,7 @@ def take_screenshots(
     real = engine_factory is not None
     written: list[Path] = []
     for name in names:
-        wanted = [s for s in SCREENS + FIRST_THEME_ONLY if (s in screens if screens else
-                                                             s in SCREENS or name == names[0])]
+        wanted = screens or [*SCREENS, *(FIRST_THEME_ONLY if name == names[0] else ())]
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
             theme_config = replace(config or ChatConfig(), theme=name)
@@ -134,8 +142,10 @@ def take_screenshots(
             host = EngineHost(EnginePlan(build), LiveSettings.from_config(theme_config),
                               memory_probe=None if real else fixed_memory)
             app = SpectuiApp(host, theme_config, store, themes=available, cursor_blink=False)
-            written += asyncio.run(_shoot(app, name, out, wanted, REAL_PROMPTS if real else PROMPTS,
-                                          "real" if real else ""))
+            if real:
+                written += asyncio.run(_shoot(app, name, out, wanted, REAL_PROMPTS, "real", WARM_UP, ghosts=False))
+            else:
+                written += asyncio.run(_shoot(app, name, out, wanted))
             store.close()
     for svg in list(written):
         png = svg_to_png(svg)

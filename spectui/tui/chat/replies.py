@@ -43,7 +43,6 @@ class DetachedReply:
 
     message_id: int | None
     text: list[str] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class EndedReply:
     stats: dict  # what its history row records
     tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
     done: Done | None = None
-    settings: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
 
 
 def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
@@ -170,7 +169,7 @@ class Replies:
             return
         current, self.current = self.current, None
         current.control.cancel()
-        self.detached[current.reply_id] = DetachedReply(current.message_id, [current.view.token_view.text], current.settings)
+        self.detached[current.reply_id] = DetachedReply(current.message_id, [current.view.token_view.text])
         self._drain()  # what was queued but not drawn joins the detached text
 
     def end(self, message: ReplyEnded, markdown: bool) -> EndedReply | None:
@@ -180,8 +179,7 @@ class Replies:
             self._drain()
             detached = self.detached.pop(message.reply_id)
             reason = message.done.finish_reason if message.done is not None else "error"
-            return EndedReply(detached.message_id, "".join(detached.text), reason, message.error, {},
-                              settings=detached.settings)
+            return EndedReply(detached.message_id, "".join(detached.text), reason, message.error, {})
         if self.current is None or message.reply_id != self.current.reply_id:
             return None
         following = self.scroll.following

@@ -34,8 +34,7 @@ def result_text(comparison: Comparison) -> tuple[str, bool]:
         return "the result shows once both paths have run", False
     rounds = len(comparison.rounds())
     parts = [
-        f"speedup ×{fmt(comparison.speedup, '.2f')} (median over {rounds} round{'s' if rounds != 1 else ''} "
-        "of decode speed, speculative / baseline)",
+        f"speedup ×{fmt(comparison.speedup, '.2f')} (decode speed, median of {rounds} round{'s' if rounds != 1 else ''})",
         f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
     ]
     if comparison.overlapping():

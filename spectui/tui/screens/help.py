@@ -26,8 +26,8 @@ LEGEND = [
 ]
 
 FIXED_KEYS = [
-    ("↑ / ↓", "in the message box, on its first / last line: this chat's earlier prompts"),
-    ("Ctrl+P", "every action by name, with its keys (the command palette)"),
+    ("↑ / ↓", "earlier prompts of this chat (message box, first line)"),
+    ("Ctrl+P", "every action by name, with its keys"),
     ("Ctrl+Q", "quit"),
 ]
 
@@ -65,9 +65,9 @@ class HelpScreen(ModalScreen):
         keys = self.keys
         parts: list = []
         for binding_id in ACTIONS:
-            parts += [(f"{key_display(keys[binding_id]):<20}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
+            parts += [(f"{key_display(keys[binding_id]):<22}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
         for shown, description in FIXED_KEYS:
-            parts += [(f"{shown:<20}", "bold $accent"), description, "\n"]
+            parts += [(f"{shown:<22}", "bold $accent"), description, "\n"]
         parts.pop()
         with VerticalScroll():
             yield Static("spectui help · Esc closes", id="help-title")
