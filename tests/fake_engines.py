@@ -6,6 +6,7 @@
     ContextLimitEngine  refuses a conversation over its context unless asked to truncate
     ClockedEngine       tokens by position on a virtual clock: speeds are exact numbers
     RecordingEngine     a real engine, keeping the Steps it streamed
+    TextEngine          chosen text: each step a list of (piece, source), e.g. a reply with a code fence
     FixedKFactory       builds FixedKEngines for k restarts, recording each k
     ManualTimers        the engine host's timers, fired when the test says
 
@@ -63,6 +64,7 @@ class PlanEngine(Engine):
         self.info = fake_info(name, method, capabilities)
         self.steps: list[Step] = []  # what it yielded, in order, across replies
         self.messages_seen: list[list[Message]] = []
+        self.params_seen: list[GenerationParams] = []
         self._gate = threading.Semaphore(0)
         self._next_id = 0
         self.closed = False
@@ -87,6 +89,7 @@ class PlanEngine(Engine):
 
     def stream(self, messages, params: GenerationParams, control: Control):
         self.messages_seen.append([dict(m) for m in messages])
+        self.params_seen.append(params)
         reply_steps: list[Step] = []
         for index, accepted in enumerate(self.plan):
             if self.gated and index > 0:
@@ -157,6 +160,32 @@ class FixedKEngine(PlanEngine):
 
     def memory(self):
         return self._memory
+
+
+class TextEngine(PlanEngine):
+    """Yields the chosen text: each step a list of (piece, source), one token per piece, with
+    the draft/recovered/bonus shape the sources say. `finish` is the reply's finish reason."""
+
+    def __init__(self, steps: Sequence[Sequence[tuple[str, Source]]], finish: str = "stop", **options) -> None:
+        super().__init__([None] * len(steps), **options)
+        self.text_steps = [list(step) for step in steps]
+        self.finish = finish
+        self.vocab: dict[int, str] = {}
+
+    def decode(self, token_ids) -> str:
+        return "".join(self.vocab[i] for i in token_ids)
+
+    def make_step(self, index: int, accepted: int | None, k: int, temperature: float) -> Step:
+        pieces = tuple(piece for piece, _ in self.text_steps[index])
+        sources = tuple(source for _, source in self.text_steps[index])
+        ids = self._ids(len(pieces))
+        self.vocab.update(zip(ids, pieces))
+        drafted = tuple(i for i, source in zip(ids, sources) if source is Source.DRAFT)
+        return Step(tuple(ids), sources, "".join(pieces), drafted=drafted, k=max(k, len(drafted)),
+                    temperature=temperature, draft_seconds=0.001, verify_seconds=0.01, pieces=pieces)
+
+    def done(self, steps: list[Step]) -> Done:
+        return Done(self.finish, seconds=0.5, time_to_first_token=0.05)
 
 
 class ContextLimitEngine(PlanEngine):

@@ -36,8 +36,10 @@ FLAGS = {
     "history salvage": "--output/-o=None",
     "history search": "--json=False text=None",
     "models fetch": "name=None",
+    "models rm": "name=None",
+    "models verify": "name=None",
     "models list": "--json=False",
-    "screenshots": "--engine='scripted' --out/-o=PosixPath('screenshots')",
+    "screenshots": "--draft=None --engine='scripted' --method=None --model=None --out/-o=PosixPath('screenshots') --screen=None --theme=None",
     "serve": "--draft/-d=None --draft-tp=None --dtype='auto' --gpu-memory-utilization=0.9 --host='127.0.0.1' --k/-k=4 --lookup-max=8 --lookup-min=1 --max-model-len=None --method='draft' --model/-m=None --no-chat=False --port=8000 --print=False --speculative-config=None --tp=1",
 }
 

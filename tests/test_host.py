@@ -17,7 +17,7 @@ from spectui.core.events import K_MAX, Done, GenerationParams, Step
 from spectui.host.host import EngineHost
 from spectui.host.live import LiveSettings, LiveValues
 from spectui.host.messages import (
-    EngineFailed, EngineReady, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
+    EngineFailed, EngineReady, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted, SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
 
@@ -380,3 +380,106 @@ def test_quitting_drops_a_wanted_restart_before_the_views_let_the_engine_go():
     host.drop_restart()
     view.release()  # the view closes as the app quits
     assert host.status == "ready" and factory.built_k == [2] and not host.engine.closed
+
+
+# --- another engine (the model screen) -----------------------------------------------------
+
+
+class Builds:
+    """A plan's builds, recorded: the k each was asked for, and whether the old engines were
+    closed by then; `failures` are raised by the next builds."""
+
+    def __init__(self, old_engines=()) -> None:
+        self.old_engines = list(old_engines)
+        self.built: list[tuple[int | None, list[bool]]] = []
+        self.engines: list[PlanEngine] = []
+        self.failures: list[str] = []
+
+    def plan(self) -> EnginePlan:
+        return EnginePlan(self.build(None), lambda k: self.build(k))
+
+    def build(self, k):
+        def build(progress):
+            self.built.append((k, [engine.closed for engine in self.old_engines]))
+            if self.failures:
+                raise RuntimeError(self.failures.pop(0))
+            self.engines.append(PlanEngine([None, 1], name="embedded"))
+            return self.engines[-1]
+
+        return build
+
+
+def test_a_swap_waits_for_the_reply_then_closes_the_old_engines_and_builds_with_the_live_k():
+    old = PlanEngine([None, 1, 1], gated=True)
+    old_baseline = PlanEngine([None])
+    host = make_host(factory_for(old), 3, build_baseline=factory_for(old_baseline))
+    host.start()
+    owner = Owner(host)
+    owner.until(lambda: host.status == "ready")
+    assert host.baseline_engine() is old_baseline
+    host.start_reply("spectui-reply-test", lambda engine, control: drain(engine, control))
+    builds = Builds([old, old_baseline])
+    host.swap(builds.plan(), "smollm2-135m (ngram) · embedded")
+    assert owner.of(SwapPlanned) == [SwapPlanned("smollm2-135m (ngram) · embedded")]
+    assert host.engine is old and host.wanted_swap is not None and builds.built == []  # the reply holds it
+    old.release(2)
+    owner.until(lambda: host.status == "ready" and host.engine is not old)
+    assert builds.built == [(3, [True, True])]  # both old engines closed before the build
+    assert host.engine is builds.engines[0] and host.plan.build_for_k is not None and host.engine_k == 3
+    assert owner.of(RestartStarted)[-1] == RestartStarted(None, "Switching to smollm2-135m (ngram) · embedded: "
+                                                                "the conversation stays…")
+    ready = owner.of(EngineReady)[-1]
+    assert ready.restart_note.startswith("Switched to smollm2-135m (ngram) · embedded in ")
+    assert ready.restart_note.endswith("s; the conversation goes on.")
+
+
+def test_a_swap_chosen_while_the_engine_loads_follows_the_load():
+    release = threading.Event()
+    first = PlanEngine([None])
+
+    def slow(progress):
+        release.wait(30)
+        return first
+
+    host = make_host(slow, 2)
+    host.start()
+    owner = Owner(host)
+    builds = Builds([first])
+    host.swap(builds.plan(), "another")
+    assert builds.built == [] and host.status == "loading"
+    release.set()
+    owner.until(lambda: builds.engines and host.engine is builds.engines[0])
+    assert builds.built == [(2, [True])]
+
+
+def test_a_failed_swap_says_so_and_another_can_follow():
+    host = make_host(factory_for(PlanEngine([None])), 2)
+    host.start()
+    owner = Owner(host)
+    owner.until(lambda: host.status == "ready")
+    builds = Builds()
+    builds.failures.append("no weights for that one")
+    host.swap(builds.plan(), "broken")
+    owner.until(lambda: host.status == "failed")
+    failed = owner.of(EngineFailed)[-1]
+    assert failed.restart_note == ("Could not switch to broken: RuntimeError: no weights for that one "
+                                   "· the model screen can try another")
+    assert not host.restart_failed  # a k key does not retry this
+    host.swap(builds.plan(), "working")
+    owner.until(lambda: host.status == "ready")
+    assert host.engine is builds.engines[0]
+
+
+def test_a_reply_can_start_from_other_values_than_the_live_ones():
+    engine = PlanEngine([None, 1, 1], gated=True)
+    host = make_host(factory_for(engine), 4)
+    host.start()
+    owner = Owner(host)
+    owner.until(lambda: host.status == "ready")
+    controls = []
+    host.start_reply("spectui-reply-test", lambda engine, control: controls.append(control) or drain(engine, control),
+                     LiveValues(2, False, 0.5))
+    engine.release(2)
+    owner.until(lambda: not host.uses)
+    assert [(s.k, s.temperature) for s in engine.steps] == [(2, 0.5)] * 3
+    assert host.live.values == LiveValues(4, False, 0.0)

@@ -30,10 +30,6 @@ class ScreenshotEngine(str, Enum):
     scripted = "scripted"
 
 
-# Engines whose model name can be checked before the app starts (a server names its own).
-CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
-
-
 class ExportFormat(str, Enum):
     md = "md"
     jsonl = "jsonl"
@@ -52,34 +48,6 @@ def chat_command(
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
-
-
-def check_engine_choice(config) -> None:
-    """What can be refused before the app starts is refused here, as one line, not as a
-    failed load inside the app."""
-    if config.engine not in CHECKS_MODEL_NAMES:
-        return
-    from spectui.models.registry import DEFAULT_TARGET, resolve
-
-    for name in (config.model or DEFAULT_TARGET, config.draft):
-        if name is not None:
-            resolve(name)
-    from spectui.settings.options import EMBEDDED_METHODS
-
-    if config.heads is not None:
-        from spectui.settings.config import engine_options
-        from spectui.engines.embedded.build import heads_folder
-
-        heads_folder(engine_options(config))  # there, and of the method asked for
-    if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
-        from spectui.settings.config import engine_options
-        from spectui.engines.factory import chosen_engine
-
-        if chosen_engine(engine_options(config)) == "embedded":
-            raise UsageError(
-                f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
-                "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
-            )
 
 
 def check_theme(name: str) -> None:
@@ -111,6 +79,8 @@ def run_chat(
     config = load_config().with_overrides(**overrides)
     if overrides.get("theme") is not None:
         check_theme(config.theme)
+    from spectui.host.plan import check_engine_choice
+
     check_engine_choice(config)
     store = Store(default_store_path()) if history else None
     conversation = None
@@ -375,21 +345,34 @@ def delete_confirmed(summary) -> bool:
 def screenshots_command(
     out: Path = typer.Option(Path("screenshots"), "--out", "-o", help="Folder for the SVG (and PNG) files."),
     engine: ScreenshotEngine = typer.Option(ScreenshotEngine.scripted, "--engine", help="scripted (default, no weights) or embedded."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="NAME", help="embedded: the target (default: the config's)."),
+    draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", help="embedded: the draft model."),
+    method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help="embedded: draft or ngram."),
+    themes: Optional[list[str]] = typer.Option(None, "--theme", metavar="NAME", help="A theme to shoot (repeat it); default: every theme (embedded: dark)."),
+    screens: Optional[list[str]] = typer.Option(None, "--screen", metavar="NAME", help="chat, compare, help, history, markdown or adaptive (repeat it); default: all (embedded: chat)."),
 ) -> None:
-    """Regenerate screenshots of the main screens in every theme from a scripted run."""
-    from spectui.tui.screenshots import take_screenshots
+    """Regenerate screenshots of the main screens in every theme from a scripted run, or
+    from a real model: `--engine embedded --model smollm2-135m --method ngram` writes
+    chat-real-dark.svg."""
+    from spectui.tui.screenshots import FIRST_THEME_ONLY, SCREENS, take_screenshots
 
-    factory = None
+    unknown = [name for name in screens or () if name not in SCREENS + FIRST_THEME_ONLY]
+    if unknown:
+        fail(UsageError(f"no screen {unknown[0]!r}: known are {', '.join(SCREENS + FIRST_THEME_ONLY)}"))
+    factory = config = None
     if engine is ScreenshotEngine.embedded:
         from spectui.settings.config import load_config
 
         try:
-            from spectui.host.plan import engine_factory_for
+            from spectui.host.plan import check_engine_choice, engine_factory_for
 
-            factory = engine_factory_for(load_config().with_overrides(engine="embedded"))
+            config = load_config().with_overrides(engine="embedded", model=model, draft=draft, method=method)
+            check_engine_choice(config)
+            factory = engine_factory_for(config)
         except SpectuiError as error:
             fail(error)
-    for path in take_screenshots(out, engine_factory=factory):
+        themes, screens = themes or ["dark"], screens or ["chat"]
+    for path in take_screenshots(out, engine_factory=factory, themes=themes, screens=screens, config=config):
         typer.echo(str(path))
 
 

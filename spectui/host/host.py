@@ -9,7 +9,8 @@ Threads never touch the host's state: the loader and the work threads hand what 
 to `pump`, which the owner's thread runs once `wake()` asks it to (the app's loop; a test).
 An engine that fixes k when it starts is rebuilt for a new k: key presses settle first
 (`set_timer`), what holds the engine (a reply, the compare view) ends first, and the old
-engine is closed before the new one loads (a GPU holds one).
+engine is closed before the new one loads (a GPU holds one). `swap(plan, what)` replaces
+the engine with another one (model, draft, method, engine) the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from spectui.host.loading import LoadFailed, Loaded, load
 from spectui.host.memory import engine_memory
 from spectui.host.messages import (
     EngineFailed, EngineReady, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
+    SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
 from spectui.host.uses import Released, Use, Uses, start_thread
@@ -60,6 +62,8 @@ class EngineHost:
         self.engine_k = live.k  # the k the engine was built with
         self.wanted_k: int | None = None  # a k waiting for its restart
         self.restarting_k: int | None = None  # the k a restart in flight builds with
+        self.wanted_swap: tuple[EnginePlan, str] | None = None  # another engine waiting to replace this one
+        self.swapping_to: str | None = None  # what a swap in flight builds
         self.restart_failed = False
         self.keys = LiveKeys(self)
         self.uses = Uses(self._arrive, self.restart_if_wanted)
@@ -154,6 +158,7 @@ class EngineHost:
 
     def _ready(self, engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
+        swapped_to, self.swapping_to = self.swapping_to, None
         self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
         self.status, self.restart_failed, self.load_seconds, self.loading_detail = "ready", False, seconds, ""
         if restarted_k is not None:
@@ -166,20 +171,28 @@ class EngineHost:
         if restarted_k is not None:
             pinned = f" (it runs k = {own_k}, as its speculative config says)" if own_k not in (None, restarted_k) else ""
             note = f"{self.label} restarted with k = {restarted_k} in {seconds:.1f} s{pinned}; the conversation goes on."
+        elif swapped_to is not None:
+            note = f"Switched to {swapped_to} in {seconds:.1f} s; the conversation goes on."
         self._tell(EngineReady(engine, seconds, note))
-        if self.k_restarts_engine and self.live.k != self.engine_k:
+        if self.wanted_swap is not None:
+            self.restart_if_wanted()  # chosen while it loaded
+        elif self.k_restarts_engine and self.live.k != self.engine_k:
             self._want_k(self.live.k)  # pressed while it loaded
 
     def _failed(self, error: str) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
+        swapped_to, self.swapping_to = self.swapping_to, None
         self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
-        if restarted_k is None:
-            self._tell(EngineFailed(error))
-            self.notice(f"Could not load the engine: {error}", "error", 10)
-            return
-        text = f"Could not restart {self.label} with k = {restarted_k}: {error}"
-        self._tell(EngineFailed(error, f"{text} · press a k key to try again"))
+        if swapped_to is not None:
+            text, retry = f"Could not switch to {swapped_to}: {error}", "the model screen can try another"
+        elif restarted_k is not None:
+            text, retry = f"Could not restart {self.label} with k = {restarted_k}: {error}", "press a k key to try again"
+        else:
+            text, retry = f"Could not load the engine: {error}", None
+        self._tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
         self.notice(text, "error", 10)
+        if self.wanted_swap is not None:
+            self.restart_if_wanted()  # chosen while it loaded
 
     # k restarts
 
@@ -214,6 +227,9 @@ class EngineHost:
 
     def restart_if_wanted(self) -> None:
         """Start the wanted restart if nothing holds the engine; called again when that ends."""
+        if self.wanted_swap is not None:
+            self._swap_if_free()
+            return
         k = self.wanted_k
         if k is None or self._timer is not None or self.status == "loading":
             return  # nothing wanted, keys still settling, or a load in flight (ready looks again)
@@ -227,14 +243,37 @@ class EngineHost:
             self.loading_since = self.clock()
             self._tell(RestartStarted(k, f"Restarting {self.label} with k = {k}: the conversation stays…"))
             build = self.plan.build_for_k(k)
-            start_thread(lambda: load(build, self._arrive, self.clock, old_engine), "spectui-load")
+            start_thread(lambda: load(build, self._arrive, self.clock, (old_engine,)), "spectui-load")
+
+    # another engine
+
+    def swap(self, plan: EnginePlan, what: str) -> None:
+        """Replace the engine with `plan`'s (built with the live k), once nothing holds this
+        one and a load in flight has ended; `what` names it in the notes."""
+        self.drop_restart()  # the new engine takes the live k: no k restart of the old one
+        self.wanted_swap = (plan, what)
+        self._tell(SwapPlanned(what))
+        self.restart_if_wanted()
+
+    def _swap_if_free(self) -> None:
+        if self.uses or self.status == "loading":
+            return  # a reply or the compare view holds the engine, or a load is in flight: they look again
+        (plan, what), self.wanted_swap = self.wanted_swap, None
+        old_engines = (self.engine, self.baseline.take())
+        self.engine, self.plan, self.baseline = None, plan, Baseline(plan.build_baseline)
+        self.status, self.swapping_to, self.loading_detail = "loading", what, ""
+        self.loading_since, self.engine_k = self.clock(), self.live.k
+        self._tell(RestartStarted(None, f"Switching to {what}: the conversation stays…"))
+        build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
+        start_thread(lambda: load(build, self._arrive, self.clock, old_engines), "spectui-load")
 
     # replies and the compare view
 
-    def start_reply(self, name: str, run: Callable[[object, Control], None]) -> Control:
-        """run(engine, control) in a thread named `name`; the control follows the live
-        settings when the engine reads them between steps. Returns it, to cancel the reply."""
-        engine, control = self.engine, self.live.control()
+    def start_reply(self, name: str, run: Callable[[object, Control], None], values: LiveValues | None = None) -> Control:
+        """run(engine, control) in a thread named `name`; the control starts from `values`
+        (default: the live ones) and follows the live settings' changes when the engine reads
+        them between steps. Returns it, to cancel the reply."""
+        engine, control = self.engine, self.live.control(values)
         use = self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
         if self.capabilities.live_controls:
             use.after.append(self.live.follow(control))
@@ -254,11 +293,11 @@ class EngineHost:
         self.baseline.close_after(self.uses.threads())
 
     def drop_restart(self) -> None:
-        """No k restart from now on (quitting: what holds the engine lets go as it leaves)."""
+        """No restart from now on (quitting: what holds the engine lets go as it leaves)."""
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        self.wanted_k = None
+        self.wanted_k, self.wanted_swap = None, None
 
     def close(self, timeout: float = 15.0) -> bool:
         """Stop what holds the engine, wait for its threads (`timeout` in all), close the

@@ -70,9 +70,9 @@ class LiveSettings:
         self._watchers.append(watcher)
         return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
 
-    def control(self) -> Control:
-        """A reply's Control, starting from the values now."""
-        values = self._values
+    def control(self, values: LiveValues | None = None) -> Control:
+        """A reply's Control, starting from `values` (default: the values now)."""
+        values = values or self._values
         return Control(k=values.k, temperature=values.temperature, auto=values.auto)
 
     def follow(self, control: Control) -> Callable[[], None]:

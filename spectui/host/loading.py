@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spectui.core.errors import one_line
@@ -39,11 +39,13 @@ def load(
     build: Build,
     arrive: Callable[[object], None],
     clock: Callable[[], float] = time.monotonic,
-    old_engine=None,
+    old_engines: Sequence = (),
 ) -> None:
-    """Close `old_engine` first (one GPU cannot hold both), build, then arrive(Loaded or
+    """Close `old_engines` first (one GPU cannot hold both), build, then arrive(Loaded or
     LoadFailed), with LoadProgress on the way."""
-    if old_engine is not None:
+    for old_engine in old_engines:
+        if old_engine is None:
+            continue
         try:
             old_engine.close()
         except Exception:

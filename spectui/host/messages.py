@@ -44,8 +44,15 @@ class RestartPlanned:
 
 
 @dataclass(frozen=True)
+class SwapPlanned:
+    """Another engine (model, draft, method, engine) waits to replace this one: `what` names it."""
+
+    what: str
+
+
+@dataclass(frozen=True)
 class RestartStarted:
-    k: int
+    k: int | None  # None: a swap to another engine, not a k restart
     note: str
 
 
@@ -61,4 +68,5 @@ class Notice:
     timeout: float | None = None
 
 
-HostMessage = LoadProgress | EngineReady | EngineFailed | RestartPlanned | RestartStarted | LiveChanged | Notice
+HostMessage = (LoadProgress | EngineReady | EngineFailed | RestartPlanned | SwapPlanned | RestartStarted | LiveChanged
+               | Notice)

@@ -82,3 +82,36 @@ def baseline_factory_for(config) -> Build | None:
             config, k=0, speculative_config=None, gpu_memory_utilization=baseline_share(config.gpu_memory_utilization)
         ))
     return None
+
+
+# Engines whose model name can be checked before the engine loads (a server names its own).
+CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
+
+
+def check_engine_choice(config) -> None:
+    """What can be refused before an engine loads is refused here, as one line (a
+    spectui.core.errors exception), not as a failed load: `spectui chat` checks its options
+    with it, the model screen what the user chose."""
+    if config.engine not in CHECKS_MODEL_NAMES:
+        return
+    from spectui.models.registry import DEFAULT_TARGET, resolve
+    from spectui.settings.config import engine_options
+    from spectui.settings.options import EMBEDDED_METHODS
+
+    for name in (config.model or DEFAULT_TARGET, config.draft):
+        if name is not None:
+            resolve(name)
+    if config.heads is not None:
+        from spectui.engines.embedded.build import heads_folder
+
+        heads_folder(engine_options(config))  # there, and of the method asked for
+    if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
+        from spectui.engines.factory import chosen_engine
+
+        if chosen_engine(engine_options(config)) == "embedded":
+            from spectui.core.errors import UsageError
+
+            raise UsageError(
+                f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
+                "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
+            )

@@ -22,7 +22,7 @@ from spectui.settings.table import config_settings, settings_dataclass
 CONFIG_FILE_NAME = "config.toml"
 
 # Binding id -> default keys (comma-separated alternatives, Textual key names).
-# Function and ctrl keys only: printable keys belong to the prompt input.
+# Function, ctrl and editing keys (Enter, Shift+Tab) only: printable keys belong to the message box.
 DEFAULT_KEYS: dict[str, str] = {
     "k_down": "f5,ctrl+down",
     "k_up": "f6,ctrl+up",
@@ -44,6 +44,16 @@ DEFAULT_KEYS: dict[str, str] = {
     "help": "f1",
     "theme": "ctrl+t",
     "screenshot": "ctrl+s",
+    "send": "enter",
+    "newline": "shift+enter,ctrl+j",
+    "pick_reply": "shift+tab",
+    "copy_reply": "ctrl+l",
+    "copy_code": "ctrl+f",
+    "regenerate": "f10",
+    "regenerate_live": "ctrl+f10",
+    "edit_last": "f12",
+    "system_prompt": "ctrl+f12",
+    "model": "ctrl+f3",
 }
 
 KEY_DESCRIPTIONS: dict[str, str] = {
@@ -67,6 +77,16 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "help": "help",
     "theme": "next theme",
     "screenshot": "save a screenshot",
+    "send": "send the message",
+    "newline": "new line; Ctrl+J works in every terminal",
+    "pick_reply": "pick a reply to copy (↑ ↓ move, Esc back)",
+    "copy_reply": "copy the picked reply, else the last (plain text)",
+    "copy_code": "copy a reply's last code block (again: the one before)",
+    "regenerate": "regenerate the last reply as made (its k, T, seed)",
+    "regenerate_live": "regenerate it with the current k, T and a new seed",
+    "edit_last": "edit the last message; sending it replaces that turn",
+    "system_prompt": "edit this chat's system prompt",
+    "model": "change model, draft, method, heads or engine",
 }
 
 

@@ -1,11 +1,7 @@
-"""SpectuiApp: themes, keys, the screens, and the engine host wired to Textual's loop.
-
-    host = EngineHost(plan_for(config), LiveSettings.from_config(config))
-    host.start()   # may begin before the app: the engine loads while the UI draws
-    SpectuiApp(host, config, store).run()
-
-The host (spectui.host) owns the engine; the app only hands it the loop (a wake-up and
-timers) and closes it on the way out. The chat screen hears it through messages.
+"""SpectuiApp: themes, keys, the command palette, the screens, and the engine host wired to
+Textual's loop: `host.start()` (it may begin before the app, the engine loading while the
+UI draws), then `SpectuiApp(host, config, store).run()`. The host (spectui.host) owns the
+engine; the app hands it the loop (a wake-up, timers) and closes it on the way out.
 """
 
 from __future__ import annotations
@@ -101,6 +97,18 @@ class SpectuiApp(App):
             asyncio.get_running_loop().add_signal_handler(signal.SIGINT, lambda: self.exit(return_code=130))
         except (RuntimeError, NotImplementedError, ValueError):
             pass  # not the main thread (tests), or a platform without loop signal handlers
+
+    def get_system_commands(self, screen):
+        from spectui.tui.palette import palette_commands
+
+        yield from super().get_system_commands(screen)
+        yield from palette_commands(self, screen, self.config.keys)
+
+    def get_key_display(self, binding) -> str:
+        if binding.id != "newline":
+            return super().get_key_display(binding)
+        keys = self.config.keys["newline"].split(",")  # all: many terminals send Shift+Enter as Enter
+        return "/".join(App.get_key_display(self, binding.with_key(key)).replace("shift+", "⇧") for key in keys)
 
     def first_key(self, binding_id: str) -> str:
         """The key that triggers a binding now (after remapping), e.g. for scripted runs."""

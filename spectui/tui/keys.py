@@ -27,11 +27,24 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "trim": ("resend_trimmed", "trim"),
     "theme": ("app.next_theme", "theme"),
     "screenshot": ("app.screenshot", "shot"),
+    "send": ("send", "send"),
+    "newline": ("newline", "newline"),
+    "pick_reply": ("pick_reply", "pick"),
+    "copy_reply": ("copy('reply')", "copy"),
+    "copy_code": ("copy('code')", "code"),
+    "regenerate": ("regenerate(True)", "regen"),
+    "regenerate_live": ("regenerate(False)", "regen live"),
+    "edit_last": ("edit_last", "edit"),
+    "system_prompt": ("system_prompt", "system"),
+    "model": ("model", "model"),
 }
 APP_LEVEL = ("help", "history", "theme", "screenshot")
 COMPARE_ONLY = ("rerun", "sweep", "swap_method")
-# Useful only at a moment the screen names (a chat over the context): kept off the footer.
-HIDDEN = ("trim",)
+PROMPT = ("send", "newline")  # the message box's own keys, shown while it has the focus
+# Kept off the footer (help and the Ctrl+P palette list them): said elsewhere (Enter sends:
+# the message box says so), useful only at a moment the screen names (a chat over the
+# context), or rarer than the footer's width allows.
+HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model")
 COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
 
 
@@ -43,7 +56,11 @@ def bindings(ids) -> list[Binding]:
 
 
 def chat_bindings() -> list[Binding]:
-    return bindings([i for i in ACTIONS if i not in APP_LEVEL + COMPARE_ONLY])
+    return bindings([i for i in ACTIONS if i not in APP_LEVEL + COMPARE_ONLY + PROMPT])
+
+
+def prompt_bindings() -> list[Binding]:
+    return bindings(PROMPT)
 
 
 def compare_bindings() -> list[Binding]:

@@ -52,10 +52,12 @@ def problem_text(finish_reason: str, error: str | None) -> str | None:
 
 
 def stored_conversation(conversation, new_id, show_ghosts: bool) -> tuple[list, list[ReplyTracker]]:
-    """The widgets of a stored conversation, in order, and its replies' trackers.
-    new_id() numbers each reply view."""
+    """The widgets of a stored conversation, in order, and its replies' trackers (a turn that
+    was replaced, superseded, left out). new_id() numbers each reply view."""
     widgets, trackers = [], []
     for stored in conversation.messages:
+        if stored.stats.get("superseded"):
+            continue
         if stored.role == "user":
             widgets.append(UserMessage(stored.content))
         elif stored.role == "assistant":

@@ -1,4 +1,5 @@
-"""`spectui screenshots`: the main screens in every theme, from a scripted run.
+"""`spectui screenshots`: the main screens in every theme, from a scripted run, or from a
+real model (`--engine embedded`), whose pictures are named <screen>-real-<theme>.
 
 SVG from Textual; PNG beside each when a converter is already installed (cairosvg or
 rsvg-convert). Nothing is installed here.
@@ -11,10 +12,17 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
+# For a real model: a reply with code blocks, after a first reply (not shown) that warms the
+# engine up, so the numbers on screen are a running engine's.
+REAL_PROMPTS = ("Write a Python function that returns the squares of a list of numbers.",)
+WARM_UP = "Say hello."
+SCREENS = ("chat", "compare", "help", "history")
+FIRST_THEME_ONLY = ("markdown", "adaptive")
 
 
 def fixed_memory(device: str):
@@ -32,11 +40,21 @@ async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0)
         await pilot.pause(0.05)
 
 
-async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
+async def _reply(pilot, chat, prompt: str) -> None:
+    """Send `prompt` and wait for its reply to end."""
+    chat.prompt.value = prompt
+    await pilot.press("enter")
+    await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+
+
+async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS, label: str = "",
+                 warm_up: str | None = None, ghosts: bool = True) -> list[Path]:
+    """ghosts: the chat picture shows the rejected drafts (a real model's reads better without)."""
     written: list[Path] = []
+    name_part = f"-{label}" if label else ""
 
     def save(name: str) -> None:
-        path = out / f"{name}-{theme}.svg"
+        path = out / f"{name}{name_part}-{theme}.svg"
         path.write_text(app.export_screenshot(title=f"spectui · {name} · {theme}"), encoding="utf-8")
         written.append(path)
 
@@ -44,16 +62,19 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
         app.theme = theme
         await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
         chat = app.chat_screen
-        for prompt in PROMPTS:
-            chat.query_one("#prompt").value = prompt
-            await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+        if warm_up is not None:
+            await _reply(pilot, chat, warm_up)
+            await pilot.press(app.first_key("new_chat"))
+        for prompt in prompts:
+            await _reply(pilot, chat, prompt)
             await pilot.pause(0.1)
         if "chat" in screens:
-            await pilot.press(app.first_key("ghosts"))
+            if ghosts:
+                await pilot.press(app.first_key("ghosts"))
             await pilot.pause(0.2)
             save("chat")
-            await pilot.press(app.first_key("ghosts"))
+            if ghosts:
+                await pilot.press(app.first_key("ghosts"))
         if "markdown" in screens:
             await pilot.press(app.first_key("markdown"))
             await pilot.pause(0.5)
@@ -80,9 +101,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str]) -> list[Path]:
             await pilot.press("escape")
         if "adaptive" in screens:
             await pilot.press(app.first_key("k_auto"))
-            chat.query_one("#prompt").value = PROMPTS[0]
-            await pilot.press("enter")
-            await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+            await _reply(pilot, chat, prompts[0])
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
             save("adaptive")
     return written
@@ -92,8 +111,14 @@ def take_screenshots(
     out: Path,
     engine_factory=None,
     themes: list[str] | None = None,
+    screens: list[str] | None = None,
+    config=None,
 ) -> list[Path]:
-    """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written."""
+    """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written.
+
+    engine_factory: a real engine's build (its pictures are <screen>-real-<theme>, with its
+    own memory reading and REAL_PROMPTS); None: the scripted engine. screens: which of
+    SCREENS + FIRST_THEME_ONLY (default: all; markdown and adaptive in the first theme)."""
     from spectui.engines.scripted import scripted_engine_factory
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings
@@ -106,16 +131,21 @@ def take_screenshots(
     out.mkdir(parents=True, exist_ok=True)
     available = load_themes()
     names = themes or sorted(available, key=lambda n: (n != "dark", n))
+    real = engine_factory is not None
     written: list[Path] = []
     for name in names:
-        screens = ["chat", "compare", "help", "history"] + (["markdown", "adaptive"] if name == names[0] else [])
+        wanted = screens or [*SCREENS, *(FIRST_THEME_ONLY if name == names[0] else ())]
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
-            config = ChatConfig(theme=name)
+            theme_config = replace(config or ChatConfig(), theme=name)
             build = engine_factory or scripted_engine_factory(sleep_virtual=0.25)
-            host = EngineHost(EnginePlan(build), LiveSettings.from_config(config), memory_probe=fixed_memory)
-            app = SpectuiApp(host, config, store, themes=available, cursor_blink=False)
-            written += asyncio.run(_shoot(app, name, out, screens))
+            host = EngineHost(EnginePlan(build), LiveSettings.from_config(theme_config),
+                              memory_probe=None if real else fixed_memory)
+            app = SpectuiApp(host, theme_config, store, themes=available, cursor_blink=False)
+            if real:
+                written += asyncio.run(_shoot(app, name, out, wanted, REAL_PROMPTS, "real", WARM_UP, ghosts=False))
+            else:
+                written += asyncio.run(_shoot(app, name, out, wanted))
             store.close()
     for svg in list(written):
         png = svg_to_png(svg)

@@ -3,6 +3,13 @@
 A reply streams in one token at a time; re-wrapping the whole reply for every frame would
 fall behind a fast GPU. Lines are lists of (char, kind) kept as two parallel lists so the
 tail word can move to a new line without splitting runs. No textual import here.
+
+Markdown code fences are followed as the text arrives (spectui.tui.fences): every wrapped
+line says which part of a fence it is (`block`), code lines wrap narrower (the view pads
+them), and a fence line is never wrapped (the view draws it as the block's label or its
+end). A line's kind can change while it streams ("``" becomes "```"): only then, and only
+for that line, is it wrapped again; a line stops being watched once its first characters
+rule a fence out, so a long reply pays for this a few characters a line.
 """
 
 from __future__ import annotations
@@ -12,17 +19,24 @@ from collections.abc import Iterable
 
 from rich.cells import cell_len
 
-_PIECES = re.compile(r"\n|[^ \n]+| ")
+from spectui.tui.fences import CODE, OPEN, PROSE, FenceState, may_become_fence, opening_fence
+
+_PIECES = re.compile(r"\n|\t|[^ \t\n]+| ")
+CODE_PAD = 1  # columns of the code block's background left and right of its text
+UNWRAPPED = 1 << 30  # a fence line's width: it is drawn as a label, never wrapped
+TAB_WIDTH = {PROSE: " ", CODE: "    "}
 
 
 class WrappedLine:
-    __slots__ = ("chars", "kinds", "width", "last_space")
+    __slots__ = ("chars", "kinds", "width", "last_space", "block", "language")
 
-    def __init__(self) -> None:
+    def __init__(self, block: str = PROSE) -> None:
         self.chars: list[str] = []
         self.kinds: list[str] = []
         self.width = 0  # cells
         self.last_space = -1  # index of the last space, where a word wrap may cut
+        self.block = block  # spectui.tui.fences: prose, or a fence's open / code / close line
+        self.language = ""  # an opening fence's info string's first word
 
     def runs(self) -> list[tuple[str, str]]:
         """Consecutive characters of one kind, joined: what a renderer draws."""
@@ -41,12 +55,19 @@ class WrappedLine:
 
 
 class StyledWrapper:
-    """Styled chunks wrapped to `width` cells; `hidden` kinds are left out."""
+    """Styled chunks wrapped to `width` cells; `hidden` kinds are left out.
+
+    rewrapped_from: the first line a fence change wrapped again since the reader last
+    looked (None: none); the reader resets it."""
 
     def __init__(self, width: int, hidden: Iterable[str] = ()) -> None:
         self.width = max(1, width)
+        self.code_width = max(1, self.width - 2 * CODE_PAD)
         self.hidden = frozenset(hidden)
         self.lines: list[WrappedLine] = [WrappedLine()]
+        self.fences = FenceState()
+        self.rewrapped_from: int | None = None
+        self._start_line(PROSE)
 
     def extend(self, chunks: Iterable[tuple[str, str]]) -> None:
         for text, kind in chunks:
@@ -55,34 +76,84 @@ class StyledWrapper:
     def append(self, text: str, kind: str) -> None:
         if kind in self.hidden:
             return
-        if "\t" in text or "\r" in text:
-            text = text.replace("\t", " ").replace("\r", "")
+        if "\r" in text:
+            text = text.replace("\r", "")
         for piece in _PIECES.findall(text):
-            line = self.lines[-1]
-            width = cell_len(piece)
-            if piece != "\n" and piece != " " and line.width + width <= self.width:
-                # A whole word that fits: the common case, without a per-character loop.
-                line.chars.extend(piece)
-                line.kinds.extend([kind] * len(piece))
-                line.width += width
+            if piece == "\n":
+                self._end_line()
+                continue
+            if piece == "\t":  # spaces, as many as the line's kind indents by
+                for space in TAB_WIDTH.get(self._block, " "):
+                    self._place(space, kind)
             else:
-                for char in piece:
-                    self._put(char, kind)
+                self._place(piece, kind)
+            if self._watching:
+                self._watch(piece, kind)
+
+    # one line of the text (between newlines), watched while it may be a fence
+
+    def _start_line(self, block: str) -> None:
+        self._block = block
+        self._first = len(self.lines) - 1  # its first wrapped line
+        self._watching = True
+        self._text = ""  # what it says so far, ghosts left out
+        self._chars: list[tuple[str, str]] = []  # ghosts included: to wrap it again
+
+    def _watch(self, piece: str, kind: str) -> None:
+        self._chars.extend((char, kind) for char in piece)
+        if kind != "ghost":
+            self._text += piece
+        if may_become_fence(self._text):
+            block = self.fences.kind_of(self._text)
+        else:
+            self._watching = False
+            block = CODE if self.fences.fence is not None else PROSE
+        if block != self._block:
+            self._block = block
+            self._wrap_again()
+        if block == OPEN:
+            self.lines[self._first].language = opening_fence(self._text).language
+
+    def _end_line(self) -> None:
+        if self._watching:
+            self.fences.feed(self._text)
+        self.lines.append(WrappedLine(CODE if self.fences.fence is not None else PROSE))
+        self._start_line(self.lines[-1].block)
+
+    def _wrap_again(self) -> None:
+        del self.lines[self._first:]
+        self.lines.append(WrappedLine(self._block))
+        first = self._first
+        self.rewrapped_from = first if self.rewrapped_from is None else min(self.rewrapped_from, first)
+        for char, kind in self._chars:
+            for shown in TAB_WIDTH.get(self._block, " ") if char == "\t" else char:
+                self._put(shown, kind)
+
+    @property
+    def _line_width(self) -> int:
+        return self.width if self._block == PROSE else self.code_width if self._block == CODE else UNWRAPPED
+
+    # wrapping
+
+    def _place(self, piece: str, kind: str) -> None:
+        line = self.lines[-1]
+        width = cell_len(piece)
+        if piece != " " and line.width + width <= self._line_width:
+            # A whole word that fits: the common case, without a per-character loop.
+            line.chars.extend(piece)
+            line.kinds.extend([kind] * len(piece))
+            line.width += width
+        else:
+            for char in piece:
+                self._put(char, kind)
 
     def _put(self, char: str, kind: str) -> None:
-        if char == "\n":
-            self.lines.append(WrappedLine())
-            return
-        if char == "\r":
-            return
-        if char == "\t":
-            char = " "
         width = cell_len(char)
         line = self.lines[-1]
-        if line.width + width > self.width:
+        if line.width + width > self._line_width:
             if char == " ":
                 # A space at the edge is the break itself; the next line starts clean.
-                self.lines.append(WrappedLine())
+                self.lines.append(WrappedLine(self._block))
                 return
             line = self._break(line)
         line.chars.append(char)
@@ -92,7 +163,7 @@ class StyledWrapper:
             line.last_space = len(line.chars) - 1
 
     def _break(self, line: WrappedLine) -> WrappedLine:
-        new_line = WrappedLine()
+        new_line = WrappedLine(self._block)
         cut = line.last_space
         if cut > 0:
             # Move the word after the last space; the space stays at the end of the line.
@@ -108,7 +179,7 @@ class StyledWrapper:
 
     @property
     def num_lines(self) -> int:
-        if len(self.lines) == 1 and not self.lines[0].chars:
+        if len(self.lines) == 1 and not self.lines[0].chars and self.lines[0].block == PROSE:
             return 0
         return len(self.lines)
 

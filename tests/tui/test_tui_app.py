@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 
 import pytest
-from textual.widgets import Input, Markdown
+from textual.widgets import Markdown
 
 from spectui.core.engine import Capabilities
 from spectui.core.stats import summarize
@@ -199,7 +199,7 @@ async def test_loading_state_then_error_message_not_a_crash(make_app):
         assert "Could not load the engine: OSError: weights not found: /nope" in str(note.render())
         await wait_for(pilot, lambda: "● failed" in chat.param_bar.plain)
         # The waiting message did not go: it is back in the box, not in the conversation.
-        assert chat.query_one("#prompt", Input).value == "too early"
+        assert chat.prompt.text == "too early"
         assert not chat.query(UserMessage) and chat.transcript.messages == []
         await pilot.press("f1")  # the app still works
         assert type(app.screen).__name__ == "HelpScreen"

@@ -58,7 +58,7 @@ async def test_compare_runs_both_paths_and_reports_from_the_runs_shown(make_app)
         # Rounds alternate which path goes first, and no two runs overlap in time.
         assert [run.path for run in runs] == ["speculative", "baseline", "baseline", "speculative"]
         assert all(a.ended <= b.started for a, b in zip(runs, runs[1:]))
-        assert "median of 2 speculative, 2 baseline runs" in plain(screen.result)
+        assert "(decode speed, median of 2 rounds)" in plain(screen.result)
         assert f"×{screen.comparison.speedup:.2f}" in plain(screen.result)
 
 

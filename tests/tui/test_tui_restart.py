@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from textual.widgets import Input
 
 from spectui.settings.config import ChatConfig
 from spectui.core.events import Source
@@ -135,7 +134,7 @@ async def test_a_failed_restart_shows_one_error_and_a_k_press_retries(make_app):
         assert "● failed" in chat.param_bar.plain
         assert [m["content"] for m in chat.transcript.messages][0] == "keep me"
         await send(pilot, "no engine")
-        assert chat.query_one("#prompt", Input).value == "no engine"
+        assert chat.prompt.text == "no engine"
         await pilot.press("f6")
         timers.fire()
         await wait_for(pilot, lambda: app.host.engine is not None)

@@ -13,6 +13,9 @@ from spectui.settings.config import ChatConfig
 from spectui.tui.app import SpectuiApp
 from spectui.engines.scripted import scripted_engine_factory
 
+from spectui.core.events import Source
+
+from fake_engines import TextEngine, factory_for
 from tui_helpers import fixed_memory, make_host, ready, reply_done, send
 
 SIZE = (110, 34)
@@ -41,3 +44,22 @@ def test_help_screen_legend(snap_compare):
         await pilot.press("f1")
 
     assert snap_compare(chat_app("colorblind"), run_before=open_help, terminal_size=SIZE)
+
+
+def test_a_code_fence_streams_as_a_code_block_with_each_tokens_colour(snap_compare):
+    """The reply stops inside its second fence (max_tokens), as a streaming one stands mid-block:
+    both blocks are drawn as code, a label on top, every token in its source's colour."""
+    draft, recovered, bonus, target = Source.DRAFT, Source.RECOVERED, Source.BONUS, Source.TARGET
+    engine = TextEngine([
+        [("Here", target)], [(" is", draft), (" a", draft), (" function", recovered)],
+        [(":\n", draft), ("```", draft), ("python", bonus)], [("\n", target)],
+        [("def", draft), (" add", draft), ("(a,", draft), (" b):", recovered)],
+        [("\n    ", draft), ("return", draft), (" a", draft), (" +", draft), (" b", bonus)],
+        [("\n", target), ("```", draft), ("\n", recovered)],
+        [("Run", target), (" it", draft), (":", recovered)],
+        [("\n", target), ("```", draft), ("bash", recovered), ("\n", draft)],
+        [("python", target), (" add.py", draft), (" 1", recovered)],
+    ], finish="length")
+    config = ChatConfig(theme="dark", k=4)
+    host = make_host(factory_for(engine), config, clock=lambda: 0.0, memory_probe=fixed_memory)
+    assert snap_compare(SpectuiApp(host, config, None, cursor_blink=False), run_before=one_reply, terminal_size=SIZE)

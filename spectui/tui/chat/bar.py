@@ -9,6 +9,8 @@ def engine_status(host) -> tuple[str, str]:
     """The engine's state word and the detail after it, with no reply in the way."""
     if host.restarting_k is not None:
         return "restarting", f"{host.label} with k = {host.restarting_k} · {host.loading_text}"
+    if host.swapping_to is not None:
+        return "restarting", f"as {host.swapping_to} · {host.loading_text}"
     if host.status == "loading":
         return "loading", host.loading_text
     if host.status == "failed":
@@ -19,15 +21,18 @@ def engine_status(host) -> tuple[str, str]:
 
 
 def pending_restart(host, replying: bool) -> str:
+    when = "after this reply" if replying else "in a moment"
+    if host.wanted_swap is not None:
+        return f"switches to {host.wanted_swap[1]} {when}"
     if host.wanted_k is None or host.restarting_k is not None:
         return ""
-    when = "after this reply" if replying else "in a moment"
     return f"{host.label} restarts with k = {host.wanted_k} {when}"
 
 
-def bar_status(host, reply, waiting: bool) -> tuple[str, str]:
-    """reply: the streaming one (status, detail) or None; waiting: a message waits for the engine."""
-    restart = pending_restart(host, reply is not None)
+def bar_status(host, reply, waiting: bool, note: str = "") -> tuple[str, str]:
+    """reply: the streaming one (status, detail) or None; waiting: a message waits for the
+    engine; note: the chat's own state (an edit under way), said when nothing else is."""
+    restart = pending_restart(host, reply is not None) or note
     if reply is not None:
         return reply.status, reply.detail or restart
     status, detail = engine_status(host)
@@ -36,9 +41,9 @@ def bar_status(host, reply, waiting: bool) -> tuple[str, str]:
     return status, detail or restart
 
 
-def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool) -> BarState:
+def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool, note: str = "") -> BarState:
     info, live = host.info, host.live
-    status, detail = bar_status(host, reply, waiting)
+    status, detail = bar_status(host, reply, waiting, note)
     return BarState(
         target=info.target if info else (config.model or "default model"),
         draft=info.draft if info else config.draft,

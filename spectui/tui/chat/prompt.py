@@ -1,18 +1,110 @@
-"""The prompt. A message sent while the engine loads waits, shown in the conversation, and
-goes once the engine is ready; if the engine does not come, it is back in the box."""
+"""The message box: a text area where Enter sends and Shift+Enter / Ctrl+J start a new line.
+
+Many terminals send Shift+Enter as a plain Enter (only those that speak the kitty keyboard
+protocol tell them apart), so Ctrl+J, which every terminal sends as its own byte, is the
+newline that always works. A paste arrives whole (bracketed paste), so a pasted block stays
+one message whatever newlines it holds. ↑ on the first line recalls this chat's earlier
+prompts, ↓ on the last line goes forward again.
+
+A message sent while the engine loads waits, shown in the conversation, and goes once the
+engine is ready; if the engine does not come, it is back in the box.
+"""
 
 from __future__ import annotations
 
-from textual.widgets import Input
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
 
+from spectui.tui.chat.recall import PromptRecall
+from spectui.tui.keys import PROMPT, prompt_bindings
 from spectui.tui.widgets.conversation import UserMessage
 
+# xterm's modifyOtherKeys form of Shift+Enter, as Textual names it.
+SHIFT_ENTER_XTERM = "shift+\r"
 
-class ChatPrompt(Input):
-    def __init__(self, cursor_blink: bool = True) -> None:
-        super().__init__(placeholder="Message the model · Enter sends · F1 help", id="prompt")
+
+def keys_of(keys: dict[str, str], binding_id: str) -> set[str]:
+    return {key.strip() for key in keys[binding_id].split(",")}
+
+
+class ChatPrompt(TextArea):
+    BINDINGS = prompt_bindings()
+    DEFAULT_CSS = """
+    ChatPrompt { height: auto; max-height: 12; min-height: 3; padding: 0 1; }
+    """
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, keys: dict[str, str], cursor_blink: bool = True) -> None:
+        super().__init__(
+            id="prompt", placeholder="Message the model · Enter sends · Ctrl+J new line · F1 help",
+            highlight_cursor_line=False, soft_wrap=True, tab_behavior="focus",
+        )
         self.cursor_blink = cursor_blink
+        self.send_keys = keys_of(keys, "send")
+        self.newline_keys = keys_of(keys, "newline") | {SHIFT_ENTER_XTERM}
+        # The chat's own keys win over the text area's (F6 would select a line, F7 all).
+        taken = {key for binding_id in keys if binding_id not in PROMPT for key in keys_of(keys, binding_id)}
+        for key in taken:
+            self._bindings.key_to_bindings.pop(key, None)
+        self.recall = PromptRecall()
         self.waiting: UserMessage | None = None
+
+    @property
+    def value(self) -> str:
+        return self.text
+
+    @value.setter
+    def value(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    # keys and pastes
+
+    async def _on_key(self, event: events.Key) -> None:
+        """Runs before the text area's own (which would insert Enter as a newline)."""
+        if event.key in self.send_keys:
+            self.action_send()
+        elif event.key in self.newline_keys:
+            self.action_newline()
+        elif event.key == "up" and self.cursor_location[0] == 0:
+            if not self._show(self.recall.back(self.text)):
+                return  # nothing further back: the text area moves to the line's start
+        elif event.key == "down" and self.recall.browsing and self.cursor_location[0] == self.document.line_count - 1:
+            self._show(self.recall.forward())
+        else:
+            return  # the text area's turn
+        event.stop()
+        event.prevent_default()
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        """The pasted text goes in as it is, newlines and all (terminals paste them as CR)."""
+        event.stop()
+        event.prevent_default()
+        if self.read_only:
+            return
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        result = self.replace(text, *self.selection)
+        self.move_cursor(result.end_location)
+        self.focus()
+
+    def action_send(self) -> None:
+        if self.text.strip():
+            self.post_message(self.Submitted(self.text))
+
+    def action_newline(self) -> None:
+        self.move_cursor(self.replace("\n", *self.selection).end_location)
+
+    def _show(self, recalled: str | None) -> bool:
+        if recalled is not None:
+            self.value = recalled
+        return recalled is not None
+
+    # the message that waits for the engine
 
     def wait(self, text: str, scroll) -> None:
         """Show `text` in the conversation until the engine is ready."""
@@ -32,6 +124,6 @@ class ChatPrompt(Input):
         if shown is None:
             return False
         shown.remove()
-        if not self.value:
+        if not self.text:
             self.value = shown.text
         return True

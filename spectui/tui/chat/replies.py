@@ -32,6 +32,7 @@ class ActiveReply:
     tracker: ReplyTracker
     control: Control
     message_id: int | None
+    settings: dict  # what it is made with (k, T, seed, method): its history row's, and regenerate's
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
 
@@ -53,6 +54,7 @@ class EndedReply:
     stats: dict  # what its history row records
     tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
     done: Done | None = None
+    settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
 
 
 def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
@@ -86,7 +88,9 @@ class Replies:
         self.next_id += 1
         return self.next_id - 1
 
-    def start(self, messages: list[Message], params: GenerationParams, message_id: int | None, ghosts: bool) -> None:
+    def start(self, messages: list[Message], params: GenerationParams, message_id: int | None, ghosts: bool,
+              values=None, settings: dict | None = None) -> None:
+        """values: the LiveValues it starts from (default: the live ones)."""
         reply_id = self.new_id()
         view = ReplyView(reply_id, show_ghosts=ghosts)
         view.token_view.streaming = True
@@ -100,8 +104,8 @@ class Replies:
                          clock=host.clock, store=store, message_id=message_id)
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
-        control = host.start_reply(f"spectui-reply-{reply_id}", run)
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id)
+        control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {})
 
     def _drain(self) -> list[StepArrived]:
         """Steps of the current reply, in order; a detached reply's only keep their text."""
@@ -144,6 +148,14 @@ class Replies:
         current.status = "restarting"
         current.detail = f"the engine process had ended · {message.stage}{percent}"
         return True
+
+    def show_ghosts(self, on: bool) -> None:
+        for view in self.scroll.query(ReplyView):
+            view.token_view.show_ghosts = on
+
+    def show_markdown(self, on: bool) -> None:
+        for view in self.scroll.query(ReplyView):
+            view.set_markdown(on)
 
     def cancel(self) -> bool:
         if self.current is None:
@@ -203,4 +215,5 @@ class Replies:
         if following:
             self.scroll.call_after_refresh(self.scroll.scroll_end, animate=False)
         recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
-        return EndedReply(current.message_id, token_view.text, finish_reason, error, recorded, tracker, done)
+        return EndedReply(current.message_id, token_view.text, finish_reason, error, recorded, tracker, done,
+                          current.settings)

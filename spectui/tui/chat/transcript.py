@@ -1,11 +1,20 @@
-"""The conversation as the model sees it, and its rows in the history store."""
+"""The conversation as the model sees it, and its rows in the history store.
+
+A turn that is replaced (a regenerated reply, an edited message) or a system prompt that
+is changed stays in the store, marked superseded in its row's stats, and is left out when
+the chat is shown or resumed: nothing typed or generated is lost. A chat's system prompt
+is a `system` row; the newest one that is not superseded is the chat's.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from spectui.core.events import Message
-from spectui.store import Conversation
+from spectui.store import Conversation, StoredMessage
+
+ROLES = ("system", "user", "assistant")
 
 
 def settings_record(info, config, live) -> dict:
@@ -21,67 +30,142 @@ def settings_record(info, config, live) -> dict:
     }
 
 
+def superseded(message: StoredMessage) -> bool:
+    return bool(message.stats.get("superseded"))
+
+
+@dataclass
+class Entry:
+    """One message of the chat and its row in the store (row None: not saved)."""
+
+    role: str
+    content: str
+    row: int | None = None
+    settings: dict = field(default_factory=dict)  # a reply's: k, temperature, auto_k, seed, method
+    finish_reason: str = "stop"
+    error: str | None = None
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def message(self) -> Message:
+        return {"role": self.role, "content": self.content}
+
+
 class Transcript:
-    """messages: what the next reply is asked to continue. A failed history write is a
+    """entries: what the next reply is asked to continue. A failed history write is a
     warning (`warn`): the chat goes on without it."""
 
     def __init__(self, store, system: str | None, warn: Callable[[str], None]) -> None:
         self.store = store
-        self.system = system
+        self.default_system = system  # a new chat's system prompt
         self.warn = warn
         self.start_over()
 
     def start_over(self) -> None:
-        self.messages: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
+        system = self.default_system
+        self.entries: list[Entry] = [Entry("system", system)] if system else []
         self.conversation_id: int | None = None
         # The user's text of the last reply when it ended over the model's context.
         self.overflowed: str | None = None
         # Once the user chose it, every later reply of this chat drops its oldest turns to fit.
         self.truncating = False
 
+    @property
+    def messages(self) -> list[Message]:
+        return [entry.message for entry in self.entries]
+
+    @property
+    def system(self) -> str:
+        return self.entries[0].content if self.entries and self.entries[0].role == "system" else ""
+
     def resume(self, conversation: Conversation) -> None:
         self.start_over()
-        roles = ("system", "user", "assistant")
-        self.messages = [{"role": m.role, "content": m.content} for m in conversation.messages if m.role in roles]
+        kept = [m for m in conversation.messages if m.role in ROLES and not superseded(m)]
+        systems = [m for m in kept if m.role == "system"][-1:]  # the chat's prompt goes first
+        self.entries = [Entry(m.role, m.content, m.id, m.settings, m.finish_reason or "interrupted", m.error, m.stats)
+                        for m in systems + [m for m in kept if m.role != "system"]]
         self.conversation_id = conversation.id
 
-    def add_user(self, text: str, settings: dict, live) -> int | None:
-        """Add the user's message and open the reply's row; returns that row's id."""
-        self.messages.append({"role": "user", "content": text})
+    def last(self, role: str) -> Entry | None:
+        return self.entries[-1] if self.entries and self.entries[-1].role == role else None
+
+    # adding
+
+    def add_user(self, text: str, settings: dict) -> None:
+        """Add the user's message; the chat's first one opens its conversation in the store."""
+        self.entries.append(Entry("user", text))
         self.overflowed = None
-        if self.store is None:
+        if self.conversation_id is None:
+            self.conversation_id = self._write(lambda store: store.new_conversation(settings))
+            for entry in self.entries[:-1]:  # the system message, if any
+                entry.row = self._save(entry)
+        self.entries[-1].row = self._save(self.entries[-1])
+
+    def open_reply(self, settings: dict) -> int | None:
+        """The reply's row (empty until it ends), made with `settings`; returns its id."""
+        if self.conversation_id is None:
             return None
-        try:
-            if self.conversation_id is None:
-                self.conversation_id = self.store.new_conversation(settings)
-                for message in self.messages[:-1]:  # the system message, if any
-                    self.store.add_message(self.conversation_id, message["role"], message["content"])
-            self.store.add_message(self.conversation_id, "user", text)
-            reply = {"k": live.k, "temperature": live.temperature} | ({"auto_k": True} if live.auto else {})
-            return self.store.add_message(self.conversation_id, "assistant", "", settings=reply)
-        except Exception as error:
-            self.warn(f"History not saved: {error}")
-            return None
+        return self._write(lambda store: store.add_message(self.conversation_id, "assistant", "", settings=settings))
 
     def add_reply(self, ended) -> None:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
         unless it was left behind by a new chat."""
         if ended.tracker is not None:
-            self.messages.append({"role": "assistant", "content": ended.content})
+            self.entries.append(Entry("assistant", ended.content, ended.message_id, ended.settings, ended.finish_reason,
+                                      ended.error, ended.stats))
             if ended.done is not None and ended.done.context_overflow is not None:
-                self.overflowed = self.messages[-2]["content"]
-        if self.store is None or ended.message_id is None:
-            return
-        try:
-            self.store.finish_message(ended.message_id, ended.content, ended.finish_reason, ended.error, ended.stats)
-        except Exception as failure:
-            self.warn(f"History not saved: {failure}")
+                self.overflowed = self.entries[-2].content
+        if ended.message_id is not None:
+            self._write(lambda store: store.finish_message(ended.message_id, ended.content, ended.finish_reason,
+                                                           ended.error, ended.stats))
+
+    # replacing
+
+    def drop_last(self, role: str) -> Entry | None:
+        """Take the last message off the chat if it has `role`; its row stays, superseded."""
+        entry = self.last(role)
+        if entry is not None:
+            self.entries.pop()
+            self._supersede(entry)
+        return entry
+
+    def set_system(self, text: str) -> None:
+        """This chat's system prompt from now on ("" for none): the old row is superseded."""
+        old = self.entries.pop(0) if self.system else None
+        if old is not None:
+            self._supersede(old)
+        if text:
+            self.entries.insert(0, Entry("system", text))
+            if self.conversation_id is not None:
+                self.entries[0].row = self._save(self.entries[0])
 
     def take_overflowed(self) -> str | None:
         """The message to resend without the oldest turns; the failed attempt (it and its
         empty reply) leaves the prompt, and every later reply truncates."""
         text, self.overflowed = self.overflowed, None
         if text is not None:
-            del self.messages[-2:]
+            del self.entries[-2:]
             self.truncating = True
         return text
+
+    # the store
+
+    def _save(self, entry: Entry) -> int | None:
+        if self.conversation_id is None:
+            return None
+        return self._write(lambda store: store.add_message(self.conversation_id, entry.role, entry.content))
+
+    def _supersede(self, entry: Entry) -> None:
+        if entry.row is not None:
+            stats = entry.stats | {"superseded": True}
+            self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
+                                                           entry.error, stats))
+
+    def _write(self, write):
+        if self.store is None:
+            return None
+        try:
+            return write(self.store)
+        except Exception as error:
+            self.warn(f"History not saved: {error}")
+            return None

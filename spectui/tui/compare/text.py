@@ -30,11 +30,11 @@ def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str
 
 def result_text(comparison: Comparison) -> tuple[str, bool]:
     """The result line and whether it reports a problem."""
-    counts = [len(comparison.finished_of(path)) for path in PATHS]
-    if min(counts) == 0:
+    if min(len(comparison.finished_of(path)) for path in PATHS) == 0:
         return "the result shows once both paths have run", False
+    rounds = len(comparison.rounds())
     parts = [
-        f"speedup ×{fmt(comparison.speedup, '.2f')} (median of {counts[0]} speculative, {counts[1]} baseline runs)",
+        f"speedup ×{fmt(comparison.speedup, '.2f')} (decode speed, median of {rounds} round{'s' if rounds != 1 else ''})",
         f"{fmt(comparison.tokens_per_forward, '.2f')} tokens per target forward",
     ]
     if comparison.overlapping():

@@ -1,34 +1,36 @@
-"""The chat screen: conversation and prompt on the left, live panels on the right.
+"""The chat screen: conversation and message box on the left, live panels on the right.
 
-It arranges its parts and turns keys into changes: live settings go to the engine host
-(spectui.host), replies to `Replies`, the conversation's rows to `Transcript`. It hears
-the host through HostEvent messages and redraws the bar and panels from what they say.
-A message sent while the engine loads waits, and goes once the engine is ready.
+It arranges its parts and turns keys into changes: live settings and engine swaps go to
+the engine host (spectui.host), replies to `Replies`, the conversation's rows to
+`Transcript`, the copy keys to `ReplyCopier`. It hears the host through HostEvent
+messages and redraws the bar and panels from what they say. A message sent while the
+engine loads waits, and goes once the engine is ready. Regenerating or editing replaces
+the last turn: on screen, in the transcript, and (superseded) in history.
 """
 
 from __future__ import annotations
 
-from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
-from spectui.core.events import GenerationParams, Message
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
 from spectui.store import Conversation
+from spectui.tui.screens import chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
+from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.scroll import ConversationScroll
-from spectui.tui.chat.transcript import Transcript, settings_record
+from spectui.tui.chat.transcript import Transcript
+from spectui.tui.chat.turns import Turns
+from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
-from spectui.tui.replay import stored_conversation
 from spectui.tui.session import PanelData, SessionTracker, panel_data
-from spectui.tui.widgets.conversation import ReplyView, UserMessage
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
 
@@ -56,11 +58,13 @@ class ChatScreen(Screen):
         self.last_reply = None
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
-        self.prompt = ChatPrompt(cursor_blink)
+        self.prompt = ChatPrompt(config.keys, cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
         self.transcript = Transcript(store, config.system, lambda text: self.notify(text, severity="warning"))
         self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, config.keys)
+        self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
+        self.turns = Turns(self)
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
@@ -86,7 +90,7 @@ class ChatScreen(Screen):
 
     def refresh_bar(self) -> None:
         self.param_bar.show(bar_state(self.host, self.config, self.replies.current, self.prompt.waiting is not None,
-                                      self.show_ghosts, self.markdown))
+                                      self.show_ghosts, self.markdown, self.turns.note))
 
     def refresh_panels(self) -> None:
         current, live = self.replies.current, self.host.live
@@ -119,7 +123,7 @@ class ChatScreen(Screen):
         elif isinstance(event, EngineReady):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
-            self._give_back_waiting()
+            self.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
             self.refresh_panels()
@@ -131,42 +135,29 @@ class ChatScreen(Screen):
             self.send(waiting.text, waiting)
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
-            self.open_compare(prompt_messages(prompt, self.config.system))  # never beside a reply
+            dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
 
     # sending
 
-    @on(Input.Submitted, "#prompt")
-    def submit(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        if not text:
-            return
-        if self.replies.current is not None:
-            self.notify("A reply is streaming; Esc cancels it.")
-        elif self.prompt.waiting is not None:
-            self.notify("A message already waits for the engine; this one stays in the box.")
-        elif self.host.status == "failed" and self.host.engine is None:
-            self.notify(f"No engine: {self.host.error}", severity="error")
-        elif self.host.engine is None:
-            self.prompt.wait(text, self.scroll)
-            self.refresh_bar()
-        else:
-            event.input.clear()
-            self.send(text)
+    def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
+        self.turns.submit(event.text)
 
-    def _give_back_waiting(self) -> None:
+    def on_text_area_changed(self) -> None:
+        self.turns.box_changed()
+
+    def give_back_waiting(self) -> None:
         if self.prompt.give_back():
             self.notify("Your message did not go: it is back in the box.", severity="warning")
 
-    def send(self, text: str, shown: UserMessage | None = None) -> None:
-        if shown is None:
-            self.scroll.mount(UserMessage(text))
-        live, config = self.host.live, self.config
-        message_id = self.transcript.add_user(text, settings_record(self.host.info, config, live), live)
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed,
-                                  truncate=self.transcript.truncating)
-        self.replies.start(list(self.transcript.messages), params, message_id, self.show_ghosts)
-        self.refresh_bar()
-        self.refresh_panels()
+    def send(self, text: str, shown=None) -> None:
+        """Send `text` as the user's message (`shown` already, if it waited for the engine)."""
+        self.turns.send(text, shown)
+
+    def action_regenerate(self, as_made: bool) -> None:
+        self.turns.regenerate(as_made)
+
+    def action_edit_last(self) -> None:
+        self.turns.edit_last()
 
     # receiving
 
@@ -209,77 +200,53 @@ class ChatScreen(Screen):
 
     def action_toggle_ghosts(self) -> None:
         self.show_ghosts = not self.show_ghosts
-        for view in self.query(ReplyView):
-            view.token_view.show_ghosts = self.show_ghosts
-        info = self.host.info
-        if self.show_ghosts and self.host.engine is not None and info.method == "none":
+        self.replies.show_ghosts(self.show_ghosts)
+        if self.show_ghosts and self.host.engine is not None and self.host.info.method == "none":
             self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
         self.refresh_bar()
 
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown
-        for view in self.query(ReplyView):
-            view.set_markdown(self.markdown)
+        self.replies.show_markdown(self.markdown)
         if self.markdown and self.replies.current is not None:
             self.notify("The streaming reply stays as tokens until it ends.")
         self.refresh_bar()
 
     def action_resend_trimmed(self) -> None:
-        if self.transcript.overflowed is None or self.replies.current is not None:
-            self.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
-        else:
-            self.send(self.transcript.take_overflowed())
+        self.turns.resend_trimmed()
+
+    def action_copy(self, what: str) -> None:
+        self.copier.copy_code() if what == "code" else self.copier.copy_reply()
+
+    def action_pick_reply(self, step: int = -1) -> None:
+        if not self.copier.pick(step):
+            self.prompt.focus()
+
+    def action_focus_prompt(self) -> None:
+        self.prompt.focus()
 
     def action_new_chat(self) -> None:
-        self._start_over()
+        self.turns.start_over()
         self.refresh_bar()
         self.refresh_panels()
         self.prompt.focus()
 
-    def _start_over(self) -> None:
-        self._give_back_waiting()
-        self.replies.detach()
-        self.scroll.remove_children()
-        self.transcript.start_over()
-        self.session = SessionTracker()
-        self.last_reply = None
+    def action_system_prompt(self) -> None:
+        dialogs.open_system_prompt(self)
+
+    def action_model(self) -> None:
+        dialogs.open_model(self)
 
     def action_engine_info(self) -> None:
-        from spectui.tui.screens.info import InfoScreen
-
-        self.app.push_screen(InfoScreen(self.host, self.session.engine_stats))
+        dialogs.open_engine_info(self)
 
     def action_compare(self) -> None:
-        messages = self.transcript.messages
-        last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
-        if last_user is None:
-            self.notify("Send a prompt first: the compare view runs the last one.")
-        else:
-            self.open_compare(messages[: last_user + 1])
-
-    def open_compare(self, messages: list[Message]) -> None:
-        from spectui.tui.screens.compare import CompareScreen
-
-        if self.host.engine is None:
-            self.notify("The engine is not ready yet.")
-        elif self.replies.current is not None:
-            self.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
-        else:
-            config = self.config
-            params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
-            self.app.push_screen(CompareScreen(self.host, list(messages), params))
+        dialogs.compare_last_prompt(self)
 
     # history
 
     def on_show_conversation(self, message: ShowConversation) -> None:
         """Replace what is shown with a stored conversation; new messages continue it."""
-        conversation = message.conversation
-        self._start_over()
-        self.transcript.resume(conversation)
-        widgets, trackers = stored_conversation(conversation, self.replies.new_id, self.show_ghosts)
-        for tracker in trackers:
-            self.session.add_reply(tracker)
-        self.last_reply = trackers[-1] if trackers else None
-        self.scroll.mount_all(widgets)
+        self.turns.resume(message.conversation)
         self.call_after_refresh(self.scroll.scroll_end, animate=False)
         self.refresh_panels()

@@ -25,10 +25,16 @@ LEGEND = [
     (" rejected draft ", "ghost"),
 ]
 
+FIXED_KEYS = [
+    ("↑ / ↓", "earlier prompts of this chat (message box, first line)"),
+    ("Ctrl+P", "every action by name, with its keys"),
+    ("Ctrl+Q", "quit"),
+]
+
 GLOSSARY = """\
 k   draft tokens proposed per step (vLLM: num_speculative_tokens)
 γ   draft acceptance rate = accepted drafts / drafted tokens
-τ   mean acceptance length = 1 + accepted / steps (tokens per target pass)
+τ   mean acceptance length = 1 + accepted / drafting steps (vLLM's definition)
 α   per-token acceptance, estimated from the steps (est.)
     Leviathan et al. write γ for k and α for the per-token acceptance.
 E(α,k) = (1 − α^(k+1)) / (1 − α): tokens per step the theory predicts;
@@ -59,8 +65,10 @@ class HelpScreen(ModalScreen):
         keys = self.keys
         parts: list = []
         for binding_id in ACTIONS:
-            parts += [(f"{key_display(keys[binding_id]):<20}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
-        parts += [(f"{'Ctrl+Q':<20}", "bold $accent"), "quit"]
+            parts += [(f"{key_display(keys[binding_id]):<22}", "bold $accent"), KEY_DESCRIPTIONS[binding_id], "\n"]
+        for shown, description in FIXED_KEYS:
+            parts += [(f"{shown:<22}", "bold $accent"), description, "\n"]
+        parts.pop()
         with VerticalScroll():
             yield Static("spectui help · Esc closes", id="help-title")
             yield Static("Tokens", classes="title")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Markdown, Static
@@ -41,6 +42,14 @@ class SystemNote(Static):
 
 
 class ReplyView(Vertical):
+    """A reply; focused, it is the one the copy keys take (the chat's pick_reply key)."""
+
+    can_focus = True
+    BINDINGS = [
+        Binding("up", "screen.pick_reply(-1)", "earlier reply"),
+        Binding("down", "screen.pick_reply(1)", "later reply"),
+        Binding("escape", "screen.focus_prompt", "back to the message box"),
+    ]
     DEFAULT_CSS = """
     ReplyView {
         height: auto;
@@ -48,6 +57,7 @@ class ReplyView(Vertical):
         padding: 0 1;
         border-left: outer $accent 60%;
     }
+    ReplyView:focus { border-left: outer $accent; background: $boost; }
     ReplyView > Markdown { display: none; margin: 0; padding: 0; background: transparent; }
     ReplyView.-markdown > Markdown { display: block; }
     ReplyView.-markdown > TokenView { display: none; }

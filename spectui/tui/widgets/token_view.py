@@ -2,7 +2,9 @@
 
 A Line API widget over an incremental wrapper: appending redraws only the lines that
 changed, so thousands of tokens a second cost little. Its height is its line count; the
-conversation around it scrolls.
+conversation around it scrolls. A Markdown code fence is drawn as a code block while it
+streams: the opening fence becomes the block's label (its language), the closing one its
+last line, and each token inside keeps its source's style on the block's background.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.segment import Segment
+from rich.style import Style
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from spectui.core.safe_text import safe_text
-from spectui.tui.wrap import StyledWrapper
+from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE
+from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost")
+BLOCK_CLASSES = ("code", "code-label")
 # While a reply streams its height grows ahead of the text, doubling (by at least
 # this many): a layout pass re-renders the screen, so one per new line would cost more
 # than the text itself. The conversation scrolls to the text's end, not to the spare.
@@ -25,7 +30,7 @@ GROWTH_LINES = 16
 
 
 class TokenView(Widget):
-    COMPONENT_CLASSES = {f"tokenview--{kind}" for kind in KINDS}
+    COMPONENT_CLASSES = {f"tokenview--{name}" for name in KINDS + BLOCK_CLASSES}
     DEFAULT_CSS = """
     TokenView { height: auto; width: 1fr; }
     TokenView > .tokenview--draft { color: $spectui-draft; text-style: $spectui-draft-style; }
@@ -33,6 +38,8 @@ class TokenView(Widget):
     TokenView > .tokenview--bonus { color: $spectui-bonus; text-style: $spectui-bonus-style; }
     TokenView > .tokenview--target { color: $spectui-target; text-style: $spectui-target-style; }
     TokenView > .tokenview--ghost { color: $spectui-ghost; text-style: $spectui-ghost-style; }
+    TokenView > .tokenview--code { background: $surface; }
+    TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
     """
 
     def __init__(
@@ -67,11 +74,14 @@ class TokenView(Widget):
         before = (len(shown.lines) - 1, shown.num_lines) if shown is not None else None
         visible = shown_chunks(chunks)
         for wrapper in self._wrappers.values():
+            wrapper.rewrapped_from = None
             wrapper.extend(visible)
         if shown is None or before is None:
             self.refresh(layout=True)
             return
         first_changed, lines_before = before
+        if shown.rewrapped_from is not None:  # a line turned into a fence, or out of one
+            first_changed = min(first_changed, shown.rewrapped_from)
         for y in [y for y in self._strips if y >= first_changed]:
             del self._strips[y]
         if shown.num_lines != lines_before and (not self._streaming or shown.num_lines >= self._reserved_height):
@@ -145,9 +155,14 @@ class TokenView(Widget):
         self._wrapped(self.size.width)
 
     def rendered_lines(self) -> list[list[tuple[str, str]]]:
-        """(text, kind) runs of each wrapped line, as drawn now: for tests and the benchmark."""
+        """(text, kind) runs of each wrapped line, as drawn now: for tests and the benchmark.
+        A fence's lines give their label (kind "code-label") or nothing."""
+        return [runs for _, runs in self.rendered_blocks()]
+
+    def rendered_blocks(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """Each wrapped line's block (spectui.tui.fences: prose, open, code, close) and runs."""
         wrapper = self._wrapped(self.size.width or 80)
-        return [line.runs() for line in wrapper.lines[: wrapper.num_lines]]
+        return [(line.block, line_runs(line)) for line in wrapper.lines[: wrapper.num_lines]]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -168,13 +183,35 @@ class TokenView(Widget):
         wrapper = self._wrapped(width)
         if y >= wrapper.num_lines:
             return Strip.blank(width, base)
-        segments = [
-            Segment(text, self.get_component_rich_style(f"tokenview--{kind}"))
-            for text, kind in wrapper.lines[y].runs()
-        ]
-        strip = Strip(segments).extend_cell_length(width, base).crop(0, width)
+        segments, fill = self._draw(wrapper.lines[y], base)
+        strip = Strip(segments).extend_cell_length(width, fill).crop(0, width)
         self._strips[y] = strip
         return strip
+
+    def _draw(self, line: WrappedLine, base: Style) -> tuple[list[Segment], Style]:
+        """The line's segments, and the style that fills the rest of its width."""
+        style = self.get_component_rich_style
+        if line.block == PROSE:
+            return [text_segment(text, style(f"tokenview--{kind}")) for text, kind in line_runs(line)], base
+        block = base + style("tokenview--code")
+        background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
+        padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
+        return padding + [text_segment(text, base + style(f"tokenview--{kind}") + background)
+                          for text, kind in line_runs(line)], block
+
+
+def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
+    """What a wrapped line shows: its runs; an opening fence's label; nothing for the closing one."""
+    if line.block == OPEN:
+        return [(f" {line.language or 'code'} ", "code-label")]
+    if line.block == CLOSE:
+        return []
+    return line.runs()
+
+
+def text_segment(text: str, style) -> Segment:
+    """Every piece of text the view draws goes through here."""
+    return Segment(text, style)
 
 
 def shown_chunks(chunks: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

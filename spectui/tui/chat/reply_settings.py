@@ -1,0 +1,44 @@
+"""What a reply is made with (k, T, seed, method), recorded in its history row and read
+back to regenerate it as it was; and the text a message box sends. No textual here."""
+
+from __future__ import annotations
+
+import re
+
+from spectui.host.live import LiveValues
+
+_LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
+
+
+def message_text(typed: str) -> str:
+    """What the message box sends: the text without blank lines before it or whitespace
+    after it; the first line's indentation stays (a pasted block keeps its shape)."""
+    return _LEADING_BLANK_LINES.sub("", typed.rstrip())
+
+
+def reply_settings(values: LiveValues, seed: int | None, info) -> dict:
+    """What a reply is made with: its history row's settings, and regenerate's."""
+    settings = {"k": values.k, "temperature": values.temperature, "seed": seed}
+    if values.auto:
+        settings["auto_k"] = True
+    if info is not None:
+        settings["method"] = info.method
+    return settings
+
+
+def made_with(settings: dict, live: LiveValues, seed: int | None, info) -> tuple[LiveValues, int | None, str]:
+    """The k, T and seed a reply was made with (`live` and `seed` stand in for what an older
+    row did not record), and a note when the engine now runs another method."""
+    k = settings.get("k", live.k)
+    values = LiveValues(k if isinstance(k, int) else live.k, bool(settings.get("auto_k")),
+                        float(settings.get("temperature", live.temperature)))
+    method = settings.get("method")
+    note = ""
+    if info is not None and method not in (None, info.method):
+        note = f" · it was made with {method}; this engine runs {info.method}"
+    return values, settings.get("seed", seed), note
+
+
+def describe_values(values: LiveValues, seed: int | None) -> str:
+    k = "auto" if values.auto else str(values.k)
+    return f"k {k}, T {values.temperature:.2f}, seed {seed if seed is not None else 'none'}"

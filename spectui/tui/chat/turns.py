@@ -1,0 +1,151 @@
+"""The chat's turns: a message sent (or waiting for the engine), the last reply regenerated,
+the last message edited and sent again.
+
+Regenerating or editing replaces the last turn on screen and in the transcript; its rows
+stay in history, superseded (spectui.tui.chat.transcript). Regenerate takes the k, T and
+seed the reply was made with; its live variant takes the current k and T and a new seed
+(a new sample; the seed is recorded, so that one can be made again).
+"""
+
+from __future__ import annotations
+
+import random
+
+from spectui.core.events import GenerationParams
+from spectui.host.live import LiveValues
+from spectui.tui.chat.reply_settings import describe_values, made_with, message_text, reply_settings
+from spectui.tui.chat.transcript import settings_record
+from spectui.tui.replay import stored_conversation
+from spectui.tui.session import SessionTracker
+from spectui.tui.widgets.conversation import ReplyView, UserMessage
+
+EDITING_NOTE = "editing your last message: sending replaces that turn (empty the box to keep it)"
+
+
+class Turns:
+    """screen: the chat screen, whose parts (host, config, prompt, scroll, transcript,
+    replies) these turns change; editing: the last turn's widgets while its message is edited."""
+
+    def __init__(self, screen) -> None:
+        self.screen = screen
+        self.editing: tuple[UserMessage, ReplyView] | None = None
+
+    def submit(self, typed: str) -> None:
+        """The message box's Enter."""
+        screen, host = self.screen, self.screen.host
+        text = message_text(typed)
+        if screen.replies.current is not None:
+            screen.notify("A reply is streaming; Esc cancels it.")
+        elif screen.prompt.waiting is not None:
+            screen.notify("A message already waits for the engine; this one stays in the box.")
+        elif host.status == "failed" and host.engine is None:
+            screen.notify(f"No engine: {host.error}", severity="error")
+        elif host.engine is None:
+            screen.prompt.wait(text, screen.scroll)
+            screen.refresh_bar()
+        else:
+            screen.prompt.clear()
+            screen.send(text)
+
+    def send(self, text: str, shown: UserMessage | None = None) -> None:
+        """Send `text` (already `shown` when it waited for the engine)."""
+        screen = self.screen
+        if self.editing is not None:  # the edited message replaces the last turn
+            for widget in self.editing:
+                widget.remove()
+            self.editing = None
+            screen.transcript.drop_last("assistant")
+            screen.transcript.drop_last("user")
+        if shown is None:
+            screen.scroll.mount(UserMessage(text))
+        screen.prompt.recall.add(text)
+        screen.transcript.add_user(text, settings_record(screen.host.info, screen.config, screen.host.live))
+        self.start_reply(screen.host.live.values, screen.config.seed)
+
+    def start_reply(self, values: LiveValues, seed: int | None) -> None:
+        screen = self.screen
+        config, transcript, settings = screen.config, screen.transcript, reply_settings(values, seed, screen.host.info)
+        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=seed,
+                                  truncate=transcript.truncating)
+        message_id = transcript.open_reply(settings)
+        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings)
+        screen.refresh_bar()
+        screen.refresh_panels()
+
+    def resend_trimmed(self) -> None:
+        """The chat outgrew the model's context: its last message again, the oldest turns left out."""
+        screen = self.screen
+        if screen.transcript.overflowed is None or screen.replies.current is not None:
+            screen.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
+        else:
+            screen.send(screen.transcript.take_overflowed())
+
+    def regenerate(self, as_made: bool) -> None:
+        screen, host = self.screen, self.screen.host
+        if self._busy("regenerate it"):
+            return
+        if host.engine is None:
+            screen.notify("The engine is not ready yet.")
+            return
+        reply, live = screen.transcript.last("assistant"), host.live.values
+        values, seed, note = made_with(reply.settings, live, screen.config.seed, host.info) if as_made \
+            else (live, random.randrange(2**31), "")
+        screen.transcript.drop_last("assistant")
+        screen.query(ReplyView).last().remove()
+        self.start_reply(values, seed)
+        screen.notify(f"Regenerating the last reply with {describe_values(values, seed)}{note}")
+
+    def edit_last(self) -> None:
+        """The last message back in the box; sending it replaces that turn."""
+        screen = self.screen
+        if self._busy("edit your message"):
+            return
+        self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
+        screen.prompt.value = screen.transcript.entries[-2].content
+        screen.prompt.focus()
+        screen.refresh_bar()
+
+    def box_changed(self) -> None:
+        if self.editing is not None and not self.screen.prompt.text.strip():
+            self.editing = None  # the box was emptied: the turn stays
+            self.screen.refresh_bar()
+
+    def start_over(self) -> None:
+        """A new chat: what streams is left to finish in the background, for its history row."""
+        screen = self.screen
+        screen.give_back_waiting()
+        self.editing = None
+        screen.prompt.recall.reset()
+        screen.replies.detach()
+        screen.scroll.remove_children()
+        screen.transcript.start_over()
+        screen.session = SessionTracker()
+        screen.last_reply = None
+
+    def resume(self, conversation) -> None:
+        """Show a stored conversation (its superseded turns left out); new messages continue it."""
+        screen = self.screen
+        self.start_over()
+        screen.transcript.resume(conversation)
+        screen.prompt.recall.reset(entry.content for entry in screen.transcript.entries if entry.role == "user")
+        widgets, trackers = stored_conversation(conversation, screen.replies.new_id, screen.show_ghosts)
+        for tracker in trackers:
+            screen.session.add_reply(tracker)
+        screen.last_reply = trackers[-1] if trackers else None
+        screen.scroll.mount_all(widgets)
+
+    @property
+    def note(self) -> str:
+        """What the bar says of an edit under way."""
+        return EDITING_NOTE if self.editing is not None else ""
+
+    def _busy(self, doing: str) -> bool:
+        """Say why the last turn cannot be replaced now, if it cannot."""
+        screen = self.screen
+        if screen.replies.current is not None or screen.prompt.waiting is not None:
+            screen.notify(f"Wait for the reply to end (Esc cancels it) before you {doing}.")
+        elif screen.transcript.last("assistant") is None or len(screen.transcript.entries) < 2:
+            screen.notify(f"No reply to {doing} yet.")
+        else:
+            return False
+        return True

@@ -1,0 +1,110 @@
+"""Markdown code fences, line by line: which lines open a code block, hold code, close it.
+
+One rule for the token view (which draws a fence as a code block while the reply streams)
+and for the copy key (which takes a block's text), after CommonMark: a fence is three or
+more backticks or tildes, indented at most three spaces; a backtick fence's info string
+(the language) holds no backtick; the closing fence is the same character, at least as
+long, with nothing after it but spaces. A fence left open runs to the end of the text.
+No textual here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PROSE, OPEN, CODE, CLOSE = "prose", "open", "code", "close"
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+
+
+@dataclass(frozen=True)
+class Fence:
+    char: str
+    length: int
+    indent: int
+    language: str
+
+
+def opening_fence(line: str) -> Fence | None:
+    match = _FENCE.match(line)
+    if match is None:
+        return None
+    indent, marks, info = match.groups()
+    if marks[0] == "`" and "`" in info:
+        return None
+    words = info.split()
+    return Fence(marks[0], len(marks), len(indent), words[0] if words else "")
+
+
+def closes(fence: Fence, line: str) -> bool:
+    match = _FENCE.match(line)
+    return match is not None and match.group(2)[0] == fence.char and len(match.group(2)) >= fence.length \
+        and not match.group(3).strip()
+
+
+class FenceState:
+    """Fed the text's lines in order (`feed`); `kind_of` says what a line would be now,
+    without moving on: a streaming line's kind can change as its characters arrive."""
+
+    def __init__(self) -> None:
+        self.fence: Fence | None = None  # the open fence
+
+    def kind_of(self, line: str) -> str:
+        if self.fence is None:
+            return OPEN if opening_fence(line) is not None else PROSE
+        return CLOSE if closes(self.fence, line) else CODE
+
+    def feed(self, line: str) -> str:
+        kind = self.kind_of(line)
+        if kind == OPEN:
+            self.fence = opening_fence(line)
+        elif kind == CLOSE:
+            self.fence = None
+        return kind
+
+
+def may_become_fence(line: str) -> bool:
+    """Could more characters make this line start (or close) a fence? False for nearly every
+    line after its first few characters, which spares the streaming view the question."""
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3:
+        return False
+    head = stripped[:3]
+    return head == head[:1] * len(head) and head[:1] in ("", "`", "~")
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    language: str
+    text: str  # the lines between the fences, without the newline before the closing one
+
+    @property
+    def num_lines(self) -> int:
+        return self.text.count("\n") + 1
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """The text's fenced code blocks, in order, as the model wrote them (the fence's
+    indentation taken off each line, as CommonMark does)."""
+    blocks: list[CodeBlock] = []
+    state = FenceState()
+    lines: list[str] = []
+    for line in text.split("\n"):
+        fence = state.fence
+        kind = state.feed(line)
+        if kind == OPEN:
+            lines = []
+        elif kind == CODE:
+            lines.append(_dedent(line, fence.indent))
+        elif kind == CLOSE:
+            blocks.append(CodeBlock(fence.language, "\n".join(lines)))
+    if state.fence is not None:  # cut off: the block runs to the end (its last newline is no line)
+        if lines and not lines[-1]:
+            lines.pop()
+        blocks.append(CodeBlock(state.fence.language, "\n".join(lines)))
+    return blocks
+
+
+def _dedent(line: str, indent: int) -> str:
+    stripped = line.lstrip(" ")
+    return line[min(indent, len(line) - len(stripped)):]

@@ -1,0 +1,30 @@
+"""Every action of the screen at hand in Textual's command palette (Ctrl+P), with its keys.
+
+The commands are the key table's (spectui.settings.config): each bound action of the
+screen, the focused widget and the app appears under its description, with the keys that
+run it now (as remapped), so the palette also teaches the keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+from textual.app import SystemCommand
+
+from spectui.settings.config import KEY_DESCRIPTIONS
+from spectui.tui.keys import ACTIONS, key_display
+
+
+def palette_commands(app, screen, keys: dict[str, str]) -> Iterator[SystemCommand]:
+    """One command per key-table action bound on `screen` (or its focused widget, or the app)."""
+    seen: set[str] = set()
+    for active in screen.active_bindings.values():
+        binding_id = active.binding.id
+        if binding_id not in ACTIONS or binding_id in seen:
+            continue
+        seen.add(binding_id)
+        description = KEY_DESCRIPTIONS[binding_id]
+        title = f"{description[:1].upper()}{description[1:]} · {key_display(keys[binding_id])}"
+        yield SystemCommand(title, f"keys.{binding_id} in the config file",
+                            partial(app.run_action, active.binding.action, active.node))

@@ -1,0 +1,60 @@
+"""The screens the chat opens over itself (system prompt, model, engine info, the compare
+view) and what it does with what they hand back. `chat` is the chat screen."""
+
+from __future__ import annotations
+
+from spectui.core.events import GenerationParams, Message
+
+
+def open_system_prompt(chat) -> None:
+    from spectui.tui.screens.system_prompt import SystemPromptScreen
+
+    def chosen(text: str | None) -> None:
+        if text is not None:
+            chat.transcript.set_system(text)
+            chat.notify("System prompt set for this chat: the next reply follows it." if text else
+                        "This chat has no system prompt now.")
+
+    chat.app.push_screen(SystemPromptScreen(chat.transcript.system), chosen)
+
+
+def open_model(chat) -> None:
+    """Another target, draft, method, heads or engine: the host swaps the engine (once nothing
+    holds it), the conversation stays, and the next reply goes to the new engine."""
+    from spectui.host.plan import plan_for
+    from spectui.tui.screens.model import ModelScreen, describe
+
+    def chosen(config) -> None:
+        if config is not None and config != chat.config:
+            chat.config = config
+            chat.host.swap(plan_for(config), describe(config))
+
+    chat.app.push_screen(ModelScreen(chat.config), chosen)
+
+
+def open_engine_info(chat) -> None:
+    from spectui.tui.screens.info import InfoScreen
+
+    chat.app.push_screen(InfoScreen(chat.host, chat.session.engine_stats))
+
+
+def compare_last_prompt(chat) -> None:
+    messages = chat.transcript.messages
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+    if last_user is None:
+        chat.notify("Send a prompt first: the compare view runs the last one.")
+    else:
+        open_compare(chat, messages[: last_user + 1])
+
+
+def open_compare(chat, messages: list[Message]) -> None:
+    from spectui.tui.screens.compare import CompareScreen
+
+    if chat.host.engine is None:
+        chat.notify("The engine is not ready yet.")
+    elif chat.replies.current is not None:
+        chat.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
+    else:
+        config = chat.config
+        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
+        chat.app.push_screen(CompareScreen(chat.host, list(messages), params))

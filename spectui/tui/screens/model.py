@@ -1,0 +1,108 @@
+"""The model screen: what the chat runs (target, draft, method, heads, engine), changed in the app.
+
+Ctrl+S (or Enter in a field) checks the choice as `spectui chat` checks its options, as one
+line and before anything loads, and hands the new ChatConfig back; the chat screen has the
+engine host swap the engine, and the conversation goes on with it. Esc keeps the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Label, Select, Static
+
+from spectui.core.errors import SpectuiError
+from spectui.settings.table import CHAT_ENGINES, VLLM_METHODS
+
+
+def describe(config) -> str:
+    """The engine a config asks for, in a few words: 'qwen2.5-coder-1.5b ← qwen2.5-coder-0.5b (draft) · embedded'."""
+    from spectui.models.registry import DEFAULT_TARGET, get_spec
+
+    target = config.model or DEFAULT_TARGET
+    spec = get_spec(target)
+    draft = config.draft or (spec.default_draft if spec is not None else None)
+    drafting = f" ← {draft}" if config.method == "draft" and draft else ""
+    return f"{target}{drafting} ({config.method}) · {config.engine}"
+
+
+class ModelScreen(ModalScreen):
+    BINDINGS = [
+        Binding("escape", "dismiss", "keep the engine"),
+        Binding("ctrl+s", "apply", "restart with these", priority=True),
+    ]
+    DEFAULT_CSS = """
+    ModelScreen { align: center middle; }
+    ModelScreen > Vertical {
+        width: 84; height: auto; padding: 1 2;
+        background: $panel; border: round $primary;
+    }
+    ModelScreen #model-title { text-style: bold; color: $accent; margin-bottom: 1; }
+    ModelScreen Horizontal { height: auto; }
+    ModelScreen Label { width: 10; padding: 1 0; }
+    ModelScreen Input, ModelScreen Select { width: 1fr; }
+    ModelScreen #model-error { color: $error; height: auto; }
+    ModelScreen #model-known { color: $text-muted; height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        self.config = config
+
+    def compose(self) -> ComposeResult:
+        from spectui.models.registry import DEFAULT_TARGET, MODELS
+
+        config, aliases = self.config, list(MODELS)
+        fields = [
+            ("Target", Input(config.model or "", placeholder=DEFAULT_TARGET, id="model-target",
+                             suggester=SuggestFromList(aliases))),
+            ("Draft", Input(config.draft or "", placeholder="the target's preset draft (only the draft method uses one)",
+                            id="model-draft", suggester=SuggestFromList(aliases))),
+            ("Method", Select([(m, m) for m in VLLM_METHODS], value=config.method, allow_blank=False, id="model-method")),
+            ("Heads", Input(config.heads or "", placeholder="medusa / eagle on the embedded engine: spectui heads train's folder",
+                            id="model-heads")),
+            ("Engine", Select([(e, e) for e in CHAT_ENGINES], value=config.engine, allow_blank=False, id="model-engine")),
+        ]
+        with Vertical():
+            yield Static("Model · Ctrl+S (or Enter) restarts the engine with these · Esc keeps it", id="model-title")
+            for label, field in fields:
+                with Horizontal():
+                    yield Label(label)
+                    yield field
+            yield Static("", id="model-error")
+            yield Static(Content(f"Aliases: {', '.join(aliases)} (spectui models lists them); a folder, a .gguf "
+                                 "or org/name works too. The conversation stays."), id="model-known")
+
+    def on_mount(self) -> None:
+        self.query_one("#model-target", Input).focus()
+
+    def chosen(self):
+        def text(field: str) -> str | None:
+            return self.query_one(f"#model-{field}", Input).value.strip() or None
+
+        return replace(self.config, model=text("target"), draft=text("draft"), heads=text("heads"),
+                       method=self.query_one("#model-method", Select).value,
+                       engine=self.query_one("#model-engine", Select).value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_apply()
+
+    def action_apply(self) -> None:
+        from spectui.host.plan import check_engine_choice
+        from spectui.settings.config import check_values
+
+        config = self.chosen()
+        try:
+            check_values(config)
+            check_engine_choice(config)
+        except SpectuiError as error:
+            self.query_one("#model-error", Static).update(Content(str(error)))
+            return
+        self.dismiss(config)
