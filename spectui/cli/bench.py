@@ -87,6 +87,10 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
             by_method[method] = build_vllm_engine(vllm_options, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
+    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.llamacpp
+        from spectui.bench.llamacpp import add_llamacpp
+
+        runners["llamacpp"] = add_llamacpp(engine, options, methods, engines, drafters, progress)
     return runners, engines, drafters
 
 
@@ -158,15 +162,17 @@ def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, c
     """The rich tables, then the Markdown summary and the plots where asked."""
     from rich.console import Console
 
+    from spectui.bench.llamacpp_report import markdown_section, rich_table
     from spectui.bench.plots import PlotsUnavailable, write_plots
     from spectui.bench.report import markdown, rich_tables
 
     err = Console(stderr=True, highlight=False)
     console = Console(highlight=False)
-    for table in rich_tables(result):
-        console.print(table)
+    for table in (*rich_tables(result), rich_table(result)):
+        if table is not None:
+            console.print(table)
     if markdown_path is not None:
-        markdown_path.write_text(markdown(result, command))
+        markdown_path.write_text(markdown(result, command) + markdown_section(result))
         err.print(f"wrote {markdown_path}")
     if plots_dir is not None:
         try:
