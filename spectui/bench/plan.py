@@ -16,7 +16,7 @@ from spectui.settings.options import AUTO_START_K
 
 RUNNERS = ("spectui", "transformers", "vllm", "llamacpp")
 # medusa and eagle run from heads trained here (bench --heads); no anchor has them.
-METHODS = ("draft", "ngram", "medusa", "eagle")
+METHODS = ("draft", "ngram", "suffix", "medusa", "eagle")
 # The anchor's method for each spectui method that has one, at the same k.
 TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
 VLLM_METHODS = ("draft", "ngram")

@@ -182,7 +182,7 @@ def compare(
 def bench(
     suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
     engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm, llamacpp."),
-    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, medusa, eagle (these two need --heads)."),
+    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, suffix, medusa, eagle (these two need --heads)."),
     ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
     temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from spectui.bench.plan import METHODS, RUNNERS, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
-from spectui.bench.workloads import CATEGORIES, suite
+from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.errors import SpectuiError
 from spectui.core.events import K_MAX
 from spectui.settings.options import EngineOptions, OptionError
@@ -118,6 +118,7 @@ def run_bench_command(
     # Imported before the run, which can last an hour: the report must be the code it started with.
     import spectui.bench.plots  # noqa: F401
     import spectui.bench.report  # noqa: F401
+    from spectui.bench.conversations import fill_case_replies
     from spectui.models.fetch import rich_progress
 
     err = Console(stderr=True, highlight=False)
@@ -128,6 +129,7 @@ def run_bench_command(
     arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
     with rich_progress() as progress:
         runners, engines, drafters = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods, heads)
+    cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
                 "drafters": drafters,
                 "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
@@ -223,5 +225,5 @@ def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, an
         parse_list("methods", methods, METHODS),
         *parse_ks(ks),
         parse_temperatures(temperatures),
-        parse_list("categories", categories, CATEGORIES) if categories else None,
+        parse_list("categories", categories, ALL_CATEGORIES) if categories else None,
     )

@@ -20,6 +20,7 @@ from spectui.settings.options import EngineOptions, parse_k
 class Method(str, Enum):
     draft = "draft"
     ngram = "ngram"
+    suffix = "suffix"
     eagle = "eagle"
     eagle3 = "eagle3"
     medusa = "medusa"

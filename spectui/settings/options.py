@@ -10,8 +10,8 @@ from spectui.core.events import K_MAX
 
 ENGINES = ("auto", "embedded", "vllm", "server")
 # Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
-EMBEDDED_METHODS = ("draft", "ngram")
-VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+EMBEDDED_METHODS = ("draft", "ngram", "suffix")
+VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")  # suffix: needs arctic-inference
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
 TREE_WIDTH_MAX = 8

@@ -35,7 +35,8 @@ def draft_for(target: str, draft: str | None) -> str:
     return draft or get_spec(target).default_draft
 
 
-def build_embedded_engine(options: EngineOptions, progress=None):
+def build_embedded_engine(options: EngineOptions, progress=None, suffix_history: bool = True):
+    """suffix_history: --method suffix also drafts from the replies stored in the user's history."""
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import NgramProposer
     from spectui.models.load import check_same_vocab, load_model, resolve_dtype
@@ -60,6 +61,10 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
     if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
+    elif options.method == "suffix":
+        from spectui.engines.embedded.suffix_history import suffix_proposer
+
+        proposer = suffix_proposer(tokenizer, suffix_history)
     else:
         proposer = load_proposer(options.method, draft_name, target_model, target_name, target_dtype, device,
                                  options.tree_width, progress)
