@@ -92,13 +92,12 @@ class SuffixIndex:
         ends = [place for place in self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:] if place != exclude]
         best = NO_DRAFT
         length = 1
-        while ends:
+        # as Arctic: a match is shorter than the context it is looked up from
+        while ends and length < min(max_depth, len(context)):
             limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
             draft = self._walk(ends, limit, min_probability, length)
             if draft.tokens and draft.score >= best.score:
                 best = draft
-            if length >= min(max_depth, len(context)):
-                break
             wanted = context[-1 - length]
             ends = [(s, i) for s, i in ends if i - length >= 0 and sequences[s][i - length] == wanted]
             length += 1
