@@ -202,6 +202,7 @@ def bench(
     bench_heads: Optional[list[Path]] = typer.Option(
         None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
     ),
+    contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
     model: ModelOption = DEFAULTS.model,
     draft: DraftOption = DEFAULTS.draft,
     dtype: DtypeOption = Dtype(DEFAULTS.dtype),
@@ -232,7 +233,7 @@ def bench(
         code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
                                  repeats, bench_max_tokens, category_list, json_path, plots, markdown_path,
                                  parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
-                                 heads_folders)
+                                 heads_folders, contended=contended)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

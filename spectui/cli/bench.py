@@ -111,6 +111,7 @@ def run_bench_command(
     markdown_path: Path | None,
     vllm_methods: list[str] | None = None,
     heads: dict | None = None,
+    contended: bool = False,
 ) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -118,6 +119,7 @@ def run_bench_command(
     # Imported before the run, which can last an hour: the report must be the code it started with.
     import spectui.bench.plots  # noqa: F401
     import spectui.bench.report  # noqa: F401
+    from spectui.bench.contended import contend, start_contention
     from spectui.bench.conversations import fill_case_replies
     from spectui.models.fetch import rich_progress
 
@@ -127,13 +129,15 @@ def run_bench_command(
         workloads = [replace(w, max_tokens=max_tokens) for w in workloads]
     cases = plan_cases(workloads, temperatures)
     arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
+    neighbour = start_contention(contended)  # one busy process beside the run: spectui.bench.contended
     with rich_progress() as progress:
         runners, engines, drafters = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods, heads)
+    runners = contend(runners, engines, neighbour)
     cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
                 "drafters": drafters,
                 "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
-                "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
+                "anchor_k": anchor_k, "contended": contended, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

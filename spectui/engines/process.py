@@ -70,6 +70,9 @@ def serve(connection, values, build: Build) -> None:
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
     from spectui.core.pieces import StepPieces, decoder_for
+    from spectui.engines.threads import apply_thread_policy, fit_threads
+
+    apply_thread_policy()  # before torch loads: a busy neighbour must not make its threads spin
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -107,6 +110,8 @@ def serve(connection, values, build: Build) -> None:
                 continue
             _, method, messages, params = request
             drafting = variant(method)
+            if drafting.info.name == "embedded":  # vLLM binds its own threads
+                fit_threads()
             splitter = StepPieces(decoder_for(drafting))
             for event in drafting.stream(messages, params, control):
                 if isinstance(event, Step):
