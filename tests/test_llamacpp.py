@@ -269,3 +269,64 @@ def test_the_runner_reports_what_it_measured(smollm2_runner):
     assert loaded["load_seconds"] > 0 and loaded["draft_load_seconds"] > 0
     assert loaded["resident_after_load"] > loaded["resident_before"] > 0
     assert loaded["resident_peak"] >= loaded["resident_after_load"] * 0.5
+
+
+# ---------------------------------------------------------------- spectui's loop on llama.cpp
+
+
+def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
+    from spectui.engines.llamacpp.engine import LlamaCached
+
+    model = FakeModel()
+    cached = LlamaCached(model)
+    first = cached.logits([3, 5, 7, 2], 1)
+    assert model.cache == [3, 5, 7, 2] and model.calls == [4]
+    assert int(first[0].argmax()) == rule([3, 5, 7, 2])
+    rows = cached.logits([3, 5, 7, 2, 9, 4], 3)  # two drafts: 3 rows, from the last context token on
+    assert model.calls[-1] == 3 and rows.shape == (3, VOCAB)
+    assert [int(r.argmax()) for r in rows] == [rule([3, 5, 7, 2][:4 + i] + [9, 4][:i]) for i in range(3)]
+    cached.logits([3, 5, 7, 2, 9, 1], 1)  # draft 4 rejected: rolled back, the new token runs
+    assert model.cache == [3, 5, 7, 2, 9, 1] and model.calls[-1] == 1
+    cached.logits([3, 5, 7, 2, 9, 1], 2)  # rows for tokens already cached: they run again
+    assert model.cache == [3, 5, 7, 2, 9, 1] and model.calls[-1] == 2
+    cached.reset()
+    assert model.cache == [] and cached.seen == []
+
+
+@pytest.fixture(scope="module")
+def smollm2_engines():
+    pytest.importorskip("llama_cpp_py_sync")
+    from spectui.bench.llamacpp import gguf_for
+    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.models.load import load_tokenizer
+
+    tokenizer, gguf = load_tokenizer("smollm2-135m"), gguf_for("smollm2-135m")
+    engines = {method: build_llamacpp_engine(gguf, tokenizer, method, draft_gguf=gguf, threads=1)
+               for method in ("ngram", "suffix", "draft")}
+    yield engines
+    for engine in engines.values():
+        engine.close()
+
+
+def engine_reply(engine, control):
+    from spectui.core.events import Done
+
+    engine.forget_prompts()
+    events = list(engine.stream(MESSAGES, GenerationParams(max_tokens=48, top_p=1.0, seed=0), control))
+    assert isinstance(events[-1], Done) and events[-1].finish_reason in ("stop", "length")
+    return [t for step in events[:-1] for t in step.token_ids], events[:-1]
+
+
+@pytest.mark.real_weights
+@pytest.mark.parametrize("method", ["ngram", "suffix", "draft"])
+def test_spectuis_loop_on_llamacpp_writes_that_engines_plain_greedy(smollm2_engines, method):
+    from spectui.core.events import Control
+
+    plain, _ = engine_reply(smollm2_engines["ngram"], Control(0, 0.0))
+    accepted = 0
+    for control in (Control(4, 0.0), Control(4, 0.0, auto=True)):
+        tokens, steps = engine_reply(smollm2_engines[method], control)
+        assert tokens == plain, control
+        accepted += sum(step.num_accepted for step in steps)
+        assert all(step.exact for step in steps)
+    assert accepted > 0

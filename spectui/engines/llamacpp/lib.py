@@ -146,3 +146,28 @@ class LlamaModel:
             self.lib.llama_free(self.context)
             self.lib.llama_model_free(self.model)
             self.context = None
+
+
+# llama_ftype values of the types that batch well on an AVX2 CPU (llama.h)
+QUANTIZED_TYPES = {"Q4_0": 2, "Q8_0": 7}
+
+
+def requantize(source: Path, kind: str, folder: Path, threads: int | None = None) -> Path:
+    """A copy of a GGUF in another quantisation, made by llama.cpp's own quantizer (once; renamed
+    into place when complete). From a Q4_K_M source, Q8_0 keeps its values to within Q8_0's
+    rounding, while Q4_0 rounds them again: a model close to, not equal to, the source."""
+    ffi, lib = library()
+    target = folder / f"{source.stem}.{kind}.gguf"
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
+    params.ftype = QUANTIZED_TYPES[kind]
+    params.allow_requantize = True
+    params.nthread = threads or default_threads()
+    if lib.llama_model_quantize(str(source).encode(), str(partial).encode(), params) != 0:
+        partial.unlink(missing_ok=True)
+        raise UsageError(f"llama.cpp could not quantize {source.name} to {kind}")
+    os.replace(partial, target)
+    return target
