@@ -170,7 +170,10 @@ class LlamaCppRunner:
     """llama.cpp's arms in a bench run: the target's GGUF, and the draft's where one runs.
 
     `loaded` says what loading cost (seconds, the process's resident memory before and
-    after), for the report beside spectui's rows."""
+    after), for the report beside spectui's rows. Without `threads`, each reply runs on the
+    cores other processes leave free, as spectui's engine does (spectui.engines.threads): on
+    an idle machine that is every core, llama.cpp's own default; beside a busy process its
+    spinning threadpool on every core decoded 25 times slower than on one."""
 
     def __init__(self, prompt_ids: Callable[[Sequence[Message]], list[int]], stop_ids: set[int],
                  target_gguf: Path, draft_gguf: Path | None, threads: int | None = None) -> None:
@@ -179,6 +182,7 @@ class LlamaCppRunner:
 
         self.prompt_ids = prompt_ids
         self.stop_ids = set(stop_ids)
+        self.fixed_threads = threads
         before = resident_bytes()
         self.target = LlamaModel(target_gguf, threads=threads)
         self.draft = LlamaModel(draft_gguf, threads=threads) if draft_gguf is not None else None
@@ -194,6 +198,7 @@ class LlamaCppRunner:
             clock: Clock = time.perf_counter) -> TimedReply:
         prompt_ids = self.prompt_ids(list(messages))
         stop_ids = self.stop_ids | set(params.stop_token_ids)
+        self.fit_threads()
         started = clock()
         if arm.speculative:
             if self.draft is None:
@@ -206,6 +211,15 @@ class LlamaCppRunner:
 
         self.loaded["resident_peak"] = max(self.loaded.get("resident_peak") or 0, resident_bytes() or 0)
         return TimedReply(arm, reply.token_ids, wall, reply.first_token_seconds, reply.steps, reply.finish_reason)
+
+    def fit_threads(self) -> None:
+        from spectui.engines.threads import free_cores
+
+        threads = self.fixed_threads or free_cores()
+        for model in (self.target, self.draft):
+            if model is not None:
+                model.set_threads(threads)
+        self.loaded["threads_used"] = sorted({*self.loaded.get("threads_used", []), threads})
 
     def close(self) -> None:
         for model in (self.target, self.draft):

@@ -128,6 +128,11 @@ class LlamaModel:
             out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
         return out
 
+    def set_threads(self, threads: int) -> None:
+        if threads != self.threads:
+            self.lib.llama_set_n_threads(self.context, threads, threads)
+            self.threads = threads
+
     def keep(self, positions: int) -> None:
         """Drop every cached position from `positions` on (rejected drafts)."""
         if positions < self.cached:
