@@ -70,11 +70,12 @@ def test_the_neighbour_ends_when_the_run_is_killed():
     busy.wait(timeout=60)  # it noticed its parent was gone
 
 
-def test_contention_wraps_only_spectuis_runner(monkeypatch):
+def test_contention_fits_every_runners_threads(monkeypatch):
     from spectui.bench import contended
+    from spectui.bench.llamacpp import LlamaCppRunner
 
     assert contended.start_contention(False) is None
-    runners = {"spectui": lambda *args: ("spectui", args), "llamacpp": lambda *args: ("llamacpp", args)}
+    runners = {"spectui": lambda *args: ("spectui", args), "transformers": lambda *args: ("transformers", args)}
     assert contended.contend(runners, [], None) is runners
     fitted = []
     monkeypatch.setattr(threads, "fit_threads", lambda: fitted.append(1) or 1)
@@ -83,9 +84,11 @@ def test_contention_wraps_only_spectuis_runner(monkeypatch):
         def close(self):
             pass
 
-    engines: list = []
+    llamacpp = LlamaCppRunner.__new__(LlamaCppRunner)  # no weights: only its threads' setting is read
+    llamacpp.fit_to_free_cores = False
+    engines: list = [llamacpp]
     neighbour = Neighbour()
     wrapped = contended.contend(runners, engines, neighbour)
     assert wrapped["spectui"]("arm") == ("spectui", ("arm",)) and fitted == [1]
-    assert wrapped["llamacpp"]("arm") == ("llamacpp", ("arm",)) and fitted == [1]
-    assert engines == [neighbour]
+    assert wrapped["transformers"]("arm") == ("transformers", ("arm",)) and fitted == [1, 1]
+    assert engines == [llamacpp, neighbour] and llamacpp.fit_to_free_cores

@@ -1,7 +1,7 @@
 """`spectui bench --contended`: every case beside one busy process, as on a machine where
 something else is running, with the thread policy spectui's engine process uses
 (spectui.engines.threads): sleeping OpenMP waits, and threads fitted to the free cores
-before each of spectui's replies. The anchors keep their own defaults. Stdlib only.
+before each reply, for spectui and its anchors alike. Stdlib only.
 """
 
 from __future__ import annotations
@@ -39,17 +39,24 @@ def start_contention(contended: bool) -> BusyNeighbour | None:
 
 
 def contend(runners: dict, engines: list, neighbour: BusyNeighbour | None) -> dict:
-    """The runners, spectui's fitting its threads before each reply; the neighbour is closed
-    with the engines."""
+    """The runners fitting their threads to the free cores before each reply (torch's, for
+    spectui and transformers; llama.cpp's own); the neighbour is closed with the engines."""
     if neighbour is None:
         return runners
-    from spectui.engines.threads import fit_threads
+    from spectui.bench.llamacpp import LlamaCppRunner
 
     engines.append(neighbour)
-    spectui = runners["spectui"]
+    for engine in engines:
+        if isinstance(engine, LlamaCppRunner):
+            engine.fit_to_free_cores = True
+    return {name: fitted(runner) for name, runner in runners.items()}
 
-    def fitted(*args, **kwargs):
+
+def fitted(runner):
+    def run(*args, **kwargs):
+        from spectui.engines.threads import fit_threads
+
         fit_threads()
-        return spectui(*args, **kwargs)
+        return runner(*args, **kwargs)
 
-    return {**runners, "spectui": fitted}
+    return run

@@ -170,10 +170,10 @@ class LlamaCppRunner:
     """llama.cpp's arms in a bench run: the target's GGUF, and the draft's where one runs.
 
     `loaded` says what loading cost (seconds, the process's resident memory before and
-    after), for the report beside spectui's rows. Without `threads`, each reply runs on the
-    cores other processes leave free, as spectui's engine does (spectui.engines.threads): on
-    an idle machine that is every core, llama.cpp's own default; beside a busy process its
-    spinning threadpool on every core decoded 25 times slower than on one."""
+    after), for the report beside spectui's rows. Threads: `threads`, else every core (as
+    llama.cpp's own default); with fit_to_free_cores (bench --contended) each reply runs on
+    the cores other processes leave free, as spectui's engine does: beside a busy process,
+    llama.cpp's spinning threadpool on every core decoded 25 times slower than on one."""
 
     def __init__(self, prompt_ids: Callable[[Sequence[Message]], list[int]], stop_ids: set[int],
                  target_gguf: Path, draft_gguf: Path | None, threads: int | None = None) -> None:
@@ -182,7 +182,7 @@ class LlamaCppRunner:
 
         self.prompt_ids = prompt_ids
         self.stop_ids = set(stop_ids)
-        self.fixed_threads = threads
+        self.fit_to_free_cores = False
         before = resident_bytes()
         self.target = LlamaModel(target_gguf, threads=threads)
         self.draft = LlamaModel(draft_gguf, threads=threads) if draft_gguf is not None else None
@@ -215,7 +215,7 @@ class LlamaCppRunner:
     def fit_threads(self) -> None:
         from spectui.engines.threads import free_cores
 
-        threads = self.fixed_threads or free_cores()
+        threads = free_cores() if self.fit_to_free_cores else self.target.threads
         for model in (self.target, self.draft):
             if model is not None:
                 model.set_threads(threads)

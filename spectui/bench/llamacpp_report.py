@@ -100,7 +100,7 @@ def load_line(result: BenchResult) -> str:
     before, after, peak = loaded.get("resident_before"), loaded.get("resident_after_load"), loaded.get("resident_peak")
     draft = f" and its draft in {loaded['draft_load_seconds']:.2f} s" if loaded.get("draft_load_seconds") is not None else ""
     threads = ", ".join(str(t) for t in loaded.get("threads_used", [loaded.get("threads")]))
-    return (f"llama.cpp ({threads} threads, fitted to the free cores before each reply; draft p_min {loaded.get('p_min')}) loaded the target in "
+    return (f"llama.cpp ({threads} threads; draft p_min {loaded.get('p_min')}) loaded the target in "
             f"{loaded['load_seconds']:.2f} s{draft} by mmap; the process held {format_bytes(before)} with spectui's "
             f"engines alone, {format_bytes(after)} once llama.cpp had loaded, {format_bytes(peak)} at most after a reply "
             f"(mapped weights count as they are read).")

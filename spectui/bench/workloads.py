@@ -436,12 +436,10 @@ CONVERSATION_MAX_TOKENS = 192
 MEASURED_TURNS = 2  # the last two user turns of each script are cases
 _CONVERSATION_SEED_BASE = 3000
 
-_CODE_ONLY = "Reply with {language} code only, in one fenced code block."
-
 _SCRIPTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     # category: (system prompt, user turns)
     "chat-code-python": (
-        "You are a coding assistant. " + _CODE_ONLY.format(language="Python"),
+        _SYSTEM_BY_CATEGORY["code-python"],
         (
             "Write a Python function `is_palindrome(text: str) -> bool` that ignores case and every "
             "character that is not a letter or a digit.",
@@ -452,7 +450,7 @@ _SCRIPTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
         ),
     ),
     "chat-code-typescript": (
-        "You are a coding assistant. " + _CODE_ONLY.format(language="TypeScript"),
+        _SYSTEM_BY_CATEGORY["code-typescript"],
         (
             "Write a TypeScript function `parseCsvLine(line: string): string[]` that splits a CSV line "
             "on commas, where a field in double quotes may contain commas.",
@@ -463,7 +461,7 @@ _SCRIPTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
         ),
     ),
     "chat-code-go": (
-        "You are a coding assistant. " + _CODE_ONLY.format(language="Go"),
+        _SYSTEM_BY_CATEGORY["code-go"],
         (
             "Write a Go function `func Dedupe(items []string) []string` that removes duplicates and "
             "keeps the order of first occurrences.",
