@@ -352,7 +352,7 @@ def test_assisted_generation_drafts_exactly_k_and_restores_the_draft_settings(ti
     "args, words",
     [
         (["--k", "0,99"], "from 0 to 16"),
-        (["--engines", "spectui,llamacpp"], "--engines takes"),
+        (["--engines", "spectui,ollama"], "--engines takes"),
         (["--suite", "huge"], "--suite must be one of"),
         (["--repeats", "0"], "--repeats must be"),
         (["--temperatures", "0,-1"], "temperature must be from 0 to 2, got -1.0"),

@@ -166,3 +166,110 @@ def test_import_does_not_pull_in_torch():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------- conversations
+
+from spectui.bench.conversations import cached, fill_replies  # noqa: E402
+from spectui.bench.workloads import (  # noqa: E402
+    CONVERSATION_CATEGORIES,
+    MEASURED_TURNS,
+    conversation_script,
+)
+
+CONVERSATIONS = suite("conversations")
+
+
+def fake_reply(calls: list):
+    def reply(messages):
+        calls.append(messages)
+        assert messages[-1]["role"] == "user"
+        return f"reply {len(calls)} to: {messages[-1]['content'][:20]}"
+
+    return reply
+
+
+def test_conversations_are_the_last_turns_of_each_script():
+    assert [case.category for case in CONVERSATIONS] == [c for c in CONVERSATION_CATEGORIES for _ in range(MEASURED_TURNS)]
+    assert not set(CONVERSATION_CATEGORIES) & set(CATEGORIES)
+    for category, cases in by_category(CONVERSATIONS).items():
+        script = conversation_script(category)
+        users = [i for i, message in enumerate(script) if message["role"] == "user"]
+        assert len(users) >= MEASURED_TURNS + 1  # at least one reply is revised
+        assert [case.messages for case in cases] == [script[: i + 1] for i in users[-MEASURED_TURNS:]]
+        assert cases[1].messages[: len(cases[0].messages)] == cases[0].messages
+        assert all(case.temperature == 0.0 for case in cases)
+
+
+def test_conversation_names_and_seeds_are_unique_across_suites():
+    every = FULL + CONVERSATIONS
+    assert len({case.name for case in every}) == len(every)
+    assert len({case.seed for case in every}) == len(every)
+
+
+@pytest.mark.parametrize("category", CONVERSATION_CATEGORIES)
+def test_a_script_alternates_user_turns_and_pending_replies(category):
+    script = conversation_script(category)
+    roles = [message["role"] for message in script]
+    body = roles[1:] if roles[0] == "system" else roles
+    assert body[0] == "user" and body[-1] == "user"
+    assert all(a != b for a, b in zip(body, body[1:]))
+    for message in script:
+        if message["role"] == "assistant":
+            assert message["content"] is None
+        else:
+            assert message["content"] == message["content"].strip() and message["content"].isascii()
+            assert all(line == line.rstrip() for line in message["content"].splitlines())
+
+
+@pytest.mark.parametrize("category", [c for c in CONVERSATION_CATEGORIES if c != "chat-document"])
+def test_later_turns_revise_the_earlier_reply(category):
+    """A code or schema chat asks, turn after turn, for the artifact again with a change."""
+    users = [m["content"] for m in conversation_script(category) if m["role"] == "user"]
+    assert all(re.search(r"whole (function|program|schema) again|both functions", turn) for turn in users[1:])
+
+
+def test_the_document_chat_asks_about_one_passage_again_and_again():
+    users = [m["content"] for m in conversation_script("chat-document") if m["role"] == "user"]
+    passages = PASSAGE.findall(users[0])
+    assert passages and len(passages[0].split()) >= 120
+    assert all(not PASSAGE.findall(turn) and "reference" in turn for turn in users[1:])
+
+
+def test_a_conversation_cannot_be_sent_before_its_replies_are_written():
+    with pytest.raises(ValueError, match="not written yet"):
+        CONVERSATIONS[0].as_messages()
+
+
+def test_replies_fill_every_pending_turn_once_per_chat():
+    calls: list = []
+    filled = fill_replies(CONVERSATIONS, fake_reply(calls))
+    # each chat's two earlier replies are written once, though turn 3 holds turn 2's chat
+    assert len(calls) == len(CONVERSATION_CATEGORIES) * MEASURED_TURNS
+    assert not any(case.replies_pending for case in filled)
+    for earlier, later in zip(filled[::2], filled[1::2]):
+        assert later.messages[: len(earlier.messages)] == earlier.messages
+        assert later.messages[len(earlier.messages)]["role"] == "assistant"
+        assert later.as_messages()[-1] == dict(later.messages[-1])
+    assert [(case.name, case.seed, case.max_tokens) for case in filled] == \
+        [(case.name, case.seed, case.max_tokens) for case in CONVERSATIONS]
+    assert fill_replies(FULL, fake_reply(calls)) == FULL  # single-turn workloads need nothing
+
+
+def test_cached_replies_are_read_back_per_model(tmp_path):
+    calls: list = []
+    messages = [{"role": "user", "content": "hello"}]
+    first = cached(fake_reply(calls), tmp_path, {"model": "a"})
+    assert first(messages) == first(messages) == "reply 1 to: hello"
+    assert len(calls) == 1
+    assert cached(fake_reply(calls), tmp_path, {"model": "a"})(messages) == "reply 1 to: hello"
+    assert cached(fake_reply(calls), tmp_path, {"model": "b"})(messages) == "reply 2 to: hello"
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_conversations_import_without_torch():
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, spectui.bench.conversations; assert 'torch' not in sys.modules"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr

@@ -21,7 +21,7 @@ runner = CliRunner()
 # Every command's flags, short flags, env vars and defaults as they were before the settings
 # table made them (main at c90e1dd), with the flags added since: the table must not move one.
 FLAGS = {
-    "bench": "--anchor-k=4 --categories=None --device='auto' --draft/-d=None --dtype='auto' --engines='spectui,transformers' --gpu-memory-utilization=0.9 --heads=None --json=None --k='0,2,4,6,8,auto' --lookup-max=8 --lookup-min=1 --markdown=None --max-model-len=None --max-tokens=None --methods='draft,ngram' --model/-m=None --plots=None --repeats=2 --report=None --suite='quick' --temperatures=None --vllm-methods=None",
+    "bench": "--anchor-k=4 --categories=None --contended=False --device='auto' --draft/-d=None --dtype='auto' --engines='spectui,transformers' --gpu-memory-utilization=0.9 --heads=None --json=None --k='0,2,4,6,8,auto' --lookup-max=8 --lookup-min=1 --markdown=None --max-model-len=None --max-tokens=None --methods='draft,ngram' --model/-m=None --plots=None --repeats=2 --report=None --suite='quick' --temperatures=None --vllm-methods=None",
     "chat": "--api-key$SPECTUI_API_KEY=None --api-key-file$SPECTUI_API_KEY_FILE=None --device=None --draft/-d=None --draft-tp=None --dtype=None --engine=None --gpu-memory-utilization=None --heads=None --k/-k=None --lookup-max=None --lookup-min=None --max-model-len=None --max-tokens=None --method=None --model/-m=None --no-history=False --resume=False --server=None --speculative-config=None --system=None --temperature/-t=None --theme=None --top-p=None --tp=None --tree-width=None conversation_id=None",
     "compare": "--api-key$SPECTUI_API_KEY=None --api-key-file$SPECTUI_API_KEY_FILE=None --baseline-server=None --device='auto' --draft/-d=None --draft-tp=None --dtype='auto' --engine='auto' --gpu-memory-utilization=0.9 --heads=None --json=False --k/-k=4 --lookup-max=8 --lookup-min=1 --max-model-len=None --max-tokens=256 --method='draft' --model/-m=None --runs=3 --seed=0 --server=None --speculative-config=None --system=None --table=False --temperature/-t=0.0 --top-p=1.0 --tp=1 --tree-width=1 prompt=None",
     "config init": "--force=False",
@@ -112,7 +112,7 @@ def test_completion_can_be_shown_and_offers_the_tables_choices(monkeypatch, caps
     monkeypatch.setenv("COMP_WORDS", "spectui generate --method ")
     monkeypatch.setenv("COMP_CWORD", "3")
     code, out, _ = run_main(monkeypatch, capsys)
-    assert code == 0 and out.split() == ["draft", "ngram", "eagle", "eagle3", "medusa", "mtp"]
+    assert code == 0 and out.split() == ["draft", "ngram", "suffix", "eagle", "eagle3", "medusa", "mtp"]
 
 
 def test_help_lists_completion_and_loads_nothing_heavy():

@@ -85,12 +85,17 @@ def kv_bytes_per_token(model) -> int:
 def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
     from spectui.engines.embedded.build import draft_for, load_proposer
+    from spectui.engines.embedded.suffix import SuffixProposer
     from spectui.heads.store import read_config
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     target_name = engine.info.target
     for method in methods:
         if method == "ngram":
+            continue
+        if method == "suffix":  # this conversation only: a case's earlier rounds are no user's history
+            engine.add_proposer(method, SuffixProposer(use_history=False), None)
+            costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
             continue
         name = draft_for(target_name, options.draft) if method == "draft" else str(heads[method])
         gc.collect()

@@ -8,14 +8,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from spectui.bench.llamacpp import llamacpp_arms
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
 from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import Workload
 from spectui.settings.options import AUTO_START_K
 
-RUNNERS = ("spectui", "transformers", "vllm")
+RUNNERS = ("spectui", "transformers", "vllm", "llamacpp")
 # medusa and eagle run from heads trained here (bench --heads); no anchor has them.
-METHODS = ("draft", "ngram", "medusa", "eagle")
+METHODS = ("draft", "ngram", "suffix", "medusa", "eagle")
 # The anchor's method for each spectui method that has one, at the same k.
 TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
 VLLM_METHODS = ("draft", "ngram")
@@ -37,6 +38,7 @@ def plan_arms(
     if "vllm" in runners:
         arms.append(Arm("vllm", "none", 0))
         arms += [Arm("vllm", method, anchor_k) for method in (default_vllm_methods(methods) if vllm_methods is None else vllm_methods)]
+    arms += llamacpp_arms(runners, methods, anchor_k)
     return arms
 
 

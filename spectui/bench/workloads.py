@@ -4,6 +4,11 @@ Stdlib only, so listing or filtering workloads never pays for importing torch.
 Speculative decoding wins or loses by how predictable the reply is, so each category
 is written to make one kind of reply show: rigid formats (json, sql, code), text that
 copies its prompt (summarize, retrieval), and open sampling (creative, math).
+
+The conversations suite is chats: a fixed script of user turns in which a later turn
+revises an earlier reply (code edited, a schema grown, a document asked about again). The
+model's own greedy replies fill the turns between (spectui.bench.conversations writes
+them before a run); the last turns are the cases.
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ CATEGORIES: tuple[str, ...] = (
     "math",
 )
 
-SUITES: tuple[str, ...] = ("quick", "full")
+# Multi-turn chats whose later replies revise earlier ones (the conversations suite).
+CONVERSATION_CATEGORIES: tuple[str, ...] = (
+    "chat-code-python",
+    "chat-code-typescript",
+    "chat-code-go",
+    "chat-json-schema",
+    "chat-document",
+)
+ALL_CATEGORIES = CATEGORIES + CONVERSATION_CATEGORIES
+
+SUITES: tuple[str, ...] = ("quick", "full", "conversations")
 
 # Reply budgets sized for a small draft/target pair: long enough for acceptance rates to
 # settle, short enough that a full suite stays a few minutes. The benchmark may override.
@@ -60,10 +75,17 @@ class Workload:
     seed: int
 
     def __post_init__(self) -> None:
-        if self.category not in CATEGORIES:
-            raise ValueError(f"unknown category {self.category!r}; valid: {', '.join(CATEGORIES)}")
+        if self.category not in ALL_CATEGORIES:
+            raise ValueError(f"unknown category {self.category!r}; valid: {', '.join(ALL_CATEGORIES)}")
+
+    @property
+    def replies_pending(self) -> bool:
+        """A conversation whose earlier replies the model has not written yet (None)."""
+        return any(message["content"] is None for message in self.messages)
 
     def as_messages(self) -> list[dict]:
+        if self.replies_pending:
+            raise ValueError(f"{self.name}: the model's earlier replies are not written yet (spectui.bench.conversations)")
         # The dicts inside a frozen dataclass are still mutable; callers get their own.
         return [dict(message) for message in self.messages]
 
@@ -405,18 +427,119 @@ def _build_full_suite() -> tuple[Workload, ...]:
 _FULL_SUITE = _build_full_suite()
 
 
+# ---------------------------------------------------------------- conversations
+
+# Replies between the scripted turns: long enough to hold a whole function or schema, which
+# the later turns then revise. The measured turns get the category budget.
+CONVERSATION_REPLY_MAX_TOKENS = 256
+CONVERSATION_MAX_TOKENS = 192
+MEASURED_TURNS = 2  # the last two user turns of each script are cases
+_CONVERSATION_SEED_BASE = 3000
+
+_SCRIPTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    # category: (system prompt, user turns)
+    "chat-code-python": (
+        _SYSTEM_BY_CATEGORY["code-python"],
+        (
+            "Write a Python function `is_palindrome(text: str) -> bool` that ignores case and every "
+            "character that is not a letter or a digit.",
+            "Now make it also ignore accents, so that \"Esope reste ici et se repose\" written with "
+            "accented letters still counts. Give the whole function again.",
+            "Add a docstring with two doctest examples, and a `main()` that checks every line of "
+            "standard input and prints yes or no. Give the whole program again.",
+        ),
+    ),
+    "chat-code-typescript": (
+        _SYSTEM_BY_CATEGORY["code-typescript"],
+        (
+            "Write a TypeScript function `parseCsvLine(line: string): string[]` that splits a CSV line "
+            "on commas, where a field in double quotes may contain commas.",
+            "Now also accept escaped quotes inside a quoted field (two double quotes stand for one). "
+            "Give the whole function again.",
+            "Rename it to `splitCsvLine`, add a `delimiter` parameter that defaults to a comma, and add "
+            "a JSDoc comment. Give the whole function again.",
+        ),
+    ),
+    "chat-code-go": (
+        _SYSTEM_BY_CATEGORY["code-go"],
+        (
+            "Write a Go function `func Dedupe(items []string) []string` that removes duplicates and "
+            "keeps the order of first occurrences.",
+            "Make it generic over any comparable element type. Give the whole function again.",
+            "Add a function `DedupeBy[T any, K comparable](items []T, key func(T) K) []T` in the same "
+            "style, and give both functions.",
+        ),
+    ),
+    "chat-json-schema": (
+        _SYSTEM_BY_CATEGORY["json"],
+        (
+            "Write a JSON Schema (draft 2020-12) for a user object with the required properties id "
+            "(integer), name (string) and email (string in the email format).",
+            "Add an optional property roles: an array of strings, each one of admin, editor or viewer. "
+            "Give the whole schema again.",
+            "Add an optional address object with the required properties street, city and postal_code "
+            "(all strings), and forbid additional properties everywhere. Give the whole schema again.",
+        ),
+    ),
+    "chat-document": (
+        None,
+        (
+            f"{_fenced(_API_REFERENCE)}\n\n"
+            "Using only the reference above, list every endpoint that needs an admin token.",
+            "What are the rate limits, exactly as the reference states them?",
+            "Make a Markdown table of every endpoint with its method, its path and the token it "
+            "needs, in the reference's order.",
+        ),
+    ),
+}
+
+
+def conversation_script(category: str) -> tuple[dict, ...]:
+    """The whole chat of a category: its user turns with a None reply after each but the last."""
+    system, turns = _SCRIPTS[category]
+    messages: list[dict] = [{"role": "system", "content": system}] if system else []
+    for index, turn in enumerate(turns):
+        if index:
+            messages.append({"role": "assistant", "content": None})
+        messages.append({"role": "user", "content": turn})
+    return tuple(messages)
+
+
+def _build_conversations() -> tuple[Workload, ...]:
+    workloads = []
+    for category_index, category in enumerate(CONVERSATION_CATEGORIES):
+        script = conversation_script(category)
+        user_turns = [i for i, message in enumerate(script) if message["role"] == "user"]
+        for turn in range(len(user_turns) - MEASURED_TURNS, len(user_turns)):
+            workloads.append(Workload(
+                category=category,
+                name=f"{category}-turn{turn + 1}",
+                messages=script[: user_turns[turn] + 1],
+                temperature=GREEDY_TEMPERATURE,
+                max_tokens=CONVERSATION_MAX_TOKENS,
+                seed=_CONVERSATION_SEED_BASE + _SEED_STRIDE_PER_CATEGORY * category_index + turn,
+            ))
+    return tuple(workloads)
+
+
+_CONVERSATIONS = _build_conversations()
+
+
 def by_category(workloads: Iterable[Workload]) -> dict[str, list[Workload]]:
-    """Workloads grouped by category, categories in CATEGORIES order, only those present."""
-    grouped: dict[str, list[Workload]] = {category: [] for category in CATEGORIES}
+    """Workloads grouped by category, categories in ALL_CATEGORIES order, only those present."""
+    grouped: dict[str, list[Workload]] = {category: [] for category in ALL_CATEGORIES}
     for workload in workloads:
         grouped[workload.category].append(workload)
     return {category: cases for category, cases in grouped.items() if cases}
 
 
 def suite(name: str) -> list[Workload]:
-    """'quick': the first prompt of each category (10 cases); 'full': every prompt (at least 3 per category)."""
+    """'quick': the first prompt of each category (10 cases); 'full': every prompt (at least 3 per
+    category); 'conversations': the last two turns of each scripted chat (10 cases)."""
     if name == "full":
         return list(_FULL_SUITE)
+    if name == "conversations":
+        return list(_CONVERSATIONS)
     if name == "quick":
         return [cases[0] for cases in by_category(_FULL_SUITE).values()]
     raise ValueError(f"unknown suite {name!r}; valid suites: {', '.join(SUITES)}")

@@ -118,8 +118,8 @@ def compare(
 @takes_settings("bench")
 def bench(
     suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
-    engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm."),
-    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, medusa, eagle (these two need --heads)."),
+    engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm, llamacpp."),
+    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, suffix, medusa, eagle (these two need --heads)."),
     ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
     temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
@@ -138,6 +138,7 @@ def bench(
     bench_heads: Optional[list[Path]] = typer.Option(
         None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
     ),
+    contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
     settings: Given = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
@@ -158,7 +159,7 @@ def bench(
         code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
                                  repeats, settings["max_tokens"], category_list, json_path, plots, markdown_path,
                                  parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
-                                 heads_folders)
+                                 heads_folders, contended=contended)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

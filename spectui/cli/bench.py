@@ -10,7 +10,7 @@ from pathlib import Path
 
 from spectui.bench.plan import METHODS, RUNNERS, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
-from spectui.bench.workloads import CATEGORIES, suite
+from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.errors import SpectuiError
 from spectui.core.events import K_MAX
 from spectui.settings.checks import OptionError, check_k_list, check_temperature_list
@@ -63,6 +63,10 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
             by_method[method] = build_vllm_engine(vllm_options, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
+    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.llamacpp
+        from spectui.bench.llamacpp import add_llamacpp
+
+        runners["llamacpp"] = add_llamacpp(engine, options, methods, engines, drafters, progress)
     return runners, engines, drafters
 
 
@@ -83,6 +87,7 @@ def run_bench_command(
     markdown_path: Path | None,
     vllm_methods: list[str] | None = None,
     heads: dict | None = None,
+    contended: bool = False,
 ) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -90,6 +95,8 @@ def run_bench_command(
     # Imported before the run, which can last an hour: the report must be the code it started with.
     import spectui.bench.plots  # noqa: F401
     import spectui.bench.report  # noqa: F401
+    from spectui.bench.contended import contend, start_contention
+    from spectui.bench.conversations import fill_case_replies
     from spectui.models.fetch import rich_progress
 
     err = Console(stderr=True, highlight=False)
@@ -98,12 +105,15 @@ def run_bench_command(
         workloads = [replace(w, max_tokens=max_tokens) for w in workloads]
     cases = plan_cases(workloads, temperatures)
     arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
+    neighbour = start_contention(contended)  # one busy process beside the run: spectui.bench.contended
     with rich_progress() as progress:
         runners, engines, drafters = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods, heads)
+    runners = contend(runners, engines, neighbour)
+    cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
                 "drafters": drafters,
                 "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
-                "anchor_k": anchor_k, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
+                "anchor_k": anchor_k, "contended": contended, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -134,15 +144,17 @@ def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, c
     """The rich tables, then the Markdown summary and the plots where asked."""
     from rich.console import Console
 
+    from spectui.bench.llamacpp_report import markdown_section, rich_table
     from spectui.bench.plots import PlotsUnavailable, write_plots
     from spectui.bench.report import markdown, rich_tables
 
     err = Console(stderr=True, highlight=False)
     console = Console(highlight=False)
-    for table in rich_tables(result):
-        console.print(table)
+    for table in (*rich_tables(result), rich_table(result)):
+        if table is not None:
+            console.print(table)
     if markdown_path is not None:
-        markdown_path.write_text(markdown(result, command))
+        markdown_path.write_text(markdown(result, command) + markdown_section(result))
         err.print(f"wrote {markdown_path}")
     if plots_dir is not None:
         try:
@@ -193,5 +205,5 @@ def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, an
         parse_list("methods", methods, METHODS),
         *check_k_list(ks),
         check_temperature_list(temperatures) if temperatures else None,
-        parse_list("categories", categories, CATEGORIES) if categories else None,
+        parse_list("categories", categories, ALL_CATEGORIES) if categories else None,
     )

@@ -70,6 +70,9 @@ def serve(connection, values, build: Build) -> None:
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+    from spectui.engines.threads import apply_thread_policy, fit_threads
+
+    apply_thread_policy()  # before torch loads: a busy neighbour must not make its threads spin
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -106,7 +109,10 @@ def serve(connection, values, build: Build) -> None:
                 connection.send(("info", variant(request[1]).info))
                 continue
             _, method, messages, params = request
-            for event in variant(method).stream(messages, params, control):
+            drafting = variant(method)
+            if drafting.info.name == "embedded":  # vLLM binds its own threads
+                fit_threads()
+            for event in drafting.stream(messages, params, control):
                 connection.send(("step" if isinstance(event, Step) else "done", event))
         except (BrokenPipeError, EOFError):
             break

@@ -30,8 +30,8 @@ CONFIG = "chat"  # the config file holds the chat's settings: its variant of eac
 ENGINES = ("auto", "embedded", "vllm", "server")
 CHAT_ENGINES = ENGINES + ("scripted",)  # scripted: the app's demo engine, no weights
 # Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
-EMBEDDED_METHODS = ("draft", "ngram")
-VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")
+EMBEDDED_METHODS = ("draft", "ngram", "suffix")
+VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")  # suffix: vLLM needs arctic-inference
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
@@ -93,7 +93,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("draft", str, None, "Draft model (same tokenizer as the target).",
             ("--draft", "-d"), ALL),
     Setting("method", str, "draft",
-            "Where drafts come from: draft or ngram; medusa or eagle with --heads (embedded engine); "
+            "Where drafts come from: draft, ngram, or suffix (embedded engine: the prompt and past replies); "
+            "medusa or eagle with --heads (embedded engine); "
             "with vLLM also eagle, eagle3, medusa, mtp.",
             ("--method",), RUNS | {"serve"}, choices=VLLM_METHODS),
     Setting("k", int, 4,
@@ -120,6 +121,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lookup_min", int, 1, "ngram: shortest n-gram to match.", ("--lookup-min",), ALL, check=Within(1)),
     Setting("lookup_max", int, LOOKUP_MAX, "ngram: longest n-gram to match.", ("--lookup-max",), ALL,
             check=Within(1)),
+    Setting("history_drafting", bool, True,
+            "--method suffix also drafts from the replies in your history (it only proposes: the target decides every token)."),
     Setting("heads", str, None, "--method medusa / eagle on the embedded engine: a folder from `spectui heads train`.",
             ("--heads",), RUNS, example="~/.cache/spectui/heads/qwen2.5-coder-1.5b-medusa"),
     Setting("tree_width", int, 1,

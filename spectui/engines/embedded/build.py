@@ -68,6 +68,10 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
     if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
+    elif options.method == "suffix":
+        from spectui.engines.embedded.suffix_history import suffix_proposer
+
+        proposer = suffix_proposer(tokenizer, options.history_drafting)
     elif options.method != "draft":
         proposer = load_proposer(options.method, draft_name, target_model, target_name, target_dtype, device,
                                  options.tree_width, progress)

@@ -23,7 +23,7 @@ CAPABILITIES = Capabilities(live_controls=True, exact_provenance=True, method_sw
 
 class EmbeddedEngine(Engine):
     def __init__(self, target_model, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
-        self.target = CachedModel(target_model)
+        self.target = self.cached(target_model)
         self.tokenizer = tokenizer
         self.proposer = proposer
         self.info = replace(info, capabilities=CAPABILITIES)
@@ -34,6 +34,11 @@ class EmbeddedEngine(Engine):
         self._draft_names: dict[str, str | None] = {info.method: info.draft}
         # Adaptive k's estimates, per proposer: they carry over from reply to reply.
         self._choosers: dict[str, AdaptiveK] = {}
+
+    @staticmethod
+    def cached(target_model):
+        """The target as the loop drives it: told which tokens it has seen, asked for logits."""
+        return CachedModel(target_model)
 
     def with_method(self, method: str) -> "EmbeddedEngine":
         """The same target (weights and cache shared), drafting by `method` instead.

@@ -16,6 +16,7 @@ from spectui.settings.options import EngineOptions, OptionError, speculative_con
 VLLM_METHOD = {
     "draft": "draft_model",
     "ngram": "ngram",
+    "suffix": "suffix",  # vLLM imports it from arctic-inference, which must be installed
     "eagle": "eagle",
     "eagle3": "eagle3",
     "medusa": "medusa",

@@ -1,0 +1,1 @@
+"""spectui's speculative loop on llama.cpp's CPU kernels (libllama through llama-cpp-py-sync)."""

@@ -1,0 +1,178 @@
+"""libllama through `llama-cpp-py-sync`'s CFFI declarations: a model with its KV cache,
+decoded a batch at a time, rolled back by position. The bench's llama.cpp anchor and the
+llama.cpp engine both drive it.
+
+Only the low-level API: one sequence, logits for the rows asked for, `llama_memory_seq_rm`
+to drop positions (rejected drafts). Nothing here samples: callers read the logits.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from spectui.core.errors import UsageError
+
+INSTALL_HINT = "llama.cpp needs the llama-cpp-py-sync package: pip install 'spectui[llamacpp]'"
+DEFAULT_CONTEXT = 8192  # the longest conversation workload's prompt and reply fit with room
+DEFAULT_BATCH = 512
+
+_loaded = None
+_lock = threading.Lock()
+
+
+def package_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp_py_sync")
+    if spec is None or spec.origin is None:
+        raise UsageError(INSTALL_HINT)
+    return Path(spec.origin).parent
+
+
+def library():
+    """(ffi, lib), loaded once per process with llama.cpp's log silenced (it writes to stderr
+    from C, past any of Python's streams)."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            from llama_cpp_py_sync import __version__
+            from llama_cpp_py_sync._cffi_bindings import ffi
+
+            from spectui.engines.llamacpp.compat import loadable_library_dir
+            from spectui.models.registry import cache_dir
+
+            folder = loadable_library_dir(package_dir(), cache_dir() / "llamacpp" / f"lib-{__version__}")
+            lib = ffi.dlopen(str(folder / "libllama.so"))
+            quiet = ffi.callback("void(enum ggml_log_level, const char *, void *)", lambda *args: None)
+            lib.llama_log_set(quiet, ffi.NULL)
+            lib.llama_backend_init()
+            _loaded = (ffi, lib, quiet)  # the callback must outlive every call into the library
+        return _loaded[0], _loaded[1]
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class LlamaModel:
+    """One GGUF model and one context (one sequence) on the CPU."""
+
+    def __init__(self, path: Path | str, context: int = DEFAULT_CONTEXT, threads: int | None = None,
+                 batch: int = DEFAULT_BATCH) -> None:
+        import numpy
+
+        self._numpy = numpy
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise UsageError(f"no GGUF file at {self.path}")
+        self.ffi, self.lib = library()
+        self.threads = threads or default_threads()
+        self.batch = batch
+        started = time.perf_counter()
+        model_params = self.lib.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        self.model = self.lib.llama_model_load_from_file(str(self.path).encode(), model_params)
+        if self.model == self.ffi.NULL:
+            raise UsageError(f"llama.cpp could not load {self.path.name}")
+        context_params = self.lib.llama_context_default_params()
+        context_params.n_ctx = context
+        context_params.n_batch = batch
+        context_params.n_ubatch = batch
+        context_params.n_threads = self.threads
+        context_params.n_threads_batch = self.threads
+        self.context = self.lib.llama_init_from_model(self.model, context_params)
+        if self.context == self.ffi.NULL:
+            self.lib.llama_model_free(self.model)
+            raise UsageError(f"llama.cpp could not make a {context}-token context for {self.path.name}")
+        self.load_seconds = time.perf_counter() - started
+        self.context_length = context
+        self.vocab = self.lib.llama_model_get_vocab(self.model)
+        self.vocab_size = self.lib.llama_vocab_n_tokens(self.vocab)
+        self.memory = self.lib.llama_get_memory(self.context)
+        self.cached = 0  # positions the KV cache holds
+
+    def decode(self, tokens: list[int], rows: int):
+        """Append tokens at the cache's end; the logits of the last `rows` of them, [rows, V]
+        (a prompt longer than a batch goes in several calls; only the last gives rows)."""
+        numpy = self._numpy
+        if self.cached + len(tokens) > self.context_length:
+            raise UsageError(f"{self.cached + len(tokens)} tokens do not fit llama.cpp's {self.context_length}-token context")
+        for start in range(0, len(tokens), self.batch):
+            chunk = tokens[start:start + self.batch]
+            first_row = len(tokens) - rows - start  # chunk index where the wanted rows begin
+            batch = self.lib.llama_batch_init(len(chunk), 0, 1)
+            try:
+                batch.n_tokens = len(chunk)
+                for i, token in enumerate(chunk):
+                    batch.token[i] = token
+                    batch.pos[i] = self.cached + i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = 1 if i >= first_row else 0
+                code = self.lib.llama_decode(self.context, batch)
+            finally:
+                self.lib.llama_batch_free(batch)
+            if code != 0:
+                raise RuntimeError(f"llama_decode failed ({code})")
+            self.cached += len(chunk)
+        last_chunk = len(tokens) - (len(tokens) - 1) // self.batch * self.batch
+        if rows > last_chunk:
+            raise ValueError(f"{rows} rows asked of a last batch of {last_chunk} tokens")
+        width = self.vocab_size
+        out = numpy.empty((rows, width), dtype=numpy.float32)
+        for row in range(rows):
+            pointer = self.lib.llama_get_logits_ith(self.context, last_chunk - rows + row)
+            out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
+        return out
+
+    def set_threads(self, threads: int) -> None:
+        if threads != self.threads:
+            self.lib.llama_set_n_threads(self.context, threads, threads)
+            self.threads = threads
+
+    def keep(self, positions: int) -> None:
+        """Drop every cached position from `positions` on (rejected drafts)."""
+        if positions < self.cached:
+            self.lib.llama_memory_seq_rm(self.memory, 0, positions, -1)
+            self.cached = positions
+
+    def clear(self) -> None:
+        self.lib.llama_memory_clear(self.memory, True)
+        self.cached = 0
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(self.lib.llama_vocab_is_eog(self.vocab, token))
+
+    def close(self) -> None:
+        if getattr(self, "context", None) is not None:
+            self.lib.llama_free(self.context)
+            self.lib.llama_model_free(self.model)
+            self.context = None
+
+
+# llama_ftype values of the types that batch well on an AVX2 CPU (llama.h)
+QUANTIZED_TYPES = {"Q4_0": 2, "Q8_0": 7}
+
+
+def requantize(source: Path, kind: str, folder: Path, threads: int | None = None) -> Path:
+    """A copy of a GGUF in another quantisation, made by llama.cpp's own quantizer (once; renamed
+    into place when complete). From a Q4_K_M source, Q8_0 keeps its values to within Q8_0's
+    rounding, while Q4_0 rounds them again: a model close to, not equal to, the source."""
+    ffi, lib = library()
+    target = folder / f"{source.stem}.{kind}.gguf"
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
+    params.ftype = QUANTIZED_TYPES[kind]
+    params.allow_requantize = True
+    params.nthread = threads or default_threads()
+    if lib.llama_model_quantize(str(source).encode(), str(partial).encode(), params) != 0:
+        partial.unlink(missing_ok=True)
+        raise UsageError(f"llama.cpp could not quantize {source.name} to {kind}")
+    os.replace(partial, target)
+    return target

@@ -1,0 +1,70 @@
+"""Torch's threads on a CPU that other processes share.
+
+OpenMP's threads spin while they wait for work; beside one other busy process on two cores,
+a spinning thread burns the time slice its partner needs, and a step waits for the slowest
+thread: decoding fell far below its fair share. Sleeping waits (OMP_WAIT_POLICY=PASSIVE)
+and no more threads than the cores the other processes leave free keep it in proportion.
+Call apply_thread_policy() before torch loads (OpenMP reads its environment once), then
+fit_threads() before each reply. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+_last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, this process's CPU seconds)
+
+
+def apply_thread_policy() -> None:
+    """Sleeping OpenMP waits, unless the user chose a policy."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _busy_seconds() -> float | None:
+    """Seconds all CPUs have spent busy since boot (/proc/stat), or None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _sample() -> tuple[float, float, float] | None:
+    busy = _busy_seconds()
+    if busy is None:
+        return None
+    times = os.times()
+    return time.monotonic(), busy, times.user + times.system
+
+
+def free_cores(window: float = 0.05) -> int:
+    """Cores the other processes left free since the last call (the first call looks for
+    `window` seconds): all cores less the others' busy time per second, at least one."""
+    global _last
+    now = _sample()
+    if now is None:
+        return usable_cores()
+    if _last is None or now[0] - _last[0] < window:
+        time.sleep(window)
+        _last, now = now, _sample()
+    wall, busy, own = (b - a for a, b in zip(_last, now))
+    _last = now
+    others = max(0.0, busy - own) / wall if wall > 0 else 0.0
+    return max(1, min(usable_cores(), round(usable_cores() - others)))
+
+
+def fit_threads() -> int:
+    """torch's threads set to the cores free now; returns the count."""
+    import torch
+
+    threads = free_cores()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads

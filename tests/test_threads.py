@@ -1,0 +1,94 @@
+"""Threads on a shared CPU: the wait policy, the free-core count, and the bench's busy neighbour."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from spectui.engines import threads
+
+
+def test_the_wait_policy_is_passive_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    threads.apply_thread_policy()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    threads.apply_thread_policy()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+@pytest.mark.parametrize(("others_busy", "own", "expected"), [(0.0, 2.0, 2), (1.0, 1.0, 1), (2.0, 0.0, 1), (0.4, 1.6, 2)])
+def test_free_cores_are_the_cores_other_processes_leave(monkeypatch, others_busy, own, expected):
+    """Over 1 s of wall time on 2 cores: all cores' busy seconds less this process's."""
+    samples = iter([(10.0, 100.0, 5.0), (11.0, 100.0 + others_busy + own, 5.0 + own)])
+    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_last", None)
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
+    assert threads.free_cores() == expected
+
+
+def test_threads_follow_the_free_cores(monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setattr(threads, "free_cores", lambda: 1)
+        assert threads.fit_threads() == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_free_cores_reads_this_machine():
+    assert 1 <= threads.free_cores() <= threads.usable_cores()
+
+
+# ---------------------------------------------------------------- bench --contended
+
+
+def test_the_neighbour_keeps_a_core_busy_until_closed():
+    from spectui.bench.contended import BusyNeighbour
+
+    neighbour = BusyNeighbour()
+    process = psutil.Process(neighbour.process.pid)
+    assert process.cpu_percent(interval=0.5) > 20  # spinning, not sleeping
+    neighbour.close()
+    assert neighbour.process.poll() is not None
+
+
+def test_the_neighbour_ends_when_the_run_is_killed():
+    parent = subprocess.run(
+        [sys.executable, "-c", "import os; from spectui.bench.contended import BusyNeighbour;"
+         "print(BusyNeighbour().process.pid, flush=True); os._exit(0)"],  # no cleanup runs
+        capture_output=True, text=True, timeout=60,
+    )
+    busy = psutil.Process(int(parent.stdout.strip()))
+    busy.wait(timeout=60)  # it noticed its parent was gone
+
+
+def test_contention_fits_every_runners_threads(monkeypatch):
+    from spectui.bench import contended
+    from spectui.bench.llamacpp import LlamaCppRunner
+
+    assert contended.start_contention(False) is None
+    runners = {"spectui": lambda *args: ("spectui", args), "transformers": lambda *args: ("transformers", args)}
+    assert contended.contend(runners, [], None) is runners
+    fitted = []
+    monkeypatch.setattr(threads, "fit_threads", lambda: fitted.append(1) or 1)
+
+    class Neighbour:
+        def close(self):
+            pass
+
+    llamacpp = LlamaCppRunner.__new__(LlamaCppRunner)  # no weights: only its threads' setting is read
+    llamacpp.fit_to_free_cores = False
+    engines: list = [llamacpp]
+    neighbour = Neighbour()
+    wrapped = contended.contend(runners, engines, neighbour)
+    assert wrapped["spectui"]("arm") == ("spectui", ("arm",)) and fitted == [1]
+    assert wrapped["transformers"]("arm") == ("transformers", ("arm",)) and fitted == [1, 1]
+    assert engines == [llamacpp, neighbour] and llamacpp.fit_to_free_cores
