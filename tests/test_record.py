@@ -18,7 +18,8 @@ def generate_json(monkeypatch, tiny_target, tiny_tokenizer, stop_ids=None) -> di
     """`spectui generate --json` on the tiny target drafting for itself (every draft accepted)."""
     from spectui.cli.app import app
 
-    monkeypatch.setattr("spectui.models.load.load_model", lambda *args, **kwargs: (tiny_target, tiny_tokenizer))
+    monkeypatch.setattr("spectui.models.load.load_models", lambda requests, *args, **kwargs: [
+        (tiny_target, tiny_tokenizer) for _ in requests])  # the pair loads together, never from the real cache
     monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: None)
     if stop_ids is not None:
         monkeypatch.setattr("spectui.engines.embedded.engine.stop_token_ids", lambda *args: set(stop_ids))

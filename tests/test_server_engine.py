@@ -94,7 +94,7 @@ def vllm_server(tmp_path_factory) -> VllmServer:
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model),
+        "--model", str(model), "--served-model-name", "smollm2-135m",
         "--host", "127.0.0.1", "--port", str(port),
         "--enforce-eager", "--max-model-len", "2048", "--seed", "0",
         "--speculative-config", json.dumps(SPECULATIVE_CONFIG),

@@ -51,3 +51,17 @@ def escaped_json(text: str) -> str:
     """A JSON document with those characters written as \\uXXXX escapes: the same value,
     nothing for a terminal to obey (they can only occur inside strings)."""
     return _JSON_RAW.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+_CELL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _one_cell(match: re.Match) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+
+
+def safe_cells(text: str) -> str:
+    """Like safe_text, one visible character for each control (C1 and surrogates become
+    "�"), so an editor's cursor stays over the character it is on."""
+    return _CELL_UNSAFE.sub(_one_cell, text)

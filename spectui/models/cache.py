@@ -60,7 +60,7 @@ def cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8"
 
 def is_converted(folder: Path, source_sha256: str | None = None) -> bool:
     """True when `folder` holds a complete, intact conversion (of the file with this hash, when given)."""
-    return _cache_problem(folder, source_sha256) is None
+    return cache_problem(folder, source_sha256) is None
 
 
 def tree_size(folder: Path) -> int:

@@ -81,6 +81,23 @@ async def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(m
     assert conversation.messages[1].content == "Hello " + ATTACK + " bye\r\nnext line"  # stored byte-exact
 
 
+async def test_a_pasted_escape_is_shown_in_the_message_box_and_kept_in_its_value(make_app):
+    from textual import events
+
+    app = make_app(factory_for(TextEngine(["ok"])), ChatConfig(engine="server"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        prompt = app.chat_screen.prompt
+        prompt.focus()
+        prompt.post_message(events.Paste("look " + ATTACK))
+        await pilot.pause()
+        await pilot.pause()
+        assert prompt.value == "look " + ATTACK
+        assert obeyed(app) == []
+        shown = "".join(terminal_text(app))
+        assert "look ␛]0;pwned" in shown
+
+
 async def test_a_history_holding_escapes_is_shown_safely_on_resume(make_app, tmp_path):
     store = Store(tmp_path / "history.sqlite3")
     conversation_id = store.new_conversation({"k": 4})

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from textual import events
 from textual.message import Message
-from textual.widgets import TextArea
 
 from spectui.tui.chat.recall import PromptRecall
 from spectui.tui.keys import PROMPT, prompt_bindings
+from spectui.tui.widgets.safe_fields import SafeTextArea
 from spectui.tui.widgets.conversation import UserMessage
 
 # xterm's modifyOtherKeys form of Shift+Enter, as Textual names it.
@@ -28,7 +28,7 @@ def keys_of(keys: dict[str, str], binding_id: str) -> set[str]:
     return {key.strip() for key in keys[binding_id].split(",")}
 
 
-class ChatPrompt(TextArea):
+class ChatPrompt(SafeTextArea):
     BINDINGS = prompt_bindings()
     DEFAULT_CSS = """
     ChatPrompt { height: auto; max-height: 12; min-height: 3; padding: 0 1; }

@@ -20,6 +20,7 @@ from spectui.core.errors import SpectuiError, one_line
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.store import ConversationSummary, SearchHit, Store, export_markdown, export_trace_jsonl
+from spectui.tui.widgets.safe_fields import SafeInput
 
 MATCH_STYLE = "bold reverse"
 NO_TITLE = "–"
@@ -76,7 +77,7 @@ class HistoryScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("History", classes="title")
-        yield Input(placeholder="search all conversations (/)", id="search")
+        yield SafeInput(placeholder="search all conversations (/)", id="search")
         yield Static("", id="empty")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="conversations")
         yield Footer()
@@ -223,7 +224,7 @@ class RenameDialog(ModalScreen[str | None]):
         with Vertical():
             yield Static("New title (Enter saves, Esc cancels)")
             # Input shows text, never markup; controls are edited as their pictures.
-            yield Input(value=safe_line(self.old_title), id="title")
+            yield SafeInput(value=safe_line(self.old_title), id="title")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)

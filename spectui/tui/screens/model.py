@@ -19,6 +19,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from spectui.core.errors import SpectuiError
 from spectui.settings.table import CHAT_ENGINES, VLLM_METHODS
+from spectui.tui.widgets.safe_fields import SafeInput
 
 
 def describe(config) -> str:
@@ -60,12 +61,12 @@ class ModelScreen(ModalScreen):
 
         config, aliases = self.config, list(MODELS)
         fields = [
-            ("Target", Input(config.model or "", placeholder=DEFAULT_TARGET, id="model-target",
+            ("Target", SafeInput(config.model or "", placeholder=DEFAULT_TARGET, id="model-target",
                              suggester=SuggestFromList(aliases))),
-            ("Draft", Input(config.draft or "", placeholder="the target's preset draft (only the draft method uses one)",
+            ("Draft", SafeInput(config.draft or "", placeholder="the target's preset draft (only the draft method uses one)",
                             id="model-draft", suggester=SuggestFromList(aliases))),
             ("Method", Select([(m, m) for m in VLLM_METHODS], value=config.method, allow_blank=False, id="model-method")),
-            ("Heads", Input(config.heads or "", placeholder="medusa / eagle on the embedded engine: spectui heads train's folder",
+            ("Heads", SafeInput(config.heads or "", placeholder="medusa / eagle on the embedded engine: spectui heads train's folder",
                             id="model-heads")),
             ("Engine", Select([(e, e) for e in CHAT_ENGINES], value=config.engine, allow_blank=False, id="model-engine")),
         ]

@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
+from spectui.tui.widgets.safe_fields import SafeTextArea
+
 
 class SystemPromptScreen(ModalScreen):
     """Dismisses with the new prompt ("" for none), or None when nothing changes."""
@@ -35,7 +37,7 @@ class SystemPromptScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("System prompt of this chat · Ctrl+S keeps it · Esc cancels", id="system-title")
-            yield TextArea(self.prompt, id="system-text", soft_wrap=True, tab_behavior="focus")
+            yield SafeTextArea(self.prompt, id="system-text", soft_wrap=True, tab_behavior="focus")
             yield Static("Empty: no system prompt. The next reply follows it; new chats start with the "
                          "config's (system = …).", id="system-hint")
 
