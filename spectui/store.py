@@ -596,7 +596,7 @@ class Store:
         )
 
 
-APPROXIMATE_NOTE = "colours approximate (steps merged)"
+APPROXIMATE_NOTE = "colours approximate (the server did not say which tokens were drafts)"  # γ stays exact when it sent counts
 INSERT_STEP = "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textual.app import App
 
+from spectui.core.safe_text import safe_text
 from spectui.settings.config import ChatConfig
 from spectui.store import Conversation, Store
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
@@ -56,6 +57,11 @@ class SpectuiApp(App):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return theme_variables(FALLBACK_SOURCES)
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout=None, markup: bool = True) -> None:
+        """Toasts carry errors from servers and files: shown as text, never as markup ("[/]"
+        would raise) and never with raw controls."""
+        super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
     def on_mount(self) -> None:
         from spectui.tui.screens.chat import ChatScreen

@@ -481,3 +481,18 @@ async def test_a_narrow_terminal_gives_the_conversation_the_width(make_app):
         await pilot.resize_terminal(120, 30)
         await pilot.pause()
         assert chat.stats_panel.display and chat.stats_panel.outer_size.width == 38
+
+
+async def test_an_error_with_markup_and_escapes_is_toasted_as_text(make_app):
+    def failing_factory(progress):
+        raise OSError("server said [/] \x1b]0;pwned\x07")
+
+    app = make_app(failing_factory)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.host.status == "failed"
+        await send(pilot, "hello")  # no engine: a toast names the error
+        await wait_for(pilot, lambda: app._notifications)
+        await pilot.pause()
+        toasts = [toast for toast in app._notifications if "server said" in toast.message]
+        assert toasts and all("server said [/] ␛]0;pwned␇" in toast.message and not toast.markup for toast in toasts)

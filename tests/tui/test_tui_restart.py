@@ -184,10 +184,10 @@ async def test_approximate_colours_are_said_in_the_summary_and_the_export(make_a
         await send(pilot, "go")
         await reply_done(pilot)
         note = str(app.chat_screen.query_one(ReplyView).note.render())
-        assert "colours approximate (steps merged)" in note
+        assert "colours approximate (the server did not say which tokens were drafts)" in note
         store = app.store
         markdown = export_markdown(store.load_conversation(store.latest_conversation_id()))
-        assert "colours approximate (steps merged)" in markdown
+        assert "colours approximate (the server did not say which tokens were drafts)" in markdown
 
 
 async def test_memory_from_the_engine_with_its_pool(make_app):
