@@ -154,3 +154,10 @@ def test_a_wrong_command_is_caught(text):
 def test_a_right_command_passes(text):
     assert shown_commands(text)
     assert not problems_in(text)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_names_a_file(doc):
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8"))
+    missing = [t for t in targets if "://" not in t and not (doc.parent / t).exists()]
+    assert not missing, f"{doc.name} links to files that do not exist: {missing}"
