@@ -1,4 +1,4 @@
-"""Every `spectui …` command shown in README.md and docs/*.md parses with the real CLI.
+"""Every `spectui …` command shown in README.md, benchmarks/README.md and docs/*.md parses with the real CLI.
 
 Commands are taken from fenced code blocks (each line; `\\` continuations joined; `$ ` prompts,
 `&&`, `;` and `|` split) and from inline code that starts with `spectui `. Each is parsed with
@@ -26,7 +26,7 @@ from typer import Exit, TyperException  # typer vendors click; its usage errors 
 from spectui.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 300
 
 PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*(:[0-9]+)?|[0-9]+\.\.[0-9]+)$")
