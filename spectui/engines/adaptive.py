@@ -6,7 +6,7 @@ The choice maximises E(k) / (k·d + V(k) + o) with E(k) = 1 + Σ_j Π_{i<j} acce
 (Leviathan's speedup with a per-position α), and k = 0 when no k pays. At k = 0 an
 occasional one-draft probe looks whether acceptance came back. A proposer that drafts for
 free and knows its odds first (prompt lookup) drafts, then verifies as many as its evidence
-says. docs/history/adaptive.md tells how the rules and numbers below were found. Stdlib only.
+says. docs/adaptive-k.md tells how the rules and numbers below were found. Stdlib only.
 """
 
 from __future__ import annotations

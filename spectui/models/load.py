@@ -428,7 +428,7 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
         max_workers=max(1, torch.get_num_threads()), thread_name_prefix="spectui-load"
     ) as pool:
         # torch warns that its quantized tensor types are deprecated: news for this project
-        # (see the README), noise on a user's terminal.
+        # (docs/precision.md), noise on a user's terminal.
         warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
         def build(index: int):
             folder, dtype, with_tokenizer = items[index]

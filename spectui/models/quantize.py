@@ -50,7 +50,7 @@ REDUCE_RANGE = False
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 # fbgemm packs a matrix of many output rows slowly (per weight: ~3 ns up to ~2000 rows, ~9 ns
 # at 17920, ~20 ns for a 151936-row LM head); packed in slices of PACK_ROWS rows the 1.5B loads
-# in half the CPU time and decodes as fast (docs/history/models-convert.md). Each output column
+# in half the CPU time and decodes as fast (docs/models.md). Each output column
 # is the same exact integer sum either way, so slicing changes no bit.
 SLICE_ABOVE_ROWS = 4096
 PACK_ROWS = 2240

@@ -85,7 +85,7 @@ class DraftModelProposer(Proposer):
     def propose(self, token_ids, k, temperature, top_p, generator, stop_below: float = 0.0) -> Proposal:
         """Up to k drafts; with stop_below, none after the one where the product of the draft's
         probabilities for its drafts (the chain's confidence) falls below it: the draft's
-        probability is a fair guess of acceptance (docs/history/proposers.md)."""
+        probability is a fair guess of acceptance (docs/adaptive-k.md)."""
         drafted: list[int] = []
         rows: list[torch.Tensor] = []
         context = list(token_ids)
