@@ -117,7 +117,8 @@ def compare(
 @app.command()
 @takes_settings("bench")
 def bench(
-    suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt."),
+    suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt; "
+                              "conversations: multi-turn edits, measured on the last turns."),
     engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm, llamacpp."),
     methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, suffix, medusa, eagle (these two need --heads)."),
     ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
