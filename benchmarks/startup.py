@@ -51,9 +51,14 @@ import json, sys, time
 launched = float(sys.argv[1])
 settings = json.loads(sys.argv[2])
 sys.path.insert(0, sys.argv[3])  # the tree under test, whatever the current folder holds
-from spectui.settings.config import ChatConfig
-from spectui.cli.chat import engine_factory_for
-from spectui.core.events import Control, GenerationParams, Step
+try:  # this tree's layout, else an older checkout's (5e12364 and before)
+    from spectui.settings.config import ChatConfig
+    from spectui.host.plan import engine_factory_for
+    from spectui.core.events import Control, GenerationParams, Step
+except ImportError:
+    from spectui.config import ChatConfig
+    from spectui.cli.chat import engine_factory_for
+    from spectui.events import Control, GenerationParams, Step
 
 stages = []
 def progress(stage, done, total):

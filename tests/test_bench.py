@@ -383,3 +383,24 @@ def test_bad_options_get_one_line_and_exit_2(args, words, monkeypatch):
     assert result.exit_code == 2, result.output
     assert words in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_kv_bytes_per_token_reads_the_dtype_the_embedding_hands_on(tiny_target):
+    # A model loaded from the int8 store embeds through GGUF blocks: a module without .weight.
+    import torch
+
+    from spectui.bench.drafters import kv_bytes_per_token
+
+    class Blocks(torch.nn.Module):
+        def forward(self, input_ids):
+            return torch.zeros(*input_ids.shape, 8, dtype=torch.float32)
+
+    config = tiny_target.config
+    expected = 2 * config.num_hidden_layers * config.num_key_value_heads * (config.hidden_size // config.num_attention_heads) * 4
+    original = tiny_target.get_input_embeddings()
+    assert kv_bytes_per_token(tiny_target) == expected
+    tiny_target.set_input_embeddings(Blocks())
+    try:
+        assert kv_bytes_per_token(tiny_target) == expected
+    finally:
+        tiny_target.set_input_embeddings(original)

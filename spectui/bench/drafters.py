@@ -77,9 +77,13 @@ def kv_bytes_per_token(model) -> int:
     layers = int(config.num_hidden_layers)
     heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
-    # The cache holds what the attention computes in: the embeddings' dtype, even where
-    # the linear layers are int8.
-    return 2 * layers * heads * head_dim * model.get_input_embeddings().weight.element_size()
+    # The cache holds what the attention computes in: what the embedding layer hands on, even
+    # where the linear layers are int8 and the embedding itself is stored in GGUF blocks.
+    import torch
+
+    with torch.no_grad():
+        embedded = model.get_input_embeddings()(torch.zeros(1, 1, dtype=torch.long))
+    return 2 * layers * heads * head_dim * embedded.element_size()
 
 
 def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
