@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from spectui.bench.llamacpp import RUNNER
 from spectui.bench.measure import BASELINE, CaseResult
 from spectui.bench.plan import BenchResult
-from spectui.bench.runs import Arm, median_of, paired_ratio, target_step_seconds
+from spectui.bench.runs import Arm, median_of, paired_ratio
+from spectui.measure.costs import timings_of
 
 PLAIN = Arm(RUNNER, "none", 0)
 
@@ -40,7 +41,7 @@ def own_costs(case: CaseResult) -> tuple[float | None, float | None]:
     plain, spec = case.arm(PLAIN), speculative_arm(case)
     if plain is None or spec is None:
         return None, None
-    step = target_step_seconds([reply.steps for reply in plain.replies])
+    step = timings_of(reply.steps for reply in plain.replies).verify_seconds(0)  # a plain decode step
     steps = [s for reply in spec.replies for s in reply.steps[1:] if s.num_drafted]
     if not step or not steps:
         return None, None
