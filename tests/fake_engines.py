@@ -241,6 +241,17 @@ class FixedKFactory:
         return build
 
 
+class Ticks:
+    """A clock that moves one second per reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
 class VirtualClock:
     def __init__(self) -> None:
         self.now = 100.0

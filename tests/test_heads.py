@@ -18,6 +18,7 @@ from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.heads.store import fingerprint, load_heads, save_heads
 from spectui.heads.train import CachedSequence, cache_features, loss_function, mean_loss, new_heads, train_heads
 
+from small_distribution import CHI2_CRITICAL_0_001_DF5, SMALL_VOCAB, chi_square, exact_marginals, make_small_target
 from test_engine import PROMPTS, collect, greedy_reference
 
 # A reply that repeats itself: what trained heads should learn to predict.
@@ -98,51 +99,22 @@ def test_greedy_with_heads_equals_plain_greedy(tiny_target, tiny_tokenizer, kind
 
 # ---------------------------------------------------------------- T > 0: still the target's distribution
 
-SMALL_VOCAB = 6
 TEMPERATURE = 1.0
 REPLIES = 2_000
-CHI2_CRITICAL_0_001_DF5 = 20.515  # as in test_verify: a correct rule fails 1 seed in 1000
 
 
 @pytest.fixture(scope="module")
 def small_target():
-    """A six-token model, soft enough that every token has a fair chance at each position."""
-    from tiny_models import make_tiny_model
-
-    model = make_tiny_model(SMALL_VOCAB, seed=5)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0.25)
-    return model
+    return make_small_target()
 
 
-def exact_marginals(model, prompt_ids):
-    """The target's own distribution of its 2nd and 3rd sampled tokens, by enumeration."""
-    from spectui.engines.embedded.sampling import target_probs
 
-    def probs(ids):
-        with torch.no_grad():
-            return target_probs(model(input_ids=torch.tensor([ids])).logits[0, -1], TEMPERATURE, 1.0)
-
-    first = probs(prompt_ids)
-    second = torch.zeros(SMALL_VOCAB)
-    third = torch.zeros(SMALL_VOCAB)
-    for a in range(SMALL_VOCAB):
-        p_b = probs(prompt_ids + [a])
-        second += first[a] * p_b
-        for b in range(SMALL_VOCAB):
-            third += first[a] * p_b[b] * probs(prompt_ids + [a, b])
-    return second, third
-
-
-def chi_square(samples, expected):
-    counts = torch.bincount(torch.tensor(samples), minlength=SMALL_VOCAB).float()
-    return float(((counts - len(samples) * expected) ** 2 / (len(samples) * expected)).sum())
 
 
 @pytest.mark.parametrize("kind", ["medusa", "eagle"])
 def test_sampled_output_with_heads_follows_the_target_distribution(small_target, tiny_tokenizer, kind):
     prompt_ids = [1, 2, 3, 4, 5, 1]
-    second, third = exact_marginals(small_target, prompt_ids)
+    second, third = exact_marginals(small_target, prompt_ids, TEMPERATURE)
     assert float(torch.minimum(second, third).min()) * REPLIES >= 5  # chi-square needs counts
     heads = untrained(kind, small_target, num_heads=2)
     engine = make_engine(small_target, tiny_tokenizer, head_proposer(heads, kind, small_target))
@@ -164,7 +136,7 @@ def test_sampled_output_with_heads_follows_the_target_distribution(small_target,
 def test_the_chi_square_catches_drafts_taken_as_they_come(small_target, tiny_tokenizer):
     """The same statistic on a rule that keeps every draft: the heads' own distribution shows."""
     prompt_ids = [1, 2, 3, 4, 5, 1]
-    second, _ = exact_marginals(small_target, prompt_ids)
+    second, _ = exact_marginals(small_target, prompt_ids, TEMPERATURE)
     heads = untrained("medusa", small_target, num_heads=2)
     proposer = head_proposer(heads, "medusa", small_target)
     engine = make_engine(small_target, tiny_tokenizer, proposer)

@@ -12,6 +12,8 @@ from spectui.bench.llamacpp import draft_tokens, llamacpp_arms, plain_reply, spe
 from spectui.bench.runs import Arm
 from spectui.core.events import GenerationParams, Source
 
+from fake_engines import Ticks
+
 VOCAB = 11
 STOP = 0
 
@@ -53,17 +55,6 @@ class FakeModel:
                 token = 1 + token % (VOCAB - 1)  # a draft that is wrong here
             out[row, token] = 2.0 if self.doubt_every and len(context) % self.doubt_every == 0 else 20.0
         return out
-
-
-class Ticks:
-    """A clock that moves one second per reading."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 PROMPT = [3, 5, 7, 2]

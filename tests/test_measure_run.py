@@ -8,18 +8,9 @@ from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.measure.costs import DEFAULT_VERIFY_SLOPE, StepTimings, timings_of
 from spectui.measure.run import run_reply
 
+from fake_engines import Ticks
+
 D, R, T = Source.DRAFT, Source.RECOVERED, Source.TARGET
-
-
-class Ticks:
-    """A clock that advances one second per reading."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
 
 
 class StepsEngine:

@@ -11,6 +11,8 @@ import torch
 from spectui.core.events import Control, GenerationParams, Source
 from spectui.engines.embedded.suffix import SuffixIndex, SuffixMatch, SuffixProposer
 
+from small_distribution import CHI2_CRITICAL_0_001_DF5, SMALL_VOCAB, chi_square, exact_marginals, make_small_target
+
 
 def index_of(*sequences):
     index = SuffixIndex()
@@ -202,9 +204,7 @@ def test_drafting_from_another_conversation_never_changes_a_reply(tiny_target, t
 
 # ---------------------------------------------------------------- T > 0: the target's distribution
 
-SMALL_VOCAB = 6
 REPLIES = 2_000
-CHI2_CRITICAL_0_001_DF5 = 20.515  # as in test_verify: a correct rule fails 1 seed in 1000
 PROMPT = [1, 2, 3, 4, 5, 1]
 # Earlier replies that make every context drafted from, with one continuation more common.
 HISTORY = [[a, b, (a + b) % SMALL_VOCAB] for a in range(SMALL_VOCAB) for b in range(SMALL_VOCAB)] * 2 + [[1, 0, 0, 0]] * 6
@@ -212,35 +212,10 @@ HISTORY = [[a, b, (a + b) % SMALL_VOCAB] for a in range(SMALL_VOCAB) for b in ra
 
 @pytest.fixture(scope="module")
 def small_target():
-    from tiny_models import make_tiny_model
-
-    model = make_tiny_model(SMALL_VOCAB, seed=5)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0.25)
-    return model
+    return make_small_target()
 
 
-def exact_marginals(model, prompt_ids, temperature):
-    from spectui.engines.embedded.sampling import target_probs
 
-    def probs(ids):
-        with torch.no_grad():
-            return target_probs(model(input_ids=torch.tensor([ids])).logits[0, -1], temperature, 1.0)
-
-    first = probs(prompt_ids)
-    second = torch.zeros(SMALL_VOCAB)
-    third = torch.zeros(SMALL_VOCAB)
-    for a in range(SMALL_VOCAB):
-        p_b = probs(prompt_ids + [a])
-        second += first[a] * p_b
-        for b in range(SMALL_VOCAB):
-            third += first[a] * p_b[b] * probs(prompt_ids + [a, b])
-    return second, third
-
-
-def chi_square(samples, expected):
-    counts = torch.bincount(torch.tensor(samples), minlength=SMALL_VOCAB).float()
-    return float(((counts - len(samples) * expected) ** 2 / (len(samples) * expected)).sum())
 
 
 def test_sampled_suffix_decoding_follows_the_target_distribution(small_target, tiny_tokenizer):
