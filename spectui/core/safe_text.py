@@ -13,22 +13,25 @@ import re
 
 # C0 except tab and newline, DEL, C1, and lone surrogates (a JSON "\ud800" escape decodes to
 # one: the terminal's encoder would raise on it). "\r\n" is a line end, kept as "\n".
-_UNSAFE = re.compile("\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]"
+_UNSAFE = re.compile("\r\n|" + _CONTROLS)
 _LINE_BREAKS = re.compile("[\n\t]")
+
+
+def _picture(char: str) -> str:
+    """One visible character for a control: Unicode's control pictures (␀ … ␛ … ␟, ␍ for a
+    lone CR), ␡ for DEL, � for the rest."""
+    code = ord(char)
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
 
 
 def _visible(match: re.Match) -> str:
     char = match.group()
     if char == "\r\n":
         return "\n"
-    code = ord(char)
-    if code < 0x20:
-        return chr(0x2400 + code)  # Unicode's control pictures: ␀ … ␛ … ␟ (and ␍ for a lone CR)
-    if code == 0x7F:
-        return "\u2421"  # ␡
-    if code <= 0x9F:
-        return f"\\x{code:02x}"  # C1 controls have no pictures
-    return "\ufffd"
+    if "\x80" <= char <= "\x9f":
+        return f"\\x{ord(char):02x}"  # C1 controls have no pictures
+    return _picture(char)
 
 
 def safe_text(text: str) -> str:
@@ -53,15 +56,10 @@ def escaped_json(text: str) -> str:
     return _JSON_RAW.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
-_CELL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _one_cell(match: re.Match) -> str:
-    code = ord(match.group())
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
+_CELL_UNSAFE = re.compile(_CONTROLS)
 
 
 def safe_cells(text: str) -> str:
     """Like safe_text, one visible character for each control (C1 and surrogates become
     "�"), so an editor's cursor stays over the character it is on."""
-    return _CELL_UNSAFE.sub(_one_cell, text)
+    return _CELL_UNSAFE.sub(lambda match: _picture(match.group()), text)
