@@ -1,7 +1,7 @@
 """Plain decoding with and without one competing busy process, per thread policy, in one run.
 
     python benchmarks/contended_threads.py --model smollm2-135m --tokens 64 --rounds 2 \
-        --policies default,passive,threads1,passive-threads1,adaptive --markdown contended.md
+        --policies default,passive,threads1,passive-threads1,fit,passive-fit --markdown contended.md
 
 Each policy runs in a fresh child process (OpenMP reads its environment once, when torch
 loads), first on an idle machine and then beside `python -c "while True: pass"`; each child
@@ -14,8 +14,9 @@ Policies:
   passive           OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning
   threads1          torch.set_num_threads(1)
   passive-threads1  both
-  adaptive          spectui.engines.threads.apply_thread_policy(): PASSIVE, and as many
-                    threads as cores the other processes leave free, per reply
+  fit               spectui's: as many threads as cores the other processes leave free, per
+                    reply (spectui.engines.threads.fit_threads), OpenMP's own wait policy
+  passive-fit       fit with sleeping waits (spectui's policy before 2026-12-03)
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ POLICY_ENV = {
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
     "threads1": {"SPECTUI_BENCH_THREADS": "1"},
     "passive-threads1": {"OMP_WAIT_POLICY": "PASSIVE", "SPECTUI_BENCH_THREADS": "1"},
-    "adaptive": {"SPECTUI_BENCH_ADAPTIVE": "1"},
+    "fit": {"SPECTUI_BENCH_FIT": "1"},
+    "passive-fit": {"OMP_WAIT_POLICY": "PASSIVE", "SPECTUI_BENCH_FIT": "1"},
 }
 
 
@@ -44,10 +46,6 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
     """One policy's replies, in this (fresh) process: JSON on stdout."""
     if policy.startswith("llamacpp-"):
         return llamacpp_child(model, tokens, rounds, int(policy.split("-")[1]))
-    if os.environ.get("SPECTUI_BENCH_ADAPTIVE"):
-        from spectui.engines.threads import apply_thread_policy
-
-        apply_thread_policy()
     import torch
 
     from spectui.core.events import Control, Done, GenerationParams
@@ -60,7 +58,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)
     speeds, firsts, threads = [], [], []
     for index in range(rounds + 1):  # the first is a warm-up
-        if os.environ.get("SPECTUI_BENCH_ADAPTIVE"):
+        if os.environ.get("SPECTUI_BENCH_FIT"):
             from spectui.engines.threads import fit_threads
 
             fit_threads()
@@ -146,7 +144,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--policies", default="default,passive,threads1,passive-threads1,adaptive")
+    parser.add_argument("--policies", default="default,passive,threads1,passive-threads1,fit,passive-fit")
     parser.add_argument("--llamacpp", action="store_true", help="add llama.cpp at 2 and 1 threads")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per child")
     parser.add_argument("--markdown", type=Path)

@@ -104,6 +104,22 @@ def test_weights_are_counted_once_each_and_int8_at_its_packed_size():
     assert 64 * 64 <= weights_bytes(packed) < (64 * 64 + 64) * 4 / 2
 
 
+def test_spectui_int8_and_block_embeddings_count_at_their_size():
+    # Neither is in a state dict: fbgemm holds the packed int8, the blocks are a mapped file.
+    import numpy as np
+
+    from spectui.bench.drafters import weights_bytes
+    from spectui.models.embedding import BlockEmbedding
+    from spectui.models.quantize import Int8Linear, quantize_int8
+
+    model = quantize_int8(torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 32, bias=False)))
+    assert all(isinstance(layer, Int8Linear) for layer in model)
+    scales_and_bias = (48 + 48 + 32) * 4
+    assert weights_bytes(model) == 64 * 48 + 48 * 32 + scales_and_bias
+    blocks = np.zeros((100, 34), dtype=np.uint8)  # Q8_0: 34 bytes per 32 values
+    assert weights_bytes(BlockEmbedding(blocks, 8, 32)) == 100 * 34
+
+
 def test_the_cost_table_signs_a_shrinking_rss_and_shortens_the_home_folder():
     # Loading heads into pages the process had freed can shrink its RSS: the table shows the
     # sign rather than a raw byte count, and a heads folder under ~ is written that way.

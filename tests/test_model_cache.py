@@ -68,6 +68,22 @@ def test_a_stored_model_gives_the_logits_of_a_fresh_conversion_bit_for_bit(tiny_
     assert torch.equal(logits_of(again, ids), expected)
 
 
+def test_a_stored_draft_runs_as_a_float_loaded_draft_activations_per_tensor(tiny_gguf, reference_logits):
+    # A draft ("int8-dynamic") quantises activations per tensor: one product call per layer
+    # instead of the target's exact per-row path (its rounding changes acceptance, not output).
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    from spectui.models.quantize import Int8Linear, quantize_int8
+
+    ids, _ = reference_logits
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_gguf.parent), gguf_file=tiny_gguf.name,
+                                                 dtype=torch.float32, quantization_config=GgufConfig(dequantize=True))
+    expected = logits_of(quantize_int8(model.eval(), per_row=False), ids)
+    draft, _ = load_module.load_model(str(tiny_gguf), "int8-dynamic")
+    assert all(not layer.per_row for layer in draft.modules() if isinstance(layer, Int8Linear))
+    assert torch.equal(logits_of(draft, ids), expected)
+
+
 def test_the_cache_holds_int8_weights_a_tokenizer_and_their_checksums(tiny_gguf):
     folder = load_module.model_folder(str(tiny_gguf))
     marker = read_marker(folder)

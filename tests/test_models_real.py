@@ -73,6 +73,14 @@ def test_a_stored_int8_load_is_bit_for_bit_todays_load_then_quantise(real_cache,
         logits = model(ids).logits
     assert torch.equal(logits, expected)
     assert tokenizer.decode([int(logits[0, -1].argmax())]) == " Paris"
+    # settled (the load-time slices joined, as an idle engine does): the very same logits
+    from spectui.models.quantize import settle_int8
+
+    slices = len(model.lm_head._packed)
+    assert settle_int8([model])
+    assert len(model.lm_head._packed) < slices
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, expected)
 
 
 def test_256_KiB_overwritten_in_the_weights_is_found_and_rebuilt(real_cache, todays_logits):

@@ -121,6 +121,31 @@ def test_k_temperature_and_auto_reach_the_next_step_of_the_running_reply():
         engine.close()
 
 
+def test_the_engine_process_settles_while_idle_and_a_message_comes_first():
+    """Settling (joining the int8 weights' load slices) runs while no request waits: a message
+    stops it between two pieces of work, is answered, and settling goes on after the reply."""
+    import multiprocessing
+
+    from spectui.engines.process import ProcessEngine
+
+    context = multiprocessing.get_context("spawn")
+    gate, log = context.Semaphore(0), context.Queue()
+    engine = ProcessEngine(partial(build_tiny_engine, settling=(gate, log)))
+    try:
+        gate.release()
+        assert log.get(timeout=60) == "join 1"
+        steps, done = reply(engine, Control(k=3), max_tokens=12)  # the gate stays shut meanwhile
+        assert done.finish_reason in ("length", "stop") and steps
+        assert log.get(timeout=60) == "stopped"
+        gate.release()
+        gate.release()
+        assert [log.get(timeout=60) for _ in range(3)] == ["join 2", "join 3", "settled"]
+        reply(engine, Control(k=3), max_tokens=4)
+        assert log.empty()  # settled once: not asked again
+    finally:
+        engine.close()
+
+
 def test_cancel_ends_the_reply_after_the_step_in_flight_and_the_next_reply_starts_clean():
     engine, gate = gated_engine()
     try:

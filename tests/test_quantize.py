@@ -277,3 +277,35 @@ def test_a_draft_layer_quantises_activations_per_tensor():
     x = torch.randn(5, 64)
     assert torch.allclose(draft(x), exact(x), atol=0.02, rtol=0.05)
     assert "activations=int8/tensor" in repr(draft)
+
+
+@pytest.mark.parametrize("per_row", [True, False])
+def test_settling_joins_the_slices_and_changes_no_bit(monkeypatch, per_row):
+    # Loading packs tall matrices in small slices (fast to pack); settling, while the engine is
+    # idle, joins them into fewer (fast to multiply), a join at a time, stoppable between joins.
+    from spectui.models import quantize
+
+    monkeypatch.setattr(quantize, "SLICE_ABOVE_ROWS", 100)
+    monkeypatch.setattr(quantize, "PACK_ROWS", 64)
+    monkeypatch.setattr(quantize, "SETTLED_ROWS", 3 * 64)
+    linear = _linear(64, 700, seed=5)
+    layer = Int8Linear.from_linear(linear)
+    layer.per_row, layer.quantizer = per_row, layer.quantizer if per_row else None
+    small = Int8Linear.from_linear(_linear(64, 32, seed=6))  # one slice: settled from the start
+    model = torch.nn.Sequential(layer, torch.nn.ReLU(), torch.nn.Linear(700, 64), small)
+    x = torch.randn(5, 64)
+    before, weights = layer(x), layer.weight_int8
+    assert len(layer._packed) == 11 and not layer.settled and small.settled
+
+    calls = []
+    assert not quantize.settle_int8([model], stop=lambda: len(calls) >= 2 or calls.append(1))
+    assert len(layer._packed) == 7  # two joins, of three slices each
+    assert torch.equal(layer(x), before)
+
+    progress = []
+    assert quantize.settle_int8([model], progress=lambda done, total: progress.append((done, total)))
+    assert len(layer._packed) == 4 and layer.settled  # 192 + 192 + 192 + 124 rows
+    assert progress == [(2, 2)]
+    assert torch.equal(layer(x), before)
+    assert torch.equal(layer.weight_int8, weights)
+    assert quantize.settle_int8([model], stop=lambda: True)  # nothing left: stop is not even asked

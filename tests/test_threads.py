@@ -1,8 +1,7 @@
-"""Threads on a shared CPU: the wait policy, the free-core count, and the bench's busy neighbour."""
+"""Threads on a shared CPU: the free-core count, and the bench's busy neighbour."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,15 +9,6 @@ import psutil
 import pytest
 
 from spectui.engines import threads
-
-
-def test_the_wait_policy_is_passive_unless_the_user_chose(monkeypatch):
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    threads.apply_thread_policy()
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    threads.apply_thread_policy()
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 @pytest.mark.parametrize(("others_busy", "own", "expected"), [(0.0, 2.0, 2), (1.0, 1.0, 1), (2.0, 0.0, 1), (0.4, 1.6, 2)])

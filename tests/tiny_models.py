@@ -102,9 +102,11 @@ class GatedProposer(Proposer):
         return self.inner.propose(*args)
 
 
-def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None, gate=None):
+def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None = None, gate=None,
+                      settling=None):
     """The embedded engine on the tiny models, built the same way in any process (an engine
-    process calls this by name). gate: a semaphore every drafting step waits on (GatedProposer)."""
+    process calls this by name). gate: a semaphore every drafting step waits on (GatedProposer).
+    settling: (gate, log) for an engine with settling work to do (GatedSettling)."""
     from spectui.core.engine import EngineInfo
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer
@@ -124,7 +126,37 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu")
     if progress is not None:
         progress("tiny models", 1, 1)
+    if settling is not None:
+        gate_for_settling, log = settling
+        return gated_settling_class()(target, tokenizer, proposer, info, gate=gate_for_settling, log=log)
     return EmbeddedEngine(target, tokenizer, proposer, info)
+
+
+def gated_settling_class():
+    from spectui.engines.embedded.engine import EmbeddedEngine
+
+    class GatedSettling(EmbeddedEngine):
+        """The tiny engine with SETTLE_JOINS pieces of settling work (as the int8 joins), each
+        let through by `gate.release()` in the test; what happens is put on `log`."""
+
+        SETTLE_JOINS = 3
+
+        def __init__(self, *engine_args, gate, log) -> None:
+            super().__init__(*engine_args)
+            self.gate, self.log, self.joins = gate, log, 0
+
+        def settle(self, stop=lambda: False, progress=None) -> bool:
+            while self.joins < self.SETTLE_JOINS:
+                if stop():
+                    self.log.put("stopped")
+                    return False
+                if self.gate.acquire(timeout=0.01):
+                    self.joins += 1
+                    self.log.put(f"join {self.joins}")
+            self.log.put("settled")
+            return True
+
+    return GatedSettling
 
 
 def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int = 2):

@@ -1,7 +1,7 @@
 """`spectui bench --contended`: every case beside one busy process, as on a machine where
 something else is running, with the thread policy spectui's engine process uses
-(spectui.engines.threads): sleeping OpenMP waits, and threads fitted to the free cores
-before each reply, for spectui and its anchors alike. Stdlib only.
+(spectui.engines.threads): threads fitted to the free cores before each reply, for spectui
+and its anchors alike. Stdlib only.
 """
 
 from __future__ import annotations
@@ -29,13 +29,7 @@ class BusyNeighbour:
 
 
 def start_contention(contended: bool) -> BusyNeighbour | None:
-    """Call before torch loads: OpenMP reads its wait policy once."""
-    if not contended:
-        return None
-    from spectui.engines.threads import apply_thread_policy
-
-    apply_thread_policy()
-    return BusyNeighbour()
+    return BusyNeighbour() if contended else None
 
 
 def contend(runners: dict, engines: list, neighbour: BusyNeighbour | None) -> dict:

@@ -61,6 +61,16 @@ def weights_bytes(module) -> int:
 
     for value in module.state_dict().values():
         add(value)
+    # What a state dict does not hold: spectui's int8 as fbgemm packed it (a byte per weight)
+    # and a token embedding kept as the GGUF's blocks.
+    from spectui.models.embedding import BlockEmbedding
+    from spectui.models.quantize import Int8Linear
+
+    for part in module.modules():
+        if isinstance(part, Int8Linear):
+            total += part.out_features * part.in_features
+        elif isinstance(part, BlockEmbedding):
+            total += part.blocks.nbytes
     return total
 
 

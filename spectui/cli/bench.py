@@ -35,6 +35,7 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
     from spectui.bench.runners import TransformersRunner, run_engine
     from spectui.engines.embedded.build import build_embedded_engine, draft_for
     from spectui.models.load import check_same_vocab
+    from spectui.measure.run import settle_before_timing
     from spectui.models.registry import DEFAULT_TARGET
 
     if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
@@ -43,6 +44,7 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
     # The target alone first, so that each drafter's memory is measured as it loads.
     engine = build_embedded_engine(replace(options, engine="embedded", method="ngram", heads=None, tree_width=1), progress)
     drafters = add_drafters(engine, options, methods, heads or {}, progress)
+    settle_before_timing(engine, progress)
     engines = [engine]
     runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
     if "transformers" in runner_names:

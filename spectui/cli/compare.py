@@ -12,7 +12,7 @@ from spectui.measure.compare import Comparison, TimedRun, compare
 from spectui.core.events import GenerationParams
 from spectui.models.fetch import rich_progress
 from spectui.settings.options import EngineOptions, OptionError
-from spectui.measure.run import prompt_messages
+from spectui.measure.run import prompt_messages, settle_before_timing
 
 RUNS_MAX = 50
 
@@ -63,6 +63,9 @@ def run_compare(
     err = Console(stderr=True, highlight=False)
     with rich_progress() as progress:
         engine, baseline = build_pair(options, baseline_server, progress)
+        for built in (engine, baseline):
+            if built is not None:
+                settle_before_timing(built, progress)
     k = engine.fixed_k if engine.fixed_k is not None else options.k  # vLLM and servers fix k when they start
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
 

@@ -86,6 +86,13 @@ class Engine:
         or None: then a generic probe of the device answers."""
         return None
 
+    def settle(self, stop: Callable[[], bool] = lambda: False,
+               progress: Callable[[int, int], None] | None = None) -> bool:
+        """Finish, while idle, what loading put off to be ready sooner, until stop() is true:
+        True once nothing is left. Replies are the same either way, only faster once settled.
+        progress(done, total) counts the pieces of work."""
+        return True
+
     def set_restart_progress(self, progress: Progress | None) -> None:
         """Who hears progress while a reply starts the engine again (capabilities.restarts_itself)."""
 

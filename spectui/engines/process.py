@@ -70,9 +70,7 @@ def serve(connection, values, build: Build) -> None:
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-    from spectui.engines.threads import apply_thread_policy, fit_threads
-
-    apply_thread_policy()  # before torch loads: a busy neighbour must not make its threads spin
+    from spectui.engines.threads import fit_threads
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -97,8 +95,11 @@ def serve(connection, values, build: Build) -> None:
 
     connection.send(("ready", engine.info, engine.context_length))
     control = SharedControl(values)
+    settled = False
     while True:
         try:
+            if not settled:  # idle: finish what loading put off, until a request comes
+                settled = settle_while_idle(engine, connection)
             request = connection.recv()
         except (EOFError, OSError):  # the parent is gone
             break
@@ -124,6 +125,17 @@ def serve(connection, values, build: Build) -> None:
         engine.close()
     except Exception:
         pass
+
+
+def settle_while_idle(engine, connection) -> bool:
+    """engine.settle() until a request is waiting; True once settled. A failure here only
+    leaves the engine as it loaded (as fast as before), so it ends the settling, not the engine."""
+    try:
+        return engine.settle(stop=connection.poll)
+    except (EOFError, OSError):
+        raise
+    except Exception:
+        return True
 
 
 def leave_with_parent() -> None:

@@ -1,11 +1,12 @@
 """Torch's threads on a CPU that other processes share.
 
-OpenMP's threads spin while they wait for work; beside one other busy process on two cores,
-a spinning thread burns the time slice its partner needs, and a step waits for the slowest
-thread: decoding fell far below its fair share. Sleeping waits (OMP_WAIT_POLICY=PASSIVE)
-and no more threads than the cores the other processes leave free keep it in proportion.
-Call apply_thread_policy() before torch loads (OpenMP reads its environment once), then
-fit_threads() before each reply. Stdlib only.
+OpenMP's threads spin a while when they wait for work; beside one busy process on two cores,
+two threads that spin take the time slice their partner needs, and a step waits for the
+slowest: decoding fell to 0.09x of its idle speed. As many threads as the cores the other
+processes leave free keep it at 0.6x. Sleeping waits (OMP_WAIT_POLICY=PASSIVE) added nothing
+beside that and cost a quarter of the idle speed: a forward's hundreds of parallel regions
+each wait for the threads to wake (benchmarks/contended.md). Call fit_threads() before each reply.
+Stdlib only.
 """
 
 from __future__ import annotations
@@ -14,11 +15,6 @@ import os
 import time
 
 _last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, this process's CPU seconds)
-
-
-def apply_thread_policy() -> None:
-    """Sleeping OpenMP waits, unless the user chose a policy."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def usable_cores() -> int:

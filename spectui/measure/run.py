@@ -25,6 +25,11 @@ def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:
     return messages
 
 
+def settle_before_timing(engine: Engine, progress: Callable[[str, int, int], None]) -> None:
+    """Timed replies measure the engine as a chat runs it once idle (Engine.settle)."""
+    engine.settle(progress=lambda done, total: progress("repack", done, total))
+
+
 @dataclass
 class Reply:
     """One reply's record: its steps, its Done, and when things happened on the caller's clock."""

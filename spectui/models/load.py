@@ -20,6 +20,7 @@ from spectui.core.errors import ModelError, UsageError
 from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
 from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
+from spectui.models.heap import return_freed_memory
 from spectui.models.registry import MODELS, ResolvedModel, converted_dir, gguf_dir, resolve
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
@@ -443,20 +444,8 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
         else:
             with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="spectui-model") as models:
                 built = list(models.map(build, range(len(items))))
-    _return_freed_memory()
+    return_freed_memory()  # the int8 buffers freed after packing
     return built
-
-
-def _return_freed_memory() -> None:
-    """Hand the int8 buffers freed after packing back to the system: glibc keeps them in the
-    packing threads' heaps otherwise (0.24 GiB of RSS for the default pair)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass
 
 
 def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from spectui.core.errors import UsageError
+from spectui.models.heap import return_freed_memory
 
 if TYPE_CHECKING:
     import torch
@@ -48,12 +49,14 @@ WEIGHT_MAX = 63  # per-channel symmetric weight range -63..63: keeps the int16 p
 REDUCE_RANGE = False
 # Sibling projections that read the same input: one matrix product serves the group.
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-# fbgemm packs a matrix of many output rows slowly (per weight: ~3 ns up to ~2000 rows, ~9 ns
-# at 17920, ~20 ns for a 151936-row LM head); packed in slices of PACK_ROWS rows the 1.5B loads
-# in half the CPU time and decodes as fast (docs/models.md). Each output column
-# is the same exact integer sum either way, so slicing changes no bit.
+# fbgemm packs a matrix of many output rows slowly (per weight: ~4 ns for 2240 rows, ~10 ns for
+# 17920, ~16 ns for a 151936-row LM head), but each product call costs time too: the 1.5B loads
+# in slices of PACK_ROWS rows (half the packing time) and, once idle, joins them into slices of
+# SETTLED_ROWS (decoding ~12% faster; docs/models.md). Each output column is the same exact
+# integer sum however the rows are sliced, so slicing changes no bit.
 SLICE_ABOVE_ROWS = 4096
 PACK_ROWS = 2240
+SETTLED_ROWS = 8 * PACK_ROWS  # a 1.5B's gate/up whole; the LM head in 9 slices
 
 BATCH_INVARIANT_ATTENTION = "spectui_batch_invariant"
 _TINY = 1e-30
@@ -148,6 +151,7 @@ def _int8_linear_class():
             rows = PACK_ROWS if self.out_features > SLICE_ABOVE_ROWS else max(self.out_features, 1)
             self._packed = [_prepack(weight_int8[start:start + rows], self.weight_scale[start:start + rows])
                             for start in range(0, self.out_features, rows)]
+            self._settled = 0 if len(self._packed) > 1 else 1  # slices before this one are joined
             self.per_row = per_row
             self.quantizer = (quantizer or RowQuantizer(self.in_features)) if per_row else None
 
@@ -160,6 +164,24 @@ def _int8_linear_class():
         @property
         def weight_int8(self) -> torch.Tensor:
             return torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in self._packed])
+
+        @property
+        def settled(self) -> bool:
+            return self._settled >= len(self._packed)
+
+        def settle_step(self) -> None:
+            """Join the next SETTLED_ROWS rows of load-time slices into one packed slice: fewer
+            product calls per forward, the same output bit for bit."""
+            index = self._settled
+            if index >= len(self._packed):
+                return
+            joined = self._packed[index:index + SETTLED_ROWS // PACK_ROWS]
+            if len(joined) > 1:
+                first = index * SETTLED_ROWS
+                weight = torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in joined])
+                self._packed[index:index + len(joined)] = [
+                    _prepack(weight, self.weight_scale[first:first + weight.shape[0]])]
+            self._settled = index + 1
 
         def dequantized_weight(self) -> torch.Tensor:
             return self.weight_int8.float() * self.weight_scale[:, None]
@@ -191,6 +213,24 @@ def _int8_linear_class():
                     f"bias={self.bias is not None}, weights=int8/channel, activations={activations}")
 
     return Int8Linear
+
+
+def settle_int8(models: Iterable["nn.Module"], stop=lambda: False, progress=None) -> bool:
+    """Join the load-time slices of every Int8Linear in `models` (see SETTLED_ROWS), one join
+    at a time, until stop() is true; True once all are joined. Bitwise the same outputs.
+    progress(layers settled, layers) after each layer."""
+    int8_linear = _int8_linear_class()
+    layers = [module for model in models for module in model.modules() if isinstance(module, int8_linear)]
+    left = [layer for layer in layers if not layer.settled]
+    for done, layer in enumerate(left, start=len(layers) - len(left) + 1):
+        while not layer.settled:
+            if stop():
+                return False
+            layer.settle_step()
+            return_freed_memory()  # the replaced slices: else the process grows by their size
+        if progress is not None:
+            progress(done, len(layers))
+    return True
 
 
 def _prepack(weight_int8, weight_scale):

@@ -55,7 +55,7 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
                 on_layer(count, len(groups))
         return (run or map)(install, items)
 
-    install_int8(model, groups, weights_of, run=counted)
+    install_int8(model, groups, weights_of, run=counted, per_row=batch_invariant)  # a draft: per tensor
     _install_embedding(model, weights)
     _fill_the_rest(model, weights)
     model.eval()

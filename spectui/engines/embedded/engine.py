@@ -105,6 +105,14 @@ class EmbeddedEngine(Engine):
             if proposer is not None:
                 proposer.reset()
 
+    def settle(self, stop=lambda: False, progress=None) -> bool:
+        """Join the int8 weights' load-time slices (spectui.models.quantize.settle_int8), the
+        target's and the draft model's."""
+        from spectui.models.quantize import settle_int8
+
+        models = [model for model in (self.target.model, self.draft_model) if model is not None]
+        return settle_int8(models, stop, progress)
+
     @property
     def draft_model(self):
         """The draft model loaded with this engine, or None (prompt lookup needs none)."""
