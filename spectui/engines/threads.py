@@ -2,10 +2,10 @@
 
 OpenMP's threads spin a while when they wait for work; beside one busy process on two cores,
 two threads that spin take the time slice their partner needs, and a step waits for the
-slowest: decoding fell to 0.09x of its idle speed. As many threads as the cores the other
+slowest: decoding fell to 0.05x of its idle speed. As many threads as the cores the other
 processes leave free keep it at 0.6x. Sleeping waits (OMP_WAIT_POLICY=PASSIVE) added nothing
-beside that and cost a quarter of the idle speed: a forward's hundreds of parallel regions
-each wait for the threads to wake (benchmarks/contended.md). Call fit_threads() before each reply.
+beside that and cost 30% of the idle speed: a forward's hundreds of parallel regions each
+wait for the threads to wake (benchmarks/contended.md). Call fit_threads() before each reply.
 Stdlib only.
 """
 
