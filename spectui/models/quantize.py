@@ -51,9 +51,9 @@ REDUCE_RANGE = False
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 # fbgemm packs a matrix of many output rows slowly (per weight: ~4 ns for 2240 rows, ~10 ns for
 # 17920, ~16 ns for a 151936-row LM head), but each product call costs time too: the 1.5B loads
-# in slices of PACK_ROWS rows (half the packing time) and, once idle, joins them into slices of
-# SETTLED_ROWS (decoding ~12% faster; docs/models.md). Each output column is the same exact
-# integer sum however the rows are sliced, so slicing changes no bit.
+# in slices of PACK_ROWS rows (half the packing time) and, once idle, joins them into slices
+# of SETTLED_ROWS (decoding 1.18x as fast: benchmarks/int8-slices.md). Each output column is
+# the same exact integer sum however the rows are sliced, so slicing changes no bit.
 SLICE_ABOVE_ROWS = 4096
 PACK_ROWS = 2240
 SETTLED_ROWS = 8 * PACK_ROWS  # a 1.5B's gate/up whole; the LM head in 9 slices
@@ -151,7 +151,7 @@ def _int8_linear_class():
             rows = PACK_ROWS if self.out_features > SLICE_ABOVE_ROWS else max(self.out_features, 1)
             self._packed = [_prepack(weight_int8[start:start + rows], self.weight_scale[start:start + rows])
                             for start in range(0, self.out_features, rows)]
-            self._settled = 0 if len(self._packed) > 1 else 1  # slices before this one are joined
+            self._settled = 0 if len(self._packed) > 1 else 1  # the slices before it: SETTLED_ROWS rows each
             self.per_row = per_row
             self.quantizer = (quantizer or RowQuantizer(self.in_features)) if per_row else None
 
