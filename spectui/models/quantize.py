@@ -163,7 +163,7 @@ def _int8_linear_class():
 
         @property
         def weight_int8(self) -> torch.Tensor:
-            return torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in self._packed])
+            return _unpacked(self._packed)
 
         @property
         def settled(self) -> bool:
@@ -178,7 +178,7 @@ def _int8_linear_class():
             joined = self._packed[index:index + SETTLED_ROWS // PACK_ROWS]
             if len(joined) > 1:
                 first = index * SETTLED_ROWS
-                weight = torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in joined])
+                weight = _unpacked(joined)
                 self._packed[index:index + len(joined)] = [
                     _prepack(weight, self.weight_scale[first:first + weight.shape[0]])]
             self._settled = index + 1
@@ -231,6 +231,13 @@ def settle_int8(models: Iterable["nn.Module"], stop=lambda: False, progress=None
         if progress is not None:
             progress(done, len(layers))
     return True
+
+
+def _unpacked(slices) -> "torch.Tensor":
+    """The int8 weight rows held by fbgemm's packed slices, in order."""
+    import torch
+
+    return torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in slices])
 
 
 def _prepack(weight_int8, weight_scale):
