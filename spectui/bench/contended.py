@@ -43,14 +43,19 @@ def contend(runners: dict, engines: list, neighbour: BusyNeighbour | None) -> di
     for engine in engines:
         if isinstance(engine, LlamaCppRunner):
             engine.fit_to_free_cores = True
-    return {name: fitted(runner) for name, runner in runners.items()}
+    from spectui.core.engine import Engine
+
+    spectui_engines = [engine for engine in engines if isinstance(engine, Engine)]
+    return {name: fitted(runner, spectui_engines) for name, runner in runners.items()}
 
 
-def fitted(runner):
+def fitted(runner, spectui_engines: list):
     def run(*args, **kwargs):
-        from spectui.engines.threads import fit_threads
+        from spectui.engines import threads
 
-        fit_threads()
+        count = threads.fit_threads()
+        for engine in spectui_engines:  # a ggml engine's own threads (torch's are fitted above)
+            engine.use_threads(count)
         return runner(*args, **kwargs)
 
     return run

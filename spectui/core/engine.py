@@ -38,6 +38,9 @@ class EngineInfo:
     dtype: str
     device: str
     capabilities: Capabilities = Capabilities()
+    # What computes the forwards and why, in a line ("ggml Q4_K_M · 2 threads",
+    # "torch int8: libllama could not load: ..."); "" where the engine name says it all.
+    backend: str = ""
 
 
 Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
@@ -85,6 +88,10 @@ class Engine:
         """The engine's own memory reading (a spectui.measure MemoryReading; capabilities.memory),
         or None: then a generic probe of the device answers."""
         return None
+
+    def use_threads(self, threads: int) -> None:
+        """Compute the next reply with this many threads (the cores other processes leave
+        free: spectui.engines.threads); an engine that binds its own threads ignores it."""
 
     def settle(self, stop: Callable[[], bool] = lambda: False,
                progress: Callable[[int, int], None] | None = None) -> bool:

@@ -39,5 +39,9 @@ def _build(options: EngineOptions, progress):
 
         return build_server_engine(options, progress=progress)
     from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
 
-    return build_embedded_engine(options, progress=progress)
+    backend = chosen_backend(options)
+    if backend.name == "ggml":
+        return build_ggml_engine(options, progress=progress)
+    return build_embedded_engine(options, progress=progress, why_torch=backend.why)

@@ -70,7 +70,7 @@ def serve(connection, values, build: Build) -> None:
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-    from spectui.engines.threads import fit_threads
+    from spectui.engines.threads import free_cores
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -111,8 +111,7 @@ def serve(connection, values, build: Build) -> None:
                 continue
             _, method, messages, params = request
             drafting = variant(method)
-            if drafting.info.name == "embedded":  # vLLM binds its own threads
-                fit_threads()
+            drafting.use_threads(free_cores())
             for event in drafting.stream(messages, params, control):
                 connection.send(("step" if isinstance(event, Step) else "done", event))
         except (BrokenPipeError, EOFError):

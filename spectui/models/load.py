@@ -122,7 +122,10 @@ def _gguf_source(resolved: ResolvedModel, keep_gguf: bool) -> _GgufSource:
     gguf_folder = gguf_dir(spec.alias)
 
     def done_with(gguf: Path) -> None:
-        if not keep_gguf and gguf.parent == gguf_folder:  # never delete an installed package's file
+        from spectui.models.gguf_local import is_kept
+
+        # never delete an installed package's file, nor the one the ggml backend maps
+        if not keep_gguf and gguf.parent == gguf_folder and not is_kept(gguf_folder):
             gguf.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 gguf_folder.rmdir()

@@ -34,6 +34,7 @@ EMBEDDED_METHODS = ("draft", "ngram", "suffix")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")  # suffix: vLLM needs arctic-inference
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
+BACKENDS = ("auto", "ggml", "torch")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 TREE_WIDTH_MAX = 8
@@ -136,6 +137,10 @@ SETTINGS: tuple[Setting, ...] = (
             variants={CONFIG: {"choices": CHAT_ENGINES,
                                "help": "auto (vLLM when installed with a GPU, else embedded), embedded, vllm, "
                                        "server, or scripted (a demo, no weights)."}}),
+    Setting("backend", str, "auto",
+            "The embedded engine's kernels: auto (ggml on a CPU when libllama loads and the models have GGUFs, "
+            "else torch), ggml or torch.",
+            ("--backend",), RUNS | {"bench"}, choices=BACKENDS),
     Setting("server", str, None, "--engine server: the vLLM server's URL.", ("--server",), RUNS,
             example="http://127.0.0.1:8000"),
     Setting("api_key", str, None, "--engine server: bearer token.", ("--api-key",), RUNS,

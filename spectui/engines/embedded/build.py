@@ -35,7 +35,17 @@ def draft_for(target: str, draft: str | None) -> str:
     return draft or get_spec(target).default_draft
 
 
-def build_embedded_engine(options: EngineOptions, progress=None):
+def plain_stand_in(options: EngineOptions, target_name: str) -> EngineOptions:
+    """Plain decoding needs no draft model: prompt lookup stands in (at k = 0 it drafts
+    nothing, and the engine info says ngram should k be raised later)."""
+    if options.method == "draft" and options.k == 0 and not options.auto_k and not has_draft(target_name, options.draft):
+        from dataclasses import replace
+
+        return replace(options, method="ngram")
+    return options
+
+
+def build_embedded_engine(options: EngineOptions, progress=None, why_torch: str = ""):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
@@ -46,12 +56,7 @@ def build_embedded_engine(options: EngineOptions, progress=None):
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = None
-    if options.method == "draft" and options.k == 0 and not options.auto_k and not has_draft(target_name, options.draft):
-        # Plain decoding needs no draft model: prompt lookup stands in (at k = 0 it drafts
-        # nothing, and the engine info says ngram should k be raised later).
-        from dataclasses import replace
-
-        options = replace(options, method="ngram")
+    options = plain_stand_in(options, target_name)
     if options.method == "draft":
         draft_name = draft_for(target_name, options.draft)
         check_same_vocab(target_name, draft_name, progress)  # before any weights load; may fetch both
@@ -82,6 +87,7 @@ def build_embedded_engine(options: EngineOptions, progress=None):
         method=options.method,
         dtype=target_dtype,
         device=device,
+        backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
     )
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
 

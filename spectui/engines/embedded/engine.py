@@ -105,6 +105,12 @@ class EmbeddedEngine(Engine):
             if proposer is not None:
                 proposer.reset()
 
+    def use_threads(self, threads: int) -> None:
+        import torch
+
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
     def settle(self, stop=lambda: False, progress=None) -> bool:
         """Join the int8 weights' load-time slices (spectui.models.quantize.settle_int8), the
         target's and the draft model's."""

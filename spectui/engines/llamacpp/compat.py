@@ -12,7 +12,9 @@ Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
 import shutil
 import struct
 from pathlib import Path
@@ -23,6 +25,9 @@ OLD_VERSION = b"GLIBC_2.2.5"
 
 SHT_DYNSYM = 11
 SHT_GNU_VERNEED = 0x6FFFFFFE
+SHT_GNU_VERSYM = 0x6FFFFFFF
+# The only glibc 2.38 functions the copy stands in for: any other is refused, never guessed at.
+KNOWN_C23 = frozenset({b"__isoc23_strtol", b"__isoc23_strtoul", b"__isoc23_strtoull", b"__isoc23_sscanf"})
 
 
 class ElfPatchError(ValueError):
@@ -59,9 +64,9 @@ def _string(data: bytes | bytearray, offset: int) -> bytes:
     return bytes(data[offset:data.index(b"\0", offset)])
 
 
-def _version_needs(data: bytes, sections) -> list[tuple[int, int, bytes]]:
-    """(entry offset, name offset, name) of every version a library needs, file by file in
-    order (a file's versions are consecutive)."""
+def _version_needs(data: bytes, sections) -> list[tuple[int, int, bytes, int]]:
+    """(entry offset, name offset, name, version index) of every version a library needs, file
+    by file in order (a file's versions are consecutive)."""
     verneed = [s for s in sections if s[0] == SHT_GNU_VERNEED]
     if not verneed:
         return []
@@ -72,8 +77,8 @@ def _version_needs(data: bytes, sections) -> list[tuple[int, int, bytes]]:
         _version, count, _file, aux, next_entry = struct.unpack_from("<HHIII", data, entry)
         position = entry + aux
         for _ in range(count):
-            _hash, _flags, _other, name, next_aux = struct.unpack_from("<IHHII", data, position)
-            needs.append((position, name, _string(data, strtab + name)))
+            _hash, _flags, other, name, next_aux = struct.unpack_from("<IHHII", data, position)
+            needs.append((position, name, _string(data, strtab + name), other))
             position += next_aux
         if not next_entry:
             return needs
@@ -81,7 +86,7 @@ def _version_needs(data: bytes, sections) -> list[tuple[int, int, bytes]]:
 
 
 def version_names(data: bytes) -> list[bytes]:
-    return [name for _, _, name in _version_needs(data, _sections(data))]
+    return [name for _, _, name, _ in _version_needs(data, _sections(data))]
 
 
 def needs_c23_glibc(data: bytes) -> bool:
@@ -95,10 +100,14 @@ def patch_c23_imports(data: bytes) -> bytes:
     sections = _sections(data)
     needs = _version_needs(data, sections)
     dynsym = [s for s in sections if s[0] == SHT_DYNSYM]
-    old = [name_offset for _, name_offset, name in needs if name == OLD_VERSION]
+    old = [name_offset for _, name_offset, name, _ in needs if name == OLD_VERSION]
     if not dynsym or not old:
         raise ElfPatchError("no dynamic symbols or no GLIBC_2.2.5 requirement")
-    for position, _, name in needs:
+    unknown = sorted(set(c23_imports(data, sections, needs)) - KNOWN_C23)
+    if unknown:
+        raise ElfPatchError(f"it needs {', '.join(n.decode() for n in unknown)} from glibc 2.38, "
+                            "which this glibc lacks and spectui does not stand in for")
+    for position, _, name, _ in needs:
         if name == NEW_VERSION:
             struct.pack_into("<I", out, position, elf_hash(OLD_VERSION))
             struct.pack_into("<I", out, position + 8, old[0])
@@ -116,6 +125,26 @@ def patch_c23_imports(data: bytes) -> bytes:
     return bytes(out)
 
 
+def c23_imports(data: bytes, sections=None, needs=None) -> list[bytes]:
+    """The names of the dynamic symbols bound to GLIBC_2.38 (through the symbol version table)."""
+    sections = sections if sections is not None else _sections(data)
+    needs = needs if needs is not None else _version_needs(data, sections)
+    new_indexes = {index for _, _, name, index in needs if name == NEW_VERSION}
+    dynsym = [s for s in sections if s[0] == SHT_DYNSYM]
+    versym = [s for s in sections if s[0] == SHT_GNU_VERSYM]
+    if not dynsym or not versym or not new_indexes:
+        return []
+    _, sym_offset, sym_size, sym_strtab_index, sym_entsize = dynsym[0]
+    sym_strtab = sections[sym_strtab_index][1]
+    names = []
+    for index in range(sym_size // sym_entsize):
+        version = struct.unpack_from("<H", data, versym[0][1] + 2 * index)[0] & 0x7FFF
+        if version in new_indexes:
+            name_offset = struct.unpack_from("<I", data, sym_offset + index * sym_entsize)[0]
+            names.append(_string(data, sym_strtab + name_offset))
+    return names
+
+
 def glibc_has_c23() -> bool:
     version = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
     if not version or not version.startswith("glibc "):
@@ -130,13 +159,36 @@ def loadable_library_dir(package_dir: Path, cache_dir: Path) -> Path:
     libraries = sorted(path for path in package_dir.iterdir() if ".so" in path.name and path.is_file())
     if glibc_has_c23() or not any(needs_c23_glibc(path.read_bytes()) for path in libraries):
         return package_dir
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        raise ElfPatchError(f"its libraries need glibc 2.38 and spectui stands in for it on x86-64 only "
+                            f"(this machine is {platform.machine()})")
     if (cache_dir / "libllama.so").is_file():
         return cache_dir
-    partial = cache_dir.with_name(cache_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for path in libraries:
-        data = path.read_bytes()
-        (partial / path.name).write_bytes(patch_c23_imports(data) if needs_c23_glibc(data) else data)
-    os.replace(partial, cache_dir)
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(cache_dir.with_name(cache_dir.name + ".lock")):
+        if (cache_dir / "libllama.so").is_file():  # another process made it while this one waited
+            return cache_dir
+        partial = cache_dir.with_name(cache_dir.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for path in libraries:
+            data = path.read_bytes()
+            (partial / path.name).write_bytes(patch_c23_imports(data) if needs_c23_glibc(data) else data)
+        os.replace(partial, cache_dir)
     return cache_dir
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on `path` (two chats starting at once make one copy)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,30 +1,37 @@
-"""spectui's own loop (spectui.engines.embedded.loop.decode_steps: the Step contract, exact
+"""The embedded engine on ggml: spectui's own loop (decode_steps: the Step contract, exact
 provenance, adaptive k, the same proposers and verify rules) with llama.cpp computing the
 target's and the draft's forwards.
 
 LlamaCached gives a LlamaModel the interface the loop expects of a model with a KV cache
 (spectui.engines.embedded.kv.CachedModel): say which tokens it should have seen, get the
 logits of the last rows; the common prefix stays cached, the rest is rolled back and run.
-Prototype (issue 34): greedy output equals this engine's own plain greedy only as far as
-llama.cpp's kernels give a batch of tokens the same logits as one token at a time.
+T = 0 stays lossless because a verify never holds more tokens than the target's kernels
+compute bit for bit as one at a time (lib.invariant_rows), and a reply leaves in the cache
+exactly what plain decoding leaves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from spectui.core.engine import EngineInfo
+from spectui.core.events import Control, Done, GenerationParams, Step
 from spectui.engines.embedded.engine import EmbeddedEngine
 
 
 class LlamaCached:
-    """A LlamaModel kept in step with a token list, as CachedModel keeps a torch model."""
+    """A LlamaModel kept in step with a token list, as CachedModel keeps a torch model.
+
+    rows: the widest decode whose rows equal decoding one token at a time; a call that wants
+    more than one row (a verify) runs in pieces of at most that many tokens. None: no limit
+    (a draft model, whose rounding changes acceptance, never the output)."""
 
     device = "cpu"
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, rows: int | None = None) -> None:
         self.model = model
+        self.rows = rows
         self.seen: list[int] = []
 
     def reset(self) -> None:
@@ -32,15 +39,27 @@ class LlamaCached:
         self.seen = []
 
     def logits(self, token_ids: Sequence[int], num_rows: int):
+        import numpy
         import torch
 
         from spectui.engines.embedded.kv import common_prefix_len
 
         keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
         self.model.keep(keep)
-        rows = self.model.decode(list(token_ids[keep:]), num_rows)
+        tail = list(token_ids[keep:])
+        if num_rows == 1 or self.rows is None or len(tail) <= self.rows:
+            rows = self.model.decode(tail, num_rows)
+        else:
+            pieces = [tail[start:start + self.rows] for start in range(0, len(tail), self.rows)]
+            rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
         self.seen = list(token_ids)
         return torch.from_numpy(rows)
+
+    def forget_after(self, length: int) -> None:
+        """Keep only the first `length` tokens cached."""
+        if length < len(self.seen):
+            self.model.keep(length)
+            self.seen = self.seen[:length]
 
 
 def llama_draft_proposer(draft: LlamaCached, target_width: int):
@@ -56,29 +75,52 @@ def llama_draft_proposer(draft: LlamaCached, target_width: int):
 
 class LlamaCppEngine(EmbeddedEngine):
     """The embedded engine (its loop, pieces, adaptive k, method switch) with llama.cpp computing
-    every forward; the HF tokenizer of the same GGUF gives the chat template and the text."""
+    every forward."""
 
     @staticmethod
     def cached(target_model):
-        return LlamaCached(target_model)
+        from spectui.engines.llamacpp.lib import cached_invariant_rows
+
+        return LlamaCached(target_model, cached_invariant_rows(target_model))
 
     @property
     def context_length(self) -> int:
         return self.target.model.context_length
 
+    def settle(self, stop=lambda: False, progress=None) -> bool:
+        return True  # nothing put off: llama.cpp maps the GGUF as it is
+
+    def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
+        emitted = 0
+        for event in super().stream_ids(prompt_ids, params, control):
+            if isinstance(event, Step):
+                emitted += len(event.token_ids)
+            else:
+                # Plain decoding never runs a reply's last token, nor drafts accepted past a stop
+                # token: the next prompt prefills them in one batch, which rounds its own way.
+                self.target.forget_after(len(prompt_ids) + max(0, emitted - 1))
+            yield event
+
+    def use_threads(self, threads: int) -> None:
+        self.target.model.set_threads(threads)
+        draft = self._proposers.get("draft")
+        if draft is not None:
+            draft.draft.model.set_threads(threads)
+
     def close(self) -> None:
         super().close()
         self.target.model.close()
-        draft = getattr(self.proposer, "draft", None)
-        if isinstance(draft, LlamaCached):
-            draft.model.close()
+        draft = self._proposers.get("draft")
+        if draft is not None:
+            draft.draft.model.close()
 
 
 def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
-                          threads: int | None = None, target_name: str = "", draft_name: str | None = None):
+                          threads: int | None = None, target_name: str = "", draft_name: str | None = None,
+                          lookup: tuple[int, int] | None = None, history_drafting: bool = False):
     """An engine whose target (and draft, for method "draft") run on llama.cpp."""
     from spectui.engines.embedded.proposers import NgramProposer
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.embedded.suffix_history import suffix_proposer
     from spectui.engines.llamacpp.lib import LlamaModel
 
     target = LlamaModel(target_gguf, threads=threads)
@@ -86,16 +128,11 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
         if draft_gguf is None:
             raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
         proposer = llama_draft_proposer(LlamaCached(LlamaModel(draft_gguf, threads=threads)), target.vocab_size)
+    elif method == "suffix":
+        proposer = suffix_proposer(tokenizer, history_drafting)
     else:
-        proposer = SuffixProposer(use_history=False) if method == "suffix" else NgramProposer()
-    info = EngineInfo(name="llamacpp", target=target_name or target_gguf.name, draft=draft_name, method=method,
-                      dtype=gguf_type(target_gguf), device="cpu")
+        proposer = NgramProposer(*lookup) if lookup else NgramProposer()
+    info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
+                      dtype=target.weight_type, device="cpu",
+                      backend=f"ggml {target.weight_type} · {target.threads} threads")
     return LlamaCppEngine(target, tokenizer, proposer, info)
-
-
-def gguf_type(path: Path) -> str:
-    """The GGUF's weight type as its file names it (Q4_K_M, Q8_0, ...), else "gguf"."""
-    import re
-
-    found = re.search(r"(?i)(q\d_k_[sml]|q\d_k|q\d_\d|f16|bf16|f32)", path.name)
-    return found.group(1).upper() if found else "gguf"

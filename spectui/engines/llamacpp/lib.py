@@ -53,6 +53,19 @@ def library():
         return _loaded[0], _loaded[1]
 
 
+def library_problem() -> str | None:
+    """Why libllama cannot run here, in one line, or None when it loads."""
+    from spectui.core.errors import one_line
+
+    try:
+        library()
+    except UsageError as error:
+        return str(error)
+    except Exception as error:  # ImportError, OSError from the loader, ElfPatchError, cffi's errors
+        return f"libllama could not load: {one_line(error)}"
+    return None
+
+
 def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -93,6 +106,7 @@ class LlamaModel:
         self.vocab_size = self.lib.llama_vocab_n_tokens(self.vocab)
         self.memory = self.lib.llama_get_memory(self.context)
         self.cached = 0  # positions the KV cache holds
+        self.weight_type = weight_type(self.ffi, self.lib, self.model)
 
     def decode(self, tokens: list[int], rows: int):
         """Append tokens at the cache's end; the logits of the last `rows` of them, [rows, V]
@@ -143,14 +157,98 @@ class LlamaModel:
         self.lib.llama_memory_clear(self.memory, True)
         self.cached = 0
 
-    def is_end_of_generation(self, token: int) -> bool:
-        return bool(self.lib.llama_vocab_is_eog(self.vocab, token))
-
     def close(self) -> None:
         if getattr(self, "context", None) is not None:
             self.lib.llama_free(self.context)
             self.lib.llama_model_free(self.model)
             self.context = None
+
+
+def weight_type(ffi, lib, model) -> str:
+    """The GGUF's weight type as people write it (Q4_K_M, Q8_0, ...), from llama.cpp's own
+    description of the model ("qwen2 1.5B Q4_K - Medium")."""
+    buffer = ffi.new("char[]", 256)
+    lib.llama_model_desc(model, buffer, 256)
+    words = [word for word in ffi.string(buffer).decode(errors="replace").split(" ") if not word.startswith("(")]
+    kind = " ".join(words[2:]) or "gguf"
+    for size, letter in ((" - Small", "_S"), (" - Medium", "_M"), (" - Large", "_L")):
+        kind = kind.replace(size, letter)
+    return kind.replace(" ", "_")
+
+
+# A verify batch is never wider than this (k = 8 and its bonus row); wider steps run in several.
+PROBED_ROWS = 9
+
+
+def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS) -> int:
+    """The most tokens one decode may hold while every row's logits stay bit for bit those of
+    decoding the tokens one at a time. llama.cpp's CPU kernels switch at some batch width
+    (AVX2: Q4_K's repacked 4-row gemm; Q4_0 past 6 rows) and round differently there; a verify
+    split at this width gives what plain decoding gives, so T = 0 stays lossless. Probed on
+    a fixed token sequence; the kernel a width takes does not depend on the values."""
+    span = min(1000, model.vocab_size)
+    prefix = [(97 * i + 13) % span for i in range(24)]
+    tail = [(89 * i + 7) % span for i in range(most)]
+    model.clear()
+    model.decode(prefix, 1)
+    alone = [model.decode([token], 1)[0] for token in tail]
+    rows = 1
+    for width in range(2, most + 1):
+        model.keep(len(prefix))
+        together = model.decode(tail[:width], width)
+        if not all((together[i] == alone[i]).all() for i in range(width)):
+            break
+        rows = width
+    model.clear()
+    return rows
+
+
+def cached_invariant_rows(model: LlamaModel) -> int:
+    """invariant_rows, probed once per GGUF, libllama version and CPU and remembered in the cache."""
+    import hashlib
+    import json
+
+    from spectui.models.registry import cache_dir
+
+    stat = model.path.stat()
+    key = hashlib.sha256(f"{model.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_library_version()}:"
+                         f"{_cpu_signature()}".encode()).hexdigest()[:24]
+    path = cache_dir() / "llamacpp" / "invariant-rows.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), int):
+        return known[key]
+    rows = invariant_rows(model)
+    known = known if isinstance(known, dict) else {}
+    known[key] = rows
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(known))
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache probes again next time
+    return rows
+
+
+def _library_version() -> str:
+    from llama_cpp_py_sync import __version__
+
+    return __version__
+
+
+def _cpu_signature() -> str:
+    """The CPU's model name and feature flags: what decides which kernels ggml runs."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            lines = [line for line in info.read(1 << 20).splitlines() if line.startswith(("model name", "flags"))]
+        return "|".join(sorted(set(lines)))
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
 
 
 # llama_ftype values of the types that batch well on an AVX2 CPU (llama.h)

@@ -43,6 +43,7 @@ def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
         ("method", info.method),
         ("dtype", info.dtype),
         ("device", info.device),
+        *([("backend", info.backend)] if info.backend else []),
         ("k", k_text(host)),
         ("provenance", "exact" if host.capabilities.exact_provenance else "inferred from chunk sizes"),
     ]

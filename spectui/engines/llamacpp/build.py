@@ -1,0 +1,99 @@
+"""Which kernels the embedded engine computes with, and building it on ggml from the GGUFs.
+
+ggml (llama.cpp's CPU kernels through libllama) is the CPU default for every model that has a
+GGUF: it maps the file as it is (no conversion, no packing) and decodes twice as fast as
+torch's int8 here (benchmarks/ggml-backend.md). torch stays for CUDA/MPS, explicit dtypes,
+Medusa/EAGLE heads and models without a GGUF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spectui.core.errors import ModelError, UsageError
+from spectui.settings.options import EngineOptions
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "ggml" or "torch"
+    why: str = ""  # why auto did not pick ggml, in a few words; "" when it did or was told
+
+
+def chosen_backend(options: EngineOptions) -> Backend:
+    """--backend auto: ggml on a CPU when libllama loads and the models have GGUFs, else torch."""
+    if options.backend == "torch":
+        return Backend("torch")
+    problem = ggml_problem(options)
+    if options.backend == "ggml":
+        if problem:
+            raise UsageError(f"--backend ggml: {problem}")
+        return Backend("ggml")
+    return Backend("torch", problem) if problem else Backend("ggml")
+
+
+def ggml_problem(options: EngineOptions) -> str | None:
+    """Why these options cannot run on ggml, or None."""
+    from spectui.engines.embedded.build import draft_for, has_draft
+    from spectui.models.gguf_local import has_gguf
+    from spectui.models.registry import DEFAULT_TARGET, resolve
+
+    if options.device.startswith(("cuda", "mps")):
+        return f"--device {options.device} runs on torch"
+    if options.dtype not in ("auto", "int8"):
+        return f"--dtype {options.dtype} runs on torch"
+    if options.method in ("medusa", "eagle"):
+        return f"{options.method} heads run on torch"
+    target = options.model or DEFAULT_TARGET
+    names = [target]
+    if options.method == "draft" and has_draft(target, options.draft):
+        names.append(draft_for(target, options.draft))
+    for name in names:
+        if not has_gguf(resolve(name)):
+            return f"{name} has no GGUF"
+    if options.device == "auto":
+        from spectui.engines.vllm.build import cuda_present
+
+        if cuda_present():
+            return "a CUDA device is present"
+    from spectui.engines.llamacpp.lib import library_problem
+
+    return library_problem()
+
+
+def build_ggml_engine(options: EngineOptions, progress=None):
+    from spectui.engines.embedded.build import draft_for, plain_stand_in
+    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.models.fetch import for_model, no_progress
+    from spectui.models.gguf_local import local_gguf, tokenizer_folder
+    from spectui.models.registry import DEFAULT_TARGET
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    report = progress or no_progress
+    target_name = options.model or DEFAULT_TARGET
+    options = plain_stand_in(options, target_name)
+    target_gguf = local_gguf(target_name, report)
+    target_tokenizer = tokenizer_folder(target_name, target_gguf, report)
+    draft_name = draft_gguf = None
+    if options.method == "draft":
+        draft_name = draft_for(target_name, options.draft)
+        draft_gguf = local_gguf(draft_name, report)
+        check_same_tokens(target_name, target_tokenizer, draft_name, tokenizer_folder(draft_name, draft_gguf, report))
+    for_model(report, target_name)("load", 0, 1)
+    engine = build_llamacpp_engine(
+        target_gguf, JsonTokenizer(target_tokenizer), options.method, draft_gguf,
+        target_name=target_name, draft_name=draft_name,
+        lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
+    )
+    for_model(report, target_name)("load", 1, 1)
+    return engine
+
+
+def check_same_tokens(target: str, target_folder, draft: str, draft_folder) -> None:
+    """Refuse a draft whose token ids mean other tokens than the target's (before weights load)."""
+    from spectui.models.load import token_ids, vocab_conflicts
+
+    moved, renamed = vocab_conflicts(token_ids(target_folder), token_ids(draft_folder))
+    if moved or renamed:
+        raise ModelError(f"draft {draft} does not share the target's vocabulary: {moved} of {target}'s tokens have "
+                         f"other ids and {renamed} ids name other tokens: pick a draft of the same model family")

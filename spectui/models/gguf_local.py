@@ -1,0 +1,125 @@
+"""A model's GGUF as llama.cpp maps it, and its tokenizer as files: no conversion, no torch.
+
+An index model's GGUF is assembled into the cache and hashed whole once (spectui.models.fetch);
+a record of its size and sampled sha256 (spectui.models.integrity) then lets later starts
+check it in milliseconds instead of hashing a gigabyte. The tokenizer is read out of the GGUF
+once by transformers and saved as tokenizer.json and tokenizer_config.json; later starts read
+those with `tokenizers` alone (spectui.models.tokenizer_json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from spectui.core.errors import ModelError
+from spectui.models.fetch import ProgressFn, for_model, no_progress
+from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir, resolve
+
+RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def has_gguf(resolved: ResolvedModel) -> bool:
+    return resolved.kind == "gguf" or (resolved.kind == "index" and resolved.spec is not None)
+
+
+def local_gguf(name: str, progress: ProgressFn | None = None) -> Path:
+    """The GGUF `name` runs from: a .gguf path as given, or the registry's file, fetched once
+    and kept in the cache (llama.cpp maps it)."""
+    resolved = resolve(name)
+    if resolved.kind == "gguf":
+        assert resolved.path is not None
+        return resolved.path
+    if not has_gguf(resolved):
+        raise ModelError(f"{name} has no GGUF (it is a {resolved.kind} model): the ggml backend runs "
+                         "registry models and .gguf files")
+    assert resolved.spec is not None and resolved.spec.index is not None
+    spec = resolved.spec
+    folder = gguf_dir(spec.alias)
+    kept = _checked_record(folder, spec.index.sha256)
+    if kept is not None:
+        return kept
+    from spectui.models.cache import cache_lock
+    from spectui.models.fetch import fetch_gguf
+
+    with cache_lock(spec.alias):
+        kept = _checked_record(folder, spec.index.sha256)  # another process may have fetched it
+        if kept is not None:
+            return kept
+        path = fetch_gguf(spec, folder, for_model(progress, spec.alias))  # hashed whole
+        _write_record(folder, path, spec.index.sha256)
+    return path
+
+
+def is_kept(folder: Path) -> bool:
+    """The ggml backend keeps this folder's GGUF: a conversion must not delete it."""
+    return (folder / RECORD_FILE).is_file()
+
+
+def _checked_record(folder: Path, sha256: str) -> Path | None:
+    """The recorded GGUF if its record is for the pinned hash and a quick check passes."""
+    from spectui.models.integrity import quick_problem
+
+    try:
+        record = json.loads((folder / RECORD_FILE).read_text())
+        path = Path(record["path"])
+        if record["sha256"] != sha256 or quick_problem(path.parent, {path.name: record["file"]}) is not None:
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return path
+
+
+def _write_record(folder: Path, path: Path, sha256: str) -> None:
+    from spectui.models.integrity import record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"sha256": sha256, "path": str(path), "file": record(path.parent, [path.name])[path.name]}
+    partial = folder / f"{RECORD_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(data))
+    os.replace(partial, folder / RECORD_FILE)
+
+
+def tokenizer_folder(name: str, gguf: Path, progress: ProgressFn | None = None) -> Path:
+    """A folder with the GGUF's tokenizer as tokenizer.json and tokenizer_config.json (the chat
+    template included): read out of the GGUF by transformers on the first start only."""
+    stat = gguf.stat()
+    folder = cache_dir() / "tokenizers" / f"{gguf.stem}-{stat.st_size}"
+    if all((folder / file).is_file() for file in TOKENIZER_FILES):
+        return folder
+    from spectui.models.cache import cache_lock
+    from spectui.models.convert import quiet_transformers
+
+    report = for_model(progress, Path(name).name) if progress else no_progress
+    with cache_lock(f"tokenizer-{folder.name}"):
+        if all((folder / file).is_file() for file in TOKENIZER_FILES):
+            return folder
+        report("tokenizer", 0, 1)
+        partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
+        with quiet_transformers(report):
+            from transformers import AutoTokenizer
+
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            except Exception as error:  # transformers raises many types for a file it cannot read
+                raise ModelError(f"cannot read a tokenizer from {gguf.name}: {str(error).splitlines()[0]}") from None
+            tokenizer.save_pretrained(partial)
+        _inline_chat_template(partial)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, folder)
+        report("tokenizer", 1, 1)
+    return folder
+
+
+def _inline_chat_template(folder: Path) -> None:
+    """transformers 5 saves the chat template beside the config (chat_template.jinja): keep it
+    in tokenizer_config.json, where the loader reads it."""
+    template_file = folder / "chat_template.jinja"
+    if not template_file.is_file():
+        return
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config.setdefault("chat_template", template_file.read_text(encoding="utf-8"))
+    config_path.write_text(json.dumps(config, ensure_ascii=False, indent=1), encoding="utf-8")
