@@ -44,6 +44,7 @@ PAIRS = {
 }
 SCENARIOS = ("first", "warm", "cold")
 PROMPT = "Say hello in five words."
+DECODE_PROMPT = "Count from one to forty in words, one per line."
 
 # Runs in the measured process, with the source tree under test first on sys.path.
 DRIVER = r"""
@@ -73,6 +74,17 @@ for event in engine.stream([{"role": "user", "content": PROMPT}], GenerationPara
                            Control(k=4, temperature=0.0)):
     if isinstance(event, Step) and first_token is None:
         first_token = time.time()
+# Plain decoding's speed, after the first token: what a slowdown of the kernels shows in.
+decode_tok_s, started, tokens = None, None, 0
+for event in engine.stream([{"role": "user", "content": DECODE_PROMPT}], GenerationParams(max_tokens=49),
+                           Control(k=0, temperature=0.0)):
+    if isinstance(event, Step):
+        if started is None:
+            started = time.time()
+        else:
+            tokens += len(event.token_ids)
+if started is not None and tokens:
+    decode_tok_s = tokens / (time.time() - started)
 process = getattr(engine, "_process", None)
 memory = {}
 if process is not None:
@@ -83,9 +95,10 @@ if process is not None:
 engine.close()
 import spectui
 print("STARTUP " + json.dumps({"spectui": spectui.__file__, "ready_s": ready - launched, "first_token_s": (first_token or time.time()) - launched,
+                               "decode_tok_s": decode_tok_s, "backend": getattr(engine.info, "backend", ""),
                                "peak_rss": memory.get("VmHWM"), "rss_after_reply": memory.get("VmRSS"),
                                "stages": stages}))
-""".replace("PROMPT", repr(PROMPT))
+""".replace("DECODE_PROMPT", repr(DECODE_PROMPT)).replace("PROMPT", repr(PROMPT))
 
 
 def run_once(src: Path, cache: Path, config_dir: Path, settings: dict, timeout_s: float) -> dict:
@@ -140,6 +153,8 @@ def main() -> int:
     parser.add_argument("--seed-gguf", type=Path, default=None, help="GGUFs to copy into a fresh cache (no download)")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per warm/cold scenario (median shown)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
+    parser.add_argument("--backend", default=None, help="the embedded engine's --backend (auto, ggml, torch); "
+                        "left out: the tree's default (an older tree has no such setting)")
     parser.add_argument("--out", type=Path, default=None, help="Markdown file to write (default: print it)")
     args = parser.parse_args()
     args.src = args.src.resolve()
@@ -157,7 +172,7 @@ def main() -> int:
                               text=True).stdout.strip()
     rows = []
     for pair in pairs:
-        settings = PAIRS[pair]
+        settings = dict(PAIRS[pair], **({"backend": args.backend} if args.backend else {}))
         cache = args.cache_dir or work / f"cache-{pair}"
         for scenario in scenarios:
             runs = []
@@ -180,8 +195,10 @@ def main() -> int:
             for run in runs:
                 print(json.dumps({"pair": pair, "scenario": scenario, **run}), flush=True)
             chosen = sorted(runs, key=lambda run: run["ready_s"])[len(runs) // 2]
-            disk = sum(tree_size(disk_from / "models" / alias) for alias in (settings.get("model"), settings.get("draft"))
-                       if alias)
+            aliases = [alias for alias in (settings.get("model"), settings.get("draft")) if alias]
+            # the int8 store (models/), the GGUFs ggml maps (gguf/), their tokenizers
+            disk = sum(tree_size(disk_from / folder / alias) for alias in aliases for folder in ("models", "gguf"))
+            disk += tree_size(disk_from / "tokenizers")
             rows.append((pair, scenario, chosen, disk, len(runs)))
 
     lines = [
@@ -193,11 +210,12 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d %H:%M')}. \"ready\": the engine built as `spectui chat` builds it (own process); "
         "\"first token\": one short greedy reply's first step. RSS: the engine process.",
         "",
-        "| pair | start | ready | first token | engine peak RSS (loading) | engine RSS after a reply | the pair's cache folders | runs |",
-        "|---|---|---|---|---|---|---|---|",
+        "| pair | backend | start | ready | first token | plain decode | engine peak RSS (loading) | engine RSS after a reply | the pair's cache folders | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for pair, scenario, run, disk, count in rows:
-        lines.append(f"| {pair} | {scenario} | {run['ready_s']:.1f} s | {run['first_token_s']:.1f} s | "
+        decode = f"{run['decode_tok_s']:.1f} tok/s" if run.get("decode_tok_s") else "?"
+        lines.append(f"| {pair} | {run.get('backend') or 'torch'} | {scenario} | {run['ready_s']:.1f} s | {run['first_token_s']:.1f} s | {decode} | "
                      f"{gib(run['peak_rss'])} | {gib(run['rss_after_reply'])} | {disk / 1e9:.2f} GB | {count} |")
     lines += ["", "Stages (seconds from launch at which each began), per row:", ""]
     for pair, scenario, run, _disk, _count in rows:

@@ -142,7 +142,7 @@ def test_the_probe_finds_the_widest_batch_whose_rows_equal_one_at_a_time():
             out = super().decode(tokens, rows)
             return out + (1e-6 if len(tokens) > 4 else 0.0)
 
-    assert invariant_rows(RoundsPastFour()) == 4
+    assert invariant_rows(RoundsPastFour()).rows == 4
 
 
 # ---------------------------------------------------------------- T > 0: the target's distribution

@@ -96,6 +96,37 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * embedded.element_size()
 
 
+def add_ggml_drafters(engine, options, methods: list[str], progress=None) -> dict[str, dict]:
+    """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
+    from spectui.engines.embedded.build import draft_for
+    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.llamacpp.build import check_same_tokens
+    from spectui.engines.llamacpp.engine import LlamaCached, llama_draft_proposer
+    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.models.gguf_local import local_gguf, tokenizer_folder
+
+    costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
+    target_name = engine.info.target
+    for method in methods:
+        if method in ("medusa", "eagle"):
+            raise UsageError(f"{method} heads run on torch: add --backend torch")
+        if method == "suffix":  # this conversation only: a case's earlier rounds are no user's history
+            engine.add_proposer(method, SuffixProposer(use_history=False), None)
+            costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
+        elif method == "draft":
+            name = draft_for(target_name, options.draft)
+            gguf = local_gguf(name, progress)
+            check_same_tokens(target_name, tokenizer_folder(target_name, local_gguf(target_name)), name,
+                              tokenizer_folder(name, gguf, progress))
+            before = resident_bytes()
+            proposer = llama_draft_proposer(LlamaCached(LlamaModel(gguf)), engine.target.model.vocab_size)
+            after = resident_bytes()
+            engine.add_proposer(method, proposer, name)
+            costs[method] = {"name": name, "weights_bytes": gguf.stat().st_size,
+                             "resident_bytes": after - before if before is not None and after is not None else None}
+    return costs
+
+
 def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
     from spectui.engines.embedded.build import draft_for, load_proposer

@@ -38,12 +38,22 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
     from spectui.measure.run import settle_before_timing
     from spectui.models.registry import DEFAULT_TARGET
 
-    if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
-        target_name = options.model or DEFAULT_TARGET
-        check_same_vocab(target_name, draft_for(target_name, options.draft), progress)
-    # The target alone first, so that each drafter's memory is measured as it loads.
-    engine = build_embedded_engine(replace(options, engine="embedded", method="ngram", heads=None, tree_width=1), progress)
-    drafters = add_drafters(engine, options, methods, heads or {}, progress)
+    from spectui.bench.drafters import add_ggml_drafters
+    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
+
+    target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
+    # transformers' generate and trained heads need torch's models
+    on_torch = "transformers" in runner_names or bool(heads) or options.backend == "torch"
+    if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram")).name == "ggml":
+        engine = build_ggml_engine(target_options, progress)
+        drafters = add_ggml_drafters(engine, options, methods, progress)
+    else:
+        if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
+            target_name = options.model or DEFAULT_TARGET
+            check_same_vocab(target_name, draft_for(target_name, options.draft), progress)
+        # The target alone first, so that each drafter's memory is measured as it loads.
+        engine = build_embedded_engine(replace(target_options, backend="torch"), progress)
+        drafters = add_drafters(engine, options, methods, heads or {}, progress)
     settle_before_timing(engine, progress)
     engines = [engine]
     runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
@@ -114,7 +124,7 @@ def run_bench_command(
     cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
                 "drafters": drafters,
-                "dtype": engines[0].info.dtype, "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
+                "dtype": engines[0].info.dtype, "backend": engines[0].info.backend or "torch", "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
                 "anchor_k": anchor_k, "contended": contended, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
     total = len(cases) * len(arms) * repeats

@@ -90,6 +90,9 @@ class AdaptiveK:
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
+    # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own when it knows
+    # it (ggml probes it at load), else a guess
+    prior_verify_slope: float = PRIOR_VERIFY_SLOPE
 
     def __post_init__(self) -> None:
         fresh_accept, fresh_seen = self._fresh_table()
@@ -215,8 +218,8 @@ class AdaptiveK:
         mean_v = sum(v for _, v in points) / len(points)
         spread = sum((n - mean_k) ** 2 for n, _ in points)
         if not spread:  # one k so far: the prior's slope through it
-            plain = mean_v / (1 + PRIOR_VERIFY_SLOPE * mean_k)
-            return plain * (1 + PRIOR_VERIFY_SLOPE * k)
+            plain = mean_v / (1 + self.prior_verify_slope * mean_k)
+            return plain * (1 + self.prior_verify_slope * k)
         slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
         if slope <= 0:  # noise: a bigger verify is never cheaper
             return mean_v

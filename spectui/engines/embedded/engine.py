@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from spectui.engines.adaptive import AdaptiveK
+from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
 from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
@@ -128,7 +128,10 @@ class EmbeddedEngine(Engine):
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
             return None
-        return self._choosers.setdefault(self.proposer.method, AdaptiveK())
+        return self._choosers.setdefault(self.proposer.method, AdaptiveK(prior_verify_slope=self.verify_slope))
+
+    # V(k)/V(0) - 1 per drafted token as far as the engine knows before measuring (adaptive k's prior)
+    verify_slope = PRIOR_VERIFY_SLOPE
 
     def close(self) -> None:
         self.target.reset()

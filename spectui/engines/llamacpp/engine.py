@@ -77,11 +77,12 @@ class LlamaCppEngine(EmbeddedEngine):
     """The embedded engine (its loop, pieces, adaptive k, method switch) with llama.cpp computing
     every forward."""
 
-    @staticmethod
-    def cached(target_model):
+    def cached(self, target_model):
         from spectui.engines.llamacpp.lib import cached_invariant_rows
 
-        return LlamaCached(target_model, cached_invariant_rows(target_model))
+        shape = cached_invariant_rows(target_model)
+        self.verify_slope = shape.slope
+        return LlamaCached(target_model, shape.rows)
 
     @property
     def context_length(self) -> int:
@@ -115,19 +116,43 @@ class LlamaCppEngine(EmbeddedEngine):
             draft.draft.model.close()
 
 
+def _import_the_loop() -> None:
+    import spectui.engines.embedded.loop  # noqa: F401 (torch with it: a second of a start)
+
+
 def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
                           threads: int | None = None, target_name: str = "", draft_name: str | None = None,
                           lookup: tuple[int, int] | None = None, history_drafting: bool = False):
-    """An engine whose target (and draft, for method "draft") run on llama.cpp."""
+    """An engine whose target (and draft, for method "draft") run on llama.cpp. The models load
+    side by side, while torch (the loop's sampling) imports: libllama's calls release the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spectui.engines.llamacpp.lib import LlamaModel, library
+
+    if method == "draft" and draft_gguf is None:
+        raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
+    library()  # once, before the threads share it
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        loop_imported = pool.submit(_import_the_loop)
+        draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" else None
+        loaded = []
+        try:
+            loaded.append(target := LlamaModel(target_gguf, threads=threads))
+            if draft is not None:
+                loaded.append(draft_model := draft.result())
+            loop_imported.result()
+        except BaseException:
+            if draft is not None and draft.exception() is None and draft.result() not in loaded:
+                loaded.append(draft.result())
+            for model in loaded:
+                model.close()
+            raise
+    draft_model = loaded[1] if len(loaded) > 1 else None
     from spectui.engines.embedded.proposers import NgramProposer
     from spectui.engines.embedded.suffix_history import suffix_proposer
-    from spectui.engines.llamacpp.lib import LlamaModel
 
-    target = LlamaModel(target_gguf, threads=threads)
-    if method == "draft":
-        if draft_gguf is None:
-            raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
-        proposer = llama_draft_proposer(LlamaCached(LlamaModel(draft_gguf, threads=threads)), target.vocab_size)
+    if draft_model is not None:
+        proposer = llama_draft_proposer(LlamaCached(draft_model), target.vocab_size)
     elif method == "suffix":
         proposer = suffix_proposer(tokenizer, history_drafting)
     else:

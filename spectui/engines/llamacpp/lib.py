@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import UsageError
@@ -180,7 +181,13 @@ def weight_type(ffi, lib, model) -> str:
 PROBED_ROWS = 9
 
 
-def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS) -> int:
+@dataclass(frozen=True)
+class VerifyShape:
+    rows: int  # the widest decode whose rows equal decoding one token at a time
+    slope: float  # t(rows)/t(1) - 1 per extra token: what one more verified draft costs
+
+
+def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_counter) -> VerifyShape:
     """The most tokens one decode may hold while every row's logits stay bit for bit those of
     decoding the tokens one at a time. llama.cpp's CPU kernels switch at some batch width
     (AVX2: Q4_K's repacked 4-row gemm; Q4_0 past 6 rows) and round differently there; a verify
@@ -191,19 +198,24 @@ def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS) -> int:
     tail = [(89 * i + 7) % span for i in range(most)]
     model.clear()
     model.decode(prefix, 1)
+    started = clock()
     alone = [model.decode([token], 1)[0] for token in tail]
-    rows = 1
+    one = (clock() - started) / most
+    rows, widest = 1, one
     for width in range(2, most + 1):
         model.keep(len(prefix))
+        started = clock()
         together = model.decode(tail[:width], width)
+        seconds = clock() - started
         if not all((together[i] == alone[i]).all() for i in range(width)):
             break
-        rows = width
+        rows, widest = width, seconds
     model.clear()
-    return rows
+    slope = (widest / one - 1) / (rows - 1) if rows > 1 and one > 0 else 1.0
+    return VerifyShape(rows, max(0.0, slope))
 
 
-def cached_invariant_rows(model: LlamaModel) -> int:
+def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
     """invariant_rows, probed once per GGUF, libllama version and CPU and remembered in the cache."""
     import hashlib
     import json
@@ -218,11 +230,13 @@ def cached_invariant_rows(model: LlamaModel) -> int:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
         known = {}
-    if isinstance(known, dict) and isinstance(known.get(key), int):
-        return known[key]
-    rows = invariant_rows(model)
+    try:
+        return VerifyShape(int(known[key]["rows"]), float(known[key]["slope"]))
+    except (TypeError, KeyError, ValueError):
+        pass
+    shape = invariant_rows(model)
     known = known if isinstance(known, dict) else {}
-    known[key] = rows
+    known[key] = {"rows": shape.rows, "slope": shape.slope}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}")
@@ -230,7 +244,7 @@ def cached_invariant_rows(model: LlamaModel) -> int:
         os.replace(partial, path)
     except OSError:
         pass  # a read-only cache probes again next time
-    return rows
+    return shape
 
 
 def _library_version() -> str:
