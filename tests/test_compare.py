@@ -366,11 +366,11 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     """A broken engine whose baseline differs at token 5: the table says so, exit code 1."""
     import spectui.engines.embedded.build as build
 
-    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None: ScriptedEngine(VirtualClock(), diverge_at=5))
-    result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table")
+    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ScriptedEngine(VirtualClock(), diverge_at=5))
+    result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
     assert result.exit_code == 1
     assert "DIFFERENT at token 5" in result.stdout
-    result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--json")
+    result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--json", "--backend", "torch")
     assert result.exit_code == 1 and json.loads(result.stdout)["first_difference"] == 5
 
 
