@@ -63,6 +63,11 @@ class SpectuiApp(App):
         would raise) and never with raw controls."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy (the copy keys, a text area's selection) as the screen shows it: no
+        escape from a reply or a paste reaches the clipboard to run where it is pasted."""
+        super().copy_to_clipboard(safe_text(text))
+
     def on_mount(self) -> None:
         from spectui.tui.screens.chat import ChatScreen
 

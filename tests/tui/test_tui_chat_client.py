@@ -202,6 +202,36 @@ async def test_a_picked_reply_is_the_one_copied(make_app, osc52):
         assert "Reply 3 has no code block." in notices(app)
 
 
+# What a hostile server can put in a reply: OSC (retitle), CSI (clear), a C1 CSI, and an
+# override that makes "safe<RLO>txt.exe" read "safeexe.txt".
+HOSTILE = "\x1b]0;pwned\x07 and \x1b[2J then \x9b2J \x1b]52;c;aGk=\x07 safe\u202etxt.exe\u2066\u200f"
+CONTROL_OR_BIDI = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+async def test_the_clipboard_gets_what_the_screen_shows_not_a_replys_escapes(make_app, osc52, monkeypatch):
+    reply = [[("Look: ", T), (HOSTILE, D)], [("\n```sh\necho ", T), (HOSTILE, B), ("\n```\n", T)]]
+    system: list[str] = []
+    monkeypatch.setattr("spectui.tui.clipboard.system_clipboard", lambda text: system.append(text) or True)
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+
+    app = make_app(factory_for(TextEngine(reply)))
+    async with app.run_test(size=SIZE) as pilot:
+        written = osc52(app)
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        await pilot.press("ctrl+l", "ctrl+f")
+        copies = decoded(written)  # the reply and its code block, each as OSC 52 and for tmux
+        assert len(copies) == 4 and len(system) == 2
+        for text in copies + system + [app.clipboard]:
+            assert not CONTROL_OR_BIDI.search(text), ascii(text)
+            assert "␛]0;pwned␇" in text and "safe\\u202etxt.exe" in text  # shown, as on the screen
+        # Textual's own copies (a selection in the message box) go the same way.
+        written.clear()
+        app.copy_to_clipboard("pasted " + HOSTILE)
+        assert decoded(written) and not CONTROL_OR_BIDI.search(decoded(written)[0] + app.clipboard)
+
+
 # --- regenerate and edit -----------------------------------------------------------------
 
 
