@@ -72,7 +72,7 @@ class SpectuiApp(App):
         from spectui.tui.screens.chat import ChatScreen
 
         self._gc_thresholds = defer_full_collections()
-        self._exit_on_sigint()
+        self._exit_on_signals()
         self.set_keymap(dict(self.config.keys))
         if self.config.theme in self.spectui_themes:
             self.theme = self.config.theme
@@ -97,17 +97,23 @@ class SpectuiApp(App):
         gc.set_threshold(*self._gc_thresholds)
         self.host.close(timeout=15.0)
 
-    def _exit_on_sigint(self) -> None:
-        """`kill -INT` (the terminal's Ctrl+C is a key here): leave as Ctrl+Q does. Left to
-        Python, the KeyboardInterrupt lands wherever the main thread is, and a handler that
-        catches everything there can swallow it and leave the app running."""
+    def _exit_on_signals(self) -> None:
+        """`kill -INT` (the terminal's Ctrl+C is a key here), `kill` (TERM) and a closed
+        terminal (HUP): leave as Ctrl+Q does, the terminal restored (main screen, no mouse
+        tracking). Left to Python, TERM and HUP end the process where it stands, and the
+        KeyboardInterrupt of INT lands wherever the main thread is (a handler that catches
+        everything there can swallow it and leave the app running)."""
         import asyncio
         import signal
+        import sys
 
-        try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, lambda: self.exit(return_code=130))
-        except (RuntimeError, NotImplementedError, ValueError):
-            pass  # not the main thread (tests), or a platform without loop signal handlers
+        loop = asyncio.get_running_loop()
+        hangup = () if sys.platform == "win32" else (signal.SIGHUP,)
+        for signum in (signal.SIGINT, signal.SIGTERM, *hangup):
+            try:
+                loop.add_signal_handler(signum, lambda code=128 + signum: self.exit(return_code=code))
+            except (RuntimeError, NotImplementedError, ValueError):
+                return  # not the main thread (tests), or a platform without loop signal handlers
 
     def get_system_commands(self, screen):
         from spectui.tui.palette import palette_commands
