@@ -139,6 +139,37 @@ async def test_the_chats_keys_win_over_the_text_areas(make_app):
         assert app.chat_screen.prompt.text == "some text"
 
 
+async def test_a_long_line_typed_as_keystrokes_is_rewrapped_once_per_burst_not_per_key(make_app):
+    # A paste the terminal does not bracket: one Key per character, posted as fast as the
+    # driver reads them. Each edit re-wraps its whole line, so one edit per key was quadratic
+    # (45 KB took minutes); a burst goes in as one edit.
+    size = 20_000
+    text = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat_screen.prompt
+        prompt.focus()
+        await pilot.pause()
+        rewrapped = []  # the length of each line an edit re-wrapped
+        wrap_range = prompt.wrapped_document.wrap_range
+
+        def counting(start, old_end, new_end):
+            rewrapped.extend(len(prompt.document[row]) for row in range(start[0], new_end[0] + 1))
+            return wrap_range(start, old_end, new_end)
+
+        prompt.wrapped_document.wrap_range = counting
+        for char in text:
+            app.post_message(events.Key("space" if char == " " else char, char))
+        bound = 4 * size  # linear in what was typed; one edit per key re-wraps ~size² / 2
+        await wait_for(pilot, lambda: len(prompt.text) == size or sum(rewrapped) > bound, timeout=300)
+        assert sum(rewrapped) <= bound, f"{len(rewrapped)} re-wraps of {sum(rewrapped)} characters"
+        assert prompt.text == text
+        await pilot.press("x", "backspace", "enter")  # the keys after a burst still act, in order
+        await reply_done(pilot)
+        assert [m.text for m in app.chat_screen.query(UserMessage)] == [text]
+
+
 # --- copy --------------------------------------------------------------------------------
 
 
