@@ -16,7 +16,7 @@ from spectui.settings.config import ChatConfig
 from spectui.store import Conversation, Store
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
 from spectui.tui.heap import defer_full_collections
-from spectui.tui.keys import app_bindings
+from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
 from spectui.tui.theming import textual_theme
 
@@ -73,7 +73,7 @@ class SpectuiApp(App):
 
         self._gc_thresholds = defer_full_collections()
         self._exit_on_signals()
-        self.set_keymap(dict(self.config.keys))
+        self.set_keymap(remapped(self.config.keys))
         if self.config.theme in self.spectui_themes:
             self.theme = self.config.theme
         else:

@@ -170,6 +170,27 @@ async def test_a_long_line_typed_as_keystrokes_is_rewrapped_once_per_burst_not_p
         assert [m.text for m in app.chat_screen.query(UserMessage)] == [text]
 
 
+async def test_a_key_press_applies_no_keymap_for_the_keys_left_as_they_are(make_app, monkeypatch):
+    # Textual applies the app's keymap to the focused chain on every key press, quadratic in
+    # the bindings (~3 ms a key when the keymap restated every key): only changes go in it.
+    from textual.binding import BindingsMap
+
+    applied = []
+    apply_keymap = BindingsMap.apply_keymap
+    monkeypatch.setattr(BindingsMap, "apply_keymap", lambda self, keymap: applied.append(dict(keymap)) or apply_keymap(self, keymap))
+    for changed in ({}, {"copy_reply": "ctrl+y"}):
+        app = make_app(factory_for(PlanEngine([None])), ChatConfig(keys=dict(DEFAULT_KEYS, **changed)))
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            app.chat_screen.prompt.focus()
+            applied.clear()
+            await pilot.press(*"hello")
+            assert app.chat_screen.prompt.text == "hello"
+            assert all(keymap == changed for keymap in applied), applied[:1]  # only what the user changed
+            if not changed:
+                assert applied == []
+
+
 # --- copy --------------------------------------------------------------------------------
 
 
