@@ -60,6 +60,9 @@ def run_generate(
         err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
     look = render.choose_look(out, plain=plain or raw)
+    warning = render.raw_warning(out) if raw else None
+    if warning is not None:
+        err.print(warning, style="yellow", soft_wrap=True)
     legend = render.legend(look)
     if not as_json and legend is not None:
         err.print(legend)

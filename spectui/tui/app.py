@@ -16,7 +16,7 @@ from spectui.settings.config import ChatConfig
 from spectui.store import Conversation, Store
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
 from spectui.tui.heap import defer_full_collections
-from spectui.tui.keys import app_bindings
+from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
 from spectui.tui.theming import textual_theme
 
@@ -63,12 +63,17 @@ class SpectuiApp(App):
         would raise) and never with raw controls."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy (the copy keys, a text area's selection) as the screen shows it: no
+        escape from a reply or a paste reaches the clipboard to run where it is pasted."""
+        super().copy_to_clipboard(safe_text(text))
+
     def on_mount(self) -> None:
         from spectui.tui.screens.chat import ChatScreen
 
         self._gc_thresholds = defer_full_collections()
-        self._exit_on_sigint()
-        self.set_keymap(dict(self.config.keys))
+        self._exit_on_signals()
+        self.set_keymap(remapped(self.config.keys))
         if self.config.theme in self.spectui_themes:
             self.theme = self.config.theme
         else:
@@ -92,17 +97,23 @@ class SpectuiApp(App):
         gc.set_threshold(*self._gc_thresholds)
         self.host.close(timeout=15.0)
 
-    def _exit_on_sigint(self) -> None:
-        """`kill -INT` (the terminal's Ctrl+C is a key here): leave as Ctrl+Q does. Left to
-        Python, the KeyboardInterrupt lands wherever the main thread is, and a handler that
-        catches everything there can swallow it and leave the app running."""
+    def _exit_on_signals(self) -> None:
+        """`kill -INT` (the terminal's Ctrl+C is a key here), `kill` (TERM) and a closed
+        terminal (HUP): leave as Ctrl+Q does, the terminal restored (main screen, no mouse
+        tracking). Left to Python, TERM and HUP end the process where it stands, and the
+        KeyboardInterrupt of INT lands wherever the main thread is (a handler that catches
+        everything there can swallow it and leave the app running)."""
         import asyncio
         import signal
+        import sys
 
-        try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, lambda: self.exit(return_code=130))
-        except (RuntimeError, NotImplementedError, ValueError):
-            pass  # not the main thread (tests), or a platform without loop signal handlers
+        loop = asyncio.get_running_loop()
+        hangup = () if sys.platform == "win32" else (signal.SIGHUP,)
+        for signum in (signal.SIGINT, signal.SIGTERM, *hangup):
+            try:
+                loop.add_signal_handler(signum, lambda code=128 + signum: self.exit(return_code=code))
+            except (RuntimeError, NotImplementedError, ValueError):
+                return  # not the main thread (tests), or a platform without loop signal handlers
 
     def get_system_commands(self, screen):
         from spectui.tui.palette import palette_commands

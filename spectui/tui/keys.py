@@ -71,6 +71,13 @@ def app_bindings() -> list[Binding]:
     return bindings([i for i in ACTIONS if i in APP_LEVEL])
 
 
+def remapped(keys: dict[str, str]) -> dict[str, str]:
+    """The keys that differ from the bindings' own (DEFAULT_KEYS), for Textual's keymap:
+    Textual applies the keymap to the focused chain on every key press, at a cost quadratic
+    in the bindings (about 3 ms a key with all of them: a long typed paste took minutes)."""
+    return {binding_id: key for binding_id, key in keys.items() if key != DEFAULT_KEYS.get(binding_id)}
+
+
 def key_display(keys: str) -> str:
     """'f5,ctrl+down' -> 'F5 / Ctrl+Down', for the help screen."""
     shown = []
