@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.binding import Binding
 
 from spectui.settings.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
+from spectui.settings.keymap import APP_LEVEL, COMPARE, COMPARE_ONLY
 
 # id -> (action, footer label)
 ACTIONS: dict[str, tuple[str, str]] = {
@@ -38,14 +39,11 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "system_prompt": ("system_prompt", "system"),
     "model": ("model", "model"),
 }
-APP_LEVEL = ("help", "history", "theme", "screenshot")
-COMPARE_ONLY = ("rerun", "sweep", "swap_method")
 PROMPT = ("send", "newline")  # the message box's own keys, shown while it has the focus
 # Kept off the footer (help and the Ctrl+P palette list them): said elsewhere (Enter sends:
 # the message box says so), useful only at a moment the screen names (a chat over the
 # context), or rarer than the footer's width allows.
 HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model")
-COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
 
 
 def bindings(ids) -> list[Binding]:
