@@ -54,7 +54,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "regenerate_live": "ctrl+f10",
     "edit_last": "f12",
     "system_prompt": "ctrl+f12",
-    "model": "ctrl+f3",
+    "model": "f11,ctrl+f11",  # not Ctrl+F3: xterm sends it as a cursor position report
 }
 
 KEY_DESCRIPTIONS: dict[str, str] = {

@@ -317,7 +317,7 @@ async def test_the_model_screen_swaps_the_engine_and_the_conversation_goes_on(ma
         chat = app.chat_screen
         await send(pilot, "before")
         await reply_done(pilot)
-        await pilot.press("ctrl+f3")
+        await pilot.press(app.first_key("model"))
         screen = app.screen
         screen.query_one("#model-target").value = "no-such-model"
         await pilot.press("ctrl+s")
