@@ -45,6 +45,14 @@ PROMPT = ("send", "newline")  # the message box's own keys, shown while it has t
 # context), or rarer than the footer's width allows.
 HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model")
 
+# What the footer shows first when it cannot show everything (a group: all or none).
+FOOTER_PRIORITY = (
+    ("help",), ("history",), ("rerun",), ("sweep",), ("swap_method",), ("k_down", "k_up"), ("k_auto",),
+    ("compare",), ("temperature_down", "temperature_up"), ("engine_info",), ("cancel",), ("markdown",),
+    ("ghosts",), ("regenerate",), ("edit_last",), ("copy_reply",), ("copy_code",), ("new_chat",),
+    ("newline",), ("theme",), ("screenshot",),
+)
+
 
 def bindings(ids) -> list[Binding]:
     return [

@@ -13,7 +13,6 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
@@ -33,6 +32,7 @@ from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowCo
 from spectui.tui.session import PanelData, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
+from spectui.tui.widgets.key_footer import KeyFooter
 
 NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 
@@ -74,7 +74,7 @@ class ChatScreen(Screen):
                 yield self.scroll
                 yield self.prompt
             yield self.stats_panel
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.tick, name="tick")
