@@ -54,7 +54,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "regenerate_live": "ctrl+f10",
     "edit_last": "f12",
     "system_prompt": "ctrl+f12",
-    "model": "f11,ctrl+f11",  # not Ctrl+F3: xterm sends it as a cursor position report
+    "model": "f11,ctrl+f11",
+    "stats": "ctrl+f5",  # not Ctrl+F3: xterm sends it as a cursor position report
 }
 
 KEY_DESCRIPTIONS: dict[str, str] = {
@@ -88,6 +89,7 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "edit_last": "edit the last message; sending it replaces that turn",
     "system_prompt": "edit this chat's system prompt",
     "model": "change model, draft, method, heads or engine",
+    "stats": "hide / show the stats panel",
 }
 
 

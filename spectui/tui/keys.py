@@ -38,6 +38,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "edit_last": ("edit_last", "edit"),
     "system_prompt": ("system_prompt", "system"),
     "model": ("model", "model"),
+    "stats": ("toggle_stats", "stats"),
 }
 PROMPT = ("send", "newline")  # the message box's own keys, shown while it has the focus
 # Kept off the footer (help and the Ctrl+P palette list them): said elsewhere (Enter sends:
@@ -50,7 +51,7 @@ FOOTER_PRIORITY = (
     ("help",), ("history",), ("rerun",), ("sweep",), ("swap_method",), ("k_down", "k_up"), ("k_auto",),
     ("compare",), ("temperature_down", "temperature_up"), ("engine_info",), ("cancel",), ("markdown",),
     ("ghosts",), ("regenerate",), ("edit_last",), ("copy_reply",), ("copy_code",), ("new_chat",),
-    ("newline",), ("theme",), ("screenshot",),
+    ("stats",), ("newline",), ("theme",), ("screenshot",),
 )
 
 

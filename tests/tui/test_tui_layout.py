@@ -9,7 +9,7 @@ import pytest
 from spectui.engines.scripted import scripted_engine_factory
 from spectui.settings.config import ChatConfig
 
-from tui_helpers import ready
+from tui_helpers import ready, reply_done, send, wait_for
 
 
 def screen_lines(app) -> list[str]:
@@ -50,3 +50,54 @@ async def test_the_footer_fits_with_help_history_and_the_palette_at_every_width(
         assert "f1 help" in shown and "f2 history" in shown, footer
         if width >= 160:
             assert len(shown) >= 12, footer
+
+
+@pytest.mark.parametrize("binding_id", ["help", "model", "engine_info", "system_prompt"])
+async def test_each_dialog_fits_80_by_24_borders_and_all(make_app, binding_id):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        chat = app.screen
+        await pilot.press(app.first_key(binding_id))
+        await wait_for(pilot, lambda: app.screen is not chat)
+        await pilot.pause()
+        box = app.screen.children[0]  # the dialog's frame, inside its screen
+        region = box.region
+        assert region.x >= 0 and region.y >= 0 and region.right <= 80 and region.bottom <= 24, region
+        lines = screen_lines(app)
+        assert lines[region.y][region.x] == "╭" and lines[region.y][region.right - 1] == "╮", lines[region.y]
+        assert lines[region.bottom - 1][region.right - 1] == "╯", lines[region.bottom - 1]
+
+
+async def test_a_key_hides_and_shows_the_stats_panel(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        assert chat.stats_panel.display and chat.scroll.size.width < 50
+        await pilot.press(app.first_key("stats"))
+        await pilot.pause()
+        assert not chat.stats_panel.display and chat.scroll.size.width >= 75
+        await pilot.resize_terminal(100, 24)  # a resize does not bring it back unasked
+        await pilot.pause()
+        assert not chat.stats_panel.display
+        await pilot.press(app.first_key("stats"))
+        await pilot.pause()
+        assert chat.stats_panel.display
+
+
+async def test_the_transcript_stays_at_its_end_through_a_resize(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(100, 24)) as pilot:
+        await ready(pilot)
+        scroll = app.chat_screen.scroll
+        for number in range(3):
+            await send(pilot, f"question {number}: what is speculative decoding?")
+            await reply_done(pilot)
+        await pilot.pause()
+        assert scroll.max_scroll_y > 0 and scroll.scroll_y == scroll.max_scroll_y
+        for width in (80, 160, 80):
+            await pilot.resize_terminal(width, 24)
+            await pilot.pause()
+            await pilot.pause()
+            assert scroll.scroll_y == scroll.max_scroll_y, (width, scroll.scroll_y, scroll.max_scroll_y)

@@ -49,7 +49,7 @@ class HelpScreen(ModalScreen):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 84; height: 90%; padding: 1 2;
+        width: 84; max-width: 100%; height: 90%; padding: 1 2;
         background: $panel; border: round $primary;
     }
     HelpScreen .title { text-style: bold; color: $primary; margin-top: 1; }
