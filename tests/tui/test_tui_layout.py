@@ -101,3 +101,22 @@ async def test_the_transcript_stays_at_its_end_through_a_resize(make_app):
             await pilot.pause()
             await pilot.pause()
             assert scroll.scroll_y == scroll.max_scroll_y, (width, scroll.scroll_y, scroll.max_scroll_y)
+
+
+async def test_help_at_80_columns_wraps_each_meaning_under_itself_and_says_what_it_means(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(80, 90)) as pilot:
+        await ready(pilot)
+        await pilot.press(app.first_key("help"))
+        await pilot.pause()
+        await pilot.pause()
+        inner = [line[1:-1] for line in screen_lines(app) if line.startswith("│")]
+        text = "\n".join(inner)
+        assert "Keys are remapped in the [keys] table" in text  # not swallowed as markup
+        assert any(line.strip().startswith("v(k) ") for line in inner)  # the theory's v(k) is defined
+        keys_at = next(i for i, line in enumerate(inner) if line.strip() == "Keys")
+        words_at = next(i for i, line in enumerate(inner) if line.strip() == "Words and numbers")
+        column = inner[keys_at + 1].index("help")
+        for line in inner[keys_at + 1:words_at]:
+            if line.strip():  # a key's row, or its meaning going on in the meaning's column
+                assert line[2] != " " or line[:column].strip() == "", line
