@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -61,7 +61,7 @@ class HelpScreen(ModalScreen):
     HelpScreen .title { text-style: bold; color: $primary; margin-top: 1; }
     HelpScreen #help-title { text-style: bold; color: $accent; }
     HelpScreen TokenView { margin: 1 0; }
-    HelpScreen .row { height: auto; }
+    HelpScreen #keys, HelpScreen #glossary, HelpScreen .row { height: auto; }
     HelpScreen .key { width: 23; text-style: bold; color: $accent; }
     HelpScreen .term { width: 16; text-style: bold; }
     HelpScreen .meaning { width: 1fr; }
@@ -80,9 +80,11 @@ class HelpScreen(ModalScreen):
             yield TokenView(LEGEND, show_ghosts=True, id="legend")
             yield Static(f"Theme: {self.app.theme} (Ctrl+T cycles; themes/ in the config dir adds more)", id="theme-name")
             yield Static("Keys", classes="title")
-            yield from two_columns(keys + FIXED_KEYS, "key")
+            with Vertical(id="keys"):
+                yield from two_columns(keys + FIXED_KEYS, "key")
             yield Static("Words and numbers", classes="title")
-            yield from two_columns(GLOSSARY, "term")
+            with Vertical(id="glossary"):
+                yield from two_columns(GLOSSARY, "term")
             yield Static(Content("Keys are remapped in the [keys] table of the config file (spectui config path)."),
                          id="remap")
 
