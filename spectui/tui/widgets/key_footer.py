@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+from textual.widgets._footer import FooterKey  # not exported; test_tui_layout reads the footer at 80/100/160
 
 from spectui.tui.keys import ACTIONS, FOOTER_PRIORITY
 
@@ -34,8 +34,8 @@ def fitting(keys: list[FooterKey], width: int) -> list[FooterKey]:
     for key in ranked:
         if key in chosen:
             continue
-        group = [other for other in ranked if _GROUP.get(other.action, ()) and
-                 _GROUP.get(other.action) == _GROUP.get(key.action)] or [key]
+        group_ids = _GROUP.get(key.action)
+        group = [other for other in ranked if group_ids and _GROUP.get(other.action) == group_ids] or [key]
         needed = sum(key_width(member) for member in group)
         if used + needed <= width:
             chosen += group
