@@ -39,20 +39,21 @@ CHARACTER_KEYS = frozenset(character_key_name(c) for c in string.digits + string
 # listed with them.
 APP_LEVEL = ("help", "history", "theme", "screenshot")
 COMPARE_ONLY = ("rerun", "sweep", "swap_method")
-HISTORY_ONLY = ("history_search", "history_rename", "history_delete")
+HISTORY_PREFIX = "history_"  # history_search, history_rename, ...: the history list's own keys
 COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
 FIXED_KEYS = {"ctrl+p": "the command palette's key", "ctrl+q": "quit's key"}
 SCREEN_KEYS = {
     "compare": {"q": "the key that closes the compare view"},
-    "history": {"escape": "history's back key", "enter": "history's open key", "e": "history's export key"},
+    "history": {"escape": "history's back key", "enter": "history's open key"},
 }
 
 
 def screens(action_ids) -> dict[str, tuple[str, ...]]:
     """Screen -> the actions bound on it. The chat (with its message box) has every action
     but the compare view's and the history list's own."""
-    chat = tuple(i for i in action_ids if i not in COMPARE_ONLY + HISTORY_ONLY)
-    return {"chat": chat, "compare": COMPARE + APP_LEVEL, "history": HISTORY_ONLY + APP_LEVEL}
+    history = tuple(i for i in action_ids if i.startswith(HISTORY_PREFIX))
+    chat = tuple(i for i in action_ids if i not in COMPARE_ONLY + history)
+    return {"chat": chat, "compare": COMPARE + APP_LEVEL, "history": history + APP_LEVEL}
 
 
 def key_problem(key: str, types_into_box: bool) -> str | None:
