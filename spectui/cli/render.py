@@ -28,7 +28,7 @@ class Look(enum.Enum):
 
 # The terminal's own palette: headless output should read on any background.
 SOURCE_STYLES = {
-    Look.COLOUR: {Source.DRAFT: "green", Source.RECOVERED: "bold red", Source.BONUS: "bold cyan", Source.TARGET: "default"},
+    Look.COLOUR: {Source.DRAFT: "green", Source.RECOVERED: "bold magenta", Source.BONUS: "bold cyan", Source.TARGET: "default"},
     Look.SHAPES: {Source.DRAFT: "underline", Source.RECOVERED: "bold", Source.BONUS: "italic", Source.TARGET: "default"},
 }
 DRAFT_MARKERS = ("⟦", "⟧")

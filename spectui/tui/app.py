@@ -18,7 +18,7 @@ from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_t
 from spectui.tui.heap import defer_full_collections
 from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
-from spectui.tui.theming import textual_theme
+from spectui.tui.theming import textual_theme, token_variables
 
 
 class SpectuiApp(App):
@@ -57,6 +57,11 @@ class SpectuiApp(App):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return theme_variables(FALLBACK_SOURCES)
+
+    def get_css_variables(self) -> dict[str, str]:
+        variables = super().get_css_variables()  # also kept as self.theme_variables: updated in place
+        variables.update(token_variables(self.current_theme, variables, self.no_color))
+        return variables
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout=None, markup: bool = True) -> None:
         """Toasts carry errors from servers and files: shown as text, never as markup ("[/]"

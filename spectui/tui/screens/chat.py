@@ -13,7 +13,6 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
@@ -33,6 +32,7 @@ from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowCo
 from spectui.tui.session import PanelData, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
+from spectui.tui.widgets.key_footer import KeyFooter
 
 NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 
@@ -53,6 +53,7 @@ class ChatScreen(Screen):
         super().__init__()
         self.host, self.config = host, config
         self.show_ghosts, self.markdown = config.ghosts, False
+        self.stats_hidden = False  # by its key; a narrow terminal hides the panel too
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.session = SessionTracker()
         self.last_reply = None
@@ -74,7 +75,7 @@ class ChatScreen(Screen):
                 yield self.scroll
                 yield self.prompt
             yield self.stats_panel
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.tick, name="tick")
@@ -109,9 +110,13 @@ class ChatScreen(Screen):
             self.refresh_bar()
 
     def on_resize(self, event) -> None:
+        self._place_stats(event.size.width)
+
+    def _place_stats(self, width: int) -> None:
         # The panel keeps its 38 columns: below this width it would leave the conversation
         # a sliver (18 columns at 60), so it steps aside until the terminal is wider.
-        self.stats_panel.display = event.size.width >= NARROW_WIDTH
+        self.stats_panel.display = width >= NARROW_WIDTH and not self.stats_hidden
+        self.scroll.end_if_following()  # a narrower conversation is taller: keep its end in view
 
     # what the engine host says
 
@@ -204,6 +209,10 @@ class ChatScreen(Screen):
         if self.show_ghosts and self.host.engine is not None and self.host.info.method == "none":
             self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
         self.refresh_bar()
+
+    def action_toggle_stats(self) -> None:
+        self.stats_hidden = not self.stats_hidden
+        self._place_stats(self.size.width)
 
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown

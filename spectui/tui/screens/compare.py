@@ -23,7 +23,7 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
@@ -33,6 +33,7 @@ from spectui.tui.compare.pane import ComparePane
 from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import compare_bindings
+from spectui.tui.widgets.key_footer import KeyFooter
 
 SWEEP_KS = range(0, 9)
 
@@ -120,7 +121,7 @@ class CompareScreen(Screen):
             yield self.panes["baseline"]
         yield self.result
         yield self.sweep
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.hold = self.host.hold("compare view", stop=self.stop_work)

@@ -95,7 +95,7 @@ class InfoScreen(ModalScreen):
     DEFAULT_CSS = """
     InfoScreen { align: center middle; }
     InfoScreen > Vertical {
-        width: 76; height: auto; max-height: 90%; padding: 1 2;
+        width: 76; max-width: 100%; height: auto; max-height: 90%; padding: 1 2;
         background: $panel; border: round $primary;
     }
     InfoScreen .title { text-style: bold; color: $primary; margin-bottom: 1; }
