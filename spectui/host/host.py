@@ -19,6 +19,7 @@ import queue
 import time
 from collections.abc import Callable
 
+from spectui.core.engine import K
 from spectui.core.events import Control
 from spectui.host.baseline import Baseline
 from spectui.host.live import LiveSettings, LiveValues
@@ -150,6 +151,16 @@ class EngineHost:
         """k was fixed when the engine started and no rebuild here can change it (a server's)."""
         return self.capabilities is not None and self.capabilities.restart_for_k and self.plan.build_for_k is None
 
+    @property
+    def k_from_engine(self) -> bool:
+        """k is the engine's own (a server's): no key or request sets it, the bar shows what it reports."""
+        return self.capabilities is not None and not self.capabilities.honours(K)
+
+    @property
+    def reported_k(self) -> int | None:
+        """The k an engine that sets its own k says it runs (None: not said)."""
+        return self.engine.fixed_k if self.engine is not None else None
+
     def read_memory(self, engine_stats: dict | None = None):
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
@@ -203,7 +214,7 @@ class EngineHost:
                 continue
             if name == "k" and self.k_restarts_engine:
                 self._want_k(value)
-            elif self.uses.replying and self.capabilities is not None and not self.capabilities.live_controls:
+            elif self.uses.replying and self.capabilities is not None and not self.capabilities.live(name):
                 shown = f"{value:.2f}" if name == "temperature" else value
                 self.notice(f"The {self.info.name} engine cannot change {name} during a reply: "
                             f"{name} = {shown} applies from the next reply.")
@@ -275,7 +286,7 @@ class EngineHost:
         them between steps. Returns it, to cancel the reply."""
         engine, control = self.engine, self.live.control(values)
         use = self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
-        if self.capabilities.live_controls:
+        if self.capabilities.live_controls:  # any of them: the live ones are followed
             use.after.append(self.live.follow(control))
         return control
 

@@ -25,6 +25,7 @@ from textual.message import Message as TextualMessage
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from spectui.core.engine import K
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
 from spectui.core.pieces import display_chunks, step_pieces
@@ -94,7 +95,7 @@ class CompareScreen(Screen):
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.fixed_k = not host.capabilities.live_controls
+        self.fixed_k = not host.capabilities.live(K)
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
         self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
         self.baseline = None  # the second engine, for a fixed k

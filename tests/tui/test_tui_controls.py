@@ -1,0 +1,53 @@
+"""Controls only where they act: an engine that runs its own k (a server) gets no k from the
+keys, the bar shows the k it reports, and the info screen says in words what it did not report."""
+
+from __future__ import annotations
+
+from fake_openai_server import FakeOpenAI, fake_server
+from spectui.engines.server.engine import ServerEngine
+from spectui.measure.run import prompt_messages, run_reply
+from spectui.core.events import Control, GenerationParams
+from spectui.settings.config import ChatConfig
+from spectui.tui.screens.info import InfoScreen
+from tui_helpers import notices, ready, wait_for
+
+
+async def test_k_keys_on_a_server_change_nothing_and_say_why(make_app):
+    with fake_server(FakeOpenAI(reply="one two")) as url:
+        app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url, k=4))
+        async with app.run_test(size=(140, 36)) as pilot:
+            await ready(pilot)
+            bar = app.chat_screen.param_bar
+            assert "k ?" in bar.plain  # the server never said its k: not the config's 4
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: any("cannot send k" in text for text in notices(app)))
+            await pilot.pause()
+            assert app.host.live.k == 4
+            assert "k ?" in bar.plain and "k 5" not in bar.plain
+
+
+async def test_the_info_screen_of_a_server_has_words_not_placeholders(make_app):
+    with fake_server(FakeOpenAI(reply="one two")) as url:
+        app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=(140, 36)) as pilot:
+            await ready(pilot)
+            app.chat_screen.session.engine_stats = {"server_k": None}
+            await pilot.press("f3")
+            await wait_for(pilot, lambda: isinstance(app.screen, InfoScreen))
+            await pilot.pause()
+            text = str(app.screen.query_one("#info-rows").render())
+    assert "None" not in text and "?" not in text
+    assert "not reported" in text and "cannot send k" in text
+
+
+def test_json_k_is_null_when_the_server_never_says_its_k():
+    from spectui.cli.generate import engine_k, reply_json
+
+    fake = FakeOpenAI(reply="one two")
+    with fake_server(fake) as url:
+        engine = ServerEngine(url)
+        k = engine_k(engine, 9)
+        reply = run_reply(engine, prompt_messages("hi", None), GenerationParams(max_tokens=8), Control(k or 0))
+    assert k is None
+    assert reply_json(reply, engine, k)["model"]["k"] is None
+    assert "num_speculative_tokens" not in str(fake.seen_bodies)
