@@ -33,6 +33,7 @@ class Capabilities:
     memory: bool = False  # memory() reads the engine's own footprint (its pool, its processes)
     tokenizer: bool = False  # prompt_ids(messages) gives the prompt's token ids
     restarts_itself: bool = False  # an engine process that died starts again with the next reply
+    exclusive_device: bool = False  # its memory pool takes the device: close it before another loads
     # Which tokens were drafts is reported (a server that is not vLLM may not say: its replies
     # are plain target text, or counted as a whole)
     reports_speculation: bool = True

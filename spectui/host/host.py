@@ -31,6 +31,7 @@ from spectui.host.messages import (
     SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
+from spectui.host.switch import Fallback, described, keeps_open
 from spectui.host.uses import Released, Use, Uses, start_thread
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -65,6 +66,7 @@ class EngineHost:
         self.restarting_k: int | None = None  # the k a restart in flight builds with
         self.wanted_swap: tuple[EnginePlan, str] | None = None  # another engine waiting to replace this one
         self.swapping_to: str | None = None  # what a swap in flight builds
+        self.fallback: Fallback | None = None  # what a swap in flight falls back on if it fails
         self.restart_failed = False
         self.keys = LiveKeys(self)
         self.uses = Uses(self._arrive, self.restart_if_wanted)
@@ -170,6 +172,7 @@ class EngineHost:
     def _ready(self, engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
+        self.fallback = None  # the loader closed an engine it kept open, once the new one was built
         self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
         self.status, self.restart_failed, self.load_seconds, self.loading_detail = "ready", False, seconds, ""
         if restarted_k is not None:
@@ -184,7 +187,7 @@ class EngineHost:
             note = f"{self.label} restarted with k = {restarted_k} in {seconds:.1f} s{pinned}; the conversation goes on."
         elif swapped_to is not None:
             note = f"Switched to {swapped_to} in {seconds:.1f} s; the conversation goes on."
-        self._tell(EngineReady(engine, seconds, note))
+        self._tell(EngineReady(engine, seconds, note, swapped_to))
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:
@@ -193,6 +196,10 @@ class EngineHost:
     def _failed(self, error: str) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
+        fallback, self.fallback = self.fallback, None
+        if swapped_to is not None and fallback is not None:
+            self._fall_back(fallback, swapped_to, error)
+            return
         self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
         if swapped_to is not None:
             text, retry = f"Could not switch to {swapped_to}: {error}", "the model screen can try another"
@@ -204,6 +211,21 @@ class EngineHost:
         self.notice(text, "error", 10)
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
+
+    def _fall_back(self, fallback: Fallback, swapped_to: str, error: str) -> None:
+        """A switch failed: the engine before goes on if it stayed open, else it loads again."""
+        text = f"Could not switch to {swapped_to}: {error}"
+        if fallback.engine is not None:
+            self.engine, self.plan, self.baseline = fallback.engine, fallback.plan, fallback.baseline
+            self.engine_k, self.status, self.error = fallback.engine_k, "ready", ""
+            note = f"{text} · {fallback.what} goes on; the model screen can try another"
+        else:
+            self.status, self.error = "failed", error
+            self.wanted_swap = (fallback.plan, fallback.what)
+            note = f"{text} · loading {fallback.what} again"
+        self._tell(EngineFailed(error, note, swap_failed=True))
+        self.notice(text, "error", 10)
+        self.restart_if_wanted()
 
     # k restarts
 
@@ -270,13 +292,24 @@ class EngineHost:
         if self.uses or self.status == "loading":
             return  # a reply or the compare view holds the engine, or a load is in flight: they look again
         (plan, what), self.wanted_swap = self.wanted_swap, None
-        old_engines = (self.engine, self.baseline.take())
+        self.fallback = self._fallback_for_swap()
+        # The compare view's baseline is built again when asked for: it never waits for the switch.
+        kept = (self.engine,) if self.fallback is not None and self.fallback.engine is not None else ()
+        closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
         self.engine, self.plan, self.baseline = None, plan, Baseline(plan.build_baseline)
         self.status, self.swapping_to, self.loading_detail = "loading", what, ""
         self.loading_since, self.engine_k = self.clock(), self.live.k
         self._tell(RestartStarted(None, f"Switching to {what}: the conversation stays…"))
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
-        start_thread(lambda: load(build, self._arrive, self.clock, old_engines), "spectui-load")
+        start_thread(lambda: load(build, self._arrive, self.clock, closed_first, kept), "spectui-load")
+
+    def _fallback_for_swap(self) -> Fallback | None:
+        """What a swap goes back to: none after a failed load (nothing ran)."""
+        if self.engine is None:
+            return None
+        kept = keeps_open(self.engine)
+        return Fallback(self.plan, described(self.info), self.engine_k,
+                        self.engine if kept else None, self.baseline if kept else None)
 
     # replies and the compare view
 
@@ -317,6 +350,9 @@ class EngineHost:
         if not self.uses.stop_and_wait(timeout):
             return False
         engines, self.engine = (self.engine, self.baseline.take()), None
+        fallback, self.fallback = self.fallback, None
+        if fallback is not None and fallback.engine is not None:  # quitting while a switch loads
+            engines += (fallback.engine,)
         for engine in engines:
             if engine is not None:
                 try:

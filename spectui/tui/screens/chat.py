@@ -56,6 +56,7 @@ class ChatScreen(Screen):
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.session = SessionTracker()
         self.last_reply = None
+        self.config_switching_to = None  # the model screen's choice, while its engine loads
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
@@ -123,6 +124,8 @@ class ChatScreen(Screen):
         elif isinstance(event, EngineReady):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
+            if event.swap_failed:
+                self.config_switching_to = None  # the chat keeps the config it runs
             self.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
@@ -130,6 +133,8 @@ class ChatScreen(Screen):
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
+        if event.swapped_to is not None and self.config_switching_to is not None:
+            self.config, self.config_switching_to = self.config_switching_to, None
         waiting = self.prompt.take_waiting()
         if waiting is not None:
             self.send(waiting.text, waiting)

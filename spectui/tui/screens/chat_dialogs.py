@@ -26,7 +26,7 @@ def open_model(chat) -> None:
 
     def chosen(config) -> None:
         if config is not None and config != chat.config:
-            chat.config = config
+            chat.config_switching_to = config  # the chat's config once that engine is ready
             chat.host.swap(plan_for(config), describe(config))
 
     chat.app.push_screen(ModelScreen(chat.config), chosen)
