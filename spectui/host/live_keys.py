@@ -47,7 +47,9 @@ class LiveKeys:
                         f"this key recommends a k from the measured acceptance.")
             return
         offered, self._k_offer = self._k_offer, None
-        if theory.best_k == k:
+        if theory.best_k is None:
+            host.notice(f"No k to recommend yet: {theory.missing}. A reply at another k times v(k) there.")
+        elif theory.best_k == k:
             host.notice(f"k = {k} is already the best k for α {theory.alpha:.2f} (×{theory.best_speedup:.2f} predicted).")
         elif offered == theory.best_k and host.k_restarts_engine:
             host.live.update(k=theory.best_k)
@@ -56,7 +58,7 @@ class LiveKeys:
             restart = "press the key again to restart it with that k" if host.k_restarts_engine else \
                 "restart the server with that num_speculative_tokens"
             host.notice(f"Recommended k = {theory.best_k} for α {theory.alpha:.2f}: ×{theory.best_speedup:.2f} "
-                        f"predicted against ×{theory.speedup:.2f} at k = {k}; {restart}.")
+                        f"predicted against ×{theory.speedup:.2f} for the last reply (k = {k}); {restart}.")
 
 
 def k_not_sent(host) -> str:
