@@ -51,3 +51,26 @@ def test_json_k_is_null_when_the_server_never_says_its_k():
     assert k is None
     assert reply_json(reply, engine, k)["model"]["k"] is None
     assert "num_speculative_tokens" not in str(fake.seen_bodies)
+
+
+async def test_compare_runs_adaptive_k_when_the_bar_says_k_auto(make_app):
+    from fake_engines import factory_for
+    from spectui.engines.scripted import ScriptedEngine
+    from spectui.tui.screens.compare import CompareScreen
+    from tui_helpers import reply_done, send
+
+    app = make_app(factory_for(ScriptedEngine(alpha=0.85, step_delay=0.002)), ChatConfig(k=4))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.host.live.update(auto=True)
+        await send(pilot, "compare me")
+        await reply_done(pilot)
+        app.chat_screen.action_compare()
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
+        await pilot.pause()
+        speculative = screen.comparison.of("speculative")[0]
+        assert any(step.auto is not None for step in speculative.reply.steps)
+        assert "k auto (from 4)" in str(screen.head.render())
+        assert "k auto (from 4)" in str(screen.panes["speculative"].title.render())

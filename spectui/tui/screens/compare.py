@@ -25,7 +25,7 @@ from textual.message import Message as TextualMessage
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from spectui.core.engine import K
+from spectui.core.engine import AUTO, K
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
 from spectui.core.pieces import display_chunks, step_pieces
@@ -64,7 +64,7 @@ class SweepPointArrived(TextualMessage):
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     path: str
-    k: int
+    k: str  # "k = 4", "k auto (from 4)"
     number: int  # 1-based, within its path
 
 
@@ -98,9 +98,11 @@ class CompareScreen(Screen):
         self.fixed_k = not host.capabilities.live(K)
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
         self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
+        # compare runs what the chat runs: adaptive k, where the bar says "k auto", from k
+        self.auto = host.live.auto and host.capabilities.live(AUTO)
         self.baseline = None  # the second engine, for a fixed k
         self.temperature = host.live.temperature
-        self.comparison = Comparison([], self.temperature)
+        self.comparison = Comparison([], self.temperature, self.auto)
         self.sweep_points: list[SweepPoint] = []
         self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
@@ -137,9 +139,13 @@ class CompareScreen(Screen):
         draft = f" drafted by {info.draft}" if info.method == "draft" and info.draft else ""
         status = f" · {self.busy_with}" if self.busy else ""
         self.head.update(Content(
-            f"Compare · {info.target}{draft} · method {info.method} · k = {self.k} · T = {self.temperature:.2f} "
+            f"Compare · {info.target}{draft} · method {info.method} · {self.k_label} · T = {self.temperature:.2f} "
             f"· seed {self.params.seed}{status}{self._baseline_note()}\n“{prompt}”"
         ))
+
+    @property
+    def k_label(self) -> str:
+        return f"k auto (from {self.k})" if self.auto else f"k = {self.k}"
 
     def _baseline_note(self) -> str:
         if not self.fixed_k:
@@ -197,7 +203,7 @@ class CompareScreen(Screen):
         def make(path: str, k: int, temperature: float) -> Control:
             control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
-            self.inbox.put(RunStarted(path, k, numbers[path]))
+            self.inbox.put(RunStarted(path, self.k_label if path == "speculative" else "k = 0", numbers[path]))
             return control
 
         return make
@@ -205,7 +211,7 @@ class CompareScreen(Screen):
     def _cancellable(self, path: str, k: int, temperature: float) -> Control:
         """A run's Control, kept to cancel it; born cancelled once a stop was asked for
         (a stop between two runs must not let the next one run)."""
-        control = Control(k, temperature)
+        control = Control(k, temperature, auto=self.auto and path == "speculative")
         if self.stop_requested.is_set():
             control.cancel()
         self.control = control
@@ -322,7 +328,7 @@ class CompareScreen(Screen):
         """New k, T or method: forget the runs made with the old settings and run again,
         once the work in flight (cancelled) has stopped: runs must never overlap."""
         self.generation += 1
-        self.comparison = Comparison([], self.temperature)
+        self.comparison = Comparison([], self.temperature, self.auto)
         self.sweep.remove_class("-shown")
         for path, pane in self.panes.items():
             pane.end_run("waiting for its turn")
@@ -352,7 +358,7 @@ class CompareScreen(Screen):
         if new_k == self.k:
             self.notify(f"k stays within 1..{K_MAX} here (the baseline is k = 0)")
             return
-        self.k = new_k
+        self.k, self.auto = new_k, False  # a k chosen by hand ends adaptive k, as in the chat
         self._settings_changed()
 
     def action_temperature(self, direction: int) -> None:
