@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spectui.core.engine import SPECULATION_NOT_REPORTED
 from spectui.core.events import AutoChoice, Done, Step
@@ -93,6 +93,8 @@ class SessionTracker:
     acceptance: AcceptanceCounts = field(default_factory=AcceptanceCounts)
     costs: StepTimings = field(default_factory=StepTimings)
     engine_stats: dict = field(default_factory=dict)
+    # The compare view's last speedup over k = 0, and what it ran ("k = 4", "k auto (from 4)")
+    compared: tuple[float, str] | None = None
 
     def add_reply(self, reply: ReplyTracker) -> None:
         self.acceptance = self.acceptance.merged(reply.acceptance)
@@ -128,6 +130,7 @@ class Theory:
     missing: str = ""  # what best k waits for
     reply: ReplyFigures | None = None  # set once the reply ended
     measured_speedup: float | None = None  # the reply's tokens per step-second over a plain step's
+    measured_against: str = "k=0 steps"  # or "k=0, compare": the compare view's runs
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,14 @@ def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: Re
         reply=figures,
         measured_speedup=measured_speedup(reply, plain_seconds),
     )
+
+
+def with_compared(theory: Theory | None, compared: tuple[float, str] | None) -> Theory | None:
+    """The compare view's measured speedup where the reply has none of its own (no plain steps)."""
+    if theory is None or theory.measured_speedup is not None or compared is None:
+        return theory
+    speedup, _ = compared
+    return replace(theory, measured_speedup=speedup, measured_against="k=0, compare")
 
 
 def slope_missing(cost: CostEstimate) -> str:
@@ -247,7 +258,7 @@ def panel_data(
         rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=theory_for(alpha, theory_k, cost, reply, costs.target_seconds()),
+        theory=with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds()), session.compared),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,

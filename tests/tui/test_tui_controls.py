@@ -74,3 +74,28 @@ async def test_compare_runs_adaptive_k_when_the_bar_says_k_auto(make_app):
         assert any(step.auto is not None for step in speculative.reply.steps)
         assert "k auto (from 4)" in str(screen.head.render())
         assert "k auto (from 4)" in str(screen.panes["speculative"].title.render())
+
+
+async def test_the_compare_views_speedup_stands_beside_the_theory_prediction(make_app):
+    from fake_engines import PlanEngine, factory_for
+    from spectui.tui.screens.compare import CompareScreen
+    from tui_helpers import reply_done, send
+
+    app = make_app(factory_for(PlanEngine([None, 2, 2, 2])), ChatConfig(k=2))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await send(pilot, "compare me")
+        await reply_done(pilot)
+        chat = app.chat_screen
+        assert "measured  ×" not in chat.stats_panel.plain.split("Theory")[1]  # no k = 0 step timed yet
+        chat.action_compare()
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
+        speedup = screen.comparison.speedup
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is chat)
+        await pilot.pause()
+        theory = chat.stats_panel.plain.split("Theory")[1]
+        assert f"measured  ×{speedup:.2f} vs k=0, compare" in theory
+        assert theory.count("predicted ×") == 1

@@ -248,6 +248,11 @@ class ChatScreen(Screen):
     def action_compare(self) -> None:
         dialogs.compare_last_prompt(self)
 
+    def compared(self, speedup: float, what: str) -> None:
+        """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
+        self.session.compared = (speedup, what)
+        self.refresh_panels()
+
     # history
 
     def on_show_conversation(self, message: ShowConversation) -> None:

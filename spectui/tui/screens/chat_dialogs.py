@@ -57,4 +57,4 @@ def open_compare(chat, messages: list[Message]) -> None:
     else:
         config = chat.config
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
-        chat.app.push_screen(CompareScreen(chat.host, list(messages), params))
+        chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))

@@ -15,6 +15,7 @@ view. The view holds the chat's engine while it is open (a k restart waits for i
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -86,9 +87,11 @@ class CompareScreen(Screen):
     CompareScreen > #sweep.-shown { display: block; }
     """
 
-    def __init__(self, host, messages: list[Message], params: GenerationParams) -> None:
+    def __init__(self, host, messages: list[Message], params: GenerationParams,
+                 on_speedup: Callable[[float, str], None] | None = None) -> None:
         super().__init__()
         self.host = host
+        self.on_speedup = on_speedup  # told the measured speedup as the view closes
         engine = host.engine
         self.base_engine = engine
         self.engine = engine
@@ -266,6 +269,9 @@ class CompareScreen(Screen):
         self.refresh_head()
 
     def on_unmount(self) -> None:
+        speedup = self.comparison.speedup
+        if self.on_speedup is not None and speedup is not None:
+            self.on_speedup(speedup, self.k_label)
         self.stop_work()
         self.baseline = None
         self.host.close_baseline()  # after the run in flight: closing it under a request breaks it

@@ -90,7 +90,8 @@ def theory_lines(theory: Theory, inner: int, auto: bool) -> list[list[tuple[str,
         at = " for its k"
     lines.append([(" predicted ", LABEL), (f"×{theory.speedup:.2f}", VALUE), (at, LABEL)])
     if theory.measured_speedup is not None:
-        lines.append([(" measured  ", LABEL), (f"×{theory.measured_speedup:.2f}", VALUE), (" vs k=0 steps", LABEL)])
+        lines.append([(" measured  ", LABEL), (f"×{theory.measured_speedup:.2f}", VALUE),
+                      (f" vs {theory.measured_against}", LABEL)])
     if not auto:  # adaptive k picks k itself, step by step
         if theory.best_k is not None:
             lines.append([(" best k    ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f} predicted", LABEL)])
