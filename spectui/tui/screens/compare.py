@@ -148,6 +148,8 @@ class CompareScreen(Screen):
 
     @property
     def k_label(self) -> str:
+        if self.host.k_from_engine and self.engine.fixed_k is None:
+            return "k not reported by the server"  # it runs its own k and does not say which
         return f"k auto (from {self.k})" if self.auto else f"k = {self.k}"
 
     def _baseline_note(self) -> str:
