@@ -64,3 +64,34 @@ async def test_a_switch_that_fails_to_load_leaves_the_chat_on_its_engine(make_ap
         await send(pilot, "still here?")
         await reply_done(pilot)
         assert len(first.messages_seen) == 1
+
+
+async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_it_fails(make_app, monkeypatch):
+    import threading
+
+    from spectui.host import plan as plan_module
+
+    release = threading.Event()
+
+    def failing_factory(config):
+        def build(progress):
+            release.wait(20)
+            raise RuntimeError("no weights for that model")
+
+        return build
+
+    monkeypatch.setattr(plan_module, "engine_factory_for", failing_factory)
+    first = PlanEngine([None, 1])
+    app = make_app(factory_for(first), ChatConfig(engine="embedded", k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.host.swapping_to is not None)
+        await send(pilot, "sent while it loads")
+        assert app.chat_screen.prompt.waiting is not None
+        release.set()
+        await wait_for(pilot, lambda: first.messages_seen)
+        await reply_done(pilot)
+        assert first.messages_seen[0][-1]["content"] == "sent while it loads"

@@ -126,7 +126,10 @@ class ChatScreen(Screen):
         elif isinstance(event, EngineFailed):
             if event.swap_failed:
                 self.config_switching_to = None  # the chat keeps the config it runs
-            self.give_back_waiting()
+            if event.swap_failed and self.host.engine is not None:
+                self.send_waiting()  # the engine before goes on: a message that waited goes to it
+            else:
+                self.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
             self.refresh_panels()
@@ -135,9 +138,7 @@ class ChatScreen(Screen):
         collect_between_replies()
         if event.swapped_to is not None and self.config_switching_to is not None:
             self.config, self.config_switching_to = self.config_switching_to, None
-        waiting = self.prompt.take_waiting()
-        if waiting is not None:
-            self.send(waiting.text, waiting)
+        self.send_waiting()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
@@ -149,6 +150,11 @@ class ChatScreen(Screen):
 
     def on_text_area_changed(self) -> None:
         self.turns.box_changed()
+
+    def send_waiting(self) -> None:
+        waiting = self.prompt.take_waiting()
+        if waiting is not None:
+            self.send(waiting.text, waiting)
 
     def give_back_waiting(self) -> None:
         if self.prompt.give_back():
