@@ -31,7 +31,7 @@ from spectui.host.messages import (
     SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
-from spectui.host.switch import Fallback, described, keeps_open
+from spectui.host.switch import Fallback, fallback_for
 from spectui.host.uses import Released, Use, Uses, start_thread
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -292,7 +292,7 @@ class EngineHost:
         if self.uses or self.status == "loading":
             return  # a reply or the compare view holds the engine, or a load is in flight: they look again
         (plan, what), self.wanted_swap = self.wanted_swap, None
-        self.fallback = self._fallback_for_swap()
+        self.fallback = fallback_for(self.engine, self.plan, self.baseline, self.engine_k)
         # The compare view's baseline is built again when asked for: it never waits for the switch.
         kept = (self.engine,) if self.fallback is not None and self.fallback.engine is not None else ()
         closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
@@ -302,14 +302,6 @@ class EngineHost:
         self._tell(RestartStarted(None, f"Switching to {what}: the conversation stays…"))
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
         start_thread(lambda: load(build, self._arrive, self.clock, closed_first, kept), "spectui-load")
-
-    def _fallback_for_swap(self) -> Fallback | None:
-        """What a swap goes back to: none after a failed load (nothing ran)."""
-        if self.engine is None:
-            return None
-        kept = keeps_open(self.engine)
-        return Fallback(self.plan, described(self.info), self.engine_k,
-                        self.engine if kept else None, self.baseline if kept else None)
 
     # replies and the compare view
 

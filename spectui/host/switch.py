@@ -35,3 +35,11 @@ def described(info) -> str:
     method = f" ({info.method})" if info.method and info.method != "none" else ""
     return f"{info.target}{method} · {info.name}"
 
+
+
+def fallback_for(engine, plan: EnginePlan, baseline: Baseline, engine_k: int) -> Fallback | None:
+    """What a switch from `engine` goes back to: nothing after a failed load (nothing ran)."""
+    if engine is None:
+        return None
+    kept = keeps_open(engine)
+    return Fallback(plan, described(engine.info), engine_k, engine if kept else None, baseline if kept else None)
