@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.engine import SPECULATION_NOT_REPORTED, Capabilities, Engine, EngineInfo
+from spectui.core.engine import SPECULATION_NOT_REPORTED, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -96,7 +96,9 @@ class ServerEngine(Engine):
             method=method_name(config, self.server_k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None),
+            # The request names a temperature; k is the server's own, fixed when it started
+            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
+                                      reply_controls=frozenset({TEMPERATURE})),
         )
 
     @property

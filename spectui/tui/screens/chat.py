@@ -57,6 +57,7 @@ class ChatScreen(Screen):
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.session = SessionTracker()
         self.last_reply = None
+        self.config_switching_to = None  # the model screen's choice, while its engine loads
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
@@ -128,16 +129,21 @@ class ChatScreen(Screen):
         elif isinstance(event, EngineReady):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
-            self.give_back_waiting()
+            if event.swap_failed:
+                self.config_switching_to = None  # the chat keeps the config it runs
+            if event.swap_failed and self.host.engine is not None:
+                self.send_waiting()  # the engine before goes on: a message that waited goes to it
+            else:
+                self.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
             self.refresh_panels()
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
-        waiting = self.prompt.take_waiting()
-        if waiting is not None:
-            self.send(waiting.text, waiting)
+        if event.swapped_to is not None and self.config_switching_to is not None:
+            self.config, self.config_switching_to = self.config_switching_to, None
+        self.send_waiting()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
@@ -149,6 +155,11 @@ class ChatScreen(Screen):
 
     def on_text_area_changed(self) -> None:
         self.turns.box_changed()
+
+    def send_waiting(self) -> None:
+        waiting = self.prompt.take_waiting()
+        if waiting is not None:
+            self.send(waiting.text, waiting)
 
     def give_back_waiting(self) -> None:
         if self.prompt.give_back():
@@ -251,6 +262,11 @@ class ChatScreen(Screen):
 
     def action_compare(self) -> None:
         dialogs.compare_last_prompt(self)
+
+    def compared(self, speedup: float, what: str) -> None:
+        """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
+        self.session.compared = (speedup, what)
+        self.refresh_panels()
 
     # history
 
