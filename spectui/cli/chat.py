@@ -32,6 +32,7 @@ class ScreenshotEngine(str, Enum):
 
 class ExportFormat(str, Enum):
     md = "md"
+    json = "json"
     jsonl = "jsonl"
 
 
@@ -170,23 +171,28 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
 @history_app.command("export")
 def history_export_command(
     conversation_id: int = typer.Argument(..., help="The conversation id (see history list)."),
-    fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f", help="md: the conversation; jsonl: its per-step trace."),
+    fmt: ExportFormat = typer.Option(
+        ExportFormat.md, "--format", "-f",
+        help="md: the conversation to read; json: the conversation with each reply's settings; jsonl: its per-step trace."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
 ) -> None:
-    """Export a conversation as Markdown, or its trace as JSONL (one line per step)."""
-    from spectui.core.safe_text import escaped_json
-    from spectui.store import Store, default_store_path, export_markdown, export_trace_jsonl
+    """Export a conversation as Markdown or JSON, or its trace as JSONL (one line per step).
+    Turns replaced by regenerate or edit are left out, as the chat leaves them out."""
+    from spectui.store import NoSuchConversation, Store, default_store_path
 
+    path = default_store_path()
     try:
-        store = Store(default_store_path(), read_only=True)
-        conversation = store.load_conversation(conversation_id)
-        store.close()
+        if not path.is_file():  # the same error, and exit code, as rm and rename
+            raise NoSuchConversation(f"no conversation {conversation_id}: no history at {path} yet")
+        store = Store(path, read_only=True)
+        try:
+            store.conversation_summary(conversation_id)  # an unknown id is a usage error (2)
+            conversation = store.load_conversation(conversation_id)
+        finally:
+            store.close()
     except SpectuiError as error:
         fail(error)
-    if fmt is ExportFormat.md:
-        text = export_markdown(conversation)
-    else:
-        text = "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
+    text = export_text(conversation, fmt)
     if output is None:
         sys.stdout.write(text)
         return
@@ -195,6 +201,18 @@ def history_export_command(
     except OSError as error:
         fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
     typer.echo(str(output), err=True)
+
+
+def export_text(conversation, fmt: ExportFormat) -> str:
+    """The conversation in `fmt`, with nothing a terminal would obey (JSON keeps the values)."""
+    from spectui.core.safe_text import escaped_json
+    from spectui.store import export_json, export_markdown, export_trace_jsonl
+
+    if fmt is ExportFormat.md:
+        return export_markdown(conversation)
+    if fmt is ExportFormat.json:
+        return escaped_json(export_json(conversation))
+    return "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
 
 
 @history_app.command("salvage")

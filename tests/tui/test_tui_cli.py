@@ -59,7 +59,7 @@ def test_history_list_and_export(tmp_path, monkeypatch):
     assert result.exit_code == 0
     assert json.loads(out.read_text())["sources"] == ["target"]
     result = runner.invoke(cli(), ["history", "export", "42"])
-    assert result.exit_code == 1 and result.stderr.strip().startswith("spectui: error: no conversation 42")
+    assert result.exit_code == 2 and result.stderr.strip().startswith("spectui: error: no conversation 42")
 
 
 def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):

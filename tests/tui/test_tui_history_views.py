@@ -1,0 +1,36 @@
+"""History after regenerate and edit in the app: export, search and counts say what the chat
+shows (issue 40)."""
+
+from __future__ import annotations
+
+from spectui.store import export_markdown
+
+from fake_engines import PlanEngine, factory_for
+from tui_helpers import ready, reply_done, send
+
+SIZE = (110, 36)
+
+
+async def test_export_search_and_count_after_regenerate_and_edit(make_app):
+    app = make_app(factory_for(PlanEngine([None, 1])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "hello there")
+        await reply_done(pilot)
+        await pilot.press("f10")  # regenerate as it was made
+        await reply_done(pilot)
+        await pilot.press("ctrl+f10")  # regenerate with the live settings
+        await reply_done(pilot)
+        await send(pilot, "tell me about rome")
+        await reply_done(pilot)
+        await pilot.press("f12")  # edit the last question
+        chat.prompt.value = "tell me about paris"
+        await pilot.press("enter")
+        await reply_done(pilot)
+        store, conversation_id = app.store, chat.transcript.conversation_id
+        markdown = export_markdown(store.load_conversation(conversation_id))
+        assert markdown.count("## assistant") == 2 and markdown.count("## user") == 2
+        assert "rome" not in markdown and "paris" in markdown
+        assert store.search("rome") == [] and store.search("paris")
+        assert store.conversation_summary(conversation_id).num_messages == 4
