@@ -778,6 +778,12 @@ def drafted_fields(stored: str) -> dict:
     return fields
 
 
+def data_folder(name: str) -> Path:
+    """A folder beside the history (the user's data folder, or SPECTUI_DATA_DIR) for what the
+    app writes on a key, exports and screenshots: never the working directory unasked."""
+    return default_store_path().parent / name
+
+
 def is_superseded(message: StoredMessage) -> bool:
     return bool(message.stats.get("superseded"))
 
