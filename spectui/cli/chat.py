@@ -43,7 +43,9 @@ def chat_command(
     settings: Given = None,
     no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
 ) -> None:
-    """Chat in the terminal, every token coloured by where it came from."""
+    """Chat in the terminal, every token coloured by where it came from.
+
+    Options not given take the config file's values (spectui config path)."""
     try:
         code = run_chat(settings.config_overrides(), resume=resume, conversation_id=conversation_id, history=not no_history)
     except SpectuiError as error:
@@ -83,15 +85,21 @@ def run_chat(
     from spectui.host.plan import check_engine_choice
 
     check_engine_choice(config)
+    if resume and not history:
+        raise UsageError("--resume needs history (drop --no-history)")
     store = Store(default_store_path()) if history else None
     conversation = None
-    if resume:
-        if store is None:
-            raise UsageError("--resume needs history (drop --no-history)")
-        wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
-        if wanted is None:
-            raise StoreError("no saved conversation to resume yet")
-        conversation = store.load_conversation(wanted)
+    try:
+        if resume:
+            wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
+            if wanted is None:
+                raise StoreError("no saved conversation to resume yet")
+            conversation = store.load_conversation(wanted)
+        require_terminal()  # after every mistake on the command line has been named
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
 
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings
@@ -119,6 +127,15 @@ def run_chat(
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def require_terminal() -> None:
+    """The app draws on a terminal and reads keys from it: a pipe or /dev/null would get escape
+    codes and give no keys."""
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if not stream.isatty():
+            raise UsageError(f"the chat app needs a terminal, but {name} is not one: "
+                             "for one reply from a pipe use spectui generate (or compare --table)")
 
 
 @config_app.command("path")
@@ -152,14 +169,16 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
     from spectui.store import Store, default_store_path
 
     path = default_store_path()
-    if not path.exists():
-        return  # nothing saved yet
-    try:
-        store = Store(path, read_only=True)
-        summaries = store.list_conversations()
-        store.close()
-    except SpectuiError as error:
-        fail(error)
+    summaries = []
+    if path.exists():
+        try:
+            store = Store(path, read_only=True)
+            summaries = store.list_conversations()
+            store.close()
+        except SpectuiError as error:
+            fail(error)
+    if not summaries:  # on stderr: a script reading stdout sees no conversation
+        typer.echo(f"no conversations saved yet (spectui chat saves them in {path})", err=True)
     for summary in summaries:
         if as_json:
             typer.echo(json.dumps(summary.__dict__))

