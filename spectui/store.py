@@ -20,6 +20,7 @@ from pathlib import Path
 
 from spectui.core.errors import SpectuiError, UsageError
 from spectui.core.events import Source, Step
+from spectui.core.reasoning import split_reasoning
 from spectui.core.record import step_record
 from spectui.core.safe_text import safe_text
 
@@ -806,7 +807,10 @@ def export_markdown(conversation: Conversation) -> str:
     for message in shown_messages(conversation):
         lines.append(f"## {message.role}")
         lines.append("")
-        lines.append(message.content)
+        reasoning, answer = split_reasoning(message.content) if message.role == "assistant" else ("", message.content)
+        if reasoning:  # apart from the answer, folded where Markdown is rendered
+            lines += ["<details><summary>reasoning</summary>", "", reasoning, "", "</details>", ""]
+        lines.append(answer)
         if message.role == "assistant":
             note = _reply_note(message)
             if note:
@@ -862,6 +866,14 @@ def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
             )
 
 
+def reply_parts(message: StoredMessage) -> dict:
+    """A message's content; a reply's reasoning apart from its answer (the trace keeps the text whole)."""
+    if message.role != "assistant":
+        return {"content": message.content}
+    reasoning, answer = split_reasoning(message.content)
+    return {"content": answer, **({"reasoning": reasoning} if reasoning else {})}
+
+
 def export_json(conversation: Conversation) -> str:
     """The conversation as one JSON document: what the chat shows, each message with its
     settings (k, T, method, seed of each reply) and stats; the per-step trace is the JSONL."""
@@ -869,7 +881,7 @@ def export_json(conversation: Conversation) -> str:
         {
             "id": message.id,
             "role": message.role,
-            "content": message.content,
+            **reply_parts(message),
             **({"finish_reason": message.finish_reason} if message.role == "assistant" else {}),
             **({"error": message.error} if message.error else {}),
             **({"settings": message.settings} if message.settings else {}),

@@ -5,6 +5,8 @@ changed, so thousands of tokens a second cost little. Its height is its line cou
 conversation around it scrolls. A Markdown code fence is drawn as a code block while it
 streams: the opening fence becomes the block's label (its language), the closing one its
 last line, and each token inside keeps its source's style on the block's background.
+A reasoning model's `<think>` block is drawn apart from the answer the same way: labelled,
+behind a bar, dimmed, each token still in its source's colour.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from spectui.core.safe_text import safe_text
-from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE
+from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost")
-BLOCK_CLASSES = ("code", "code-label")
+BLOCK_CLASSES = ("code", "code-label", "reasoning")
+REASONING_LABEL = " reasoning "
+REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
 # While a reply streams its height grows ahead of the text, doubling (by at least
 # this many): a layout pass re-renders the screen, so one per new line would cost more
 # than the text itself. The conversation scrolls to the text's end, not to the spare.
@@ -40,6 +44,7 @@ class TokenView(Widget):
     TokenView > .tokenview--ghost { color: $spectui-ghost; text-style: $spectui-ghost-style; }
     TokenView > .tokenview--code { background: $surface; }
     TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
+    TokenView > .tokenview--reasoning { color: $text-muted; }
     """
 
     def __init__(
@@ -193,6 +198,8 @@ class TokenView(Widget):
         style = self.get_component_rich_style
         if line.block == PROSE:
             return [text_segment(text, style(f"tokenview--{kind}")) for text, kind in line_runs(line)], base
+        if line.block in (THINK_OPEN, THINK, THINK_CLOSE):
+            return self._draw_reasoning(line, base), base
         block = base + style("tokenview--code")
         background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
         padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
@@ -200,11 +207,24 @@ class TokenView(Widget):
                           for text, kind in line_runs(line)], block
 
 
+    def _draw_reasoning(self, line: WrappedLine, base: Style) -> list[Segment]:
+        """A line of a <think> block: the label, or the bar and the tokens dimmed, each in its own colour."""
+        style = self.get_component_rich_style
+        if line.block != THINK:
+            return [text_segment(text, base + style(f"tokenview--{kind}")) for text, kind in line_runs(line)]
+        dimmed = Style(dim=True)
+        return [text_segment(REASONING_BAR, base + style("tokenview--reasoning"))] + [
+            text_segment(text, style(f"tokenview--{kind}") + dimmed) for text, kind in line_runs(line)]
+
+
 def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
-    """What a wrapped line shows: its runs; an opening fence's label; nothing for the closing one."""
+    """What a wrapped line shows: its runs; an opening fence's label; nothing for the closing one.
+    A <think> block's opening tag is its label; its closing tag shows nothing."""
     if line.block == OPEN:
         return [(f" {line.language or 'code'} ", "code-label")]
-    if line.block == CLOSE:
+    if line.block == THINK_OPEN:
+        return [(REASONING_LABEL, "code-label")]
+    if line.block in (CLOSE, THINK_CLOSE):
         return []
     return line.runs()
 
