@@ -130,8 +130,14 @@ def test_models_rm_asks_on_a_terminal(cached_model, monkeypatch, answer, removed
 
 
 def test_models_verify_says_what_each_size_is(monkeypatch, tmp_path):
-    from spectui.models.cache import CachedModel
+    import json
 
+    from spectui.models.cache import FLOAT32_FOLDER, CachedModel
+    from spectui.models.registry import MARKER_FILE
+
+    (tmp_path / FLOAT32_FOLDER).mkdir()
+    for folder, size in ((tmp_path, 169_000_000), (tmp_path / FLOAT32_FOLDER, 542_000_000)):
+        (folder / MARKER_FILE).write_text(json.dumps({"format": 2, "files": {"w.bin": {"size": size, "sha256": "x"}}}))
     model = CachedModel("mine", tmp_path, 711_000_000, "int8")
     monkeypatch.setattr("spectui.models.cache.cached_models", lambda: [model])
 
@@ -142,7 +148,8 @@ def test_models_verify_says_what_each_size_is(monkeypatch, tmp_path):
     monkeypatch.setattr("spectui.models.cache.verify_folder", verify)
     result = runner.invoke(app, ["models", "verify"])
     assert result.exit_code == 0
-    assert "mine: ok: 542 MB of weights match their checksums (711 MB on disk in all)" in result.stderr
+    assert ("mine: ok, every byte matches its sha256: 169 MB int8 store + 542 MB float32 copy; 711 MB on disk in all"
+            in " ".join(result.stderr.split()))
 
 
 def test_the_model_list_says_why_split_packages_are_safe(tmp_path, monkeypatch):

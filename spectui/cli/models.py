@@ -132,21 +132,30 @@ def verify_models(name: str | None) -> None:
     for model in models:
         if model.state == "converting":
             continue
-        checked = [0]  # the bytes hashed: the weights with checksums, not the folder's other files
-
-        def report(done: int, total: int, key: str = model.key) -> None:
-            checked[0] = max(checked[0], total)
-            progress(f"{key} verify", done, total)
-
         with rich_progress() as progress:
-            problem = verify_folder(model.folder, report)
+            problem = verify_folder(model.folder, lambda done, total: progress(f"{model.key} verify", done, total))
         if problem is None:
-            console.print(f"{model.key}: ok: {size_text(checked[0]) or '0 MB'} of weights match their checksums "
-                          f"({size_text(model.size_bytes)} on disk in all)")
+            # The bar counts one pass at a time (the int8 store, then any float32 copy): say what each was.
+            checked = " + ".join(f"{size_text(size) or '0 MB'} {label}" for label, size in checked_sizes(model.folder))
+            console.print(f"{model.key}: ok, every byte matches its sha256: {checked}; "
+                          f"{size_text(model.size_bytes)} on disk in all")
             continue
         console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
         if not _rebuild(model.key, model.folder):
             console.print(f"{model.key}: removed; it is converted again from its .gguf file the next time it is used")
+
+
+def checked_sizes(folder) -> list[tuple[str, int]]:
+    """(what, bytes) of each part of a cached model that verify hashes, from their checksum records."""
+    from spectui.models.cache import FLOAT32_FOLDER
+    from spectui.models.registry import read_marker
+
+    sizes = []
+    for label, part in (("int8 store", folder), ("float32 copy", folder / FLOAT32_FOLDER)):
+        marker = read_marker(part)
+        if marker is not None:
+            sizes.append((label, sum(entry.get("size", 0) for entry in (marker.get("files") or {}).values())))
+    return sizes
 
 
 def _rebuild(key: str, folder) -> bool:
