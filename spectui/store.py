@@ -547,7 +547,7 @@ class Store:
             (conversation_id,),
         )
         if not rows:
-            raise StoreError(f"no conversation {conversation_id} in {self.path}")
+            raise self._unknown(conversation_id)  # a usage error, as in rename and rm
         cid, title, created, updated, settings = rows[0]
         messages = [
             StoredMessage(mid, role, content, finish, error, json.loads(msettings), json.loads(stats))

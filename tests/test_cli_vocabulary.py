@@ -87,8 +87,9 @@ def test_an_unknown_conversation_is_a_usage_error_everywhere(data_dir, saved):
         store = Store(data_dir / "history.sqlite3")
         store.add_message(store.new_conversation({}), "user", "hello")
         store.close()
-    for args in (["export", "999"], ["rm", "999", "-y"], ["rename", "999", "new"]):
-        result = runner.invoke(app, ["history", *args])
+    for args in (["history", "export", "999"], ["history", "rm", "999", "-y"], ["history", "rename", "999", "new"],
+                 *([["chat", "--resume", "999"]] if saved else [])):
+        result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.startswith("spectui: error: no conversation 999") and len(result.stderr.splitlines()) == 1
 

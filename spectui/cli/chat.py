@@ -205,7 +205,6 @@ def history_export_command(
             raise NoSuchConversation(f"no conversation {conversation_id}: no history at {path} yet")
         store = Store(path, read_only=True)
         try:
-            store.conversation_summary(conversation_id)  # an unknown id is a usage error (2)
             conversation = store.load_conversation(conversation_id)
         finally:
             store.close()
