@@ -82,11 +82,12 @@ def test_help_names_the_right_command_and_any_server(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("saved", [False, True])
-def test_an_unknown_conversation_is_a_usage_error_everywhere(data_dir, saved):
+def test_an_unknown_conversation_is_a_usage_error_everywhere(data_dir, saved, monkeypatch):
     if saved:
         store = Store(data_dir / "history.sqlite3")
         store.add_message(store.new_conversation({}), "user", "hello")
         store.close()
+    monkeypatch.setattr("spectui.cli.chat.require_terminal", lambda: None)  # chat --resume: as if on a terminal
     for args in (["history", "export", "999"], ["history", "rm", "999", "-y"], ["history", "rename", "999", "new"],
                  *([["chat", "--resume", "999"]] if saved else [])):
         result = runner.invoke(app, args)
@@ -187,3 +188,5 @@ def test_chat_refuses_a_pipe_in_one_line(data_dir, monkeypatch):
     result = runner.invoke(app, ["chat", "--engine", "scripted", "--no-history"], input="")
     assert result.exit_code == 2
     assert re.fullmatch(r"spectui: error: the chat app needs a terminal, but stdin is not one: .*\n", result.stderr)
+    result = runner.invoke(app, ["chat", "--engine", "scripted"], input="")
+    assert result.exit_code == 2 and list(data_dir.iterdir()) == []  # no history file made for it

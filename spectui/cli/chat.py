@@ -87,19 +87,19 @@ def run_chat(
     check_engine_choice(config)
     if resume and not history:
         raise UsageError("--resume needs history (drop --no-history)")
+    require_terminal()  # after the command line's mistakes, before the history file is made
     store = Store(default_store_path()) if history else None
     conversation = None
-    try:
-        if resume:
-            wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
-            if wanted is None:
-                raise StoreError("no saved conversation to resume yet")
-            conversation = store.load_conversation(wanted)
-        require_terminal()  # after every mistake on the command line has been named
-    except BaseException:
-        if store is not None:
+    if resume:
+        wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
+        if wanted is None:
             store.close()
-        raise
+            raise StoreError("no saved conversation to resume yet")
+        try:
+            conversation = store.load_conversation(wanted)
+        except StoreError:
+            store.close()
+            raise
 
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings

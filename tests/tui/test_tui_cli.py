@@ -63,6 +63,7 @@ def test_history_list_and_export(tmp_path, monkeypatch):
 
 
 def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr("spectui.cli.chat.require_terminal", lambda: None)  # as if on a terminal
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
     result = runner.invoke(cli(), ["chat", "-k", "40"])
