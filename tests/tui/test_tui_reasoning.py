@@ -17,7 +17,7 @@ from spectui.settings.config import ChatConfig
 from spectui.tui.fences import PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.widgets.token_view import REASONING_LABEL
-from tui_helpers import notices, ready, reply_done, send
+from tui_helpers import notices, ready, reply_done, send, wait_for
 
 SIZE = (110, 36)
 D, T, B = Source.DRAFT, Source.TARGET, Source.BONUS
@@ -51,6 +51,16 @@ async def test_thinking_is_a_block_apart_in_every_view(make_app, monkeypatch):
         strip = view.token_view.render_line(1)
         assert strip.text.startswith("│ Two plus two.")
         assert all(segment.style.dim for segment in list(strip)[1:] if segment.text.strip())
+        # A click on the label folds the thinking away, and another shows it again.
+        await pilot.click(view.token_view, offset=(2, 0))
+        await pilot.pause()
+        assert view.token_view.reasoning_folded
+        assert [block for block, _ in view.token_view.rendered_blocks()] == [THINK_OPEN, PROSE, PROSE]
+        assert view.token_view.render_line(0).text.startswith(REASONING_LABEL + "▸ folded")
+        assert view.token_view.render_line(2).text.startswith("Four.")
+        await pilot.click(view.token_view, offset=(2, 0))
+        await pilot.pause()
+        assert not view.token_view.reasoning_folded and len(view.token_view.rendered_blocks()) == 5
         # Copy: the answer alone.
         written: list[str] = []
         app._driver.write = written.append
@@ -82,3 +92,21 @@ async def test_a_servers_reasoning_content_is_shown_apart(make_app):
             blocks = [(block, "".join(text for text, _ in runs)) for block, runs in view.token_view.rendered_blocks()]
     assert blocks == [(THINK_OPEN, REASONING_LABEL), (THINK, "Counting to two. "), (THINK_CLOSE, ""), (PROSE, ""),
                       (PROSE, "one two")]
+
+
+async def test_thinking_folded_while_it_streams_stays_folded(make_app):
+    engine = TextEngine(THINKING, gated=True)
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "2 + 2?")
+        engine.release()
+        await wait_for(pilot, lambda: len(engine.steps) == 2)  # the tag and the first thought
+        await wait_for(pilot, lambda: bool(app.chat_screen.query(ReplyView)))
+        view = app.chat_screen.query_one(ReplyView)
+        view.token_view.reasoning_folded = True
+        engine.release(2)
+        await reply_done(pilot)
+        assert [block for block, _ in view.token_view.rendered_blocks()] == [THINK_OPEN, PROSE, PROSE]
+        assert view.token_view.render_line(2).text.startswith("Four.")
+        assert view.token_view.text.startswith("<think>\nTwo plus two.")  # the reply keeps it whole
