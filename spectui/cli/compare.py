@@ -119,8 +119,9 @@ def k_label(k: int | None, auto: bool) -> str:
 
 
 def comparison_table(comparison: Comparison, k: int | None) -> Table:
+    runs = len(comparison.of("speculative"))
     table = Table(title=f"speculative ({k_label(k, comparison.auto_k)}) vs baseline (k=0), "
-                        f"median of {len(comparison.of('speculative'))} runs")
+                        f"median of {runs} run{'s' if runs != 1 else ''}")
     for column in ("path", "tok/s", "TTFT", "tokens", "steps", "γ"):
         table.add_column(column, justify="left" if column == "path" else "right")
     for path in ("speculative", "baseline"):

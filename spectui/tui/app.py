@@ -13,7 +13,7 @@ from textual.app import App
 
 from spectui.core.safe_text import safe_text
 from spectui.settings.config import ChatConfig
-from spectui.store import Conversation, Store
+from spectui.store import Conversation, Store, data_folder
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
 from spectui.tui.heap import defer_full_collections
 from spectui.tui.keys import app_bindings, remapped
@@ -38,6 +38,7 @@ class SpectuiApp(App):
         resume: Conversation | None = None,
         themes: dict[str, SpectuiTheme] | None = None,
         screenshot_dir: Path | None = None,
+        export_dir: Path | None = None,
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
     ) -> None:
@@ -48,7 +49,9 @@ class SpectuiApp(App):
         self.resume = resume
         self._themes_given = themes is not None
         self.spectui_themes = themes if themes is not None else load_themes()
-        self.screenshot_dir = screenshot_dir or Path.cwd()
+        # Where Ctrl+S and the history's export write: the data folder unless told otherwise.
+        self.screenshot_dir = screenshot_dir or data_folder("screenshots")
+        self.export_dir = export_dir or data_folder("exports")
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.chat_screen = None
@@ -151,7 +154,7 @@ class SpectuiApp(App):
             self.notify("History is off (no store).")
         elif not isinstance(self.screen, HistoryScreen):
             open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
-            self.push_screen(HistoryScreen(self.store, self.screenshot_dir, open_id), self._open_conversation)
+            self.push_screen(HistoryScreen(self.store, self.export_dir, open_id), self._open_conversation)
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:
@@ -167,6 +170,10 @@ class SpectuiApp(App):
         self.notify(f"Theme: {self.theme} (theme = \"{self.theme}\" in the config keeps it)")
 
     def action_screenshot(self) -> None:
-        self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-        path = self.save_screenshot(path=str(self.screenshot_dir))
+        try:
+            self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+            path = Path(self.save_screenshot(path=str(self.screenshot_dir))).resolve()
+        except OSError as error:
+            self.notify(f"Screenshot not saved in {self.screenshot_dir}: {error.strerror or error}", severity="error")
+            return
         self.notify(f"Saved {path}")

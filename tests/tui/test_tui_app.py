@@ -330,6 +330,8 @@ async def test_history_is_saved_per_step_and_resumes(make_app, tmp_path):
         assert table.row_count == 1
         await pilot.press("e")
         await pilot.pause()
+        await pilot.press("enter")  # the folder it offers
+        await pilot.pause()
         exported = tmp_path / "shots" / f"spectui-chat-{conversation.id}.md"
         assert "remember me" in exported.read_text()
     store.close()
