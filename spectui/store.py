@@ -20,6 +20,7 @@ from pathlib import Path
 
 from spectui.core.errors import SpectuiError, UsageError
 from spectui.core.events import Source, Step
+from spectui.core.reasoning import split_reasoning
 from spectui.core.record import step_record
 from spectui.core.safe_text import safe_text
 
@@ -266,6 +267,12 @@ def require_fts5() -> None:
         )
 
 
+# A message the chat shows: not a turn replaced by regenerate or edit (marked superseded in
+# its stats, spectui.tui.chat.transcript). Search, counts and exports leave the others out.
+# CASE, not AND: SQLite does not promise to skip json_extract on a row whose JSON is damaged.
+SHOWN = "(CASE WHEN json_valid(m.stats) THEN coalesce(json_extract(m.stats, '$.superseded'), 0) ELSE 0 END) = 0"
+
+
 # One row per conversation, newest first like the list it filters, with the snippet of its
 # best match (by FTS5's rank); a message's match is preferred to the title's.
 SEARCH = f"""
@@ -273,7 +280,7 @@ WITH hits (conversation_id, from_title, score, snippet) AS (
     SELECT m.conversation_id, 0, message_search.rank,
            snippet(message_search, 0, '{MATCH_START}', '{MATCH_END}', '…', {SNIPPET_TOKENS})
     FROM message_search JOIN messages m ON m.id = message_search.rowid
-    WHERE message_search MATCH :query
+    WHERE message_search MATCH :query AND {SHOWN}
     UNION ALL
     SELECT title_search.rowid, 1, title_search.rank, highlight(title_search, 0, '{MATCH_START}', '{MATCH_END}')
     FROM title_search WHERE title_search MATCH :query
@@ -283,7 +290,7 @@ WITH hits (conversation_id, from_title, score, snippet) AS (
     FROM hits
 )
 SELECT c.id, c.title, c.created, c.updated,
-       (SELECT COUNT(*) FROM messages WHERE conversation_id = c.id), best.snippet
+       (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id AND {SHOWN}), best.snippet
 FROM best JOIN conversations c ON c.id = best.conversation_id
 WHERE best.place = 1
 ORDER BY c.updated DESC, c.id DESC
@@ -516,7 +523,7 @@ class Store:
     def _summaries(self, where: str, args: Sequence) -> list[ConversationSummary]:
         rows = self._read(
             "SELECT c.id, c.title, c.created, c.updated, COUNT(m.id) FROM conversations c"
-            f" LEFT JOIN messages m ON m.conversation_id = c.id {where}",
+            f" LEFT JOIN messages m ON m.conversation_id = c.id AND {SHOWN} {where}",
             args,
         )
         return [ConversationSummary(*row) for row in rows]
@@ -540,7 +547,7 @@ class Store:
             (conversation_id,),
         )
         if not rows:
-            raise StoreError(f"no conversation {conversation_id} in {self.path}")
+            raise self._unknown(conversation_id)  # a usage error, as in rename and rm
         cid, title, created, updated, settings = rows[0]
         messages = [
             StoredMessage(mid, role, content, finish, error, json.loads(msettings), json.loads(stats))
@@ -772,18 +779,38 @@ def drafted_fields(stored: str) -> dict:
     return fields
 
 
+def data_folder(name: str) -> Path:
+    """A folder beside the history (the user's data folder, or SPECTUI_DATA_DIR) for what the
+    app writes on a key, exports and screenshots: never the working directory unasked."""
+    return default_store_path().parent / name
+
+
+def is_superseded(message: StoredMessage) -> bool:
+    return bool(message.stats.get("superseded"))
+
+
+def shown_messages(conversation: Conversation) -> list[StoredMessage]:
+    """The messages the chat shows: every export leaves out the turns that regenerate or
+    edit replaced (they stay in the file, as SHOWN leaves them out of search and counts)."""
+    return [message for message in conversation.messages if not is_superseded(message)]
+
+
 def export_markdown(conversation: Conversation) -> str:
     """The conversation as Markdown to read or share: what the model wrote is shown with its
-    control characters made visible (the trace in JSONL keeps the text exact)."""
+    control characters made visible (the trace in JSONL keeps the text exact). The header
+    holds what the chat started with; each reply's own settings follow it (keys change them)."""
     lines = [f"# {conversation.title or f'Conversation {conversation.id}'}", ""]
     settings = conversation.settings
     if settings:
         described = ", ".join(f"{key} {value}" for key, value in settings.items() if value is not None)
-        lines += [f"_{described}_", ""]
-    for message in conversation.messages:
+        lines += [f"_started with {described}_", ""]
+    for message in shown_messages(conversation):
         lines.append(f"## {message.role}")
         lines.append("")
-        lines.append(message.content)
+        reasoning, answer = split_reasoning(message.content) if message.role == "assistant" else ("", message.content)
+        if reasoning:  # apart from the answer, folded where Markdown is rendered
+            lines += ["<details><summary>reasoning</summary>", "", reasoning, "", "</details>", ""]
+        lines.append(answer)
         if message.role == "assistant":
             note = _reply_note(message)
             if note:
@@ -801,6 +828,10 @@ def _reply_note(message: StoredMessage) -> str:
         parts.append(f"k {message.settings['k']}")
     if "temperature" in message.settings:
         parts.append(f"T {message.settings['temperature']:.2f}")
+    if message.settings.get("method"):
+        parts.append(str(message.settings["method"]))
+    if message.settings.get("seed") is not None:
+        parts.append(f"seed {message.settings['seed']}")
     gamma = message.stats.get("gamma")
     tau = message.stats.get("tau")
     speed = message.stats.get("tokens_per_s")
@@ -820,7 +851,7 @@ def _reply_note(message: StoredMessage) -> str:
 def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
     """One JSON object per step of every reply, in order: spectui.core.record's step record
     with the pieces as shown, and where the step sits."""
-    for message in conversation.messages:
+    for message in shown_messages(conversation):
         for index, stored in enumerate(message.steps):
             step = replace(stored.step, pieces=stored.pieces, rejected_text=stored.ghost)
             yield json.dumps(
@@ -833,3 +864,37 @@ def export_trace_jsonl(conversation: Conversation) -> Iterator[str]:
                 },
                 ensure_ascii=False,
             )
+
+
+def reply_parts(message: StoredMessage) -> dict:
+    """A message's content; a reply's reasoning apart from its answer (the trace keeps the text whole)."""
+    if message.role != "assistant":
+        return {"content": message.content}
+    reasoning, answer = split_reasoning(message.content)
+    return {"content": answer, **({"reasoning": reasoning} if reasoning else {})}
+
+
+def export_json(conversation: Conversation) -> str:
+    """The conversation as one JSON document: what the chat shows, each message with its
+    settings (k, T, method, seed of each reply) and stats; the per-step trace is the JSONL."""
+    messages = [
+        {
+            "id": message.id,
+            "role": message.role,
+            **reply_parts(message),
+            **({"finish_reason": message.finish_reason} if message.role == "assistant" else {}),
+            **({"error": message.error} if message.error else {}),
+            **({"settings": message.settings} if message.settings else {}),
+            **({"stats": message.stats} if message.stats else {}),
+        }
+        for message in shown_messages(conversation)
+    ]
+    document = {
+        "id": conversation.id,
+        "title": conversation.title,
+        "created": conversation.created,
+        "updated": conversation.updated,
+        "settings": conversation.settings,
+        "messages": messages,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"

@@ -40,6 +40,7 @@ class FakeOpenAI:
     stall_after: int | None = None  # send this many chunks, then nothing until stopped
     huge_line_mb: int = 0  # send a `data:` line this long, with no newline
     token_ids: bool = False  # name each chunk's one token id, as vLLM does
+    reasoning: str = ""  # sent word by word in delta.reasoning_content before the reply, as a reasoning parser does
     metrics: str | None = None  # /metrics body (None: 404, as most servers)
     error_status: int | None = None  # answer the chat with this status and `error_body`
     error_body: str = ""
@@ -119,11 +120,12 @@ class Handler(BaseHTTPRequestHandler):
                 if fake.stop.is_set():
                     return
                 self._chunk(block)
-        for number, word in enumerate(words):
+        thoughts = [(word + " ", "reasoning_content") for word in fake.reasoning.split(" ")] if fake.reasoning else []
+        for number, (word, field) in enumerate(thoughts + [(word, "content") for word in words]):
             if fake.stall_after is not None and number >= fake.stall_after:
                 fake.stop.wait()
                 return
-            choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
+            choice = {"index": 0, "delta": {field: word}, "finish_reason": None}
             if fake.token_ids:
                 choice["token_ids"] = [1000 + number]
             self._event({"choices": [choice]})

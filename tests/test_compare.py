@@ -336,6 +336,7 @@ def test_cli_compare_table_on_tiny_models(tiny_folders):
     assert result.exit_code == 0, result.stderr
     assert "identical: yes" in result.stdout and "speedup" in result.stdout
     assert "speculative" in result.stdout and "baseline" in result.stdout
+    assert "median of 1 run" in result.stdout and "1 runs" not in result.stdout
 
 
 @pytest.mark.parametrize(

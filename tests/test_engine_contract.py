@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.engine import ALL_CONTROLS, AUTO, K, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.errors import UsageError
 from spectui.engines.embedded.proposers import NgramProposer
 from spectui.engines.scripted import ScriptedEngine
@@ -42,5 +42,11 @@ def test_the_embedded_engine_declares_live_controls_a_method_switch_and_a_tokeni
 
 
 def test_the_scripted_engine_declares_whether_k_is_live():
-    assert ScriptedEngine().capabilities.live_controls is True
-    assert ScriptedEngine(live_k=False).capabilities.live_controls is False
+    assert ScriptedEngine().capabilities.live_controls == ALL_CONTROLS
+    assert not ScriptedEngine(live_k=False).capabilities.live_controls
+
+
+def test_a_server_engine_honours_the_temperature_and_never_k():
+    capabilities = Capabilities(reply_controls=frozenset({TEMPERATURE}))
+    assert capabilities.honours(TEMPERATURE) and not capabilities.honours(K) and not capabilities.live(TEMPERATURE)
+    assert Capabilities(live_controls=True).live(AUTO)

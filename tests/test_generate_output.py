@@ -109,6 +109,24 @@ def test_piped_output_is_the_text_with_controls_shown_and_raw_is_exact(monkeypat
     assert json.loads(as_json)["text"] == "def add(a" + ATTACK
 
 
+def test_raw_on_a_terminal_warns_in_one_line_and_raw_to_a_pipe_does_not(monkeypatch):
+    on_terminal = generate(monkeypatch, "--raw", env={"FORCE_COLOR": "1", "TERM": "xterm-256color"})
+    assert on_terminal.stdout == "def add(a" + ATTACK + "\n"  # still exact: the user asked for it
+    warnings = [line for line in on_terminal.stderr.splitlines() if "--raw" in line]
+    assert len(warnings) == 1 and "unfiltered" in warnings[0]
+    piped = generate(monkeypatch, "--raw")
+    assert "--raw" not in piped.stderr
+
+
+def test_bidi_controls_in_a_reply_are_shown_not_laid_out(monkeypatch):
+    # "safe", RIGHT-TO-LEFT OVERRIDE, "txt.exe" would read "safeexe.txt" on the terminal.
+    steps = [Step((1,), (T,), "safe\u202etxt.exe \u2066x\u2069", pieces=("safe\u202etxt.exe \u2066x\u2069",))]
+    for env in ({}, {"FORCE_COLOR": "1", "TERM": "xterm-256color"}, {"FORCE_COLOR": "1", "TERM": "dumb"}):
+        output = generate(monkeypatch, env=env, steps=steps).stdout
+        assert "safe\\u202etxt.exe \\u2066x\\u2069" in output
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", output)
+
+
 def test_help_documents_raw_and_plain(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     result = CliRunner().invoke(cli, ["generate", "--help"])

@@ -24,6 +24,9 @@ from spectui.host.plan import EnginePlan
 from fake_engines import FIXED_K, FixedKEngine, FixedKFactory, ManualTimers, PlanEngine, factory_for
 
 
+LIVE_ON_A_GPU = Capabilities(live_controls=True, exclusive_device=True)  # closed before another engine loads
+
+
 class Owner:
     """The thread that owns the host, played by the test."""
 
@@ -410,7 +413,7 @@ class Builds:
 
 
 def test_a_swap_waits_for_the_reply_then_closes_the_old_engines_and_builds_with_the_live_k():
-    old = PlanEngine([None, 1, 1], gated=True)
+    old = PlanEngine([None, 1, 1], LIVE_ON_A_GPU, gated=True)
     old_baseline = PlanEngine([None])
     host = make_host(factory_for(old), 3, build_baseline=factory_for(old_baseline))
     host.start()
@@ -435,7 +438,7 @@ def test_a_swap_waits_for_the_reply_then_closes_the_old_engines_and_builds_with_
 
 def test_a_swap_chosen_while_the_engine_loads_follows_the_load():
     release = threading.Event()
-    first = PlanEngine([None])
+    first = PlanEngine([None], LIVE_ON_A_GPU)
 
     def slow(progress):
         release.wait(30)
@@ -452,22 +455,44 @@ def test_a_swap_chosen_while_the_engine_loads_follows_the_load():
     assert builds.built == [(2, [True])]
 
 
-def test_a_failed_swap_says_so_and_another_can_follow():
-    host = make_host(factory_for(PlanEngine([None])), 2)
+def test_a_failed_swap_leaves_the_engine_before_running_and_another_can_follow():
+    old = PlanEngine([None, 1])
+    host = make_host(factory_for(old), 2)
     host.start()
     owner = Owner(host)
     owner.until(lambda: host.status == "ready")
-    builds = Builds()
+    builds = Builds([old])
     builds.failures.append("no weights for that one")
     host.swap(builds.plan(), "broken")
-    owner.until(lambda: host.status == "failed")
+    owner.until(lambda: owner.of(EngineFailed))
+    assert builds.built == [(2, [False])]  # the old engine stayed open while the new one loaded
     failed = owner.of(EngineFailed)[-1]
-    assert failed.restart_note == ("Could not switch to broken: RuntimeError: no weights for that one "
-                                   "· the model screen can try another")
-    assert not host.restart_failed  # a k key does not retry this
+    assert failed.swap_failed and failed.restart_note == (
+        "Could not switch to broken: RuntimeError: no weights for that one "
+        "· fake-target (draft) · fake goes on; the model screen can try another")
+    assert host.status == "ready" and host.engine is old and not old.closed
+    assert len(drain(host.engine, host.live.control())) == 3  # it still replies
     host.swap(builds.plan(), "working")
+    owner.until(lambda: host.status == "ready" and host.engine is not old)
+    assert host.engine is builds.engines[0] and old.closed  # closed once the new one was built
+    assert owner.of(EngineReady)[-1].swapped_to == "working"
+
+
+def test_a_failed_swap_from_an_engine_that_holds_the_gpu_loads_that_engine_again():
+    old = PlanEngine([None], LIVE_ON_A_GPU)
+    rebuilt = PlanEngine([None], LIVE_ON_A_GPU)
+    host = make_host(factory_for(old), 2, build_for_k=lambda k: factory_for(rebuilt))
+    host.start()
+    owner = Owner(host)
     owner.until(lambda: host.status == "ready")
-    assert host.engine is builds.engines[0]
+    builds = Builds([old])
+    builds.failures.append("CUDA out of memory")
+    host.swap(builds.plan(), "too big")
+    owner.until(lambda: host.engine is rebuilt)
+    assert builds.built == [(2, [True])]  # closed first: one GPU holds one engine
+    failed = owner.of(EngineFailed)[-1]
+    assert failed.swap_failed and failed.restart_note.endswith("· loading fake-target (draft) · fake again")
+    assert host.status == "ready"
 
 
 def test_a_reply_can_start_from_other_values_than_the_live_ones():

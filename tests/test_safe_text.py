@@ -8,9 +8,12 @@ import re
 from hypothesis import given, strategies as st
 
 from spectui.core.errors import SpectuiError, one_line
-from spectui.core.safe_text import escaped_json, safe_line, safe_text
+from spectui.core.safe_text import escaped_json, safe_cells, safe_line, safe_text
 
-OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# The bidi controls reorder what the terminal lays out: obeyed as surely as an escape.
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+OBEYED = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}\ud800-\udfff]")
+EVERY_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 
 def test_escape_sequences_become_visible():
@@ -20,6 +23,17 @@ def test_escape_sequences_become_visible():
     assert safe_text("tab\tand\nnewline, 日本, é, \u200b") == "tab\tand\nnewline, 日本, é, \u200b"
     assert safe_text("lone \ud800 surrogate") == "lone \ufffd surrogate"
     assert safe_line("two\nlines\tand \x1b[2J") == "two lines and ␛[2J"
+
+
+def test_bidi_controls_are_shown_as_their_escapes_everywhere():
+    # "safe", RIGHT-TO-LEFT OVERRIDE, "txt.exe" lays out as "safeexe.txt".
+    assert safe_text("safe\u202etxt.exe") == "safe\\u202etxt.exe"
+    assert safe_line("a\u2066b\u2069\nc") == "a\\u2066b\\u2069 c"
+    assert safe_cells("safe\u202etxt") == "safe\ufffdtxt"  # one cell for one character
+    assert escaped_json('"safe\u202etxt"') == '"safe\\u202etxt"'
+    for text in (safe_text(EVERY_BIDI), safe_line(EVERY_BIDI), safe_cells(EVERY_BIDI), escaped_json(EVERY_BIDI)):
+        assert not OBEYED.search(text), ascii(text)
+    assert safe_text("عربي עברית") == "عربي עברית"  # right-to-left text itself is left alone
 
 
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))

@@ -18,3 +18,15 @@ def help_when_bare(ctx: typer.Context) -> None:
     """A command group's callback: the group alone prints its help (exit 0), not an error."""
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
+
+
+def flags_without_metavar() -> None:
+    """typer labels every flag `<bool>` in --help although a flag takes no value: no label."""
+    from typer.core import TyperOption
+
+    labelled = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else labelled(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich

@@ -9,11 +9,12 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail, help_when_bare
+from spectui.cli import fail, flags_without_metavar, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
-from spectui.cli.prompt import PromptArgument, read_prompt
+from spectui.cli.prompt import ComparePromptArgument, PromptArgument, read_prompt
 from spectui.core.errors import SpectuiError, UsageError
 
+flags_without_metavar()
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",
     no_args_is_help=False,
@@ -83,7 +84,7 @@ def generate(
 @app.command()
 @takes_settings("compare")
 def compare(
-    prompt: PromptArgument = None,
+    prompt: ComparePromptArgument = None,
     settings: Given = None,
     runs: int = typer.Option(3, "--runs", help="Runs per path, 1-50; the median run is reported."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (headless)."),
@@ -120,10 +121,13 @@ def bench(
     suite: str = typer.Option("quick", "--suite", help="quick: one prompt per category; full: every prompt; "
                               "conversations: multi-turn edits, measured on the last turns."),
     engines: str = typer.Option("spectui,transformers", "--engines", help="Comma list of spectui, transformers, vllm, llamacpp."),
-    methods: str = typer.Option("draft,ngram", "--methods", help="Comma list of draft, ngram, suffix, medusa, eagle (these two need --heads)."),
-    ks: str = typer.Option("0,2,4,6,8,auto", "--k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
+    methods: str = typer.Option("draft,ngram", "--method",
+                                help="Comma list of draft, ngram, suffix, medusa, eagle (these two need --heads)."),
+    old_methods: Optional[str] = typer.Option(None, "--methods", hidden=True, help="The old name of --method."),
+    ks: str = typer.Option("0,2,4,6,8,auto", "--k", "-k", help="Comma list of k for spectui's arms; auto adds adaptive k."),
     anchor_k: int = typer.Option(4, "--anchor-k", help="k of the anchors' speculative arms (and spectui's to compare)."),
-    temperatures: Optional[str] = typer.Option(None, "--temperatures", help="Comma list; default: each workload's own."),
+    temperatures: Optional[str] = typer.Option(None, "--temperature", "-t", help="Comma list; default: each workload's own."),
+    old_temperatures: Optional[str] = typer.Option(None, "--temperatures", hidden=True, help="The old name of --temperature."),
     repeats: int = typer.Option(2, "--repeats", help="Rounds per case (alternating order); speeds and ratios are medians over them."),
     categories: Optional[str] = typer.Option(None, "--categories", help="Only these categories (comma list)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write every number to this JSON file."),
@@ -145,6 +149,8 @@ def bench(
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
     from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
 
+    methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
+    temperatures = old_temperatures if old_temperatures is not None else temperatures
     try:
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
@@ -186,12 +192,15 @@ def models_fetch(name: str = typer.Argument(..., help="Alias to fetch and conver
 
 
 @models_app.command("rm")
-def models_rm(name: str = typer.Argument(..., help="Alias (or cache folder name) to remove.")) -> None:
-    """Remove one model from the cache and free its disk space."""
+def models_rm(
+    name: str = typer.Argument(..., help="Alias (or cache folder name) to remove."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Remove without asking."),
+) -> None:
+    """Remove one model from the cache and free its disk space (asks first)."""
     from spectui.cli.models import remove_model
 
     try:
-        remove_model(name)
+        remove_model(name, yes)
     except SpectuiError as error:
         fail(error)
 

@@ -32,6 +32,7 @@ class ScreenshotEngine(str, Enum):
 
 class ExportFormat(str, Enum):
     md = "md"
+    json = "json"
     jsonl = "jsonl"
 
 
@@ -42,7 +43,9 @@ def chat_command(
     settings: Given = None,
     no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
 ) -> None:
-    """Chat in the terminal, every token coloured by where it came from."""
+    """Chat in the terminal, every token coloured by where it came from.
+
+    Options not given take the config file's values (spectui config path)."""
     try:
         code = run_chat(settings.config_overrides(), resume=resume, conversation_id=conversation_id, history=not no_history)
     except SpectuiError as error:
@@ -82,15 +85,21 @@ def run_chat(
     from spectui.host.plan import check_engine_choice
 
     check_engine_choice(config)
+    if resume and not history:
+        raise UsageError("--resume needs history (drop --no-history)")
+    require_terminal()  # after the command line's mistakes, before the history file is made
     store = Store(default_store_path()) if history else None
     conversation = None
     if resume:
-        if store is None:
-            raise UsageError("--resume needs history (drop --no-history)")
         wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
         if wanted is None:
+            store.close()
             raise StoreError("no saved conversation to resume yet")
-        conversation = store.load_conversation(wanted)
+        try:
+            conversation = store.load_conversation(wanted)
+        except StoreError:
+            store.close()
+            raise
 
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings
@@ -118,6 +127,15 @@ def run_chat(
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def require_terminal() -> None:
+    """The app draws on a terminal and reads keys from it: a pipe or /dev/null would get escape
+    codes and give no keys."""
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if not stream.isatty():
+            raise UsageError(f"the chat app needs a terminal, but {name} is not one: "
+                             "for one reply from a pipe use spectui generate (or compare --table)")
 
 
 @config_app.command("path")
@@ -151,14 +169,16 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
     from spectui.store import Store, default_store_path
 
     path = default_store_path()
-    if not path.exists():
-        return  # nothing saved yet
-    try:
-        store = Store(path, read_only=True)
-        summaries = store.list_conversations()
-        store.close()
-    except SpectuiError as error:
-        fail(error)
+    summaries = []
+    if path.exists():
+        try:
+            store = Store(path, read_only=True)
+            summaries = store.list_conversations()
+            store.close()
+        except SpectuiError as error:
+            fail(error)
+    if not summaries:  # on stderr: a script reading stdout sees no conversation
+        typer.echo(f"no conversations saved yet (spectui chat saves them in {path})", err=True)
     for summary in summaries:
         if as_json:
             typer.echo(json.dumps(summary.__dict__))
@@ -170,23 +190,27 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
 @history_app.command("export")
 def history_export_command(
     conversation_id: int = typer.Argument(..., help="The conversation id (see history list)."),
-    fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f", help="md: the conversation; jsonl: its per-step trace."),
+    fmt: ExportFormat = typer.Option(
+        ExportFormat.md, "--format", "-f",
+        help="md: the conversation to read; json: the conversation with each reply's settings; jsonl: its per-step trace."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
 ) -> None:
-    """Export a conversation as Markdown, or its trace as JSONL (one line per step)."""
-    from spectui.core.safe_text import escaped_json
-    from spectui.store import Store, default_store_path, export_markdown, export_trace_jsonl
+    """Export a conversation as Markdown or JSON, or its trace as JSONL (one line per step).
+    Turns replaced by regenerate or edit are left out, as the chat leaves them out."""
+    from spectui.store import NoSuchConversation, Store, default_store_path
 
+    path = default_store_path()
     try:
-        store = Store(default_store_path(), read_only=True)
-        conversation = store.load_conversation(conversation_id)
-        store.close()
+        if not path.is_file():  # the same error, and exit code, as rm and rename
+            raise NoSuchConversation(f"no conversation {conversation_id}: no history at {path} yet")
+        store = Store(path, read_only=True)
+        try:
+            conversation = store.load_conversation(conversation_id)
+        finally:
+            store.close()
     except SpectuiError as error:
         fail(error)
-    if fmt is ExportFormat.md:
-        text = export_markdown(conversation)
-    else:
-        text = "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
+    text = export_text(conversation, fmt)
     if output is None:
         sys.stdout.write(text)
         return
@@ -195,6 +219,18 @@ def history_export_command(
     except OSError as error:
         fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
     typer.echo(str(output), err=True)
+
+
+def export_text(conversation, fmt: ExportFormat) -> str:
+    """The conversation in `fmt`, with nothing a terminal would obey (JSON keeps the values)."""
+    from spectui.core.safe_text import escaped_json
+    from spectui.store import export_json, export_markdown, export_trace_jsonl
+
+    if fmt is ExportFormat.md:
+        return export_markdown(conversation)
+    if fmt is ExportFormat.json:
+        return escaped_json(export_json(conversation))
+    return "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
 
 
 @history_app.command("salvage")

@@ -8,6 +8,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from spectui.cli.generate import engine_k
+from spectui.core.engine import AUTO
 from spectui.measure.compare import Comparison, TimedRun, compare
 from spectui.core.events import GenerationParams
 from spectui.models.fetch import rich_progress
@@ -66,7 +68,11 @@ def run_compare(
         for built in (engine, baseline):
             if built is not None:
                 settle_before_timing(built, progress)
-    k = engine.fixed_k if engine.fixed_k is not None else options.k  # vLLM and servers fix k when they start
+    k = engine_k(engine, options.k)  # vLLM and servers fix k when they start; a server may not say it
+    auto = options.auto_k and engine.info.capabilities.live(AUTO)
+    if options.auto_k and not auto:
+        err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs "
+                  f"{k_label(k, False)}", style="yellow")
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
 
     def report(run: TimedRun) -> None:
@@ -76,8 +82,8 @@ def run_compare(
     err.print("warm-up: one short run of each path, not counted", style="dim")
     try:
         comparison = compare(
-            engine, prompt_messages(prompt, system), params, k, options.temperature, runs,
-            warmup=True, on_run=report, baseline=baseline,
+            engine, prompt_messages(prompt, system), params, k or 0, options.temperature, runs,
+            warmup=True, on_run=report, baseline=baseline, auto=auto,
         )
     finally:
         engine.close()
@@ -105,8 +111,17 @@ def format_speed(tokens_per_s: float | None) -> str:
     return f"{tokens_per_s:.1f} tok/s" if tokens_per_s is not None else "– tok/s"
 
 
-def comparison_table(comparison: Comparison, k: int) -> Table:
-    table = Table(title=f"speculative (k={k}) vs baseline (k=0), median of {len(comparison.of('speculative'))} runs")
+def k_label(k: int | None, auto: bool) -> str:
+    """The speculative path's k as the user chose it: "k auto" (from k), "k=4", or unknown."""
+    if auto:
+        return "k auto"
+    return f"k={k}" if k is not None else "k not reported"
+
+
+def comparison_table(comparison: Comparison, k: int | None) -> Table:
+    runs = len(comparison.of("speculative"))
+    table = Table(title=f"speculative ({k_label(k, comparison.auto_k)}) vs baseline (k=0), "
+                        f"median of {runs} run{'s' if runs != 1 else ''}")
     for column in ("path", "tok/s", "TTFT", "tokens", "steps", "γ"):
         table.add_column(column, justify="left" if column == "path" else "right")
     for path in ("speculative", "baseline"):

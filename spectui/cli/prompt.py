@@ -15,15 +15,24 @@ from spectui.core.errors import UsageError
 
 STDIN = "-"
 
-PromptArgument = Annotated[
-    Optional[list[str]],
-    typer.Argument(
-        metavar="PROMPT",
-        help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
-        "e.g. cat f.py | spectui generate 'explain this' -. With no PROMPT, a piped stdin is the message.",
-        show_default=False,
-    ),
-]
+
+
+def prompt_argument(command: str):
+    """The PROMPT argument of `command`, its example naming that command."""
+    return Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="PROMPT",
+            help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
+            f"e.g. cat f.py | spectui {command} 'explain this' -. With no PROMPT, a piped stdin is the message.",
+            show_default=False,
+        ),
+    ]
+
+
+PromptArgument = prompt_argument("generate")
+ComparePromptArgument = prompt_argument("compare")
+STDIN_HINT = "spectui: reading the prompt from stdin; Ctrl+D ends it"
 
 
 def read_prompt(parts: list[str] | None, example: str = 'spectui generate "def add(a, b):"') -> tuple[str, bool]:
@@ -41,4 +50,6 @@ def read_prompt(parts: list[str] | None, example: str = 'spectui generate "def a
 
 def read_stdin() -> str:
     # bytes, then UTF-8 with replacement: a file with a stray byte is still a prompt
+    if sys.stdin.isatty():  # typed at a terminal: say what it is waiting for, and how it ends
+        print(STDIN_HINT, file=sys.stderr, flush=True)
     return sys.stdin.buffer.read().decode("utf-8", errors="replace").strip("\n")

@@ -4,7 +4,7 @@ The look follows the terminal: colours where it has them; with NO_COLOR, shapes 
 drafts underlined, the target's corrections bold); on a terminal that draws no styles at all
 (TERM=dumb), accepted drafts between ⟦ ⟧ markers; piped or with --plain, the text alone.
 The model's text is shown with its control characters made visible (spectui.core.safe_text);
---raw writes it exactly as it came.
+--raw writes it exactly as it came (on a terminal, with a one-line warning on stderr).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Look(enum.Enum):
 
 # The terminal's own palette: headless output should read on any background.
 SOURCE_STYLES = {
-    Look.COLOUR: {Source.DRAFT: "green", Source.RECOVERED: "bold red", Source.BONUS: "bold cyan", Source.TARGET: "default"},
+    Look.COLOUR: {Source.DRAFT: "green", Source.RECOVERED: "bold magenta", Source.BONUS: "bold cyan", Source.TARGET: "default"},
     Look.SHAPES: {Source.DRAFT: "underline", Source.RECOVERED: "bold", Source.BONUS: "italic", Source.TARGET: "default"},
 }
 DRAFT_MARKERS = ("⟦", "⟧")
@@ -100,6 +100,14 @@ def summary(line: str, done: Done | None) -> Text:
     (a server that is not vLLM: "speculation not reported by this server")."""
     note = done.engine_stats.get("speculation") if done is not None else None
     return shown(f"{line} · speculation {note}" if isinstance(note, str) else line)
+
+
+def raw_warning(console: Console) -> Text | None:
+    """--raw to a terminal: one line for stderr, since the model's escapes will be obeyed
+    (retitle, clear, set the clipboard); None when the output goes to a pipe or a file."""
+    if not console.is_terminal:
+        return None
+    return Text("spectui: warning: --raw on a terminal: the model's control sequences reach it unfiltered")
 
 
 def write_raw(console: Console, text: str) -> None:

@@ -12,21 +12,43 @@ from spectui.core.events import Control, Done, GenerationParams, Message, Step
 # What the panel and --json say for an engine whose capabilities.reports_speculation is False.
 SPECULATION_NOT_REPORTED = "not reported by this server"
 
+# The live controls a key changes: k, the sampling temperature, adaptive k.
+K, TEMPERATURE, AUTO = "k", "temperature", "auto"
+ALL_CONTROLS = frozenset({K, TEMPERATURE, AUTO})
+PER_REPLY_CONTROLS = frozenset({K, TEMPERATURE})  # read when a reply starts (auto needs live k)
+
 
 @dataclass(frozen=True)
 class Capabilities:
     """What an engine can do, declared once: callers read these instead of probing for methods."""
 
-    live_controls: bool = False  # k, auto and temperature reach the next step of a running reply
+    # Which controls (K, TEMPERATURE, AUTO) reach the next step of a running reply; True: all
+    live_controls: frozenset[str] = frozenset()
+    # Which controls a reply honours from its start (k by a restart where restart_for_k); a
+    # server is sent the temperature, never k
+    reply_controls: frozenset[str] = PER_REPLY_CONTROLS
     exact_provenance: bool = True  # sources are known, not inferred from chunk sizes
     method_switch: bool = False  # with_method(name) drafts another way over the same target
     restart_for_k: bool = False  # k is fixed when the engine starts: a new k is a new engine
     memory: bool = False  # memory() reads the engine's own footprint (its pool, its processes)
     tokenizer: bool = False  # prompt_ids(messages) gives the prompt's token ids
     restarts_itself: bool = False  # an engine process that died starts again with the next reply
+    exclusive_device: bool = False  # its memory pool takes the device: close it before another loads
     # Which tokens were drafts is reported (a server that is not vLLM may not say: its replies
     # are plain target text, or counted as a whole)
     reports_speculation: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.live_controls, bool):  # Capabilities(live_controls=True): all of them
+            object.__setattr__(self, "live_controls", ALL_CONTROLS if self.live_controls else frozenset())
+
+    def honours(self, control: str) -> bool:
+        """The control acts at all: on the next step, the next reply or a restart."""
+        return control in self.live_controls or control in self.reply_controls
+
+    def live(self, control: str) -> bool:
+        """The control reaches the next step of a running reply."""
+        return control in self.live_controls
 
 
 @dataclass(frozen=True)

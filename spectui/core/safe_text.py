@@ -5,15 +5,22 @@ the screen, retitle the window, write the clipboard (OSC 52) or fake a prompt; C
 (U+0080–U+009F, CSI = U+009B) are the same sequences in one code point for many terminals.
 What is shown replaces each control with a visible picture (ESC becomes "␛", so an OSC
 reads `␛]0;…` and does nothing); what is stored is never changed.
+
+Bidi controls (embeddings, overrides, isolates, the marks) are obeyed by the terminal's text
+layout rather than its parser, with the same effect: "safe", U+202E, "txt.exe" reads "safeexe.txt".
+They are shown as their escapes (U+202E as `\\u202e`).
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 except tab and newline, DEL, C1, and lone surrogates (a JSON "\ud800" escape decodes to
-# one: the terminal's encoder would raise on it). "\r\n" is a line end, kept as "\n".
-_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]"
+# ALM, LRM and RLM, the embeddings and overrides (LRE RLE PDF LRO RLO), the isolates (LRI RLI FSI PDI).
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+# C0 except tab and newline, DEL, C1, bidi controls, and lone surrogates (a JSON "\ud800"
+# escape decodes to one: the terminal's encoder would raise on it). "\r\n" is a line end, kept as "\n".
+_CONTROLS = f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}\ud800-\udfff]"
 _UNSAFE = re.compile("\r\n|" + _CONTROLS)
 _LINE_BREAKS = re.compile("[\n\t]")
 
@@ -31,6 +38,8 @@ def _visible(match: re.Match) -> str:
         return "\n"
     if "\x80" <= char <= "\x9f":
         return f"\\x{ord(char):02x}"  # C1 controls have no pictures
+    if _BIDI.match(char):
+        return f"\\u{ord(char):04x}"
     return _picture(char)
 
 
@@ -46,8 +55,9 @@ def safe_line(text: str) -> str:
 
 
 # What json.dumps(..., ensure_ascii=False) leaves raw that a terminal may act on (DEL, C1)
-# or cannot encode (lone surrogates); U+2028/9 end lines in some readers.
-_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# or cannot encode (lone surrogates) or lays out reordered (bidi controls); U+2028/9 end
+# lines in some readers.
+_JSON_RAW = re.compile(f"[\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}\ud800-\udfff]")
 
 
 def escaped_json(text: str) -> str:
@@ -60,6 +70,6 @@ _CELL_UNSAFE = re.compile(_CONTROLS)
 
 
 def safe_cells(text: str) -> str:
-    """Like safe_text, one visible character for each control (C1 and surrogates become
-    "�"), so an editor's cursor stays over the character it is on."""
+    """Like safe_text, one visible character for each control (C1, bidi controls and
+    surrogates become "�"), so an editor's cursor stays over the character it is on."""
     return _CELL_UNSAFE.sub(lambda match: _picture(match.group()), text)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from collections.abc import Iterator, Sequence
 
 from spectui.engines.adaptive import AdaptiveK
-from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
 
 SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
@@ -74,7 +74,7 @@ class ScriptedEngine(Engine):
             method=method,
             dtype="n/a",
             device="cpu",
-            capabilities=Capabilities(live_controls=live_k),
+            capabilities=Capabilities(live_controls=ALL_CONTROLS if live_k else frozenset()),
         )
         self.encode(script)
 

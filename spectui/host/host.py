@@ -19,6 +19,7 @@ import queue
 import time
 from collections.abc import Callable
 
+from spectui.core.engine import K
 from spectui.core.events import Control
 from spectui.host.baseline import Baseline
 from spectui.host.live import LiveSettings, LiveValues
@@ -30,6 +31,7 @@ from spectui.host.messages import (
     SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
+from spectui.host.switch import Fallback, fallback_for
 from spectui.host.uses import Released, Use, Uses, start_thread
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -64,6 +66,7 @@ class EngineHost:
         self.restarting_k: int | None = None  # the k a restart in flight builds with
         self.wanted_swap: tuple[EnginePlan, str] | None = None  # another engine waiting to replace this one
         self.swapping_to: str | None = None  # what a swap in flight builds
+        self.fallback: Fallback | None = None  # what a swap in flight falls back on if it fails
         self.restart_failed = False
         self.keys = LiveKeys(self)
         self.uses = Uses(self._arrive, self.restart_if_wanted)
@@ -150,6 +153,16 @@ class EngineHost:
         """k was fixed when the engine started and no rebuild here can change it (a server's)."""
         return self.capabilities is not None and self.capabilities.restart_for_k and self.plan.build_for_k is None
 
+    @property
+    def k_from_engine(self) -> bool:
+        """k is the engine's own (a server's): no key or request sets it, the bar shows what it reports."""
+        return self.capabilities is not None and not self.capabilities.honours(K)
+
+    @property
+    def reported_k(self) -> int | None:
+        """The k an engine that sets its own k says it runs (None: not said)."""
+        return self.engine.fixed_k if self.engine is not None else None
+
     def read_memory(self, engine_stats: dict | None = None):
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
@@ -159,6 +172,7 @@ class EngineHost:
     def _ready(self, engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
+        self.fallback = None  # the loader closed an engine it kept open, once the new one was built
         self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
         self.status, self.restart_failed, self.load_seconds, self.loading_detail = "ready", False, seconds, ""
         if restarted_k is not None:
@@ -173,7 +187,7 @@ class EngineHost:
             note = f"{self.label} restarted with k = {restarted_k} in {seconds:.1f} s{pinned}; the conversation goes on."
         elif swapped_to is not None:
             note = f"Switched to {swapped_to} in {seconds:.1f} s; the conversation goes on."
-        self._tell(EngineReady(engine, seconds, note))
+        self._tell(EngineReady(engine, seconds, note, swapped_to))
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:
@@ -182,6 +196,10 @@ class EngineHost:
     def _failed(self, error: str) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
+        fallback, self.fallback = self.fallback, None
+        if swapped_to is not None and fallback is not None:
+            self._fall_back(fallback, swapped_to, error)
+            return
         self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
         if swapped_to is not None:
             text, retry = f"Could not switch to {swapped_to}: {error}", "the model screen can try another"
@@ -194,6 +212,21 @@ class EngineHost:
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
 
+    def _fall_back(self, fallback: Fallback, swapped_to: str, error: str) -> None:
+        """A switch failed: the engine before goes on if it stayed open, else it loads again."""
+        text = f"Could not switch to {swapped_to}: {error}"
+        if fallback.engine is not None:
+            self.engine, self.plan, self.baseline = fallback.engine, fallback.plan, fallback.baseline
+            self.engine_k, self.status, self.error = fallback.engine_k, "ready", ""
+            note = f"{text} · {fallback.what} goes on; the model screen can try another"
+        else:
+            self.status, self.error = "failed", error
+            self.wanted_swap = (fallback.plan, fallback.what)
+            note = f"{text} · loading {fallback.what} again"
+        self._tell(EngineFailed(error, note, swap_failed=True))
+        self.notice(text, "error", 10)
+        self.restart_if_wanted()
+
     # k restarts
 
     def _live_changed(self, before: LiveValues, after: LiveValues) -> None:
@@ -203,7 +236,7 @@ class EngineHost:
                 continue
             if name == "k" and self.k_restarts_engine:
                 self._want_k(value)
-            elif self.uses.replying and self.capabilities is not None and not self.capabilities.live_controls:
+            elif self.uses.replying and self.capabilities is not None and not self.capabilities.live(name):
                 shown = f"{value:.2f}" if name == "temperature" else value
                 self.notice(f"The {self.info.name} engine cannot change {name} during a reply: "
                             f"{name} = {shown} applies from the next reply.")
@@ -259,13 +292,16 @@ class EngineHost:
         if self.uses or self.status == "loading":
             return  # a reply or the compare view holds the engine, or a load is in flight: they look again
         (plan, what), self.wanted_swap = self.wanted_swap, None
-        old_engines = (self.engine, self.baseline.take())
+        self.fallback = fallback_for(self.engine, self.plan, self.baseline, self.engine_k)
+        # The compare view's baseline is built again when asked for: it never waits for the switch.
+        kept = (self.engine,) if self.fallback is not None and self.fallback.engine is not None else ()
+        closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
         self.engine, self.plan, self.baseline = None, plan, Baseline(plan.build_baseline)
         self.status, self.swapping_to, self.loading_detail = "loading", what, ""
         self.loading_since, self.engine_k = self.clock(), self.live.k
         self._tell(RestartStarted(None, f"Switching to {what}: the conversation stays…"))
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
-        start_thread(lambda: load(build, self._arrive, self.clock, old_engines), "spectui-load")
+        start_thread(lambda: load(build, self._arrive, self.clock, closed_first, kept), "spectui-load")
 
     # replies and the compare view
 
@@ -275,7 +311,7 @@ class EngineHost:
         them between steps. Returns it, to cancel the reply."""
         engine, control = self.engine, self.live.control(values)
         use = self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
-        if self.capabilities.live_controls:
+        if self.capabilities.live_controls:  # any of them: the live ones are followed
             use.after.append(self.live.follow(control))
         return control
 
@@ -306,6 +342,9 @@ class EngineHost:
         if not self.uses.stop_and_wait(timeout):
             return False
         engines, self.engine = (self.engine, self.baseline.take()), None
+        fallback, self.fallback = self.fallback, None
+        if fallback is not None and fallback.engine is not None:  # quitting while a switch loads
+            engines += (fallback.engine,)
         for engine in engines:
             if engine is not None:
                 try:

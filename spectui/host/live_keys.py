@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spectui.core.engine import AUTO
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP
 
 
@@ -13,7 +14,9 @@ class LiveKeys:
     def step_k(self, delta: int) -> None:
         host, live = self.host, self.host.live
         k = min(max(live.k + delta, 0), K_MAX)
-        if k == live.k:
+        if host.k_from_engine:
+            host.notice(k_not_sent(host))
+        elif k == live.k:
             host.notice(f"k stays within 0..{K_MAX}")
         elif host.engine is not None and host.k_fixed_elsewhere:
             who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
@@ -30,7 +33,7 @@ class LiveKeys:
         """Adaptive k on or off. An engine that cannot follow it step by step gets the k the
         same model picks from what was measured (`theory`), restarted with on a second press."""
         host, live = self.host, self.host.live
-        if host.engine is not None and not host.capabilities.live_controls:
+        if host.engine is not None and not host.capabilities.live(AUTO):
             self._recommend_k(theory)
             return
         live.update(auto=not live.auto)
@@ -44,7 +47,9 @@ class LiveKeys:
                         f"this key recommends a k from the measured acceptance.")
             return
         offered, self._k_offer = self._k_offer, None
-        if theory.best_k == k:
+        if theory.best_k is None:
+            host.notice(f"No k to recommend yet: {theory.missing}. A reply at another k times v(k) there.")
+        elif theory.best_k == k:
             host.notice(f"k = {k} is already the best k for α {theory.alpha:.2f} (×{theory.best_speedup:.2f} predicted).")
         elif offered == theory.best_k and host.k_restarts_engine:
             host.live.update(k=theory.best_k)
@@ -53,4 +58,12 @@ class LiveKeys:
             restart = "press the key again to restart it with that k" if host.k_restarts_engine else \
                 "restart the server with that num_speculative_tokens"
             host.notice(f"Recommended k = {theory.best_k} for α {theory.alpha:.2f}: ×{theory.best_speedup:.2f} "
-                        f"predicted against ×{theory.speedup:.2f} at k = {k}; {restart}.")
+                        f"predicted against ×{theory.speedup:.2f} for the last reply (k = {k}); {restart}.")
+
+
+def k_not_sent(host) -> str:
+    """Why a k key does nothing on an engine that runs its own k (a server)."""
+    who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
+    k = host.reported_k
+    runs = f"runs k = {k}" if k is not None else "does not say which k it runs"
+    return f"{who} {runs}, set when it started (num_speculative_tokens): spectui cannot send k."

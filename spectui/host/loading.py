@@ -40,20 +40,27 @@ def load(
     arrive: Callable[[object], None],
     clock: Callable[[], float] = time.monotonic,
     old_engines: Sequence = (),
+    replaced: Sequence = (),
 ) -> None:
-    """Close `old_engines` first (one GPU cannot hold both), build, then arrive(Loaded or
-    LoadFailed), with LoadProgress on the way."""
-    for old_engine in old_engines:
-        if old_engine is None:
-            continue
-        try:
-            old_engine.close()
-        except Exception:
-            pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts
+    """Close `old_engines` first (one GPU cannot hold both), build, close `replaced` (kept
+    open in case the build failed), then arrive(Loaded or LoadFailed), with LoadProgress on the way."""
+    close_all(old_engines)
     started = clock()
     try:
         engine = build(throttled(lambda stage, done, total: arrive(LoadProgress(stage, done, total))))
     except BaseException as error:  # anything, even SystemExit from a library: show it, stay up
         arrive(LoadFailed(one_line(error)))
         return
-    arrive(Loaded(engine, clock() - started))
+    seconds = clock() - started
+    close_all(replaced)
+    arrive(Loaded(engine, seconds))
+
+
+def close_all(engines: Sequence) -> None:
+    for engine in engines:
+        if engine is None:
+            continue
+        try:
+            engine.close()
+        except Exception:
+            pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts

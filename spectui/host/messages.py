@@ -27,12 +27,14 @@ class EngineReady:
     engine: object
     seconds: float
     restart_note: str | None = None  # set when this was a k restart: how it went
+    swapped_to: str | None = None  # set when this engine replaced another (the model screen's choice)
 
 
 @dataclass(frozen=True)
 class EngineFailed:
     error: str
     restart_note: str | None = None  # set when a k restart failed
+    swap_failed: bool = False  # another engine failed to load: the one before goes on (or loads again)
 
 
 @dataclass(frozen=True)

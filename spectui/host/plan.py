@@ -105,6 +105,7 @@ def check_engine_choice(config) -> None:
         from spectui.engines.embedded.build import heads_folder
 
         heads_folder(engine_options(config))  # there, and of the method asked for
+    check_draft_named(engine_options(config))
     if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
         from spectui.engines.factory import chosen_engine
 
@@ -115,3 +116,13 @@ def check_engine_choice(config) -> None:
                 f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
                 "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
             )
+
+
+def check_draft_named(options) -> None:
+    """The draft method needs a draft: named, or the target's preset one (k = 0 drafts nothing)."""
+    if options.method != "draft" or not (options.k or options.auto_k):
+        return
+    from spectui.engines.embedded.build import draft_for
+    from spectui.models.registry import DEFAULT_TARGET
+
+    draft_for(options.model or DEFAULT_TARGET, options.draft)  # raises the one-line UsageError

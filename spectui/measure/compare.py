@@ -92,6 +92,7 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
 class Comparison:
     runs: list[TimedRun]  # in the order they ran
     temperature: float
+    auto_k: bool = False  # the speculative path chose k step by step (adaptive k), from its k
 
     def of(self, path: str) -> list[TimedRun]:
         return [run for run in self.runs if run.path == path]
@@ -195,6 +196,7 @@ class Comparison:
         return {
             "speculative": self._path_dict("speculative", engine, k),
             "baseline": self._path_dict("baseline", baseline or engine, 0),
+            "auto_k": self.auto_k,
             "speedup": self.speedup,
             "identical": self.identical,
             "first_difference": self.difference,
@@ -270,12 +272,13 @@ def run_pair(
     control_factory: ControlFactory | None = None,
     clock: Clock = time.monotonic,
     start_index: dict | None = None,
+    auto: bool = False,
 ) -> list[TimedRun]:
     """Run the paths in `order` one after another (never overlapping), each with a fresh Control(k or 0, temperature); same params (so same seed) for both. on_step(path, step) for every Step, on_run(TimedRun) when a run ends. control_factory(path, k, temperature) -> Control lets a UI keep the Control to cancel it; if a run is cancelled (Done.finish_reason == 'cancelled') stop and return what ran.
 
     `baseline`: a second engine for the k = 0 path, for engines whose k is fixed when they
     start (vLLM: the baseline is an engine without a speculative_config)."""
-    make_control = control_factory or (lambda path, k, temperature: Control(k, temperature))
+    make_control = control_factory or speculative_control(auto)
     next_index = dict(start_index or {})
     runs: list[TimedRun] = []
     for path in order:
@@ -293,6 +296,11 @@ def run_pair(
     return runs
 
 
+def speculative_control(auto: bool) -> ControlFactory:
+    """Controls as the chat makes them: adaptive k (`auto`) on the speculative path only."""
+    return lambda path, k, temperature: Control(k, temperature, auto=auto and path == "speculative")
+
+
 def alternating_order(round_index: int) -> tuple[str, str]:
     """("speculative","baseline") on even rounds, reversed on odd ones: neither path always runs first (cache warmth, thermal state)."""
     return PATHS if round_index % 2 == 0 else PATHS[::-1]
@@ -306,6 +314,7 @@ def warm_up(
     temperature: float,
     control_factory: ControlFactory | None = None,
     baseline: Engine | None = None,
+    auto: bool = False,
 ) -> bool:
     """A short, uncounted run of each path; False if it was cancelled.
 
@@ -315,7 +324,8 @@ def warm_up(
     reply with one drafting step, so the draft model warms up too.
     """
     short = replace(params, max_tokens=min(params.max_tokens, k + 2))
-    ran = run_pair(engine, messages, short, k, temperature, order=PATHS, control_factory=control_factory, baseline=baseline)
+    ran = run_pair(engine, messages, short, k, temperature, order=PATHS, control_factory=control_factory,
+                   baseline=baseline, auto=auto)
     return not any(run.cancelled for run in ran)
 
 
@@ -328,6 +338,7 @@ def compare(
     runs: int,
     *,
     warmup: bool = False,
+    auto: bool = False,
     **kwargs,
 ) -> Comparison:
     """`runs` rounds of run_pair with alternating_order(round).
@@ -338,14 +349,15 @@ def compare(
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
-    comparison = Comparison([], temperature)
-    if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory"), kwargs.get("baseline")):
+    comparison = Comparison([], temperature, auto)
+    if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory"),
+                              kwargs.get("baseline"), auto):
         return comparison
     for round_index in range(runs):
         start_index = {path: len(comparison.of(path)) for path in PATHS}
         ran = run_pair(
             engine, messages, params, k, temperature,
-            order=alternating_order(round_index), start_index=start_index, **kwargs,
+            order=alternating_order(round_index), start_index=start_index, auto=auto, **kwargs,
         )
         comparison.runs.extend(ran)
         if any(run.cancelled for run in ran):

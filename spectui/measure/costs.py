@@ -22,6 +22,16 @@ class CostEstimate:
     draft_cost: float  # c: one draft token's time / one target decode step's time
     verify_slope: float  # v(k) = 1 + slope * k
     estimated: bool  # True when derived from step timings (not the engine's own figure)
+    # The drafted counts (> 0) whose verify forwards were timed; None: the engine gave the slope
+    verify_ks: tuple[int, ...] | None = None
+
+    @property
+    def slope_measured(self) -> bool:
+        """v(k)'s slope rests on measurements: the engine's figure, or verify forwards timed at
+        two or more k (one k alone cannot tell a slope from noise in the plain step's time)."""
+        if self.verify_ks is None:
+            return not self.estimated
+        return len(self.verify_ks) >= 2
 
 
 @dataclass
@@ -96,18 +106,39 @@ class StepTimings:
                 float(engine_stats["draft_cost"]),
                 float(slope) if given_slope else DEFAULT_VERIFY_SLOPE,
                 estimated=not given_slope,
+                verify_ks=None if given_slope else (),
             )
         drafted = {n: times for n, times in self.verify.items() if n}
         if not drafted:
             return None
         target = self.target_seconds()
+        line = None if target else self._verify_line(drafted)
         if target:
             slope = max(0.0, self.verify_slope(target) or 0.0)
+        elif line is not None:
+            target, slope = line
         else:
             slope = DEFAULT_VERIFY_SLOPE
             steps = sum(len(times) for times in drafted.values())
             target = sum(len(times) * _median(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
-        return CostEstimate(self.draft_cost(target), slope, estimated=True)
+        return CostEstimate(self.draft_cost(target), slope, estimated=True, verify_ks=tuple(sorted(drafted)))
+
+    @staticmethod
+    def _verify_line(drafted: dict[int, list[float]]) -> tuple[float, float] | None:
+        """Without a plain step, verify times at two or more k give the line t(n) = t0 + b n:
+        (t0, b / t0), the plain step's time and v(k)'s slope; None when that fails."""
+        if len(drafted) < 2:
+            return None
+        points = [(n, _median(times), len(times)) for n, times in drafted.items()]
+        weight = sum(w for _, _, w in points)
+        mean_n = sum(n * w for n, _, w in points) / weight
+        mean_t = sum(t * w for _, t, w in points) / weight
+        spread = sum(w * (n - mean_n) ** 2 for n, _, w in points)
+        rise = sum(w * (n - mean_n) * (t - mean_t) for n, t, w in points) / spread
+        intercept = mean_t - rise * mean_n
+        if intercept <= 0:
+            return None
+        return intercept, max(0.0, rise / intercept)
 
     def target_seconds(self) -> float | None:
         """One plain target decode step."""

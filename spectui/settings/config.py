@@ -16,6 +16,7 @@ from pathlib import Path
 
 from spectui.core.errors import UsageError
 from spectui.settings.checks import OptionError
+from spectui.settings.keymap import clash, key_problem, screens, split_keys
 from spectui.settings.options import EngineOptions, engine_options_from_values
 from spectui.settings.table import config_settings, settings_dataclass
 
@@ -53,7 +54,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "regenerate_live": "ctrl+f10",
     "edit_last": "f12",
     "system_prompt": "ctrl+f12",
-    "model": "ctrl+f3",
+    "model": "f11,ctrl+f11",
+    "stats": "ctrl+f5",  # not Ctrl+F3: xterm sends it as a cursor position report
 }
 
 KEY_DESCRIPTIONS: dict[str, str] = {
@@ -87,6 +89,7 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "edit_last": "edit the last message; sending it replaces that turn",
     "system_prompt": "edit this chat's system prompt",
     "model": "change model, draft, method, heads or engine",
+    "stats": "hide / show the stats panel",
 }
 
 
@@ -175,12 +178,14 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
 
     values: dict = {}
     keys = dict(DEFAULT_KEYS)
+    remapped: set[str] = set()
     for name, value in data.items():
         line = _line_of(text, name)
         if name == "keys":
             if not isinstance(value, dict):
                 raise ConfigError(f"{where} line {line}: [keys] must be a table")
             keys.update(_check_keys(value, text, where))
+            remapped = set(value)
             continue
         if name not in _IN_FILE:
             known = ", ".join([*_IN_FILE, "keys"])
@@ -198,6 +203,7 @@ def parse_config(text: str, where: str = CONFIG_FILE_NAME) -> ChatConfig:
         except OptionError as error:
             raise ConfigError(f"{where} line {line}: {error}") from None
 
+    _check_clashes(keys, remapped, text, where)
     config = replace(ChatConfig(), keys=keys, **values)
     try:
         engine_options(config)  # the rules between settings
@@ -225,10 +231,24 @@ def _check_keys(table: dict, text: str, where: str) -> dict[str, str]:
             raise ConfigError(
                 f"{where} line {line}: unknown key action {action!r} (known: {', '.join(DEFAULT_KEYS)})"
             )
-        if not isinstance(keys, str) or not keys.strip():
+        if not isinstance(keys, str) or not split_keys(keys):
             raise ConfigError(f"{where} line {line}: keys.{action} must be a key name such as \"f6\"")
-        checked[action] = ",".join(part.strip() for part in keys.split(","))
+        checked[action] = ",".join(split_keys(keys))
+        in_chat = action in screens(DEFAULT_KEYS)["chat"]
+        for key in split_keys(keys):
+            problem = key_problem(key, types_into_box=in_chat)
+            if problem is not None:
+                raise ConfigError(f"{where} line {line}: keys.{action}: {problem}")
     return checked
+
+
+def _check_clashes(keys: dict[str, str], remapped: set[str], text: str, where: str) -> None:
+    """Two actions of one screen on one key: Textual would run only one of them, silently."""
+    found = clash(keys, DEFAULT_KEYS, remapped)
+    if found is not None:
+        action, key, other, screen = found
+        raise ConfigError(f"{where} line {_line_of(text, action)}: keys.{action}: {key!r} is already {other} "
+                          f"on the {screen} screen; give one of them another key")
 
 
 def _toml_message(error: tomllib.TOMLDecodeError, text: str) -> str:

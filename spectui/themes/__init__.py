@@ -51,10 +51,22 @@ def theme_variables(sources: dict[str, TokenStyle]) -> dict[str, str]:
     return variables
 
 
+# NO_COLOR: the sources told apart by shape alone, in every theme (as `spectui generate`
+# does: spectui.cli.render's SHAPES look).
+NO_COLOUR_STYLES = {"draft": "underline", "recovered": "bold", "bonus": "italic", "target": "none", "ghost": "strike"}
+# A theme that names no token styles (Textual's own): each source from its palette.
+PALETTE_SOURCES = {
+    "draft": ("success", "none"),
+    "recovered": ("secondary", "bold"),
+    "bonus": ("primary", "bold"),
+    "target": ("foreground", "none"),
+    "ghost": ("foreground-muted", "strike"),
+}
+
 # The CSS defaults before any theme applies.
 FALLBACK_SOURCES = {
     "draft": TokenStyle("#5fd787"),
-    "recovered": TokenStyle("#ff8787", "bold"),
+    "recovered": TokenStyle("#af87ff", "bold"),
     "bonus": TokenStyle("#5fd7ff", "bold"),
     "target": TokenStyle("#d0d0d0"),
     "ghost": TokenStyle("#6c6c6c", "strike"),

@@ -13,12 +13,12 @@ from textual.app import App
 
 from spectui.core.safe_text import safe_text
 from spectui.settings.config import ChatConfig
-from spectui.store import Conversation, Store
+from spectui.store import Conversation, Store, data_folder
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
 from spectui.tui.heap import defer_full_collections
-from spectui.tui.keys import app_bindings
+from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
-from spectui.tui.theming import textual_theme
+from spectui.tui.theming import textual_theme, token_variables
 
 
 class SpectuiApp(App):
@@ -38,6 +38,7 @@ class SpectuiApp(App):
         resume: Conversation | None = None,
         themes: dict[str, SpectuiTheme] | None = None,
         screenshot_dir: Path | None = None,
+        export_dir: Path | None = None,
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
     ) -> None:
@@ -48,7 +49,9 @@ class SpectuiApp(App):
         self.resume = resume
         self._themes_given = themes is not None
         self.spectui_themes = themes if themes is not None else load_themes()
-        self.screenshot_dir = screenshot_dir or Path.cwd()
+        # Where Ctrl+S and the history's export write: the data folder unless told otherwise.
+        self.screenshot_dir = screenshot_dir or data_folder("screenshots")
+        self.export_dir = export_dir or data_folder("exports")
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.chat_screen = None
@@ -58,17 +61,27 @@ class SpectuiApp(App):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return theme_variables(FALLBACK_SOURCES)
 
+    def get_css_variables(self) -> dict[str, str]:
+        variables = super().get_css_variables()  # also kept as self.theme_variables: updated in place
+        variables.update(token_variables(self.current_theme, variables, self.no_color))
+        return variables
+
     def notify(self, message: str, *, title: str = "", severity="information", timeout=None, markup: bool = True) -> None:
         """Toasts carry errors from servers and files: shown as text, never as markup ("[/]"
         would raise) and never with raw controls."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy (the copy keys, a text area's selection) as the screen shows it: no
+        escape from a reply or a paste reaches the clipboard to run where it is pasted."""
+        super().copy_to_clipboard(safe_text(text))
+
     def on_mount(self) -> None:
         from spectui.tui.screens.chat import ChatScreen
 
         self._gc_thresholds = defer_full_collections()
-        self._exit_on_sigint()
-        self.set_keymap(dict(self.config.keys))
+        self._exit_on_signals()
+        self.set_keymap(remapped(self.config.keys))
         if self.config.theme in self.spectui_themes:
             self.theme = self.config.theme
         else:
@@ -92,17 +105,23 @@ class SpectuiApp(App):
         gc.set_threshold(*self._gc_thresholds)
         self.host.close(timeout=15.0)
 
-    def _exit_on_sigint(self) -> None:
-        """`kill -INT` (the terminal's Ctrl+C is a key here): leave as Ctrl+Q does. Left to
-        Python, the KeyboardInterrupt lands wherever the main thread is, and a handler that
-        catches everything there can swallow it and leave the app running."""
+    def _exit_on_signals(self) -> None:
+        """`kill -INT` (the terminal's Ctrl+C is a key here), `kill` (TERM) and a closed
+        terminal (HUP): leave as Ctrl+Q does, the terminal restored (main screen, no mouse
+        tracking). Left to Python, TERM and HUP end the process where it stands, and the
+        KeyboardInterrupt of INT lands wherever the main thread is (a handler that catches
+        everything there can swallow it and leave the app running)."""
         import asyncio
         import signal
+        import sys
 
-        try:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, lambda: self.exit(return_code=130))
-        except (RuntimeError, NotImplementedError, ValueError):
-            pass  # not the main thread (tests), or a platform without loop signal handlers
+        loop = asyncio.get_running_loop()
+        hangup = () if sys.platform == "win32" else (signal.SIGHUP,)
+        for signum in (signal.SIGINT, signal.SIGTERM, *hangup):
+            try:
+                loop.add_signal_handler(signum, lambda code=128 + signum: self.exit(return_code=code))
+            except (RuntimeError, NotImplementedError, ValueError):
+                return  # not the main thread (tests), or a platform without loop signal handlers
 
     def get_system_commands(self, screen):
         from spectui.tui.palette import palette_commands
@@ -135,7 +154,7 @@ class SpectuiApp(App):
             self.notify("History is off (no store).")
         elif not isinstance(self.screen, HistoryScreen):
             open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
-            self.push_screen(HistoryScreen(self.store, self.screenshot_dir, open_id), self._open_conversation)
+            self.push_screen(HistoryScreen(self.store, self.export_dir, open_id), self._open_conversation)
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:
@@ -151,6 +170,10 @@ class SpectuiApp(App):
         self.notify(f"Theme: {self.theme} (theme = \"{self.theme}\" in the config keeps it)")
 
     def action_screenshot(self) -> None:
-        self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-        path = self.save_screenshot(path=str(self.screenshot_dir))
+        try:
+            self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+            path = Path(self.save_screenshot(path=str(self.screenshot_dir))).resolve()
+        except OSError as error:
+            self.notify(f"Screenshot not saved in {self.screenshot_dir}: {error.strerror or error}", severity="error")
+            return
         self.notify(f"Saved {path}")

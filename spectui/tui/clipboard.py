@@ -7,6 +7,9 @@ reaches the terminal outside only with `set -g set-clipboard on`; the same seque
 in tmux's passthrough (which needs `set -g allow-passthrough on` from tmux 3.3) is written
 too, so either setting is enough. A terminal without OSC 52 (macOS Terminal) is served by
 pyperclip, when it is installed and finds a clipboard tool (pbcopy, wl-copy, xclip, xsel).
+
+The clipboard gets what the screen shows (spectui.core.safe_text): a reply's escapes, pasted
+into a shell, would run there, and could end a bracketed paste early.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Mapping
+
+from spectui.core.safe_text import safe_text
 
 
 def osc52(text: str) -> str:
@@ -45,8 +50,9 @@ def system_clipboard(text: str) -> bool:
 
 
 def copy_text(app, text: str, environ: Mapping[str, str] = os.environ) -> str:
-    """Put `text` on every clipboard within reach; returns a note for the user ("" or
-    " · also on the system clipboard")."""
+    """Put `text`, as the screen shows it, on every clipboard within reach; returns a note for
+    the user ("" or " · also on the system clipboard")."""
+    text = safe_text(text)
     app.copy_to_clipboard(text)  # OSC 52, and Textual's own clipboard (Ctrl+V in the message box)
     driver = app._driver  # Textual writes its OSC 52 here: the tmux copy goes the same way
     if driver is not None:

@@ -13,7 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spectui.core import reasoning
+
 PROSE, OPEN, CODE, CLOSE = "prose", "open", "code", "close"
+# A reasoning model's `<think>` block (spectui.core.reasoning), when its tags stand on their
+# own lines as models write them: the opening tag's line, the thinking, the closing tag's line.
+THINK_OPEN, THINK, THINK_CLOSE = "think-open", "think", "think-close"
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 
 
@@ -48,9 +53,14 @@ class FenceState:
 
     def __init__(self) -> None:
         self.fence: Fence | None = None  # the open fence
+        self.thinking = False  # inside a <think> block: no fences there, only its closing tag
 
     def kind_of(self, line: str) -> str:
+        if self.thinking:
+            return THINK_CLOSE if line.strip() == reasoning.THINK_CLOSE else THINK
         if self.fence is None:
+            if line.strip() == reasoning.THINK_OPEN:
+                return THINK_OPEN
             return OPEN if opening_fence(line) is not None else PROSE
         return CLOSE if closes(self.fence, line) else CODE
 
@@ -60,13 +70,22 @@ class FenceState:
             self.fence = opening_fence(line)
         elif kind == CLOSE:
             self.fence = None
+        elif kind in (THINK_OPEN, THINK_CLOSE):
+            self.thinking = kind == THINK_OPEN
         return kind
+
+    @property
+    def body(self) -> str:
+        """The kind of a line that can no longer become a fence or a tag."""
+        return CODE if self.fence is not None else THINK if self.thinking else PROSE
 
 
 def may_become_fence(line: str) -> bool:
     """Could more characters make this line start (or close) a fence? False for nearly every
     line after its first few characters, which spares the streaming view the question."""
     stripped = line.lstrip(" ")
+    if reasoning.THINK_OPEN.startswith(line.strip()) or reasoning.THINK_CLOSE.startswith(line.strip()):
+        return True
     if len(line) - len(stripped) > 3:
         return False
     head = stripped[:3]

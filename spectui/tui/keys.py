@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.binding import Binding
 
 from spectui.settings.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
+from spectui.settings.keymap import APP_LEVEL, COMPARE, COMPARE_ONLY
 
 # id -> (action, footer label)
 ACTIONS: dict[str, tuple[str, str]] = {
@@ -37,15 +38,21 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "edit_last": ("edit_last", "edit"),
     "system_prompt": ("system_prompt", "system"),
     "model": ("model", "model"),
+    "stats": ("toggle_stats", "stats"),
 }
-APP_LEVEL = ("help", "history", "theme", "screenshot")
-COMPARE_ONLY = ("rerun", "sweep", "swap_method")
 PROMPT = ("send", "newline")  # the message box's own keys, shown while it has the focus
 # Kept off the footer (help and the Ctrl+P palette list them): said elsewhere (Enter sends:
 # the message box says so), useful only at a moment the screen names (a chat over the
 # context), or rarer than the footer's width allows.
 HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model")
-COMPARE = ("compare", "k_down", "k_up", "temperature_down", "temperature_up", *COMPARE_ONLY, "cancel")
+
+# What the footer shows first when it cannot show everything (a group: all or none).
+FOOTER_PRIORITY = (
+    ("help",), ("history",), ("rerun",), ("sweep",), ("swap_method",), ("k_down", "k_up"), ("k_auto",),
+    ("compare",), ("temperature_down", "temperature_up"), ("engine_info",), ("cancel",), ("markdown",),
+    ("ghosts",), ("regenerate",), ("edit_last",), ("copy_reply",), ("copy_code",), ("new_chat",),
+    ("stats",), ("newline",), ("theme",), ("screenshot",),
+)
 
 
 def bindings(ids) -> list[Binding]:
@@ -69,6 +76,13 @@ def compare_bindings() -> list[Binding]:
 
 def app_bindings() -> list[Binding]:
     return bindings([i for i in ACTIONS if i in APP_LEVEL])
+
+
+def remapped(keys: dict[str, str]) -> dict[str, str]:
+    """The keys that differ from the bindings' own (DEFAULT_KEYS), for Textual's keymap:
+    Textual applies the keymap to the focused chain on every key press, at a cost quadratic
+    in the bindings (about 3 ms a key with all of them: a long typed paste took minutes)."""
+    return {binding_id: key for binding_id, key in keys.items() if key != DEFAULT_KEYS.get(binding_id)}
 
 
 def key_display(keys: str) -> str:

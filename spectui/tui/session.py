@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spectui.core.engine import SPECULATION_NOT_REPORTED
 from spectui.core.events import AutoChoice, Done, Step
@@ -28,10 +28,19 @@ class ReplyTracker:
         self.tree_steps = 0  # steps that verified a draft tree (Step.tree_nodes set)
         self.tree_nodes = 0  # the nodes those steps verified, in all
         self.tree_nodes_last: int | None = None
+        self.k_total = 0  # the k of every step, summed: the reply's mean k
+        self.drafted_steps: dict[int, int] = {}  # drafted tokens -> steps that drafted that many
+        self.timed_tokens = 0  # tokens of the timed decode steps (not the prefill's)...
+        self.timed_seconds = 0.0  # ...and their draft and verify seconds
 
     def add(self, step: Step, arrived: float) -> None:
         if self.steps:
             self.costs.add(step)
+            if step.verify_seconds > 0:
+                self.timed_tokens += len(step.token_ids)
+                self.timed_seconds += step.draft_seconds + step.verify_seconds
+        self.k_total += step.k
+        self.drafted_steps[step.num_drafted] = self.drafted_steps.get(step.num_drafted, 0) + 1
         self.steps.append(step)
         self.clock.on_tokens(arrived, len(step.token_ids))
         self.rolling.add(arrived, len(step.token_ids))
@@ -84,6 +93,8 @@ class SessionTracker:
     acceptance: AcceptanceCounts = field(default_factory=AcceptanceCounts)
     costs: StepTimings = field(default_factory=StepTimings)
     engine_stats: dict = field(default_factory=dict)
+    # The compare view's last speedup over k = 0, and what it ran ("k = 4", "k auto (from 4)")
+    compared: tuple[float, str] | None = None
 
     def add_reply(self, reply: ReplyTracker) -> None:
         self.acceptance = self.acceptance.merged(reply.acceptance)
@@ -98,14 +109,28 @@ class SessionTracker:
 
 
 @dataclass(frozen=True)
+class ReplyFigures:
+    """An ended reply as it ran, over all its steps (not its last one's k)."""
+
+    mean_k: float
+    tokens_per_step: float  # measured
+    expected_tokens: float  # predicted: E(α, n) over the drafts n of its steps
+    speedup: float  # predicted for those steps
+
+
+@dataclass(frozen=True)
 class Theory:
     alpha: float
     k: int
     expected_tokens: float  # E(α, k) at the current k
-    speedup: float  # predicted at the current k
-    best_k: int
-    best_speedup: float
+    speedup: float  # the one prediction: at the current k, or for the ended reply's steps
+    best_k: int | None  # None until v(k) is measured at two k (`missing` says what is)
+    best_speedup: float | None
     cost: CostEstimate
+    missing: str = ""  # what best k waits for
+    reply: ReplyFigures | None = None  # set once the reply ended
+    measured_speedup: float | None = None  # the reply's tokens per step-second over a plain step's
+    measured_against: str = "k=0 steps"  # or "k=0, compare": the compare view's runs
 
 
 @dataclass(frozen=True)
@@ -137,20 +162,60 @@ class PanelData:
     speculation_note: str | None = None
 
 
-def theory_for(alpha: float | None, k: int, cost: CostEstimate | None) -> Theory | None:
+def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: ReplyTracker | None = None,
+               plain_seconds: float | None = None) -> Theory | None:
+    """The prediction at k while `reply` streams, for its steps once it ended; best k only
+    once v(k) is measured at two k."""
     if alpha is None or cost is None:
         return None
     verify = linear_verify_cost(cost.verify_slope)
-    top_k, top_speedup = best_k(alpha, cost.draft_cost, verify)
+    top_k, top_speedup = best_k(alpha, cost.draft_cost, verify) if cost.slope_measured else (None, None)
+    figures = reply_figures(reply, alpha, cost) if reply is not None and reply.done is not None else None
     return Theory(
         alpha=alpha,
         k=k,
         expected_tokens=expected_tokens(alpha, k),
-        speedup=speedup(alpha, k, cost.draft_cost, verify),
+        speedup=figures.speedup if figures is not None else speedup(alpha, k, cost.draft_cost, verify),
         best_k=top_k,
         best_speedup=top_speedup,
         cost=cost,
+        missing="" if cost.slope_measured else slope_missing(cost),
+        reply=figures,
+        measured_speedup=measured_speedup(reply, plain_seconds),
     )
+
+
+def with_compared(theory: Theory | None, compared: tuple[float, str] | None) -> Theory | None:
+    """The compare view's measured speedup where the reply has none of its own (no plain steps)."""
+    if theory is None or theory.measured_speedup is not None or compared is None:
+        return theory
+    speedup, _ = compared
+    return replace(theory, measured_speedup=speedup, measured_against="k=0, compare")
+
+
+def slope_missing(cost: CostEstimate) -> str:
+    ks = cost.verify_ks or ()
+    if len(ks) == 1:
+        return f"v(k) timed at k={ks[0]} only: needs another k"
+    return "v(k) not timed yet"
+
+
+def reply_figures(reply: ReplyTracker, alpha: float, cost: CostEstimate) -> ReplyFigures | None:
+    steps = sum(reply.drafted_steps.values())
+    if not steps:
+        return None
+    verify = linear_verify_cost(cost.verify_slope)
+    tokens = sum(count * expected_tokens(alpha, n) for n, count in reply.drafted_steps.items())
+    time = sum(count * (n * cost.draft_cost + verify(n)) for n, count in reply.drafted_steps.items())
+    return ReplyFigures(reply.k_total / steps, reply.clock.num_tokens / steps, tokens / steps, tokens / time)
+
+
+def measured_speedup(reply: ReplyTracker | None, plain_seconds: float | None) -> float | None:
+    """The reply's tokens per second of drafting and verifying, over one plain (k = 0) step's:
+    measured, where the chat has timed plain steps and the reply drafted."""
+    if reply is None or not plain_seconds or not reply.timed_seconds or not reply.acceptance.num_drafts:
+        return None
+    return reply.timed_tokens / reply.timed_seconds * plain_seconds
 
 
 def panel_data(
@@ -193,7 +258,7 @@ def panel_data(
         rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=theory_for(alpha, theory_k, cost),
+        theory=with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds()), session.compared),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,

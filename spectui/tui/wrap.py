@@ -19,12 +19,12 @@ from collections.abc import Iterable
 
 from rich.cells import cell_len
 
-from spectui.tui.fences import CODE, OPEN, PROSE, FenceState, may_become_fence, opening_fence
+from spectui.tui.fences import CODE, OPEN, PROSE, THINK, FenceState, may_become_fence, opening_fence
 
 _PIECES = re.compile(r"\n|\t|[^ \t\n]+| ")
 CODE_PAD = 1  # columns of the code block's background left and right of its text
 UNWRAPPED = 1 << 30  # a fence line's width: it is drawn as a label, never wrapped
-TAB_WIDTH = {PROSE: " ", CODE: "    "}
+TAB_WIDTH = {PROSE: " ", CODE: "    ", THINK: " "}
 
 
 class WrappedLine:
@@ -107,7 +107,7 @@ class StyledWrapper:
             block = self.fences.kind_of(self._text)
         else:
             self._watching = False
-            block = CODE if self.fences.fence is not None else PROSE
+            block = self.fences.body
         if block != self._block:
             self._block = block
             self._wrap_again()
@@ -117,7 +117,7 @@ class StyledWrapper:
     def _end_line(self) -> None:
         if self._watching:
             self.fences.feed(self._text)
-        self.lines.append(WrappedLine(CODE if self.fences.fence is not None else PROSE))
+        self.lines.append(WrappedLine(self.fences.body))
         self._start_line(self.lines[-1].block)
 
     def _wrap_again(self) -> None:
@@ -131,7 +131,8 @@ class StyledWrapper:
 
     @property
     def _line_width(self) -> int:
-        return self.width if self._block == PROSE else self.code_width if self._block == CODE else UNWRAPPED
+        # Reasoning wraps as code does: the view draws a bar in the pad's columns.
+        return self.width if self._block == PROSE else self.code_width if self._block in (CODE, THINK) else UNWRAPPED
 
     # wrapping
 

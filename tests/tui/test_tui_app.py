@@ -330,6 +330,8 @@ async def test_history_is_saved_per_step_and_resumes(make_app, tmp_path):
         assert table.row_count == 1
         await pilot.press("e")
         await pilot.pause()
+        await pilot.press("enter")  # the folder it offers
+        await pilot.pause()
         exported = tmp_path / "shots" / f"spectui-chat-{conversation.id}.md"
         assert "remember me" in exported.read_text()
     store.close()
@@ -369,7 +371,7 @@ async def test_keys_are_remapped_from_config(make_app):
         await pilot.press("f9")
         assert app.host.live.k == 5
         await pilot.press("f1")
-        keys_text = str(app.screen.query_one("#keys").render())
+        keys_text = " ".join(str(key.render()) for key in app.screen.query("#keys .key"))
         assert "F9" in keys_text and "F6" not in keys_text
 
 

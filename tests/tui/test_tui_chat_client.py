@@ -92,10 +92,10 @@ async def test_ctrl_j_and_shift_enter_start_a_line_and_enter_sends(make_app):
         await pilot.press("enter")
         await reply_done(pilot)
         assert engine.messages_seen[0][-1]["content"] == "one\ntwo\n3"
-        # The footer shows both newline keys.
+        # The footer (when it has room for the newline key) shows both keys.
         await pilot.pause()
-        footer = " ".join(str(key.render()) for key in app.screen.query("FooterKey"))
-        assert "⇧⏎/^j" in footer
+        newline = next(b.binding for b in app.screen.active_bindings.values() if b.binding.id == "newline")
+        assert app.get_key_display(newline) == "⇧⏎/^j"
 
 
 async def test_up_recalls_this_chats_prompts_and_down_comes_back(make_app):
@@ -137,6 +137,58 @@ async def test_the_chats_keys_win_over_the_text_areas(make_app):
         await pilot.press("f6", "f7")  # a text area selects a line and all with these
         assert app.host.live.k == 5 and app.host.live.temperature == pytest.approx(0.4)
         assert app.chat_screen.prompt.text == "some text"
+
+
+async def test_a_long_line_typed_as_keystrokes_is_rewrapped_once_per_burst_not_per_key(make_app):
+    # A paste the terminal does not bracket: one Key per character, posted as fast as the
+    # driver reads them. Each edit re-wraps its whole line, so one edit per key was quadratic
+    # (45 KB took minutes); a burst goes in as one edit.
+    size = 20_000
+    text = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat_screen.prompt
+        prompt.focus()
+        await pilot.pause()
+        rewrapped = []  # the length of each line an edit re-wrapped
+        wrap_range = prompt.wrapped_document.wrap_range
+
+        def counting(start, old_end, new_end):
+            rewrapped.extend(len(prompt.document[row]) for row in range(start[0], new_end[0] + 1))
+            return wrap_range(start, old_end, new_end)
+
+        prompt.wrapped_document.wrap_range = counting
+        for char in text:
+            app.post_message(events.Key("space" if char == " " else char, char))
+        bound = 4 * size  # linear in what was typed; one edit per key re-wraps ~size² / 2
+        await wait_for(pilot, lambda: len(prompt.text) == size or sum(rewrapped) > bound, timeout=300)
+        assert sum(rewrapped) <= bound, f"{len(rewrapped)} re-wraps of {sum(rewrapped)} characters"
+        assert prompt.text == text
+        await pilot.press("x", "backspace", "enter")  # the keys after a burst still act, in order
+        await reply_done(pilot)
+        assert [m.text for m in app.chat_screen.query(UserMessage)] == [text]
+
+
+async def test_a_key_press_applies_no_keymap_for_the_keys_left_as_they_are(make_app, monkeypatch):
+    # Textual applies the app's keymap to the focused chain on every key press, quadratic in
+    # the bindings (~3 ms a key when the keymap restated every key): only changes go in it.
+    from textual.binding import BindingsMap
+
+    applied = []
+    apply_keymap = BindingsMap.apply_keymap
+    monkeypatch.setattr(BindingsMap, "apply_keymap", lambda self, keymap: applied.append(dict(keymap)) or apply_keymap(self, keymap))
+    for changed in ({}, {"copy_reply": "ctrl+y"}):
+        app = make_app(factory_for(PlanEngine([None])), ChatConfig(keys=dict(DEFAULT_KEYS, **changed)))
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            app.chat_screen.prompt.focus()
+            applied.clear()
+            await pilot.press(*"hello")
+            assert app.chat_screen.prompt.text == "hello"
+            assert all(keymap == changed for keymap in applied), applied[:1]  # only what the user changed
+            if not changed:
+                assert applied == []
 
 
 # --- copy --------------------------------------------------------------------------------
@@ -200,6 +252,36 @@ async def test_a_picked_reply_is_the_one_copied(make_app, osc52):
         assert decoded(written)[-1] == views[2].token_view.text
         await pilot.press("ctrl+f")
         assert "Reply 3 has no code block." in notices(app)
+
+
+# What a hostile server can put in a reply: OSC (retitle), CSI (clear), a C1 CSI, and an
+# override that makes "safe<RLO>txt.exe" read "safeexe.txt".
+HOSTILE = "\x1b]0;pwned\x07 and \x1b[2J then \x9b2J \x1b]52;c;aGk=\x07 safe\u202etxt.exe\u2066\u200f"
+CONTROL_OR_BIDI = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+async def test_the_clipboard_gets_what_the_screen_shows_not_a_replys_escapes(make_app, osc52, monkeypatch):
+    reply = [[("Look: ", T), (HOSTILE, D)], [("\n```sh\necho ", T), (HOSTILE, B), ("\n```\n", T)]]
+    system: list[str] = []
+    monkeypatch.setattr("spectui.tui.clipboard.system_clipboard", lambda text: system.append(text) or True)
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+
+    app = make_app(factory_for(TextEngine(reply)))
+    async with app.run_test(size=SIZE) as pilot:
+        written = osc52(app)
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        await pilot.press("ctrl+l", "ctrl+f")
+        copies = decoded(written)  # the reply and its code block, each as OSC 52 and for tmux
+        assert len(copies) == 4 and len(system) == 2
+        for text in copies + system + [app.clipboard]:
+            assert not CONTROL_OR_BIDI.search(text), ascii(text)
+            assert "␛]0;pwned␇" in text and "safe\\u202etxt.exe" in text  # shown, as on the screen
+        # Textual's own copies (a selection in the message box) go the same way.
+        written.clear()
+        app.copy_to_clipboard("pasted " + HOSTILE)
+        assert decoded(written) and not CONTROL_OR_BIDI.search(decoded(written)[0] + app.clipboard)
 
 
 # --- regenerate and edit -----------------------------------------------------------------
@@ -317,7 +399,7 @@ async def test_the_model_screen_swaps_the_engine_and_the_conversation_goes_on(ma
         chat = app.chat_screen
         await send(pilot, "before")
         await reply_done(pilot)
-        await pilot.press("ctrl+f3")
+        await pilot.press(app.first_key("model"))
         screen = app.screen
         screen.query_one("#model-target").value = "no-such-model"
         await pilot.press("ctrl+s")

@@ -59,10 +59,11 @@ def test_history_list_and_export(tmp_path, monkeypatch):
     assert result.exit_code == 0
     assert json.loads(out.read_text())["sources"] == ["target"]
     result = runner.invoke(cli(), ["history", "export", "42"])
-    assert result.exit_code == 1 and result.stderr.strip().startswith("spectui: error: no conversation 42")
+    assert result.exit_code == 2 and result.stderr.strip().startswith("spectui: error: no conversation 42")
 
 
 def test_chat_option_errors_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr("spectui.cli.chat.require_terminal", lambda: None)  # as if on a terminal
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("SPECTUI_DATA_DIR", str(tmp_path))
     result = runner.invoke(cli(), ["chat", "-k", "40"])
@@ -199,6 +200,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
     import threading
 
     from spectui.cli.chat import run_chat
+    monkeypatch.setattr("spectui.cli.chat.require_terminal", lambda: None)  # pytest's stdin is no terminal
     from spectui.host.plan import EnginePlan
 
     from fake_engines import PlanEngine

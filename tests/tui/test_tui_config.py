@@ -17,10 +17,10 @@ def test_missing_file_is_the_defaults(tmp_path):
 
 
 def test_values_and_keys_are_read(tmp_path):
-    config = parse_config('k = 6\ntemperature = 1\ntheme = "light"\n[keys]\nk_up = "f9, ctrl+k"\n')
+    config = parse_config('k = 6\ntemperature = 1\ntheme = "light"\n[keys]\nk_up = "f20, ctrl+k"\n')
     assert (config.k, config.temperature, config.theme) == (6, 1.0, "light")
     assert isinstance(config.temperature, float)
-    assert config.keys["k_up"] == "f9,ctrl+k"
+    assert config.keys["k_up"] == "f20,ctrl+k"
     assert config.keys["k_down"] == DEFAULT_KEYS["k_down"]
 
 

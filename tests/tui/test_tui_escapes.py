@@ -15,15 +15,19 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Done, Source, Step
 from spectui.settings.config import ChatConfig
-from spectui.store import Store
+from spectui.store import Store, export_markdown
 
 from fake_engines import factory_for
 from tui_helpers import ready, reply_done, send, wait_for
 
 # Every C0 control but newline (a segment never holds one), DEL and C1: ESC starts CSI
-# (ESC [), OSC (ESC ]), DCS (ESC P), APC (ESC _); U+009B is a one-character CSI.
-OBEYED = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b2J\x1bP+q\x1b\\\x1b_apc\x1b\\\x1b]52;c;aGk=\x07"
+# (ESC [), OSC (ESC ]), DCS (ESC P), APC (ESC _); U+009B is a one-character CSI. The bidi
+# controls reorder the line as laid out (RLO makes "safe<RLO>txt.exe" read "safeexe.txt").
+OBEYED = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+ATTACK = (
+    "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b2J\x1bP+q\x1b\\\x1b_apc\x1b\\\x1b]52;c;aGk=\x07"
+    " safe\u202etxt.exe \u2067\u200f\u061c"
+)
 
 
 class TextEngine(Engine):
@@ -79,6 +83,18 @@ async def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(m
     store.close()
     assert conversation.messages[0].content == "user typed \x1b[2J too"
     assert conversation.messages[1].content == "Hello " + ATTACK + " bye\r\nnext line"  # stored byte-exact
+
+
+def test_the_markdown_export_shows_what_the_screen_shows(tmp_path):
+    store = Store(tmp_path / "history.sqlite3")
+    conversation_id = store.new_conversation({"k": 4})
+    store.add_message(conversation_id, "user", "question " + ATTACK)
+    reply = store.add_message(conversation_id, "assistant", "")
+    store.finish_message(reply, "a" + ATTACK, "stop")
+    markdown = export_markdown(store.load_conversation(conversation_id))
+    store.close()
+    assert not OBEYED.search(markdown.replace("\n", "")), ascii(markdown)
+    assert "safe\\u202etxt.exe" in markdown
 
 
 async def test_a_pasted_escape_is_shown_in_the_message_box_and_kept_in_its_value(make_app):

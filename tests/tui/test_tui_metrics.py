@@ -10,6 +10,7 @@ from spectui.core.theory import best_k, expected_tokens, linear_verify_cost
 from spectui.measure.costs import StepTimings
 from spectui.measure.metrics import ReplyClock, RollingRate, format_bytes, read_memory
 from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
+from spectui.tui.widgets.stats_panel import panel_lines
 
 
 def drafted_step(k, accepted, draft_seconds=0.0, verify_seconds=0.0):
@@ -126,7 +127,11 @@ def test_panel_data_from_a_reply_matches_stats_and_theory():
     alpha = 11 / 13
     assert data.alpha == pytest.approx(alpha)
     assert data.theory.expected_tokens == pytest.approx(expected_tokens(alpha, 4))
-    assert data.theory.best_k == best_k(alpha, data.theory.cost.draft_cost, linear_verify_cost(0.1))[0]
+    # v(k) timed at k = 4 alone says nothing of its slope: no best k, and the panel says why
+    assert data.theory.best_k is None and data.theory.missing == "v(k) timed at k=4 only: needs another k"
+    text = "\n".join("".join(p if isinstance(p, str) else p[0] for p in line) for line in panel_lines(data, 34))
+    assert "best k: measuring… v(k) timed at" in text and "best k    " not in text
+    assert text.count("predicted") == 1 and "predicted ×" in text and "from α 0.85" in text
     reply.finish(Done("stop", seconds=2.0, time_to_first_token=0.2), 0.6)
     session.add_reply(reply)
     done = panel_data(reply, session, k=4, temperature=0.0, now=9.0)
@@ -134,3 +139,36 @@ def test_panel_data_from_a_reply_matches_stats_and_theory():
     assert done.rate_now is None
     assert done.time_to_first_token == pytest.approx(0.2)
     assert session.gamma() == pytest.approx(11 / 16)
+
+
+def test_best_k_once_v_of_k_is_timed_at_two_k():
+    reply = ReplyTracker(started=0.0)
+    steps = [plain_step(0.01)] + [drafted_step(k, 2, 0.001 * k, 0.01 * (1 + 0.1 * k)) for k in (2, 4, 2, 4)]
+    for t, step in enumerate(steps, start=1):
+        reply.add(step, t * 0.1)
+    theory = panel_data(reply, SessionTracker(), k=4, temperature=0.0, now=0.5).theory
+    assert theory.cost.verify_slope == pytest.approx(0.1) and theory.cost.slope_measured
+    assert theory.best_k == best_k(theory.alpha, 0.1, linear_verify_cost(0.1))[0]
+    no_plain_step = StepTimings()
+    no_plain_step.add_reply(steps[1:])  # the line through the two k gives the plain step's time
+    assert no_plain_step.estimate().verify_slope == pytest.approx(0.1)
+
+
+def test_the_end_of_a_reply_describes_the_reply_not_its_last_step():
+    reply = ReplyTracker(started=0.0)
+    # adaptive k's shape: drafts early, a last step at k = 0; plain steps timed at 10 ms
+    steps = [plain_step(0.01), drafted_step(4, 4, 0.004, 0.014), drafted_step(4, 4, 0.004, 0.014),
+             drafted_step(2, 2, 0.002, 0.012), plain_step(0.01)]
+    for t, step in enumerate(steps, start=1):
+        reply.add(step, t * 0.1)
+    reply.finish(Done("stop", seconds=0.5), 0.6)
+    session = SessionTracker()
+    session.add_reply(reply)
+    data = panel_data(reply, session, k=0, temperature=0.0, now=1.0)
+    figures = data.theory.reply
+    assert figures.mean_k == pytest.approx(10 / 5) and figures.tokens_per_step == pytest.approx(15 / 5)
+    assert data.theory.speedup > 1.5  # the reply's steps drafted: not the 1.00 of its last k = 0 step
+    # 14 tokens in 0.018 + 0.018 + 0.014 + 0.01 s of steps after the prefill, a plain step is 10 ms
+    assert data.theory.measured_speedup == pytest.approx(14 / 0.06 * 0.01)
+    text = "\n".join("".join(p if isinstance(p, str) else p[0] for p in line) for line in panel_lines(data, 34))
+    assert "k mean    2.0" in text and "E(α,k=0)" not in text and "measured  ×2.33 vs k=0 steps" in text

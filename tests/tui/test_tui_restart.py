@@ -228,7 +228,7 @@ async def test_info_screen_says_how_k_changes_and_shows_vllm_figures(make_app):
 
 async def test_adaptive_k_key_recommends_a_k_for_a_fixed_k_engine_and_restarts_on_a_second_press(make_app):
     # every draft accepted: the measured α is high, so the best k is far above 2
-    factory, timers = FixedKFactory([None, 2, 2, 2, 2, 2, 2]), ManualTimers()
+    factory, timers = FixedKFactory([None, 8, 8, 8, 8, 8, 8]), ManualTimers()
 
     app = fixed_k_app(make_app, factory, timers=timers)
     async with app.run_test(size=SIZE) as pilot:
@@ -239,12 +239,21 @@ async def test_adaptive_k_key_recommends_a_k_for_a_fixed_k_engine_and_restarts_o
         await send(pilot, "hello")
         await reply_done(pilot)
         chat.refresh_panels()
+        assert chat.stats_panel.data.theory.best_k is None  # v(k) timed at k = 2 alone
+        await pilot.press("f9")
+        assert any("No k to recommend yet: v(k) timed at k=2 only" in n for n in notices(app))
+        await pilot.press("f6")  # a reply at k = 3 times a second k
+        assert timers.fire() == 1
+        await wait_for(pilot, lambda: factory.built_k == [2, 3] and app.host.engine is not None)
+        await send(pilot, "again")
+        await reply_done(pilot)
+        chat.refresh_panels()
         best = chat.stats_panel.data.theory.best_k
-        assert best > 2
+        assert best > 3, chat.stats_panel.data.theory
         await pilot.press("f9")
         assert any(f"Recommended k = {best}" in n for n in notices(app))
-        assert factory.built_k == [2]  # only recommended so far
+        assert factory.built_k == [2, 3]  # only recommended so far
         await pilot.press("f9")
         assert timers.fire() == 1
-        await wait_for(pilot, lambda: factory.built_k == [2, best] and app.host.engine is not None)
+        await wait_for(pilot, lambda: factory.built_k == [2, 3, best] and app.host.engine is not None)
         assert app.host.live.k == best and not app.host.live.auto

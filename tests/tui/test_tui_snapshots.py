@@ -63,3 +63,16 @@ def test_a_code_fence_streams_as_a_code_block_with_each_tokens_colour(snap_compa
     config = ChatConfig(theme="dark", k=4)
     host = make_host(factory_for(engine), config, clock=lambda: 0.0, memory_probe=fixed_memory)
     assert snap_compare(SpectuiApp(host, config, None, cursor_blink=False), run_before=one_reply, terminal_size=SIZE)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_chat_screen_footer_and_panels_at_80_and_160_columns(snap_compare, width):
+    """The footer keeps F1, F2 and Ctrl+P and fits whole keys; at 80 the panel leaves the
+    conversation 40 columns."""
+    assert snap_compare(chat_app("dark"), run_before=one_reply, terminal_size=(width, 24))
+
+
+def test_chat_screen_under_no_color(snap_compare, monkeypatch):
+    """NO_COLOR: the sources by shape (drafts underlined, corrections bold, bonus italic)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(chat_app("dark"), run_before=one_reply, terminal_size=SIZE)

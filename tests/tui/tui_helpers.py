@@ -71,6 +71,7 @@ def make_app_fixture(tmp_path):
         host = make_host(build, config, build_for_k=build_for_k, build_baseline=build_baseline, clock=clock,
                          set_timer=set_timer)
         options.setdefault("screenshot_dir", tmp_path / "shots")
+        options.setdefault("export_dir", tmp_path / "shots")
         options.setdefault("cursor_blink", False)
         return SpectuiApp(host, config, the_store, **options)
 

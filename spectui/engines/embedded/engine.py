@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
-from spectui.core.engine import Capabilities, Engine, EngineInfo
+from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
@@ -18,7 +18,7 @@ from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 
-CAPABILITIES = Capabilities(live_controls=True, exact_provenance=True, method_switch=True, tokenizer=True)
+CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True)
 
 
 class EmbeddedEngine(Engine):

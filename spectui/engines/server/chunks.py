@@ -30,13 +30,14 @@ class DraftCounts:
 @dataclass(frozen=True)
 class ChatChunk:
     token_ids: tuple[int, ...] = ()
-    text: str = ""
+    text: str = ""  # the answer's text (delta.content)
     finish_reason: str | None = None
     prompt_token_ids: tuple[int, ...] | None = None
     speculative_decoding: dict | None = None  # metrics.speculative_decoding, when the server sends it
     usage: dict | None = None
     error: str | None = None  # one line, when the server reported an error in the stream
     draft_counts: DraftCounts | None = None  # the reply's drafts, counted by a non-vLLM server
+    reasoning: str = ""  # a reasoning parser's field (reasoning_content, or vLLM's newer `reasoning`)
 
 
 def parse_chunk(data: str) -> ChatChunk:
@@ -62,9 +63,10 @@ def chunk_fields(value: dict) -> ChatChunk:
     # One request, n = 1: the first choice is the reply.
     choice = of_type(choices[0] if choices else None, dict, {})
     delta = of_type(choice.get("delta"), dict, {})
-    # A reasoning parser splits the text into two fields; the token ids cover both, so the
-    # text of a step keeps both, reasoning first as it was generated.
-    text = "".join(of_type(delta.get(name), str, "") for name in ("reasoning", "reasoning_content", "content"))
+    # A reasoning parser splits the text into two fields; the token ids cover both. The
+    # engine keeps the reasoning in the step's text between <think> tags (spectui.core.reasoning).
+    reasoning = "".join(of_type(delta.get(name), str, "") for name in ("reasoning", "reasoning_content"))
+    text = of_type(delta.get("content"), str, "")
     prompt_ids = value.get("prompt_token_ids")
     metrics = of_type(value.get("metrics"), dict, {})
     return ChatChunk(
@@ -75,6 +77,7 @@ def chunk_fields(value: dict) -> ChatChunk:
         speculative_decoding=of_type(metrics.get("speculative_decoding"), dict, None),
         usage=of_type(value.get("usage"), dict, None),
         draft_counts=draft_counts(value),
+        reasoning=reasoning,
     )
 
 

@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spectui.core.engine import SPECULATION_NOT_REPORTED, Capabilities, Engine, EngineInfo
+from spectui.core.engine import SPECULATION_NOT_REPORTED, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
+from spectui.core.reasoning import THINK_CLOSE, THINK_OPEN
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
@@ -96,7 +97,9 @@ class ServerEngine(Engine):
             method=method_name(config, self.server_k),
             dtype=dtype_name(server_config),
             device=self.address.host,
-            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None),
+            # The request names a temperature; k is the server's own, fixed when it started
+            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
+                                      reply_controls=frozenset({TEMPERATURE})),
         )
 
     @property
@@ -258,14 +261,14 @@ class ServerEngine(Engine):
 
         vLLM names each chunk's token ids: its size says how many were drafts. Other servers
         send text alone: each chunk counts as one target token, with an unknown id."""
+        text = reply.tagged_text(chunk)
         if chunk.token_ids:
             token_ids = chunk.token_ids
-        elif chunk.text:
+        elif text:
             token_ids = (UNKNOWN_TOKEN_ID,)
             reply.plain = True
         else:
             return None
-        text = chunk.text
         if len(token_ids) > room:  # a server that ignored max_tokens: keep what fits
             pieces = guessed_pieces(text, len(token_ids))[:room]
             token_ids, text = token_ids[:room], "".join(pieces)
@@ -347,7 +350,7 @@ def refuses_extensions(message: str) -> bool:
 
 def chunk_tokens(chunk: ChatChunk) -> int:
     """Tokens a chunk brings: its ids, or one for text without ids."""
-    return len(chunk.token_ids) or (1 if chunk.text else 0)
+    return len(chunk.token_ids) or (1 if chunk.text or chunk.reasoning else 0)
 
 
 @dataclass
@@ -367,6 +370,8 @@ class ReplyState:
     failure: str | None = None
     first_token_at: float | None = None
     last_token_at: float = 0.0
+    thinking: bool = False  # inside the reasoning field: the <think> tag is open
+    thought: str = ""  # the reasoning so far
 
     def __post_init__(self) -> None:
         self.last_token_at = self.started
@@ -377,6 +382,23 @@ class ReplyState:
         self.usage = chunk.usage or self.usage
         self.draft_counts = chunk.draft_counts or self.draft_counts
         self.finish = chunk.finish_reason or self.finish
+
+    def tagged_text(self, chunk: ChatChunk) -> str:
+        """The chunk's text, a reasoning field's between <think> tags on their own lines (as a
+        reasoning model writes them itself), so the reply keeps its thinking apart."""
+        text = ""
+        if chunk.reasoning:
+            if not self.thinking:
+                text, self.thinking = THINK_OPEN + "\n", True
+                self.thought = ""
+            reasoning = chunk.reasoning if self.thought else chunk.reasoning.lstrip("\n")
+            self.thought += reasoning
+            text += reasoning
+        if chunk.text and self.thinking:
+            text += ("" if self.thought.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
+            self.thinking = False
+            return text + chunk.text.lstrip("\n")
+        return text + chunk.text
 
     def add(self, step: Step, now: float) -> None:
         self.steps.append(step)

@@ -25,7 +25,7 @@ from spectui.measure.metrics import MemoryReading
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
 POLL_SECONDS = 0.05  # how often a waiting stream looks at the cancel flag
-CAPABILITIES = Capabilities(exact_provenance=False, restart_for_k=True, memory=True, tokenizer=True)
+CAPABILITIES = Capabilities(exact_provenance=False, restart_for_k=True, memory=True, tokenizer=True, exclusive_device=True)
 
 
 @dataclass

@@ -41,6 +41,13 @@ def bar_status(host, reply, waiting: bool, note: str = "") -> tuple[str, str]:
     return status, detail or restart
 
 
+def engine_k_text(host) -> str | None:
+    """What the bar says of k where the engine runs its own (a server): its word, or "?"."""
+    if not host.k_from_engine:
+        return None
+    return str(host.reported_k) if host.reported_k is not None else "?"
+
+
 def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool, note: str = "") -> BarState:
     info, live = host.info, host.live
     status, detail = bar_status(host, reply, waiting, note)
@@ -57,4 +64,5 @@ def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool, 
         status=status,
         detail=detail,
         inferred=host.capabilities is not None and not host.capabilities.exact_provenance,
+        k_text=engine_k_text(host),
     )

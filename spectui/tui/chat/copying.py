@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from spectui.core.reasoning import split_reasoning
 from spectui.tui.fences import code_blocks
 from spectui.tui.widgets.conversation import ReplyView
 
@@ -36,10 +37,11 @@ class ReplyCopier:
             self.screen.notify("No reply to copy yet.")
             return
         number, view = chosen
-        text = view.token_view.text
+        reasoning, text = split_reasoning(view.token_view.text)
         note = self.copy(text)
         streaming = " so far (it is still streaming)" if not view.finished else ""
-        self.screen.notify(f"Copied reply {number}{streaming} · {len(text)} chars{note}")
+        apart = " · its reasoning left out" if reasoning else ""
+        self.screen.notify(f"Copied reply {number}{streaming} · {len(text)} chars{apart}{note}")
 
     def copy_code(self) -> None:
         chosen = self.chosen()
@@ -47,7 +49,7 @@ class ReplyCopier:
             self.screen.notify("No reply to copy from yet.")
             return
         number, view = chosen
-        blocks = code_blocks(view.token_view.text)
+        blocks = code_blocks(split_reasoning(view.token_view.text)[1])  # the answer's blocks
         if not blocks:
             self.screen.notify(f"Reply {number} has no code block.")
             return

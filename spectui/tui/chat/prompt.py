@@ -6,6 +6,10 @@ newline that always works. A paste arrives whole (bracketed paste), so a pasted 
 one message whatever newlines it holds. ↑ on the first line recalls this chat's earlier
 prompts, ↓ on the last line goes forward again.
 
+A paste the terminal does not bracket arrives as one keystroke per character, and the text
+area re-wraps the whole line on every edit: 45 KB on one line took minutes. So characters
+typed in a burst (the keys already queued for the box) go in as one edit.
+
 A message sent while the engine loads waits, shown in the conversation, and goes once the
 engine is ready; if the engine does not come, it is back in the box.
 """
@@ -53,17 +57,48 @@ class ChatPrompt(SafeTextArea):
             self._bindings.key_to_bindings.pop(key, None)
         self.recall = PromptRecall()
         self.waiting: UserMessage | None = None
+        self._typed: list[str] = []  # characters typed in this burst, not yet in the text
 
     @property
     def value(self) -> str:
+        self._insert_typed()
         return self.text
 
     @value.setter
     def value(self, text: str) -> None:
+        self._typed.clear()  # typed before the new text: replaced by it
         self.load_text(text)
         self.move_cursor(self.document.end)
 
     # keys and pastes
+
+    async def on_event(self, event: events.Event) -> None:
+        """A typed character waits for the rest of its burst: the first posts the insert
+        behind the keys already queued. Any other event puts what waits in first, so keys,
+        clicks and pastes keep their order."""
+        if self._is_typed_character(event):
+            event.stop()
+            event.prevent_default()
+            self._typed.append(event.character)
+            if len(self._typed) == 1:
+                self.call_later(self._insert_typed)
+            return
+        self._insert_typed()
+        await super().on_event(event)
+
+    def _is_typed_character(self, event: events.Event) -> bool:
+        return (
+            isinstance(event, events.Key) and event.is_printable and event.character is not None
+            and not self.read_only and event.key not in self.send_keys | self.newline_keys
+        )
+
+    def _insert_typed(self) -> None:
+        """The burst's characters as one edit, as the text area inserts a typed key."""
+        if not self._typed:
+            return
+        text = "".join(self._typed)
+        self._typed.clear()
+        self.replace(text, *self.selection, maintain_selection_offset=False)
 
     async def _on_key(self, event: events.Key) -> None:
         """Runs before the text area's own (which would insert Enter as a newline)."""

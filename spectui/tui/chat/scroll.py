@@ -19,10 +19,13 @@ class ConversationScroll(VerticalScroll):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
-        if new_value < old_value:  # while a reply streams, only the user scrolls up
-            self.following = False
-        elif new_value >= self.max_scroll_y:
+        if new_value >= self.max_scroll_y:  # a wider window clamps the scroll to the end: still there
             self.following = True
+        elif new_value < old_value:  # while a reply streams, only the user scrolls up
+            self.following = False
+
+    def on_resize(self) -> None:
+        self.end_if_following()  # rewrapped text: the end moved
 
     def end_if_following(self) -> None:
         if self.following:

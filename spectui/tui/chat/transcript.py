@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spectui.core.events import Message
+from spectui.core.reasoning import answer_of
 from spectui.store import Conversation, StoredMessage
 
 ROLES = ("system", "user", "assistant")
@@ -48,7 +49,9 @@ class Entry:
 
     @property
     def message(self) -> Message:
-        return {"role": self.role, "content": self.content}
+        # A reply's reasoning is not sent back: the model is given its answers, as APIs expect.
+        content = answer_of(self.content) if self.role == "assistant" else self.content
+        return {"role": self.role, "content": content}
 
 
 class Transcript:

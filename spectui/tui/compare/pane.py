@@ -33,8 +33,9 @@ class ComparePane(Vertical):
         yield self.scroll
         yield self.stats
 
-    def start_run(self, k: int, number: int) -> None:
-        detail = f"k = {k}" if self.path == "speculative" else "every token from the target"
+    def start_run(self, k: str, number: int) -> None:
+        """k: the speculative path's k in words ("k = 4", "k auto (from 4)")."""
+        detail = k if self.path == "speculative" else "every token from the target"
         self.title.update(Content(f"{TITLES[self.path]} · {detail} · run {number}"))
         self.stats.update(Content("streaming…"))
         self.scroll.remove_children()

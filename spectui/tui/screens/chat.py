@@ -13,7 +13,6 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
@@ -33,6 +32,7 @@ from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowCo
 from spectui.tui.session import PanelData, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.stats_panel import StatsPanel
+from spectui.tui.widgets.key_footer import KeyFooter
 
 NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 
@@ -53,9 +53,11 @@ class ChatScreen(Screen):
         super().__init__()
         self.host, self.config = host, config
         self.show_ghosts, self.markdown = config.ghosts, False
+        self.stats_hidden = False  # by its key; a narrow terminal hides the panel too
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.session = SessionTracker()
         self.last_reply = None
+        self.config_switching_to = None  # the model screen's choice, while its engine loads
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
@@ -74,7 +76,7 @@ class ChatScreen(Screen):
                 yield self.scroll
                 yield self.prompt
             yield self.stats_panel
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.tick, name="tick")
@@ -109,9 +111,13 @@ class ChatScreen(Screen):
             self.refresh_bar()
 
     def on_resize(self, event) -> None:
+        self._place_stats(event.size.width)
+
+    def _place_stats(self, width: int) -> None:
         # The panel keeps its 38 columns: below this width it would leave the conversation
         # a sliver (18 columns at 60), so it steps aside until the terminal is wider.
-        self.stats_panel.display = event.size.width >= NARROW_WIDTH
+        self.stats_panel.display = width >= NARROW_WIDTH and not self.stats_hidden
+        self.scroll.end_if_following()  # a narrower conversation is taller: keep its end in view
 
     # what the engine host says
 
@@ -123,16 +129,21 @@ class ChatScreen(Screen):
         elif isinstance(event, EngineReady):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
-            self.give_back_waiting()
+            if event.swap_failed:
+                self.config_switching_to = None  # the chat keeps the config it runs
+            if event.swap_failed and self.host.engine is not None:
+                self.send_waiting()  # the engine before goes on: a message that waited goes to it
+            else:
+                self.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
             self.refresh_panels()
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
-        waiting = self.prompt.take_waiting()
-        if waiting is not None:
-            self.send(waiting.text, waiting)
+        if event.swapped_to is not None and self.config_switching_to is not None:
+            self.config, self.config_switching_to = self.config_switching_to, None
+        self.send_waiting()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
@@ -144,6 +155,11 @@ class ChatScreen(Screen):
 
     def on_text_area_changed(self) -> None:
         self.turns.box_changed()
+
+    def send_waiting(self) -> None:
+        waiting = self.prompt.take_waiting()
+        if waiting is not None:
+            self.send(waiting.text, waiting)
 
     def give_back_waiting(self) -> None:
         if self.prompt.give_back():
@@ -205,6 +221,10 @@ class ChatScreen(Screen):
             self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
         self.refresh_bar()
 
+    def action_toggle_stats(self) -> None:
+        self.stats_hidden = not self.stats_hidden
+        self._place_stats(self.size.width)
+
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown
         self.replies.show_markdown(self.markdown)
@@ -242,6 +262,11 @@ class ChatScreen(Screen):
 
     def action_compare(self) -> None:
         dialogs.compare_last_prompt(self)
+
+    def compared(self, speedup: float, what: str) -> None:
+        """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
+        self.session.compared = (speedup, what)
+        self.refresh_panels()
 
     # history
 

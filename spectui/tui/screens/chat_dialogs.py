@@ -26,7 +26,7 @@ def open_model(chat) -> None:
 
     def chosen(config) -> None:
         if config is not None and config != chat.config:
-            chat.config = config
+            chat.config_switching_to = config  # the chat's config once that engine is ready
             chat.host.swap(plan_for(config), describe(config))
 
     chat.app.push_screen(ModelScreen(chat.config), chosen)
@@ -57,4 +57,4 @@ def open_compare(chat, messages: list[Message]) -> None:
     else:
         config = chat.config
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
-        chat.app.push_screen(CompareScreen(chat.host, list(messages), params))
+        chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))

@@ -15,6 +15,7 @@ view. The view holds the chat's engine while it is open (a k restart waits for i
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -23,8 +24,9 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from spectui.core.engine import AUTO, K
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
 from spectui.core.pieces import display_chunks, step_pieces
@@ -33,6 +35,7 @@ from spectui.tui.compare.pane import ComparePane
 from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import compare_bindings
+from spectui.tui.widgets.key_footer import KeyFooter
 
 SWEEP_KS = range(0, 9)
 
@@ -63,7 +66,7 @@ class SweepPointArrived(TextualMessage):
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     path: str
-    k: int
+    k: str  # "k = 4", "k auto (from 4)"
     number: int  # 1-based, within its path
 
 
@@ -85,21 +88,25 @@ class CompareScreen(Screen):
     CompareScreen > #sweep.-shown { display: block; }
     """
 
-    def __init__(self, host, messages: list[Message], params: GenerationParams) -> None:
+    def __init__(self, host, messages: list[Message], params: GenerationParams,
+                 on_speedup: Callable[[float, str], None] | None = None) -> None:
         super().__init__()
         self.host = host
+        self.on_speedup = on_speedup  # told the measured speedup as the view closes
         engine = host.engine
         self.base_engine = engine
         self.engine = engine
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.fixed_k = not host.capabilities.live_controls
+        self.fixed_k = not host.capabilities.live(K)
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
         self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
+        # compare runs what the chat runs: adaptive k, where the bar says "k auto", from k
+        self.auto = host.live.auto and host.capabilities.live(AUTO)
         self.baseline = None  # the second engine, for a fixed k
         self.temperature = host.live.temperature
-        self.comparison = Comparison([], self.temperature)
+        self.comparison = Comparison([], self.temperature, self.auto)
         self.sweep_points: list[SweepPoint] = []
         self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
@@ -120,7 +127,7 @@ class CompareScreen(Screen):
             yield self.panes["baseline"]
         yield self.result
         yield self.sweep
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.hold = self.host.hold("compare view", stop=self.stop_work)
@@ -136,9 +143,15 @@ class CompareScreen(Screen):
         draft = f" drafted by {info.draft}" if info.method == "draft" and info.draft else ""
         status = f" · {self.busy_with}" if self.busy else ""
         self.head.update(Content(
-            f"Compare · {info.target}{draft} · method {info.method} · k = {self.k} · T = {self.temperature:.2f} "
+            f"Compare · {info.target}{draft} · method {info.method} · {self.k_label} · T = {self.temperature:.2f} "
             f"· seed {self.params.seed}{status}{self._baseline_note()}\n“{prompt}”"
         ))
+
+    @property
+    def k_label(self) -> str:
+        if self.host.k_from_engine and self.engine.fixed_k is None:
+            return "k not reported by the server"  # it runs its own k and does not say which
+        return f"k auto (from {self.k})" if self.auto else f"k = {self.k}"
 
     def _baseline_note(self) -> str:
         if not self.fixed_k:
@@ -196,7 +209,7 @@ class CompareScreen(Screen):
         def make(path: str, k: int, temperature: float) -> Control:
             control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
-            self.inbox.put(RunStarted(path, k, numbers[path]))
+            self.inbox.put(RunStarted(path, self.k_label if path == "speculative" else "k = 0", numbers[path]))
             return control
 
         return make
@@ -204,7 +217,7 @@ class CompareScreen(Screen):
     def _cancellable(self, path: str, k: int, temperature: float) -> Control:
         """A run's Control, kept to cancel it; born cancelled once a stop was asked for
         (a stop between two runs must not let the next one run)."""
-        control = Control(k, temperature)
+        control = Control(k, temperature, auto=self.auto and path == "speculative")
         if self.stop_requested.is_set():
             control.cancel()
         self.control = control
@@ -259,6 +272,9 @@ class CompareScreen(Screen):
         self.refresh_head()
 
     def on_unmount(self) -> None:
+        speedup = self.comparison.speedup
+        if self.on_speedup is not None and speedup is not None:
+            self.on_speedup(speedup, self.k_label)
         self.stop_work()
         self.baseline = None
         self.host.close_baseline()  # after the run in flight: closing it under a request breaks it
@@ -321,7 +337,7 @@ class CompareScreen(Screen):
         """New k, T or method: forget the runs made with the old settings and run again,
         once the work in flight (cancelled) has stopped: runs must never overlap."""
         self.generation += 1
-        self.comparison = Comparison([], self.temperature)
+        self.comparison = Comparison([], self.temperature, self.auto)
         self.sweep.remove_class("-shown")
         for path, pane in self.panes.items():
             pane.end_run("waiting for its turn")
@@ -351,7 +367,7 @@ class CompareScreen(Screen):
         if new_k == self.k:
             self.notify(f"k stays within 1..{K_MAX} here (the baseline is k = 0)")
             return
-        self.k = new_k
+        self.k, self.auto = new_k, False  # a k chosen by hand ends adaptive k, as in the chat
         self._settings_changed()
 
     def action_temperature(self, direction: int) -> None:

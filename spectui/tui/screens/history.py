@@ -1,6 +1,7 @@
 """History: past conversations, filtered as you type by a search over all of them.
 
-Enter opens one, E exports it (Markdown + trace JSONL), R renames, D deletes (after a yes).
+Enter opens one, E exports it (Markdown, JSON and the trace JSONL, into the data folder or a
+folder typed in its place), R renames, D deletes (after a yes).
 Titles and snippets come from models and files: shown through safe_line, as Text, never markup.
 """
 
@@ -19,23 +20,28 @@ from textual.widgets import Button, DataTable, Footer, Input, Static
 from spectui.core.errors import SpectuiError, one_line
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
-from spectui.store import ConversationSummary, SearchHit, Store, export_markdown, export_trace_jsonl
+from spectui.core.safe_text import escaped_json
+from spectui.store import ConversationSummary, SearchHit, Store, export_json, export_markdown, export_trace_jsonl
 from spectui.tui.widgets.safe_fields import SafeInput
 
 MATCH_STYLE = "bold reverse"
 NO_TITLE = "–"
 
 
-def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Path, Path]:
+def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
+    """The conversation as Markdown and JSON, and its trace as JSONL, in `folder` (made if missing)."""
     conversation = store.load_conversation(conversation_id)
+    folder = folder.expanduser().resolve()
     folder.mkdir(parents=True, exist_ok=True)
     markdown = folder / f"spectui-chat-{conversation_id}.md"
+    document = folder / f"spectui-chat-{conversation_id}.json"
     trace = folder / f"spectui-chat-{conversation_id}.trace.jsonl"
     markdown.write_text(export_markdown(conversation), encoding="utf-8")
+    document.write_text(escaped_json(export_json(conversation)), encoding="utf-8")
     with trace.open("w", encoding="utf-8") as out:
         for line in export_trace_jsonl(conversation):
-            out.write(line + "\n")
-    return markdown, trace
+            out.write(escaped_json(line) + "\n")
+    return markdown, document, trace
 
 
 def title_text(title: str) -> Text:
@@ -54,7 +60,7 @@ class HistoryScreen(Screen):
         Binding("escape", "back", "back"),
         Binding("f2", "app.pop_screen", show=False),
         Binding("enter", "open", "open", priority=True),
-        Binding("e", "export", "export .md + .jsonl"),
+        Binding("e", "export", "export"),
         Binding(DEFAULT_KEYS["history_search"], "search", "search", id="history_search"),
         Binding(DEFAULT_KEYS["history_rename"], "rename", "rename", id="history_rename"),
         Binding(DEFAULT_KEYS["history_delete"], "delete", "delete", id="history_delete"),
@@ -150,15 +156,22 @@ class HistoryScreen(Screen):
         self.dismiss(conversation_id)  # the app shows it in the chat
 
     def action_export(self) -> None:
+        """Asks where (the data folder, ready to accept or edit), then writes the three files."""
         conversation_id = self._selected_id()
         if conversation_id is None:
             return
-        try:
-            markdown, trace = write_exports(self.store, conversation_id, self.export_dir)
-        except (SpectuiError, OSError) as error:
-            self.notify(one_line(error), severity="error")
-            return
-        self.notify(f"Wrote {markdown} and {trace}")
+
+        def export(folder: str | None) -> None:
+            if folder is None or not folder.strip():
+                return  # Esc, or nothing typed: nothing written
+            try:
+                markdown, document, trace = write_exports(self.store, conversation_id, Path(folder.strip()))
+            except (SpectuiError, OSError) as error:
+                self.notify(one_line(error), severity="error")
+                return
+            self.notify(f"Wrote {markdown.name}, {document.name} and {trace.name} in {markdown.parent}", timeout=10)
+
+        self.app.push_screen(ExportDialog(conversation_id, self.export_dir), export)
 
     def action_rename(self) -> None:
         conversation_id = self._selected_id()
@@ -225,6 +238,33 @@ class RenameDialog(ModalScreen[str | None]):
             yield Static("New title (Enter saves, Esc cancels)")
             # Input shows text, never markup; controls are edited as their pictures.
             yield SafeInput(value=safe_line(self.old_title), id="title")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportDialog(ModalScreen[str | None]):
+    """The folder to export into: Enter takes the one shown (or the one typed), Esc writes nothing."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+    DEFAULT_CSS = """
+    ExportDialog { align: center middle; }
+    ExportDialog > Vertical { width: 90%; max-width: 100; height: auto; padding: 1 2; background: $panel; border: round $primary; }
+    """
+
+    def __init__(self, conversation_id: int, folder: Path) -> None:
+        super().__init__()
+        self.conversation_id = conversation_id
+        self.folder = folder
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Export conversation {self.conversation_id} (.md, .json, .trace.jsonl) into this folder "
+                         "(Enter writes, Esc cancels)", markup=False)
+            yield SafeInput(value=str(self.folder), id="folder")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)

@@ -9,6 +9,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from spectui.core.engine import K
+
 
 # vLLM's record of the last reply, in the words the rest of the app uses.
 STAT_NAMES = {
@@ -24,6 +26,7 @@ STAT_NAMES = {
     "server_num_accepted_tokens": "server accepted",
     "server_k": "server k",
 }
+NOT_REPORTED = "not reported by the engine"
 SHORT_LIST = 8  # longer lists are counted, not printed
 HIDDEN_STATS = ("traceback", "per_step_drafted")  # the second says what "drafted" sums
 
@@ -41,7 +44,7 @@ def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
         ("target", info.target),
         ("draft", info.draft or "–"),
         ("method", info.method),
-        ("dtype", info.dtype),
+        ("dtype", said(info.dtype)),
         ("device", info.device),
         *([("backend", info.backend)] if info.backend else []),
         ("k", k_text(host)),
@@ -56,8 +59,17 @@ def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def said(value) -> str:
+    """An engine's figure, or words where it gave none (a server's "?" or None)."""
+    return NOT_REPORTED if value in (None, "", "?") else str(value)
+
+
 def k_text(host) -> str:
-    if host.capabilities.live_controls:
+    if host.k_from_engine:
+        k = host.reported_k
+        runs = f"{k}, the server's own" if k is not None else NOT_REPORTED
+        return f"{runs}: spectui cannot send k"
+    if host.capabilities.live(K):
         return "a change reaches the next step (live)"
     if host.k_restarts_engine:
         return f"{host.engine_k}, fixed: a change restarts the engine"
@@ -78,6 +90,8 @@ def stat_rows(engine_stats: dict) -> list[tuple[str, str]]:
 
 
 def stat_text(key: str, value) -> str | None:
+    if value is None:
+        return NOT_REPORTED
     if key == "per_step_accepted" and isinstance(value, list):
         return f"{len(value)} steps recorded"
     if isinstance(value, bool):
@@ -96,7 +110,7 @@ class InfoScreen(ModalScreen):
     DEFAULT_CSS = """
     InfoScreen { align: center middle; }
     InfoScreen > Vertical {
-        width: 76; height: auto; max-height: 90%; padding: 1 2;
+        width: 76; max-width: 100%; height: auto; max-height: 90%; padding: 1 2;
         background: $panel; border: round $primary;
     }
     InfoScreen .title { text-style: bold; color: $primary; margin-bottom: 1; }

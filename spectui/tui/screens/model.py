@@ -41,7 +41,8 @@ class ModelScreen(ModalScreen):
     DEFAULT_CSS = """
     ModelScreen { align: center middle; }
     ModelScreen > Vertical {
-        width: 84; height: auto; padding: 1 2;
+        width: 84; max-width: 100%; height: auto; max-height: 100%; padding: 1 2;
+        overflow-y: auto;  /* 24 rows: the note under the fields scrolls */
         background: $panel; border: round $primary;
     }
     ModelScreen #model-title { text-style: bold; color: $accent; margin-bottom: 1; }

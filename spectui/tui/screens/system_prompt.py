@@ -22,7 +22,7 @@ class SystemPromptScreen(ModalScreen):
     DEFAULT_CSS = """
     SystemPromptScreen { align: center middle; }
     SystemPromptScreen > Vertical {
-        width: 84; height: auto; max-height: 90%; padding: 1 2;
+        width: 84; max-width: 100%; height: auto; max-height: 90%; padding: 1 2;
         background: $panel; border: round $primary;
     }
     SystemPromptScreen #system-title { text-style: bold; color: $accent; margin-bottom: 1; }

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Markdown, Static
+from textual.widgets import Collapsible, Markdown, Static
 
+from spectui.core.reasoning import split_reasoning
 from spectui.core.safe_text import safe_text
 from spectui.tui.widgets.token_view import TokenView
 
@@ -58,8 +59,9 @@ class ReplyView(Vertical):
         border-left: outer $accent 60%;
     }
     ReplyView:focus { border-left: outer $accent; background: $boost; }
-    ReplyView > Markdown { display: none; margin: 0; padding: 0; background: transparent; }
-    ReplyView.-markdown > Markdown { display: block; }
+    ReplyView > Markdown, ReplyView > Collapsible { display: none; margin: 0; padding: 0; background: transparent; }
+    ReplyView.-markdown > Markdown, ReplyView.-markdown > Collapsible { display: block; }
+    ReplyView > Collapsible { border-top: none; color: $text-muted; text-style: dim; }
     ReplyView.-markdown > TokenView { display: none; }
     ReplyView > .reply-note { color: $text-muted; height: auto; }
     ReplyView > .reply-note.-problem { color: $warning; }
@@ -93,8 +95,12 @@ class ReplyView(Vertical):
         """Rendered Markdown for a finished reply; a streaming one stays as tokens."""
         if on and self.finished:
             if self._markdown is None:
-                self._markdown = Markdown(safe_text(self.token_view.text))
+                reasoning, answer = split_reasoning(self.token_view.text)
+                self._markdown = Markdown(safe_text(answer))
                 self.mount(self._markdown, before=self.note)
+                if reasoning:  # apart from the answer, folded until asked for; plain text, never markup
+                    block = Collapsible(Static(Content(safe_text(reasoning))), title="reasoning", collapsed=True)
+                    self.mount(block, before=self._markdown)
             self.add_class("-markdown")
         else:
             self.remove_class("-markdown")

@@ -32,6 +32,7 @@ class BarState:
     status: str = "loading"
     detail: str = ""  # loading progress, an error line
     inferred: bool = False  # sources guessed from chunk sizes (capabilities.exact_provenance False)
+    k_text: str | None = None  # the k an engine runs by itself (a server's, "?" unsaid): no key sets it
 
 
 def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
@@ -45,7 +46,7 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
     if state.engine:
         parts += [("  ·  ", "$text-muted"), (state.engine, "$text-muted")]
     parts += [
-        ("  ·  k ", "$text-muted"), ("auto" if state.auto_k else str(state.k), "bold $accent"),
+        ("  ·  k ", "$text-muted"), (k_shown(state), "bold $accent"),
         ("  T ", "$text-muted"), (f"{state.temperature:.2f}", "bold $accent"),
     ]
     if state.inferred:
@@ -57,6 +58,12 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
     if state.detail:
         parts += [" ", (state.detail, "$text-muted")]
     return parts
+
+
+def k_shown(state: BarState) -> str:
+    if state.k_text is not None:
+        return state.k_text
+    return "auto" if state.auto_k else str(state.k)
 
 
 class ParamBar(Static):

@@ -11,7 +11,7 @@ from textual.widget import Widget
 
 from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
-from spectui.tui.session import PanelData
+from spectui.tui.session import PanelData, Theory
 
 # Roles, styled by the panel's component classes (theme variables in CSS): resolving
 # "$variable" styles span by span on every frame cost more than the rest of the frame.
@@ -67,15 +67,40 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
         lines.extend(memory_lines(memory))
     add([])
 
-    add([("Theory", HEADING)])
     theory = data.theory
+    add([("Theory", HEADING), *([("  this reply", LABEL)] if theory is not None and theory.reply else [])])
     if theory is None:
         add([(" waits for drafted steps", NOTE)])
     else:
-        add([(f" E(α,k={theory.k}) ", LABEL), (f"{theory.expected_tokens:.2f}", VALUE), (" tokens/step", LABEL)])
-        add([(" best k  ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f}", VALUE), (f" (k={theory.k}: ×{theory.speedup:.2f})", LABEL)])
-        label = " est." if theory.cost.estimated else ""
-        add([(" c ", LABEL), (f"{theory.cost.draft_cost:.3f}{label}", VALUE), (f"  v(k)=1+{theory.cost.verify_slope:.2f}k", LABEL)])
+        lines.extend(theory_lines(theory, inner, auto=data.auto is not None))
+    return lines
+
+
+def theory_lines(theory: Theory, inner: int, auto: bool) -> list[list[tuple[str, str] | str]]:
+    """One predicted speedup, what it rests on, the measured one beside it, and best k once
+    v(k) is measured at two k; an ended reply described over all its steps."""
+    reply = theory.reply
+    if reply is None:
+        lines = [[(f" E(α,k={theory.k}) ", LABEL), (f"{theory.expected_tokens:.2f}", VALUE), (" tokens/step", LABEL)]]
+        at = f" at k={theory.k}"
+    else:
+        lines = [[(" k mean    ", LABEL), (f"{reply.mean_k:.1f}", VALUE)],
+                 [(" tok/step  ", LABEL), (f"{reply.tokens_per_step:.2f}", VALUE), (" measured", LABEL)],
+                 [(" E(α,k)    ", LABEL), (f"{reply.expected_tokens:.2f}", VALUE), (" predicted", LABEL)]]
+        at = " for its k"
+    lines.append([(" predicted ", LABEL), (f"×{theory.speedup:.2f}", VALUE), (at, LABEL)])
+    if theory.measured_speedup is not None:
+        lines.append([(" measured  ", LABEL), (f"×{theory.measured_speedup:.2f}", VALUE),
+                      (f" vs {theory.measured_against}", LABEL)])
+    if not auto:  # adaptive k picks k itself, step by step
+        if theory.best_k is not None:
+            lines.append([(" best k    ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f} predicted", LABEL)])
+        else:
+            lines += [[(" " + line, NOTE)] for line in textwrap.wrap(f"best k: measuring… {theory.missing}", inner - 1)]
+    cost = theory.cost
+    basis = (f"from α {theory.alpha:.2f}, c {cost.draft_cost:.3f}{' est.' if cost.estimated else ''}, "
+             f"v(k)=1+{cost.verify_slope:.2f}k")
+    lines += [[(" " + line, NOTE)] for line in textwrap.wrap(basis, inner - 1)]
     return lines
 
 
@@ -96,8 +121,6 @@ def adaptive_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | s
         [("Adaptive k", HEADING), (f"  k {auto.k}", VALUE)],
         [(" k per step (0–", LABEL), (str(top), VALUE), (")", LABEL)],
         [" ", (sparkline([k / top for k in data.k_series], inner - 2) or "–", SPARK)],
-        [(" predicted ", LABEL), (fmt(auto.predicted_speedup, ".2f", "×"), VALUE),
-         ("  realised ", LABEL), (fmt(auto.realised_speedup, ".2f", "×"), VALUE)],
         *([(" " + line, NOTE)] for line in textwrap.wrap(auto.reason, inner - 1)[:REASON_LINES]),
         [],
     ]

@@ -5,6 +5,8 @@ changed, so thousands of tokens a second cost little. Its height is its line cou
 conversation around it scrolls. A Markdown code fence is drawn as a code block while it
 streams: the opening fence becomes the block's label (its language), the closing one its
 last line, and each token inside keeps its source's style on the block's background.
+A reasoning model's `<think>` block is drawn apart from the answer the same way: labelled,
+behind a bar, dimmed, each token still in its source's colour; a click on its label folds it.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from spectui.core.safe_text import safe_text
-from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE
+from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost")
-BLOCK_CLASSES = ("code", "code-label")
+BLOCK_CLASSES = ("code", "code-label", "reasoning")
+REASONING_LABEL = " reasoning "
+REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
+FOLD_MARKS = {False: "▾ ", True: "▸ folded: click to show "}
 # While a reply streams its height grows ahead of the text, doubling (by at least
 # this many): a layout pass re-renders the screen, so one per new line would cost more
 # than the text itself. The conversation scrolls to the text's end, not to the spare.
@@ -40,6 +45,7 @@ class TokenView(Widget):
     TokenView > .tokenview--ghost { color: $spectui-ghost; text-style: $spectui-ghost-style; }
     TokenView > .tokenview--code { background: $surface; }
     TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
+    TokenView > .tokenview--reasoning { color: $text-muted; }
     """
 
     def __init__(
@@ -62,6 +68,8 @@ class TokenView(Widget):
         self._strips: dict[int, Strip] = {}
         self._strips_width = -1
         self._base_style = None
+        self._reasoning_folded = False
+        self._folded_lines: list[WrappedLine] | None = None  # the lines drawn while folded
 
     # content
 
@@ -76,7 +84,9 @@ class TokenView(Widget):
         for wrapper in self._wrappers.values():
             wrapper.rewrapped_from = None
             wrapper.extend(visible)
-        if shown is None or before is None:
+        if shown is None or before is None or self._reasoning_folded:
+            if self._reasoning_folded:  # the drawn lines are not the wrapper's: draw them anew
+                self._forget_lines()
             self.refresh(layout=True)
             return
         first_changed, lines_before = before
@@ -92,7 +102,7 @@ class TokenView(Widget):
     def clear(self) -> None:
         self.chunks = []
         self._wrappers.clear()
-        self._strips.clear()
+        self._forget_lines()
         self.refresh(layout=True)
 
     @property
@@ -127,7 +137,7 @@ class TokenView(Widget):
         if value != self._show_ghosts:
             self._show_ghosts = value
             self._wrappers.clear()
-            self._strips.clear()
+            self._forget_lines()
             self.refresh(layout=True)
 
     @property
@@ -148,7 +158,39 @@ class TokenView(Widget):
             self._wrappers[width] = wrapper
         return wrapper
 
+    @property
+    def reasoning_folded(self) -> bool:
+        return self._reasoning_folded
+
+    @reasoning_folded.setter
+    def reasoning_folded(self, value: bool) -> None:
+        if value != self._reasoning_folded:
+            self._reasoning_folded = value
+            self._forget_lines()
+            self.refresh(layout=True)
+
+    def _forget_lines(self) -> None:
+        self._folded_lines = None
+        self._strips.clear()
+
+    def _shown_lines(self, wrapper: StyledWrapper) -> list[WrappedLine]:
+        """The wrapped lines drawn: all, or, folded, all but the reasoning's body (kept until
+        the text or the width changes: render_line asks once per line)."""
+        if not self._reasoning_folded:
+            return wrapper.lines[: wrapper.num_lines]
+        if self._folded_lines is None:
+            self._folded_lines = [line for line in wrapper.lines[: wrapper.num_lines]
+                                  if line.block not in (THINK, THINK_CLOSE)]
+        return self._folded_lines
+
+    def on_click(self, event) -> None:
+        lines = self._shown_lines(self._wrapped(self.size.width))
+        if 0 <= event.y < len(lines) and lines[event.y].block == THINK_OPEN:
+            self.reasoning_folded = not self._reasoning_folded
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if self._reasoning_folded:
+            return self._height(len(self._shown_lines(self._wrapped(width))))
         return self._height(self._wrapped(width).num_lines)
 
     def on_resize(self) -> None:
@@ -161,8 +203,7 @@ class TokenView(Widget):
 
     def rendered_blocks(self) -> list[tuple[str, list[tuple[str, str]]]]:
         """Each wrapped line's block (spectui.tui.fences: prose, open, code, close) and runs."""
-        wrapper = self._wrapped(self.size.width or 80)
-        return [(line.block, line_runs(line)) for line in wrapper.lines[: wrapper.num_lines]]
+        return [(line.block, line_runs(line)) for line in self._shown_lines(self._wrapped(self.size.width or 80))]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -172,7 +213,7 @@ class TokenView(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if width != self._strips_width:
-            self._strips.clear()
+            self._forget_lines()
             self._strips_width = width
         strip = self._strips.get(y)
         if strip is not None:
@@ -181,9 +222,10 @@ class TokenView(Widget):
             self._base_style = self.rich_style  # walks the DOM: once per style change
         base = self._base_style
         wrapper = self._wrapped(width)
-        if y >= wrapper.num_lines:
+        folded = self._shown_lines(wrapper) if self._reasoning_folded else None
+        if y >= (len(folded) if folded is not None else wrapper.num_lines):
             return Strip.blank(width, base)
-        segments, fill = self._draw(wrapper.lines[y], base)
+        segments, fill = self._draw(folded[y] if folded is not None else wrapper.lines[y], base)
         strip = Strip(segments).extend_cell_length(width, fill).crop(0, width)
         self._strips[y] = strip
         return strip
@@ -193,6 +235,8 @@ class TokenView(Widget):
         style = self.get_component_rich_style
         if line.block == PROSE:
             return [text_segment(text, style(f"tokenview--{kind}")) for text, kind in line_runs(line)], base
+        if line.block in (THINK_OPEN, THINK, THINK_CLOSE):
+            return self._draw_reasoning(line, base), base
         block = base + style("tokenview--code")
         background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
         padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
@@ -200,11 +244,28 @@ class TokenView(Widget):
                           for text, kind in line_runs(line)], block
 
 
+    def _draw_reasoning(self, line: WrappedLine, base: Style) -> list[Segment]:
+        """A line of a <think> block: the label (which says whether it is folded), or the bar
+        and the tokens dimmed, each in its own colour; the closing tag's line shows nothing."""
+        style = self.get_component_rich_style
+        if line.block == THINK_OPEN:
+            label = REASONING_LABEL + FOLD_MARKS[self._reasoning_folded]
+            return [text_segment(label, base + style("tokenview--code-label"))]
+        if line.block != THINK:
+            return []  # the closing tag
+        dimmed = Style(dim=True)
+        return [text_segment(REASONING_BAR, base + style("tokenview--reasoning"))] + [
+            text_segment(text, style(f"tokenview--{kind}") + dimmed) for text, kind in line_runs(line)]
+
+
 def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
-    """What a wrapped line shows: its runs; an opening fence's label; nothing for the closing one."""
+    """What a wrapped line shows: its runs; an opening fence's label; nothing for the closing one.
+    A <think> block's opening tag is its label; its closing tag shows nothing."""
     if line.block == OPEN:
         return [(f" {line.language or 'code'} ", "code-label")]
-    if line.block == CLOSE:
+    if line.block == THINK_OPEN:
+        return [(REASONING_LABEL, "code-label")]
+    if line.block in (CLOSE, THINK_CLOSE):
         return []
     return line.runs()
 

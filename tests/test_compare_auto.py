@@ -1,0 +1,41 @@
+"""Compare runs what the user runs: adaptive k when k is auto, and says so."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from spectui.core.events import GenerationParams
+from spectui.engines.scripted import ScriptedEngine
+from spectui.measure.compare import compare
+from spectui.measure.run import prompt_messages
+
+
+def invoke(*args):
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, ["compare", *args])
+
+
+def test_compare_with_auto_runs_adaptive_k_on_the_speculative_path_only():
+    comparison = compare(ScriptedEngine(alpha=0.85, seed=1), prompt_messages("hi", None), GenerationParams(max_tokens=24),
+                         4, 0.0, 1, auto=True)
+    speculative, baseline = comparison.of("speculative")[0], comparison.of("baseline")[0]
+    assert comparison.auto_k and any(step.auto is not None for step in speculative.reply.steps)
+    assert all(step.auto is None and step.k == 0 for step in baseline.reply.steps)
+
+
+def test_cli_compare_k_auto_says_auto_and_runs_it(monkeypatch):
+    import spectui.engines.embedded.build as build
+
+    engines: list[ScriptedEngine] = []
+    monkeypatch.setattr(build, "build_embedded_engine",
+                        lambda options, progress=None: engines.append(ScriptedEngine(alpha=0.85)) or engines[-1])
+    table = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--table", "--engine", "embedded")
+    assert table.exit_code == 0, table.stderr
+    assert "speculative (k auto)" in table.stdout and "(k=4)" not in table.stdout
+    result = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--json", "--engine", "embedded")
+    data = json.loads(result.stdout)
+    assert data["auto_k"] is True
+    assert any(step["k"] != 4 for step in data["speculative"]["steps"][1:])  # adaptive k chose them

@@ -1,0 +1,112 @@
+"""A reasoning model in the chat: `<think>` shown as a dimmed block apart from the answer in
+the token view, folded in the Markdown view, left out of the copy and of the next prompt; a
+server's reasoning_content the same (issue 40)."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from textual.widgets import Collapsible, Markdown
+
+from fake_engines import TextEngine, factory_for
+from fake_openai_server import FakeOpenAI, fake_server
+from spectui.core.events import Source
+from spectui.engines.server.engine import ServerEngine
+from spectui.settings.config import ChatConfig
+from spectui.tui.fences import PROSE, THINK, THINK_CLOSE, THINK_OPEN
+from spectui.tui.widgets.conversation import ReplyView
+from spectui.tui.widgets.token_view import REASONING_LABEL
+from tui_helpers import notices, ready, reply_done, send, wait_for
+
+SIZE = (110, 36)
+D, T, B = Source.DRAFT, Source.TARGET, Source.BONUS
+THINKING = [
+    [("<think>", T), ("\n", T)],
+    [("Two", D), (" plus", D), (" two", B)],
+    [(".\n", T), ("</think>", T)],
+    [("\n\n", T), ("Four", D), (".", B)],
+]
+
+
+def copied(written: list[str]) -> list[str]:
+    payloads = re.findall(r"\x1b\]52;c;([A-Za-z0-9+/=]*)\x07", "".join(written))
+    return [base64.b64decode(payload).decode("utf-8") for payload in payloads]
+
+
+async def test_thinking_is_a_block_apart_in_every_view(make_app, monkeypatch):
+    monkeypatch.setattr("spectui.tui.clipboard.system_clipboard", lambda text: False)
+    monkeypatch.delenv("TMUX", raising=False)
+    engine = TextEngine(THINKING)
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "2 + 2?")
+        await reply_done(pilot)
+        view = app.chat_screen.query_one(ReplyView)
+        blocks = view.token_view.rendered_blocks()
+        assert [block for block, _ in blocks] == [THINK_OPEN, THINK, THINK_CLOSE, PROSE, PROSE]
+        assert blocks[0][1] == [(REASONING_LABEL, "code-label")]  # the tag is a label, not text
+        assert blocks[1][1] == [("Two plus", "draft"), (" two", "bonus"), (".", "target")]  # still coloured
+        strip = view.token_view.render_line(1)
+        assert strip.text.startswith("│ Two plus two.")
+        assert all(segment.style.dim for segment in list(strip)[1:] if segment.text.strip())
+        # A click on the label folds the thinking away, and another shows it again.
+        await pilot.click(view.token_view, offset=(2, 0))
+        await pilot.pause()
+        assert view.token_view.reasoning_folded
+        assert [block for block, _ in view.token_view.rendered_blocks()] == [THINK_OPEN, PROSE, PROSE]
+        assert view.token_view.render_line(0).text.startswith(REASONING_LABEL + "▸ folded")
+        assert view.token_view.render_line(2).text.startswith("Four.")
+        await pilot.click(view.token_view, offset=(2, 0))
+        await pilot.pause()
+        assert not view.token_view.reasoning_folded and len(view.token_view.rendered_blocks()) == 5
+        # Copy: the answer alone.
+        written: list[str] = []
+        app._driver.write = written.append
+        await pilot.press(app.first_key("copy_reply"))
+        await pilot.pause()
+        assert copied(written)[-1] == "Four."
+        assert any("reasoning left out" in notice for notice in notices(app))
+        # Markdown view: the answer, the reasoning folded above it.
+        await pilot.press(app.first_key("markdown"))
+        await pilot.pause()
+        folded = view.query_one(Collapsible)
+        assert folded.collapsed and folded.title == "reasoning"
+        assert "Four." in view.query_one(Markdown).source and "think" not in view.query_one(Markdown).source
+        # The next turn sends the answer back, not the thinking.
+        await send(pilot, "and 3 + 3?")
+        await reply_done(pilot)
+        assert engine.messages_seen[-1][1] == {"role": "assistant", "content": "Four."}
+
+
+async def test_a_servers_reasoning_content_is_shown_apart(make_app):
+    fake = FakeOpenAI(reasoning="Counting to two.", reply="one two")
+    with fake_server(fake) as url:
+        app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await send(pilot, "count")
+            await reply_done(pilot)
+            view = app.chat_screen.query(ReplyView).last()
+            blocks = [(block, "".join(text for text, _ in runs)) for block, runs in view.token_view.rendered_blocks()]
+    assert blocks == [(THINK_OPEN, REASONING_LABEL), (THINK, "Counting to two. "), (THINK_CLOSE, ""), (PROSE, ""),
+                      (PROSE, "one two")]
+
+
+async def test_thinking_folded_while_it_streams_stays_folded(make_app):
+    engine = TextEngine(THINKING, gated=True)
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "2 + 2?")
+        engine.release()
+        await wait_for(pilot, lambda: len(engine.steps) == 2)  # the tag and the first thought
+        await wait_for(pilot, lambda: bool(app.chat_screen.query(ReplyView)))
+        view = app.chat_screen.query_one(ReplyView)
+        view.token_view.reasoning_folded = True
+        engine.release(2)
+        await reply_done(pilot)
+        assert [block for block, _ in view.token_view.rendered_blocks()] == [THINK_OPEN, PROSE, PROSE]
+        assert view.token_view.render_line(2).text.startswith("Four.")
+        assert view.token_view.text.startswith("<think>\nTwo plus two.")  # the reply keeps it whole

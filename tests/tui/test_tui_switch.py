@@ -1,0 +1,97 @@
+"""Safe switching: the model screen refuses what cannot load before it switches, and a switch
+that fails to load leaves the chat on the engine it had, usable, with the reason shown."""
+
+from __future__ import annotations
+
+from fake_engines import PlanEngine, factory_for
+from spectui.settings.config import ChatConfig
+from spectui.tui.screens.model import ModelScreen
+from tui_helpers import notices, ready, reply_done, send, wait_for
+
+SIZE = (110, 36)
+
+
+async def open_model_screen(pilot) -> ModelScreen:
+    pilot.app.chat_screen.action_model()
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ModelScreen))
+    await pilot.pause()
+    return pilot.app.screen
+
+
+async def test_the_model_screen_refuses_the_draft_method_for_a_target_without_a_draft(make_app, monkeypatch):
+    from spectui.host import plan as plan_module
+
+    built = []
+    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config: built.append(config) or factory_for(None))
+    app = make_app(factory_for(PlanEngine([None, 1])), ChatConfig(engine="embedded", k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-target").value = "smollm2-135m"
+        screen.query_one("#model-method").value = "draft"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        error = str(screen.query_one("#model-error").render())
+        assert app.screen is screen and "has no preset draft model" in error
+        assert built == [] and app.host.wanted_swap is None and app.host.status == "ready"
+
+
+async def test_a_switch_that_fails_to_load_leaves_the_chat_on_its_engine(make_app, monkeypatch):
+    from spectui.host import plan as plan_module
+
+    def failing_factory(config):
+        def build(progress):
+            raise RuntimeError("no weights for that model")
+
+        return build
+
+    monkeypatch.setattr(plan_module, "engine_factory_for", failing_factory)
+    first = PlanEngine([None, 1])
+    app = make_app(factory_for(first), ChatConfig(engine="embedded", k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-target").value = "smollm2-135m"
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: any("Could not switch" in text for text in notices(app)))
+        await wait_for(pilot, lambda: "● ready" in chat.param_bar.plain)
+        assert app.host.engine is first and not first.closed
+        assert chat.config.model is None and chat.config.method != "ngram"  # the config it runs
+        notes = [str(note.render()) for note in chat.query("SystemNote")]
+        assert any("no weights for that model" in note and "goes on" in note for note in notes)
+        await send(pilot, "still here?")
+        await reply_done(pilot)
+        assert len(first.messages_seen) == 1
+
+
+async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_it_fails(make_app, monkeypatch):
+    import threading
+
+    from spectui.host import plan as plan_module
+
+    release = threading.Event()
+
+    def failing_factory(config):
+        def build(progress):
+            release.wait(20)
+            raise RuntimeError("no weights for that model")
+
+        return build
+
+    monkeypatch.setattr(plan_module, "engine_factory_for", failing_factory)
+    first = PlanEngine([None, 1])
+    app = make_app(factory_for(first), ChatConfig(engine="embedded", k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.host.swapping_to is not None)
+        await send(pilot, "sent while it loads")
+        assert app.chat_screen.prompt.waiting is not None
+        release.set()
+        await wait_for(pilot, lambda: first.messages_seen)
+        await reply_done(pilot)
+        assert first.messages_seen[0][-1]["content"] == "sent while it loads"
