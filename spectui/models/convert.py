@@ -200,7 +200,6 @@ class GgufWeights:
     def tensors(self, progress: ProgressFn) -> Iterator[tuple[str, "np.ndarray", GgufTensor | None]]:
         """(transformers name, float32 values, the GGUF tensor when the values are its plain
         dequantisation), in file order, as transformers' `load_gguf_checkpoint` makes them."""
-        import numpy as np
         from gguf import GGMLQuantizationType, dequantize
 
         tensors = self.gguf.tensors
