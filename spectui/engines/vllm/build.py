@@ -24,6 +24,15 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def no_gpu_device_nodes() -> bool:
+    """Linux without /dev/nvidia* or WSL's /dev/dxg: no driver could reach a GPU."""
+    import sys
+    from pathlib import Path
+
+    dev = Path("/dev")
+    return sys.platform == "linux" and not any(dev.glob("nvidia[0-9]*")) and not (dev / "dxg").exists()
+
+
 def cuda_present() -> bool:
     """A GPU vLLM can use, asked without importing torch when NVML can answer."""
     try:
@@ -33,6 +42,8 @@ def cuda_present() -> bool:
         return pynvml.nvmlDeviceGetCount() > 0
     except Exception:
         pass
+    if no_gpu_device_nodes():
+        return False  # asking torch would cost a second of every CPU start
     import torch
 
     return torch.cuda.is_available()
