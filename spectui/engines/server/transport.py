@@ -17,6 +17,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from spectui.core import json_text
+
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 
@@ -151,7 +153,7 @@ def refusal(url: str, path: str, status: int, body: bytes) -> ServerRefused:
 def error_message(body: bytes | str) -> str:
     """The message of an OpenAI/vLLM error body, on one line; "" when there is none."""
     try:
-        value = json.loads(body)
+        value = json_text.loads(body)
     except (ValueError, TypeError):
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         return one_line(text)
@@ -215,7 +217,7 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes:
 def get_json(address: ServerAddress, path: str, api_key: str | None, *, timeout: float = CONNECT_TIMEOUT_S):
     body = get(address, path, api_key, timeout=timeout)
     try:
-        return json.loads(body)
+        return json_text.loads(body)
     except ValueError:
         raise ServerError(f"the server at {address.url} sent {path} that is not JSON") from None
 
