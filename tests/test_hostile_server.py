@@ -102,3 +102,109 @@ def test_a_nested_heads_json_is_a_model_error(tmp_path):
     (tmp_path / CONFIG_FILE).write_text(NESTED_CLOSED)
     with pytest.raises(ModelError, match="nested"):
         read_config(tmp_path)
+
+
+# --- numbers past what the request allows -----------------------------------------------------
+
+
+def plain_reply(fake: FakeOpenAI, max_tokens: int = 64):
+    with fake_server(fake) as url:
+        return run_reply(ServerEngine(url), PROMPT, GenerationParams(max_tokens=max_tokens), Control(k=0))
+
+
+@pytest.mark.parametrize("flavour", ["llama", "lmstudio"])
+def test_huge_draft_counts_end_the_reply_in_one_line(flavour):
+    reply = plain_reply(FakeOpenAI(reply="one two three", draft_counts=flavour, counts=(10**11, 1)))
+    assert reply.done.finish_reason == "error"
+    assert "100000000000 drafted tokens" in reply.done.error and "protocol error" in reply.done.error
+    assert reply.stats.num_drafted < 100  # what the screen and --json count stays small
+
+
+def test_draft_counts_too_many_for_one_forward_stay_approximate():
+    # Within the request's bound, but more drafts a forward than any k: not spread as steps.
+    reply = plain_reply(FakeOpenAI(reply="one two three", draft_counts="llama", counts=(500, 1)))
+    assert reply.done.finish_reason == "stop" and reply.done.approximate
+    assert max(step.num_drafted for step in reply.steps) <= 16
+
+
+def vllm_record(per_step_accepted, per_step_drafted) -> dict:
+    record = {"num_spec_tokens": 4, "per_step_accepted": per_step_accepted, "per_step_drafted": per_step_drafted}
+    return {"metrics": {"speculative_decoding": record}}
+
+
+@pytest.mark.parametrize(
+    ("accepted", "drafted", "named"),
+    [
+        ([0, 0], [10**11, 4], "100000000000 drafted tokens"),
+        ([5, 0], [4, 4], "accepted 5 of 4"),
+        ([0] * 300_000, [4] * 300_000, "300000 steps"),
+    ],
+    ids=["huge-step", "accepted-past-drafted", "record-longer-than-the-reply"],
+)
+def test_a_per_step_record_out_of_bounds_ends_the_reply(accepted, drafted, named):
+    fake = FakeOpenAI(reply="one two three", token_ids=True, last_extra=vllm_record(accepted, drafted))
+    reply = plain_reply(fake, max_tokens=64)
+    assert reply.done.finish_reason == "error"
+    assert named in reply.done.error and "\n" not in reply.done.error
+    assert reply.stats.num_drafted < 100
+
+
+def reference_ways(chunks, accepted):
+    """The quadratic table reconciliation was built on (chunks x record): the oracle."""
+    last = len(chunks) - 1
+
+    def fits(i, j):
+        return chunks[i] == accepted[j] + 1 or (i == last and 0 < chunks[i] <= accepted[j] + 1)
+
+    ways = [[0] * (len(accepted) + 1) for _ in range(len(chunks) + 1)]
+    ways[len(chunks)][len(accepted)] = 1
+    for i in range(len(chunks) - 1, -1, -1):
+        for j in range(len(accepted), -1, -1):
+            plain = ways[i + 1][j] if chunks[i] == 1 else 0
+            drafting = ways[i + 1][j + 1] if j < len(accepted) and fits(i, j) else 0
+            ways[i][j] = min(2, plain + drafting)
+    if not ways[0][0]:
+        return 0, None
+    reading, j = [], 0
+    for i in range(len(chunks)):
+        if j < len(accepted) and fits(i, j) and ways[i + 1][j + 1]:
+            reading.append(j)
+            j += 1
+        else:
+            reading.append(None)
+    return ways[0][0], reading
+
+
+def test_the_linear_reading_agrees_with_the_table_it_replaces():
+    import random
+
+    from spectui.engines.provenance import StepCount, is_unambiguous, rebuild
+
+    chooser = random.Random(42)
+    for _ in range(3000):
+        chunks = [chooser.choice([1, 1, 1, 2, 3, 0]) for _ in range(chooser.randint(0, 7))]
+        accepted = [chooser.choice([0, 0, 1, 2, 3]) for _ in range(chooser.randint(0, 5))]
+        ways, reading = reference_ways(chunks, accepted)
+        drafted = [4] * len(accepted)
+        expected = None if reading is None else [StepCount(1, 0, 0)] + [
+            StepCount(size, 0, 0) if j is None else StepCount(size, 4, accepted[j]) for size, j in zip(chunks, reading)
+        ]
+        assert rebuild([1, *chunks], accepted, drafted) == expected, (chunks, accepted)
+        assert is_unambiguous([1, *chunks], accepted) == (ways == 1), (chunks, accepted)
+
+
+def test_reconciliation_memory_is_linear_in_the_reply():
+    import tracemalloc
+
+    from spectui.engines.provenance import rebuild
+
+    chunks = [1] + [1, 2] * 1000  # 2,000 chunks, a record of 2,000 steps
+    accepted = [0, 1] * 1000
+    tracemalloc.start()
+    try:
+        counts = rebuild(chunks, accepted, [4] * len(accepted))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counts is not None and len(counts) == len(chunks)
+    assert peak < 4 * 2**20  # the chunks x record table held 4 million cells here

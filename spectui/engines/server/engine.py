@@ -24,6 +24,7 @@ from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
+from spectui.engines.server.bounds import draft_counts_problem, record_problem
 from spectui.engines.server.chunks import ChatChunk, DraftCounts, parse_chunk
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
@@ -36,7 +37,7 @@ from spectui.engines.server.reader import EventReader
 from spectui.engines.server.reconcile import reconcile, spread_counts
 from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
 from spectui.core.errors import UsageError
-from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
+from spectui.core.events import K_MAX, Control, Done, FinishReason, GenerationParams, Message, Step
 
 API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
 # vLLM's speculative_config "method" -> spectui's --method
@@ -88,7 +89,7 @@ class ServerEngine(Engine):
         config = config if isinstance(config, dict) else None
         if self.server_k is None and config is not None:
             configured = config.get("num_speculative_tokens") or 0
-            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= 64 else None
+            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= K_MAX else None
         self.info = EngineInfo(
             name="server",
             target=safe_line(self.model),  # shown; the requests name the model as served
@@ -162,7 +163,7 @@ class ServerEngine(Engine):
     ) -> Iterator[Step | Done]:
         temperature = control.temperature  # fixed for the request: the server samples
         before = self.server_counters()
-        reply = ReplyState(started=time.perf_counter())
+        reply = ReplyState(started=time.perf_counter(), max_tokens=params.max_tokens)
         try:
             stream = self._open(messages, params, temperature)
         except ServerError as error:
@@ -209,6 +210,8 @@ class ServerEngine(Engine):
             failure = self._dropped(reply.steps, "the stream ended early")
         if failure is None and reply.finish is not None and reply.finish not in FINISHED:
             failure = f"the server at {self.url} ended the reply with finish_reason={reply.finish!r}"
+        if failure is None:
+            failure = self._out_of_bounds(reply)
         if failure is not None:
             yield Done("error", error=failure, **timing)
             return
@@ -287,6 +290,12 @@ class ServerEngine(Engine):
         reply.add(step, now)
         return step
 
+    def _out_of_bounds(self, reply: "ReplyState") -> str | None:
+        problem = record_problem(reply.record, reply.max_tokens) or draft_counts_problem(
+            reply.draft_counts, reply.max_tokens
+        )
+        return f"the server at {self.url} sent {problem}: a protocol error" if problem else None
+
     def _dropped(self, steps: Sequence[Step], why: str) -> str:
         num_tokens = sum(len(step.token_ids) for step in steps)
         return f"the server at {self.url} closed the stream after {num_tokens} tokens ({why})"
@@ -331,7 +340,7 @@ class ServerEngine(Engine):
         if self.server_k is not None or not record:
             return
         k = record.get("num_spec_tokens")
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= K_MAX:
             return  # absent or garbled: k stays unknown, as without /metrics
         self.server_k = k
         if self.info.method == "server" and k == 0:
@@ -355,6 +364,7 @@ class ReplyState:
     """What one reply's stream has said so far."""
 
     started: float
+    max_tokens: int = 2**31  # what the request allowed: the server's numbers are bounded by it
     steps: list[Step] = field(default_factory=list)
     num_tokens: int = 0
     prompt_ids: tuple[int, ...] = ()
