@@ -208,3 +208,20 @@ def test_reconciliation_memory_is_linear_in_the_reply():
         tracemalloc.stop()
     assert counts is not None and len(counts) == len(chunks)
     assert peak < 4 * 2**20  # the chunks x record table held 4 million cells here
+
+
+def metrics_with_positions(*positions: str) -> str:
+    lines = ["vllm:spec_decode_num_drafts_total 4.0"]
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} 1.0' for p in positions]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("positions", [("1000",), ("0", "1", "1000"), ("16",)], ids=["alone", "among-real", "just-past"])
+def test_a_metrics_position_past_any_k_is_not_the_servers_k(positions):
+    fake = FakeOpenAI(reply="one two three", metrics=metrics_with_positions(*positions))
+    with fake_server(fake) as url:
+        engine = ServerEngine(url)
+        result = invoke("generate", "hi", "--engine", "server", "--server", url)
+    assert engine.k <= 16
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "one two three" in result.stdout
