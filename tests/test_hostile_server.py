@@ -225,3 +225,41 @@ def test_a_metrics_position_past_any_k_is_not_the_servers_k(positions):
     assert engine.k <= 16
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output and "one two three" in result.stdout
+
+
+# --- the --server URL ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("http://127.0.0.1:0", "port 0"),
+        ("http://127.0.0.1:99999", "port"),
+        ("http://127.0.0.1:8000\x1b[2J", "control character"),
+        ("http://127.0.0.1\r\nX-Evil: 1:8000", "control character"),
+        ("http://local host:8000", "space"),
+    ],
+    ids=["port-0", "port-too-big", "escape", "crlf", "space"],
+)
+def test_a_bad_server_url_is_one_line_before_any_connection(url, named):
+    with pytest.raises(UsageError, match=named) as refused:
+        ServerEngine(url)
+    assert "\x1b" not in str(refused.value) and "\n" not in str(refused.value)
+    result = invoke("generate", "hi", "--engine", "server", "--server", url)
+    assert result.exit_code == 2, result.output
+    assert named in one_line_error(result) and "\x1b" not in result.output
+
+
+def test_a_key_in_the_query_string_is_never_shown():
+    from spectui.engines.server.engine import build_server_engine
+    from spectui.settings.options import EngineOptions
+
+    key = "sk-query-2c9e-never-shown"
+    shown: list[str] = []
+    with fake_server() as url:
+        build_server_engine(
+            EngineOptions(engine="server", server=f"{url}/v1?api_key={key}&x=1"),
+            progress=lambda stage, done, total: shown.append(stage),
+        )
+    assert shown and all(key not in line for line in shown)
+    assert "api_key=***" in shown[0]

@@ -457,7 +457,11 @@ def build_server_engine(options, progress=None) -> ServerEngine:
     """A ServerEngine from CLI options (`--server`, `--api-key`, `--model`)."""
     if not options.server:
         raise UsageError("--engine server needs --server URL (e.g. http://127.0.0.1:8000)")
-    shown = f"connecting to {redacted(options.server)}"  # a password in the URL stays unshown
+    try:
+        ServerAddress.parse(options.server)  # a bad URL is one line before anything is shown
+    except ValueError as error:
+        raise UsageError(f"--server: {error}") from None
+    shown = f"connecting to {redacted(options.server)}"  # a password or query key stays unshown
     if progress is not None:
         progress(shown, 0, 1)
     engine = ServerEngine(options.server, api_key=api_key_for(options), model=options.model)

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from spectui.core import json_text
+from spectui.core.safe_text import safe_line
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
@@ -49,16 +50,22 @@ class ServerAddress:
         """Accepts `http://host:port`, `host:port`, the OpenAI-style base `…/v1`, and a user
         and password in the URL."""
         text = url.strip()
+        shown = safe_line(redacted(url))
+        unsafe = url_character_problem(text)
+        if unsafe:
+            raise ValueError(f"{shown!r} has {unsafe}: a URL has none")
         if "://" not in text:
             text = "http://" + text
         parts = urlsplit(text)
-        shown = redacted(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{shown!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
         try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            named_port = parts.port
         except ValueError:
-            raise ValueError(f"{shown!r} has a port that is not a number") from None
+            raise ValueError(f"{shown!r} has a port that is not a number from 1 to 65535") from None
+        if named_port == 0:  # port 0 is no server's: urlsplit's 0 would have meant 80 here
+            raise ValueError(f"{shown!r} names port 0, which no server listens on")
+        port = named_port or (443 if parts.scheme == "https" else 80)
         prefix = parts.path.rstrip("/").removesuffix("/v1")
         credentials = None
         if parts.username is not None or parts.password is not None:
@@ -87,9 +94,28 @@ class ServerAddress:
         )
 
 
+def url_character_problem(text: str) -> str | None:
+    """What in `text` no URL holds: control characters (an escape, a CR/LF that would split
+    the request's header lines) or spaces."""
+    for character in text:
+        if ord(character) < 0x20 or 0x7F <= ord(character) <= 0x9F:
+            return f"a control character (U+{ord(character):04X})"
+        if character.isspace():
+            return "a space"
+    return None
+
+
 def redacted(url: str) -> str:
-    """`url` with any password (or lone user, which may be a key) replaced by ***."""
-    text = url.strip()
+    """`url` with any password (or lone user, which may be a key) and the values of its query
+    string (`?api_key=…`) replaced by ***."""
+    text, question, query = _without_password(url.strip()).partition("?")
+    if not question:
+        return text
+    pairs = (part.partition("=") for part in query.split("&"))
+    return text + "?" + "&".join(f"{name}=***" if sep else name for name, sep, _ in pairs)
+
+
+def _without_password(text: str) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "", text
