@@ -6,6 +6,8 @@ Fake OpenAI-compatible servers on loopback (tests/fake_openai_server.py); issue 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -263,3 +265,101 @@ def test_a_key_in_the_query_string_is_never_shown():
         )
     assert shown and all(key not in line for line in shown)
     assert "api_key=***" in shown[0]
+
+
+# --- a server that withholds its answer -----------------------------------------------------------
+
+
+class SilentServer:
+    """Accepts connections on loopback and never reads or answers a byte."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.accepted: list = []
+        self.connected = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.append(connection)
+            self.connected.set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def close(self) -> None:
+        for connection in self.accepted:
+            connection.close()
+        self.listener.close()
+
+
+def stream_in_thread(engine: ServerEngine, control: Control):
+    events: list = []
+    thread = threading.Thread(
+        target=lambda: events.extend(engine.stream(PROMPT, GenerationParams(max_tokens=16), control)), daemon=True
+    )
+    thread.start()
+    return thread, events
+
+
+def cancel_and_time(thread: threading.Thread, control: Control) -> float:
+    started = time.monotonic()
+    control.cancel()
+    thread.join(10)
+    return time.monotonic() - started
+
+
+def test_esc_ends_a_reply_whose_server_withholds_its_response_headers():
+    fake = FakeOpenAI(withhold_headers=True)
+    control = Control(k=0)
+    with fake_server(fake) as url:
+        engine = ServerEngine(url, read_timeout=120)
+        thread, events = stream_in_thread(engine, control)
+        assert fake.chat_requests.wait(30), "the request reached the server"
+        seconds = cancel_and_time(thread, control)
+        alive = thread.is_alive()
+        readers = [t for t in threading.enumerate() if t.name == "spectui-server-stream"]
+        for reader in readers:
+            reader.join(2)  # its socket was shut down: the request does not linger to its timeout
+        lingering = any(reader.is_alive() for reader in readers)
+        fake.stop.set()
+    assert not alive and seconds < 2, f"Esc took {seconds:.1f} s"
+    assert not lingering
+    assert events[-1].finish_reason == "cancelled"
+
+
+def test_esc_ends_a_reply_whose_server_accepts_and_never_answers():
+    from spectui.engines.server.transport import ServerAddress
+
+    silent = SilentServer()
+    control = Control(k=0)
+    try:
+        with fake_server() as url:
+            engine = ServerEngine(url, read_timeout=120)
+        engine.address = ServerAddress.parse(silent.url)  # the server went silent after it was found
+        thread, events = stream_in_thread(engine, control)
+        assert silent.connected.wait(30), "the client connected"
+        seconds = cancel_and_time(thread, control)
+    finally:
+        silent.close()
+    assert not thread.is_alive() and seconds < 2, f"Esc took {seconds:.1f} s"
+    assert events[-1].finish_reason == "cancelled"
+
+
+def test_a_server_that_never_sends_its_headers_ends_the_reply_at_the_header_timeout():
+    fake = FakeOpenAI(withhold_headers=True)
+    with fake_server(fake) as url:
+        engine = ServerEngine(url, read_timeout=120, header_timeout=0.5)
+        reply = run_reply(engine, PROMPT, GenerationParams(max_tokens=16), Control(k=0))
+        fake.stop.set()
+    assert reply.done.finish_reason == "error"
+    assert "sent no response in" in reply.done.error

@@ -12,6 +12,7 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -211,11 +212,13 @@ def get(
     api_key: str | None,
     *,
     timeout: float = CONNECT_TIMEOUT_S,
+    abort: Abort | None = None,
 ) -> bytes:
     """The body of a GET answered 200; any other outcome is a ServerError."""
+    extensions = abort.extensions if abort is not None else {}
     try:
         with address.client(api_key, timeout, timeout) as client:
-            with client.stream("GET", address.prefix + path) as response:
+            with client.stream("GET", address.prefix + path, extensions=extensions) as response:
                 body = read_bounded(response, MAX_BODY_BYTES)
     except httpx.ConnectError as error:
         raise ServerError(unreachable_message(address.url, error)) from None
@@ -248,6 +251,48 @@ def get_json(address: ServerAddress, path: str, api_key: str | None, *, timeout:
         raise ServerError(f"the server at {address.url} sent {path} that is not JSON") from None
 
 
+class Abort:
+    """Stops a request from another thread at any point, before its response headers too:
+    httpx's trace hook hands over each socket as it connects, and aborting shuts them down,
+    which wakes a read that waits for the server (a connect in progress ends at its timeout)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.aborted = False
+
+    def trace(self, event: str, info: dict) -> None:
+        if not event.endswith("connect_tcp.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            aborted = self.aborted
+        if aborted:
+            _shut(sock)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    @property
+    def extensions(self) -> dict:
+        return {"trace": self.trace}
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
 class Stream:
     """An open streamed response: its body's byte chunks, and a way to stop it from another
     thread (shutting the socket down wakes a read that waits for the server)."""
@@ -263,10 +308,7 @@ class Stream:
         stream = self.response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
         if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
+            _shut(sock)
 
     def close(self) -> None:
         try:
@@ -283,6 +325,7 @@ def open_stream(
     *,
     connect_timeout: float,
     read_timeout: float,
+    abort: Abort | None = None,
 ) -> Stream:
     """POST `payload` and return the open response once the server accepted it (status 200).
 
@@ -291,7 +334,11 @@ def open_stream(
     client = address.client(api_key, connect_timeout, read_timeout)
     try:
         request = client.build_request(
-            "POST", address.prefix + path, content=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+            "POST",
+            address.prefix + path,
+            content=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            extensions=abort.extensions if abort is not None else {},
         )
         response = client.send(request, stream=True)
     except httpx.ConnectError as error:
