@@ -363,3 +363,47 @@ def test_a_server_that_never_sends_its_headers_ends_the_reply_at_the_header_time
         fake.stop.set()
     assert reply.done.finish_reason == "error"
     assert "sent no response in" in reply.done.error
+
+
+# --- the app's own guard: an engine's exception ends one reply ----------------------------------
+
+
+def raising_engine(error: BaseException):
+    from fake_engines import PlanEngine
+
+    class Raising(PlanEngine):
+        def stream(self, messages, params, control):
+            for event in super().stream(messages, params, control):
+                yield event
+                raise error
+
+    return Raising([None, None])
+
+
+@pytest.mark.parametrize(
+    ("error", "named"),
+    [(MemoryError(), "out of memory"), (RecursionError("maximum recursion depth exceeded"), "RecursionError")],
+    ids=["memory-error", "recursion-error"],
+)
+def test_generate_names_an_engines_exception_in_one_line(monkeypatch, error, named):
+    from spectui.engines import factory
+
+    monkeypatch.setattr(factory, "build_engine", lambda options, progress=None: raising_engine(error))
+    result = invoke("generate", "hi")
+    assert result.exit_code != 0
+    assert named in one_line_error(result) and "Traceback" not in result.output
+
+
+def test_a_step_with_absurd_numbers_ends_the_reply_not_the_process():
+    from fake_engines import PlanEngine
+
+    from spectui.core.errors import SpectuiError
+    from spectui.core.events import Done, Source, Step
+
+    class Absurd(PlanEngine):
+        def stream(self, messages, params, control):
+            yield Step((1,), (Source.RECOVERED,), " w1", k=4, draft_count=10**11, exact=False)
+            yield Done("stop")
+
+    with pytest.raises(SpectuiError, match="100000000000 drafted"):
+        run_reply(Absurd([None]), PROMPT, GenerationParams(), Control())
