@@ -54,3 +54,21 @@ async def test_esc_ends_a_reply_whose_server_withholds_its_headers(make_app):
         fake.stop.set()
     assert ended == "cancelled"
     assert seconds < 2, f"Esc took {seconds:.1f} s"
+
+
+async def test_quitting_while_the_server_withholds_its_headers_is_prompt(make_app):
+    import time
+
+    fake = FakeOpenAI(withhold_headers=True)
+    with fake_server(fake) as url:
+        app = make_app(lambda progress: ServerEngine(url, read_timeout=120), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            await send(pilot, "hello?")
+            await wait_for(pilot, fake.chat_requests.is_set)
+            pressed = time.monotonic()
+            await pilot.press("ctrl+q")
+        seconds = time.monotonic() - pressed
+        fake.stop.set()
+    assert app.host.engine is None  # closed: the reply's thread ended before the host's wait ran out
+    assert seconds < 3, f"Ctrl+Q took {seconds:.1f} s"
