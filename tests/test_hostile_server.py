@@ -407,3 +407,12 @@ def test_a_step_with_absurd_numbers_ends_the_reply_not_the_process():
 
     with pytest.raises(SpectuiError, match="100000000000 drafted"):
         run_reply(Absurd([None]), PROMPT, GenerationParams(), Control())
+
+
+def test_a_nested_bench_report_is_one_line(tmp_path):
+    from spectui.bench.saved import load_results
+
+    saved = tmp_path / "bench.json"
+    saved.write_text(NESTED_CLOSED)
+    with pytest.raises(UsageError, match="not a spectui bench JSON.*nested"):
+        load_results([saved])
