@@ -1,0 +1,170 @@
+"""Files, disks and numbers a careless user or a hostile machine hands spectui (issue 42, section 3):
+endless files, devices and FIFOs where a file was expected, read-only and full disks, a locked
+history, damaged weights, numbers out of range. Each is one clear line, never a traceback, a hang
+or lost work."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spectui.core.errors import ModelError, UsageError
+from spectui.core.files import SETTINGS_FILE_LIMIT, FileTooLarge, NotAFile, read_capped
+from spectui.settings.config import ConfigError, load_config
+
+MB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def memory_capped(headroom: int = 512 * MB):
+    """Address space capped a little above what this process maps now: code that reads an
+    endless file without a cap (the defect) fails here with MemoryError instead of taking
+    gigabytes from the machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + headroom, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def linked_to(path: Path, target: str) -> Path:
+    path.symlink_to(target)
+    return path
+
+
+@contextlib.contextmanager
+def endless_fifo(path: Path):
+    """A FIFO whose writer never stops: reading it to the end never ends."""
+    os.mkfifo(path)
+    done = threading.Event()
+
+    def write_forever() -> None:
+        # a non-blocking open, retried until a reader comes: a blocking one could wait forever
+        # for a reader that opened and left before it
+        while not done.is_set():
+            try:
+                descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: no reader yet
+                time.sleep(0.001)
+                continue
+            os.set_blocking(descriptor, True)
+            with contextlib.suppress(OSError), open(descriptor, "wb", buffering=0) as pipe:
+                while not done.is_set():
+                    pipe.write(b"x" * 65536)  # EPIPE once the reader has gone
+
+    writer = threading.Thread(target=write_forever, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        done.set()
+        writer.join()
+
+
+# --- 1. user files: a regular file, read up to a cap ---------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_an_api_key_file_linked_to_a_device_is_one_line(tmp_path, device):
+    from spectui.engines.server.engine import read_api_key_file
+
+    key_file = linked_to(tmp_path / "key", device)
+    with memory_capped(), pytest.raises(UsageError) as caught:
+        read_api_key_file(str(key_file))
+    assert str(caught.value) == f"--api-key-file {key_file}: cannot read it (a device, not a regular file)"
+
+
+def test_an_api_key_file_that_is_an_endless_fifo_is_one_line(tmp_path):
+    from spectui.engines.server.engine import read_api_key_file
+
+    with endless_fifo(tmp_path / "key") as fifo, memory_capped(), pytest.raises(UsageError) as caught:
+        read_api_key_file(str(fifo))
+    assert str(caught.value) == f"--api-key-file {fifo}: cannot read it (a FIFO, not a regular file)"
+
+
+def test_an_api_key_file_of_megabytes_is_refused_by_size(tmp_path):
+    from spectui.engines.server.engine import read_api_key_file
+
+    key_file = tmp_path / "key"
+    with open(key_file, "wb") as out:
+        out.truncate(8 * MB)  # sparse: nothing written, 8 MB to read
+    with pytest.raises(UsageError) as caught:
+        read_api_key_file(str(key_file))
+    assert str(caught.value) == f"--api-key-file {key_file}: cannot read it (larger than 64 KB)"
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_config_file_linked_to_a_device_is_one_line(tmp_path, device):
+    config = linked_to(tmp_path / "config.toml", device)
+    with memory_capped(), pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert str(caught.value).startswith(f"{config}: a device, not a regular file: move it away")
+
+
+def test_a_config_file_larger_than_its_cap_is_one_line(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("# a comment\n" * (SETTINGS_FILE_LIMIT // 10))
+    with pytest.raises(ConfigError, match=r"larger than 1 MB"):
+        load_config(config)
+
+
+def test_a_theme_linked_to_a_device_is_skipped_and_named(tmp_path):
+    from spectui.themes import builtin_themes, load_themes, theme_errors
+
+    linked_to(tmp_path / "zero.toml", "/dev/zero")
+    linked_to(tmp_path / "random.toml", "/dev/urandom")
+    with memory_capped():
+        themes = load_themes(tmp_path)
+        errors = theme_errors(tmp_path)
+    assert set(themes) == {theme.name for theme in builtin_themes()}
+    assert errors == [
+        "theme random.toml: cannot read it (a device, not a regular file)",
+        "theme zero.toml: cannot read it (a device, not a regular file)",
+    ]
+
+
+def test_heads_json_larger_than_its_cap_is_one_line(tmp_path):
+    from spectui.heads.store import read_config
+
+    (tmp_path / "heads.json").write_text(" " * (2 * MB) + '{"kind": "medusa"}')
+    with pytest.raises(ModelError, match=r"heads.json: larger than 1 MB"):
+        read_config(tmp_path)
+
+
+def test_a_prompt_piped_from_an_endless_device_is_one_line(monkeypatch):
+    import io
+
+    from spectui.cli import prompt
+
+    with open("/dev/zero", "rb") as zero:
+        monkeypatch.setattr(prompt.sys, "stdin", io.TextIOWrapper(zero))
+        with memory_capped(), pytest.raises(UsageError) as caught:
+            prompt.read_stdin()
+    assert str(caught.value) == "the prompt on stdin is larger than 64 MB: give a smaller file"
+
+
+def test_the_reader_refuses_what_is_not_a_regular_file(tmp_path):
+    assert read_capped(_written(tmp_path / "ok", b"abc"), 3) == b"abc"
+    with pytest.raises(FileTooLarge):
+        read_capped(_written(tmp_path / "big", b"abcd"), 3)
+    with pytest.raises(NotAFile):
+        read_capped("/dev/null", 3)
+    with pytest.raises(IsADirectoryError):
+        read_capped(tmp_path, 3)
+    os.mkfifo(tmp_path / "fifo")  # no writer: opening it must not wait for one
+    with pytest.raises(NotAFile):
+        read_capped(tmp_path / "fifo", 3)
+
+
+def _written(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
