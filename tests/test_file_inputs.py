@@ -6,8 +6,11 @@ or lost work."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -168,3 +171,50 @@ def test_the_reader_refuses_what_is_not_a_regular_file(tmp_path):
 def _written(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+# --- 2. a read-only model cache ------------------------------------------------------------------
+
+
+def read_only_spectui(folder: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """`spectui ARGS` with `folder` mounted read-only (this runs as root, which ignores file
+    modes), or with the folder's mode where it does not."""
+    command = [sys.executable, "-c", "from spectui.cli.app import main; main()", *args]
+    env = {**os.environ, **env}
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        finally:
+            folder.chmod(0o755)
+    script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0" && exec "$@"'
+    if subprocess.run(["unshare", "-m", "sh", "-c", script, str(folder), "true"], capture_output=True).returncode:
+        pytest.skip("cannot make a read-only folder here (root without mount namespaces)")
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, str(folder), *command], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_an_empty_read_only_cache_is_one_line_with_the_fix(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    result = read_only_spectui(cache, {"SPECTUI_CACHE_DIR": str(cache)}, "models", "rm", "smollm2-135m")
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        f"spectui: error: cannot write the model cache {cache} (Read-only file system): "
+        "make it writable, or set SPECTUI_CACHE_DIR to a folder of your own"
+    ]
+
+
+def test_the_lock_before_a_conversion_says_the_cache_is_read_only(tmp_path, monkeypatch):
+    from spectui.models.cache import cache_lock
+
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(ModelError, match=r"cannot write the model cache .* \(Read-only file system\): make it writable"):
+        with cache_lock("smollm2-135m"):
+            pass

@@ -151,17 +151,31 @@ def verify_folder(folder: Path, progress: ByteProgress | None = None) -> str | N
     return None
 
 
+def cache_unwritable(error: OSError) -> ModelError:
+    """A read-only or full cache folder: the one line that says where and what to do."""
+    return ModelError(
+        f"cannot write the model cache {cache_dir()} ({error.strerror or error}): "
+        "make it writable, or set SPECTUI_CACHE_DIR to a folder of your own"
+    )
+
+
 @contextlib.contextmanager
 def cache_lock(key: str) -> Iterator[None]:
     """One process at a time converts or removes a given model; the others wait, then see the result."""
     locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
     try:
+        locks.mkdir(parents=True, exist_ok=True)
         import fcntl
     except ImportError:  # Windows: no advisory locks; the atomic renames still keep the cache sane
         yield
         return
-    with open(locks / f"{key}.lock", "w") as handle:
+    except OSError as error:
+        raise cache_unwritable(error) from None
+    try:
+        handle = open(locks / f"{key}.lock", "w")
+    except OSError as error:
+        raise cache_unwritable(error) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
