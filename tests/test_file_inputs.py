@@ -218,3 +218,42 @@ def test_the_lock_before_a_conversion_says_the_cache_is_read_only(tmp_path, monk
     with pytest.raises(ModelError, match=r"cannot write the model cache .* \(Read-only file system\): make it writable"):
         with cache_lock("smollm2-135m"):
             pass
+
+
+# --- 4. numbers and names, refused before anything loads -----------------------------------------
+
+
+@pytest.mark.parametrize("seed", [str(2**64), str(2**63), "-1"])
+def test_generate_refuses_a_seed_outside_64_bits_before_loading(seed, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    monkeypatch.setattr("spectui.cli.generate.run_generate", lambda *a, **k: pytest.fail("the engine was built"))
+    result = CliRunner().invoke(app, ["generate", "hi", "--seed", seed])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"spectui: error: seed must be an integer from 0 to 2**63 - 1, got {seed}"
+
+
+def test_the_largest_seed_is_accepted():
+    from spectui.settings.options import EngineOptions
+
+    assert EngineOptions.checked(seed=2**63 - 1).seed == 2**63 - 1
+
+
+@pytest.mark.parametrize("flag", ["-m", "-d"])
+@pytest.mark.parametrize("command", ["generate", "chat"])
+def test_an_empty_model_name_is_refused_before_loading(flag, command, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr("spectui.cli.generate.run_generate", lambda *a, **k: pytest.fail("the engine was built"))
+    monkeypatch.setattr("spectui.cli.chat.run_chat", lambda *a, **k: pytest.fail("the app opened"))
+    result = CliRunner().invoke(app, [command, *(["hi"] if command == "generate" else []), flag, ""])
+    assert result.exit_code == 2
+    name = "model" if flag == "-m" else "draft"
+    assert result.stderr.strip() == (
+        f"spectui: error: {name} must name a model (an alias, a folder, a .gguf file or a hub id), got ''"
+    )
