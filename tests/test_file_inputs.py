@@ -176,11 +176,10 @@ def _written(path: Path, data: bytes) -> Path:
 # --- 2. a read-only model cache ------------------------------------------------------------------
 
 
-def read_only_spectui(folder: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    """`spectui ARGS` with `folder` mounted read-only (this runs as root, which ignores file
-    modes), or with the folder's mode where it does not."""
-    command = [sys.executable, "-c", "from spectui.cli.app import main; main()", *args]
-    env = {**os.environ, **env}
+def read_only_run(folder: Path, env: dict, command: list[str]) -> subprocess.CompletedProcess:
+    """`command` with `folder` mounted read-only (this runs as root, which ignores file modes),
+    or with the folder's mode where it does not."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), **env}
     if os.geteuid() != 0:
         folder.chmod(0o555)
         try:
@@ -193,6 +192,10 @@ def read_only_spectui(folder: Path, env: dict, *args: str) -> subprocess.Complet
     return subprocess.run(
         ["unshare", "-m", "sh", "-c", script, str(folder), *command], env=env, capture_output=True, text=True, timeout=120
     )
+
+
+def read_only_spectui(folder: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return read_only_run(folder, env, [sys.executable, "-c", "from spectui.cli.app import main; main()", *args])
 
 
 def test_an_empty_read_only_cache_is_one_line_with_the_fix(tmp_path):
@@ -257,3 +260,180 @@ def test_an_empty_model_name_is_refused_before_loading(flag, command, monkeypatc
     assert result.stderr.strip() == (
         f"spectui: error: {name} must name a model (an alias, a folder, a .gguf file or a hub id), got ''"
     )
+
+
+# --- 3. history: damaged, empty, read-only, locked, full ------------------------------------------
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
+    return folder
+
+
+def history(*args: str):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, ["history", *args])
+
+
+def saved_history(path: Path, titles=("first", "second")) -> list[int]:
+    from spectui.store import Store
+
+    store = Store(path)
+    ids = []
+    for title in titles:
+        conversation_id = store.new_conversation({})
+        store.add_message(conversation_id, "user", title)
+        store.rename_conversation(conversation_id, title)
+        ids.append(conversation_id)
+    store.close()
+    return ids
+
+
+@pytest.mark.parametrize("damage", ["truncated", "header"])
+def test_salvage_of_a_file_whose_header_is_gone_does_not_send_the_user_back_to_salvage(data_dir, damage):
+    path = data_dir / "history.sqlite3"
+    saved_history(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:100] if damage == "truncated" else b"\xff" * 100 + data[100:])
+    result = history("salvage", "-o", str(data_dir / "out.sqlite3"))
+    assert result.exit_code != 0
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"spectui: error: history {path} cannot be salvaged (")
+    assert "history salvage" not in line and "move it aside" in line
+    assert not (data_dir / "out.sqlite3").exists()
+
+
+def test_one_undecodable_title_does_not_stop_the_list(data_dir):
+    import sqlite3
+
+    path = data_dir / "history.sqlite3"
+    ids = saved_history(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE conversations SET title = CAST(X'66ff6f' AS TEXT) WHERE id = ?", (ids[0],))
+    db.commit()
+    db.close()
+    listed = history("list")
+    assert listed.exit_code == 0, listed.output
+    assert "f\ufffdo" in listed.stdout and "second" in listed.stdout
+
+
+def test_an_empty_history_file_is_one_line_that_says_so(data_dir):
+    path = data_dir / "history.sqlite3"
+    path.write_bytes(b"")
+    listed = history("list")
+    assert listed.exit_code != 0
+    assert listed.stderr.strip().splitlines() == [
+        f"spectui: error: history {path} holds no conversations (an empty file, never set up): "
+        "spectui chat sets it up, or remove it"
+    ]
+    from spectui.store import Store
+
+    Store(path).close()  # the chat sets it up
+    assert history("list").exit_code == 0
+
+
+OPEN_HISTORY = """
+import sys
+from pathlib import Path
+from spectui.cli.chat import open_history
+from spectui.store import Store, StoreError
+path = Path(sys.argv[1]) / "history.sqlite3"
+try:
+    Store(path)
+except StoreError as error:
+    message = str(error)
+    print(message)
+store, why = open_history(path, must=False)
+print(store is None, why == message)
+"""
+
+
+def test_a_read_only_history_folder_is_named_and_the_chat_runs_without_history(data_dir):
+    result = read_only_run(data_dir, {}, [sys.executable, "-c", OPEN_HISTORY, str(data_dir)])
+    assert result.returncode == 0, result.stderr
+    error, opened = result.stdout.splitlines()
+    assert error.startswith(f"cannot open history {data_dir / 'history.sqlite3'}: its folder is read-only here (")
+    assert "SPECTUI_DATA_DIR" in error
+    assert opened == "True True"  # no store, and the reason for the app to show
+
+
+def test_resume_still_needs_the_history(tmp_path, monkeypatch):
+    from spectui.cli.chat import open_history
+    from spectui.store import StoreError
+
+    (tmp_path / "history.sqlite3").write_bytes(b"not a database at all, " * 100)
+    with pytest.raises(StoreError, match="is damaged"):
+        open_history(tmp_path / "history.sqlite3", must=True)
+    store, why = open_history(tmp_path / "history.sqlite3", must=False)
+    assert store is None and "is damaged" in why
+
+
+@contextlib.contextmanager
+def full_disk_under(folder: Path, monkeypatch):
+    """Files opened for writing under `folder` are made, then every write says ENOSPC."""
+    import builtins
+    import io
+
+    real_open = builtins.open
+
+    class Full:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def close(self):
+            self.handle.close()
+
+    def full_open(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        if "w" in mode and str(file).startswith(str(folder)):
+            return Full(handle)
+        return handle
+
+    monkeypatch.setattr(builtins, "open", full_open)
+    monkeypatch.setattr(io, "open", full_open)
+    yield
+
+
+def test_export_on_a_full_disk_leaves_no_empty_file(data_dir, tmp_path, monkeypatch):
+    ids = saved_history(data_dir / "history.sqlite3")
+    out = tmp_path / "out"
+    out.mkdir()
+    with full_disk_under(out, monkeypatch):
+        result = history("export", str(ids[0]), "-o", str(out / "chat.md"))
+    assert result.exit_code != 0
+    assert result.stderr.strip().splitlines() == [f"spectui: error: cannot write {out / 'chat.md'}: No space left on device"]
+    assert list(out.iterdir()) == []
+
+
+def test_salvage_on_a_full_disk_leaves_no_file_and_says_so(data_dir, monkeypatch):
+    import sqlite3
+
+    import spectui.store
+
+    saved_history(data_dir / "history.sqlite3")
+
+    def disk_full(*args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(spectui.store, "_copy_conversation", disk_full)
+    target = data_dir / "out.sqlite3"
+    result = history("salvage", "-o", str(target))
+    assert result.exit_code != 0
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"spectui: error: salvage wrote nothing to {target}: ") and "disk is full" in line
+    assert [path.name for path in data_dir.iterdir() if path.name.startswith("out.")] == []

@@ -8,6 +8,7 @@ The refusals are OSErrors whose strerror is the reason, so callers that already 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -79,3 +80,18 @@ def read_capped_text(path: str | os.PathLike, limit: int) -> str:
 def reason(error: OSError) -> str:
     """The short why of an OSError, for the one line that names the file."""
     return error.strerror or str(error) or type(error).__name__
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write under a temporary name beside `path`, then rename: a full disk or a kill leaves
+    the old file (or none), never a cut or empty one. The OSError is the caller's to word."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
