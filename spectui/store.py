@@ -231,6 +231,10 @@ def store_error(path: Path | str, error: BaseException, opening: bool = False) -
     return StoreError(f"{'cannot open history' if opening else 'history'} {path}: {reason}")
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    return (getattr(error, "sqlite_errorname", "") or "").startswith("SQLITE_BUSY") or "locked" in str(error)
+
+
 def _writable_folder(folder: Path) -> bool:
     """access(2) says EROFS even to root on a read-only mount; a missing folder is made."""
     while not folder.exists() and folder != folder.parent:
@@ -327,10 +331,13 @@ def open_existing(path: Path, conversation_id: int) -> Store:
 
 class Store:
     """read_only: for list, export and search: nothing is created or written.
-    A writable store upgrades an older file to SCHEMA_VERSION as it opens."""
+    A writable store upgrades an older file to SCHEMA_VERSION as it opens.
+    wait_for_lock: the chat's store: a write waits out another process's lock however long
+    it lasts, so no turn is dropped from the middle of a saved conversation."""
 
-    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path | str, *, read_only: bool = False, wait_for_lock: bool = False) -> None:
         self.path = Path(path)
+        self.wait_for_lock = wait_for_lock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         try:
@@ -397,10 +404,22 @@ class Store:
 
     def _run(self, sql: str, args: Sequence | dict = ()) -> sqlite3.Cursor:
         with self._lock:
+            return self._execute_waiting(sql, args)  # autocommit: one statement, one commit
+
+    def _execute_waiting(self, sql: str, args: Sequence | dict = ()) -> sqlite3.Cursor:
+        """Each try waits LOCK_WAIT_S in SQLite's busy handler; with wait_for_lock, then again."""
+        waits = 0
+        while True:
             try:
-                return self._db.execute(sql, args)  # autocommit: one statement, one commit
+                return self._db.execute(sql, args)
             except sqlite3.Error as error:
-                raise store_error(self.path, error) from None
+                if not (self.wait_for_lock and _is_busy(error)):
+                    raise store_error(self.path, error) from None
+                waits += 1
+                self.lock_waited(waits)
+
+    def lock_waited(self, waits: int) -> None:
+        """Called after each LOCK_WAIT_S spent waiting for another process's lock (tests watch it)."""
 
     def _write(self, sql: str, args: Sequence = ()) -> int:
         return self._run(sql, args).lastrowid
@@ -411,7 +430,7 @@ class Store:
         with self._lock:
             db = self._db
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._execute_waiting("BEGIN IMMEDIATE")
                 try:
                     yield db
                 except BaseException:

@@ -372,6 +372,9 @@ def test_resume_still_needs_the_history(tmp_path, monkeypatch):
         open_history(tmp_path / "history.sqlite3", must=True)
     store, why = open_history(tmp_path / "history.sqlite3", must=False)
     assert store is None and "is damaged" in why
+    store, why = open_history(tmp_path / "fresh.sqlite3", must=True)
+    assert why is None and store.wait_for_lock  # the chat's turns wait out a long lock
+    store.close()
 
 
 @contextlib.contextmanager
@@ -437,3 +440,40 @@ def test_salvage_on_a_full_disk_leaves_no_file_and_says_so(data_dir, monkeypatch
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"spectui: error: salvage wrote nothing to {target}: ") and "disk is full" in line
     assert [path.name for path in data_dir.iterdir() if path.name.startswith("out.")] == []
+
+
+def test_a_turn_sent_while_another_process_holds_the_lock_is_written_when_it_lets_go(data_dir, monkeypatch):
+    import sqlite3
+
+    import spectui.store
+    from spectui.store import Store
+
+    monkeypatch.setattr(spectui.store, "LOCK_WAIT_S", 0.05)  # each wait, not the whole: it waits on
+    path = data_dir / "history.sqlite3"
+    conversation_id = saved_history(path, titles=["kept"])[0]
+    store = Store(path, wait_for_lock=True)
+    waited_twice_or_gave_up = threading.Event()
+    store.lock_waited = lambda waits: waits >= 2 and waited_twice_or_gave_up.set()
+    failures = []
+
+    def send_turn() -> None:
+        try:
+            store.add_message(conversation_id, "user", "sent while locked")
+        except Exception as error:  # the defect: the turn was dropped after LOCK_WAIT_S
+            failures.append(error)
+        finally:
+            waited_twice_or_gave_up.set()
+
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in a long write
+    sender = threading.Thread(target=send_turn)
+    sender.start()
+    waited_twice_or_gave_up.wait()
+    holder.execute("ROLLBACK")
+    holder.close()
+    sender.join()
+    store.add_message(conversation_id, "user", "sent after")
+    messages = [message.content for message in store.load_conversation(conversation_id).messages]
+    store.close()
+    assert failures == []
+    assert messages == ["kept", "sent while locked", "sent after"]  # no gap

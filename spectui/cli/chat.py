@@ -68,7 +68,7 @@ def open_history(path, must: bool):
     from spectui.store import Store, StoreError
 
     try:
-        return Store(path), None
+        return Store(path, wait_for_lock=True), None
     except StoreError as error:
         if must:
             raise
