@@ -143,6 +143,19 @@ def test_heads_json_larger_than_its_cap_is_one_line(tmp_path):
         read_config(tmp_path)
 
 
+def test_a_model_json_of_megabytes_still_reads_and_an_endless_one_is_refused(tmp_path):
+    import json
+
+    from spectui.models.load import _read_json
+
+    vocab = {f"token{n}": n for n in range(200_000)}  # a tokenizer.json of a large vocabulary
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}}))
+    assert len(_read_json(tmp_path / "tokenizer.json")["model"]["vocab"]) == 200_000
+    linked_to(tmp_path / "config.json", "/dev/zero")
+    with memory_capped(), pytest.raises(ModelError, match=r"config.json: .*a device, not a regular file"):
+        _read_json(tmp_path / "config.json")
+
+
 def test_a_prompt_piped_from_an_endless_device_is_one_line(monkeypatch):
     import io
 
@@ -477,3 +490,4 @@ def test_a_turn_sent_while_another_process_holds_the_lock_is_written_when_it_let
     store.close()
     assert failures == []
     assert messages == ["kept", "sent while locked", "sent after"]  # no gap
+

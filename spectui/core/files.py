@@ -19,8 +19,9 @@ MB = 1024 * KB
 
 # Caps by kind: far above any real file of that kind, far below what would hurt.
 SMALL_FILE_LIMIT = 64 * KB  # an API key
-SETTINGS_FILE_LIMIT = 1 * MB  # the config file, a theme, heads.json, a model's config.json
+SETTINGS_FILE_LIMIT = 1 * MB  # the config file, a theme, heads.json
 TEXT_FILE_LIMIT = 64 * MB  # a prompt or training text
+MODEL_JSON_LIMIT = 256 * MB  # a model's tokenizer.json: tens of MB for a large vocabulary
 
 
 class NotAFile(OSError):
