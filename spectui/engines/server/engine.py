@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from spectui.core.engine import SPECULATION_NOT_REPORTED, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
@@ -483,8 +482,10 @@ def api_key_from_environment() -> str | None:
 
 def read_api_key_file(path: str) -> str:
     """The key in a file of its own (one line); errors name the file, never its content."""
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    from spectui.core.files import SMALL_FILE_LIMIT, read_capped_text
+
+    try:  # capped, and only a regular file: a link to /dev/zero would fill memory
+        text = read_capped_text(path, SMALL_FILE_LIMIT).strip()
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or type(error).__name__
         raise UsageError(f"--api-key-file {path}: cannot read it ({reason})") from None
