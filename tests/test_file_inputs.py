@@ -214,7 +214,7 @@ def read_only_spectui(folder: Path, env: dict, *args: str) -> subprocess.Complet
 def test_an_empty_read_only_cache_is_one_line_with_the_fix(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    result = read_only_spectui(cache, {"SPECTUI_CACHE_DIR": str(cache)}, "models", "rm", "smollm2-135m")
+    result = read_only_spectui(cache, {"SPECTUI_CACHE_DIR": str(cache)}, "models", "rm", "smollm2-135m", "--yes")
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
         f"spectui: error: cannot write the model cache {cache} (Read-only file system): "
