@@ -436,6 +436,22 @@ def test_export_on_a_full_disk_leaves_no_empty_file(data_dir, tmp_path, monkeypa
     assert list(out.iterdir()) == []
 
 
+def test_the_history_screens_export_on_a_full_disk_leaves_no_empty_file(data_dir, tmp_path, monkeypatch):
+    from spectui.store import Store
+    from spectui.tui.screens.history import write_exports
+
+    ids = saved_history(data_dir / "history.sqlite3")
+    out = tmp_path / "exports"
+    out.mkdir()
+    store = Store(data_dir / "history.sqlite3", read_only=True)
+    try:
+        with full_disk_under(out, monkeypatch), pytest.raises(OSError):
+            write_exports(store, ids[0], out)
+    finally:
+        store.close()
+    assert list(out.iterdir()) == []
+
+
 def test_salvage_on_a_full_disk_leaves_no_file_and_says_so(data_dir, monkeypatch):
     import sqlite3
 
