@@ -223,8 +223,24 @@ def store_error(path: Path | str, error: BaseException, opening: bool = False) -
         return StoreError(f"history {path} is read-only here: make it writable, or chat with --no-history")
     if name == "SQLITE_FULL":
         return StoreError(f"history {path}: the disk is full: free some space, or chat with --no-history")
+    if name == "SQLITE_CANTOPEN" and not _writable_folder(Path(path).parent):
+        return StoreError(
+            f"cannot open history {path}: its folder is read-only here ({text}): make it writable, "
+            "set SPECTUI_DATA_DIR to a folder of your own, or chat with --no-history"
+        )
     reason = error.strerror if isinstance(error, OSError) and error.strerror else text
     return StoreError(f"{'cannot open history' if opening else 'history'} {path}: {reason}")
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    return (getattr(error, "sqlite_errorname", "") or "").startswith("SQLITE_BUSY") or "locked" in str(error)
+
+
+def _writable_folder(folder: Path) -> bool:
+    """access(2) says EROFS even to root on a read-only mount; a missing folder is made."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -322,10 +338,13 @@ def open_existing(path: Path, conversation_id: int) -> Store:
 
 class Store:
     """read_only: for list, export and search: nothing is created or written.
-    A writable store upgrades an older file to SCHEMA_VERSION as it opens."""
+    A writable store upgrades an older file to SCHEMA_VERSION as it opens.
+    wait_for_lock: the chat's store: a write waits out another process's lock however long
+    it lasts, so no turn is dropped from the middle of a saved conversation."""
 
-    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path | str, *, read_only: bool = False, wait_for_lock: bool = False) -> None:
         self.path = Path(path)
+        self.wait_for_lock = wait_for_lock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         try:
@@ -351,8 +370,18 @@ class Store:
             # NORMAL in WAL: an app crash loses nothing committed; only power loss can.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+        # a byte that is not UTF-8 in a title (a file written by another tool) reads as U+FFFD
+        # instead of stopping every list: "Could not decode to UTF-8 column 'title'"
+        self._db.text_factory = lambda data: data.decode("utf-8", errors="replace")
         self.version = self._db.execute("PRAGMA user_version").fetchone()[0]
         self._refuse_newer(self.version)
+        if read_only and self.version == 0 and not self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'conversations'"
+        ).fetchone():  # a file from before spectui kept a version has the table
+            raise StoreError(
+                f"history {self.path} holds no conversations (an empty file, never set up): "
+                "spectui chat sets it up, or remove it"
+            )
         if not read_only and self.version < SCHEMA_VERSION:
             self._upgrade()
 
@@ -382,10 +411,22 @@ class Store:
 
     def _run(self, sql: str, args: Sequence | dict = ()) -> sqlite3.Cursor:
         with self._lock:
+            return self._execute_waiting(sql, args)  # autocommit: one statement, one commit
+
+    def _execute_waiting(self, sql: str, args: Sequence | dict = ()) -> sqlite3.Cursor:
+        """Each try waits LOCK_WAIT_S in SQLite's busy handler; with wait_for_lock, then again."""
+        waits = 0
+        while True:
             try:
-                return self._db.execute(sql, args)  # autocommit: one statement, one commit
+                return self._db.execute(sql, args)
             except sqlite3.Error as error:
-                raise store_error(self.path, error) from None
+                if not (self.wait_for_lock and _is_busy(error)):
+                    raise store_error(self.path, error) from None
+                waits += 1
+                self.lock_waited(waits)
+
+    def lock_waited(self, waits: int) -> None:
+        """Called after each LOCK_WAIT_S spent waiting for another process's lock (tests watch it)."""
 
     def _write(self, sql: str, args: Sequence = ()) -> int:
         return self._run(sql, args).lastrowid
@@ -396,7 +437,7 @@ class Store:
         with self._lock:
             db = self._db
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._execute_waiting("BEGIN IMMEDIATE")
                 try:
                     yield db
                 except BaseException:
@@ -653,13 +694,27 @@ def salvage(source: Path | str, target: Path | str) -> Salvaged:
         raise StoreError(f"{target} exists: name a new file for the salvaged history")
     try:
         damaged = connect_read_only(source)
-    except sqlite3.Error as error:
-        raise store_error(source, error, opening=True) from None
+    except sqlite3.Error as error:  # the header or the table list: salvage has nothing to go on
+        raise StoreError(
+            f"history {source} cannot be salvaged ({error}): not even its list of tables reads, so no "
+            "conversation in it can be found; move it aside, and spectui chat starts a new one"
+        ) from None
+    # written under another name, then renamed: a full disk leaves no empty file behind
+    partial_file = target.with_name(target.name + ".partial")
     try:
-        fresh = Store(target)
-    except StoreError:
+        result = _salvage_into(damaged, partial_file)
+        os.replace(partial_file, target)
+    except (StoreError, OSError) as error:
+        _remove_database(partial_file)
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise StoreError(f"salvage wrote nothing to {target}: {reason}") from None
+    finally:
         damaged.close()
-        raise
+    return replace(result, path=target)
+
+
+def _salvage_into(damaged: sqlite3.Connection, target: Path) -> Salvaged:
+    fresh = Store(target)
     copied, partial, lost = 0, [], []
     try:
         for conversation_id in sorted(_conversation_ids(damaged)):
@@ -675,9 +730,16 @@ def salvage(source: Path | str, target: Path | str) -> Salvaged:
     except sqlite3.Error as error:  # the new file, not the damaged one (full disk, ...)
         raise store_error(target, error) from None
     finally:
-        damaged.close()
         fresh.close()
     return Salvaged(target, copied, tuple(partial), tuple(lost))
+
+
+def _remove_database(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            leftover.unlink()
+        except OSError:  # not there, or not ours to remove: the error already said what failed
+            pass
 
 
 def _readable_rows(db: sqlite3.Connection, sql: str, args: Sequence = ()) -> tuple[list[tuple], bool]:

@@ -46,6 +46,12 @@ class FakeOpenAI:
     error_body: str = ""
     require_auth: str | None = None  # the exact Authorization header wanted
     strict: bool = False  # refuse fields OpenAI's API does not know (vLLM's return_token_ids)
+    # A hostile server (tests/test_hostile_server.py):
+    last_extra: dict | None = None  # merged into the last chunk (timings, metrics, usage…)
+    events: list[str] | None = None  # these `data:` payloads after the first chunk, not the reply
+    models_body: str | None = None  # the /v1/models body as sent, in place of the listing
+    withhold_headers: bool = False  # read the chat request, then answer nothing until stopped
+    chat_requests: threading.Event = field(default_factory=threading.Event)  # set at each chat POST
     seen_auth: list = field(default_factory=list)
     seen_paths: list = field(default_factory=list)
     seen_bodies: list = field(default_factory=list)
@@ -75,7 +81,9 @@ class Handler(BaseHTTPRequestHandler):
         if not self._allowed():
             return
         path = self._path()
-        if path == "/v1/models":
+        if path == "/v1/models" and self.fake.models_body is not None:
+            self._body(200, self.fake.models_body.encode(), "application/json")
+        elif path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.fake.model, "object": "model"}]})
         elif path == "/metrics" and self.fake.metrics is not None:
             self._body(200, self.fake.metrics.encode(), "text/plain")
@@ -85,7 +93,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         self.fake.seen_bodies.append(body)
+        self.fake.chat_requests.set()
         if not self._allowed():
+            return
+        if self.fake.withhold_headers:
+            self.fake.stop.wait()
             return
         unknown = sorted(set(body) & {"return_token_ids", "stop_token_ids"})
         if self.fake.strict and unknown:
@@ -113,6 +125,12 @@ class Handler(BaseHTTPRequestHandler):
         else:
             words = words[: body.get("max_tokens") or len(words)]
         self._event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        if fake.events is not None:
+            for payload in fake.events:
+                self._chunk(f"data: {payload}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self._chunk(b"")
+            return
         if fake.huge_line_mb:
             self._chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \"")
             block = b"x" * 2**20
@@ -138,6 +156,7 @@ class Handler(BaseHTTPRequestHandler):
         elif fake.draft_counts == "lmstudio":
             last["stats"] = {"total_draft_tokens_count": drafted, "accepted_draft_tokens_count": accepted,
                              "rejected_draft_tokens_count": drafted - accepted}
+        last.update(fake.last_extra or {})
         self._event(last)
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")

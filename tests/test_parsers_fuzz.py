@@ -473,7 +473,7 @@ class FakeTransport:
         self.body = body
         self.metrics = metrics
 
-    def get(self, address, path, api_key, *, timeout):
+    def get(self, address, path, api_key, *, timeout, abort=None):
         if path == "/metrics":
             return self.metrics
         raise ServerError(f"no {path}")

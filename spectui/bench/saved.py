@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from spectui.bench.measure import BASELINE, ArmResult, Case, CaseResult, best_ks
 from spectui.bench.plan import BenchResult
 from spectui.bench.runs import Arm, TimedReply, paired_ratio
 from spectui.bench.workloads import Workload, suite
+from spectui.core import json_text
 from spectui.core.errors import UsageError
 
 ARM_NUMBERS = (
@@ -59,7 +59,7 @@ def load_results(paths: Sequence[Path]) -> BenchResult:
     results = []
     for path in paths:
         try:
-            results.append(result_from_dict(json.loads(Path(path).read_text())))
+            results.append(result_from_dict(json_text.loads(Path(path).read_text())))
         except OSError as error:
             raise UsageError(f"--report {path}: {error.strerror or error}") from None
         except (ValueError, KeyError, TypeError) as error:

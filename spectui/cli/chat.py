@@ -65,6 +65,19 @@ def check_theme(name: str) -> None:
         raise UsageError(f"no theme {name!r}: known are {', '.join(sorted(known))} (and .toml files in {user_themes_dir()})")
 
 
+def open_history(path, must: bool):
+    """(the store, None), or (None, why) when it cannot be opened and the chat can run
+    without it (a read-only folder, a damaged file): the app says so. --resume needs it."""
+    from spectui.store import Store, StoreError
+
+    try:
+        return Store(path, wait_for_lock=True), None
+    except StoreError as error:
+        if must:
+            raise
+        return None, str(error)
+
+
 def run_chat(
     overrides: dict,
     resume: bool = False,
@@ -75,7 +88,7 @@ def run_chat(
     """Config file < CLI options; open history; start the engine; run the app.
     compare_prompt opens the compare view on it as soon as the engine is ready."""
     from spectui.settings.config import load_config
-    from spectui.store import Store, StoreError, default_store_path
+    from spectui.store import StoreError, default_store_path
 
     if conversation_id is not None and not resume:
         raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
@@ -88,7 +101,7 @@ def run_chat(
     if resume and not history:
         raise UsageError("--resume needs history (drop --no-history)")
     require_terminal()  # after the command line's mistakes, before the history file is made
-    store = Store(default_store_path()) if history else None
+    store, history_off = open_history(default_store_path(), must=resume) if history else (None, None)
     conversation = None
     if resume:
         wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
@@ -112,7 +125,8 @@ def run_chat(
             host.start()  # the engine (process) loads while Textual starts and draws
             from spectui.tui.app import SpectuiApp
 
-            app = SpectuiApp(host, config, store, resume=conversation, compare_prompt=compare_prompt)
+            app = SpectuiApp(host, config, store, resume=conversation, compare_prompt=compare_prompt,
+                             history_off=history_off)
             app.run()
     finally:
         if store is not None:
@@ -197,6 +211,7 @@ def history_export_command(
 ) -> None:
     """Export a conversation as Markdown or JSON, or its trace as JSONL (one line per step).
     Turns replaced by regenerate or edit are left out, as the chat leaves them out."""
+    from spectui.core.files import write_text_atomically
     from spectui.store import NoSuchConversation, Store, default_store_path
 
     path = default_store_path()
@@ -215,7 +230,7 @@ def history_export_command(
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        write_text_atomically(output, text)  # a full disk leaves no empty file behind
     except OSError as error:
         fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
     typer.echo(str(output), err=True)

@@ -11,6 +11,7 @@ from spectui.cli import render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.core.engine import K
+from spectui.core.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
 from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
@@ -43,6 +44,15 @@ def summary_line(reply, k: int, engine) -> str:
         f" · {reply.done.finish_reason if reply.done else '?'}"
         + (" · colours approximate" if reply.done is not None and reply.done.approximate else "")
     )
+
+
+def engine_failure(error: Exception) -> SpectuiError:
+    """An engine's exception as the one line the CLI prints (MemoryError, RecursionError…)."""
+    if isinstance(error, SpectuiError):
+        return error
+    if is_out_of_memory(error):
+        return out_of_memory(error, "generating", REPLY_ADVICE)
+    return SpectuiError(f"the engine failed: {one_line(error)}")
 
 
 def reply_json(reply, engine, k: int) -> dict:
@@ -81,8 +91,12 @@ def run_generate(
         elif not as_json:
             out.print(render.step_text(step, look), end="")
 
-    reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
-    engine.close()
+    try:
+        reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)
+    except Exception as error:  # whatever the engine raised ends this reply with one line
+        raise engine_failure(error) from None
+    finally:
+        engine.close()
     if as_json:
         json.dump(reply_json(reply, engine, k), sys.stdout)
         sys.stdout.write("\n")

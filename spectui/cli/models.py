@@ -139,8 +139,12 @@ def verify_models(name: str | None) -> None:
                           f"{size_text(model.size_bytes)} on disk in all")
             continue
         console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
-        if not _rebuild(model.key, model.folder):
-            console.print(f"{model.key}: removed; it is converted again from its .gguf file the next time it is used")
+        try:
+            rebuilt = _rebuild(model.key)
+        except ModelError as error:  # offline: the hub or index cannot be reached
+            raise ModelError(f"{model.key}: not rebuilt, the damaged copy is kept ({error})") from None
+        if not rebuilt:
+            console.print(f"{model.key}: kept until it is converted again from its .gguf file, the next time it is used")
 
 
 def checked_sizes(folder) -> list[tuple[str, int]]:
@@ -156,15 +160,14 @@ def checked_sizes(folder) -> list[tuple[str, int]]:
     return sizes
 
 
-def _rebuild(key: str, folder) -> bool:
+def _rebuild(key: str) -> bool:
     """Convert a damaged model again (an index alias); True when it was rebuilt here."""
-    import shutil
-
     from spectui.models.fetch import rich_progress
     from spectui.models.load import model_folder
     from spectui.models.registry import get_spec
 
-    shutil.rmtree(folder)
+    # The damaged copy stays until a good one replaces it (the conversion renames over it):
+    # offline, a removal first left nothing. verify_folder made the next load hash every byte.
     spec = get_spec(key)
     if spec is None or spec.source != "index":
         return False

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from spectui.core.errors import UsageError
+from spectui.core.files import TEXT_FILE_LIMIT, FileTooLarge, read_stream_capped
 
 STDIN = "-"
 
@@ -49,7 +50,12 @@ def read_prompt(parts: list[str] | None, example: str = 'spectui generate "def a
 
 
 def read_stdin() -> str:
-    # bytes, then UTF-8 with replacement: a file with a stray byte is still a prompt
+    # bytes, then UTF-8 with replacement: a file with a stray byte is still a prompt;
+    # capped: stdin from /dev/zero would otherwise fill memory
     if sys.stdin.isatty():  # typed at a terminal: say what it is waiting for, and how it ends
         print(STDIN_HINT, file=sys.stderr, flush=True)
-    return sys.stdin.buffer.read().decode("utf-8", errors="replace").strip("\n")
+    try:
+        data = read_stream_capped(sys.stdin.buffer, TEXT_FILE_LIMIT)
+    except FileTooLarge as error:
+        raise UsageError(f"the prompt on stdin is {error.strerror}: give a smaller file") from None
+    return data.decode("utf-8", errors="replace").strip("\n")

@@ -8,7 +8,7 @@ prefill and is the target's own. Stdlib only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spectui.core.events import Source, Step
@@ -91,25 +91,47 @@ def reconcile(
     return list(num_accepted_per_step) == list(per_step_accepted)
 
 
-def _reading_table(chunks: Sequence[int], accepted: Sequence[int]) -> tuple[list[list[int]], Callable[[int, int], bool]]:
-    """ways[i][j]: in how many ways chunks i.. read as steps with records j.. (counted up to 2).
+def _strict_reading(chunks: Sequence[int], accepted: Sequence[int]) -> tuple[int, list[int | None] | None]:
+    """The readings of `chunks` with record `accepted` when every drafting chunk has exactly
+    accepted + 1 tokens: (how many, up to 2; the earliest one, each chunk's record index).
 
-    A chunk is a step that verified drafts (n = accepted + 1, or fewer for the last chunk
-    when the reply stopped inside it) or a step with no proposal (n = 1).
+    A chunk of n != 1 tokens can only be the drafting step of the next record entry with
+    n - 1 accepted, so those pair up in order; between two of them the entries with 0
+    accepted go to one-token chunks there, any of them: the earliest ones are taken, and
+    the reading is unique when the entries fill that gap or there are none. Linear.
     """
-    last = len(chunks) - 1
+    if any(size < 1 for size in chunks):
+        return 0, None
+    forced = [i for i, size in enumerate(chunks) if size != 1]
+    nonzero = [j for j, kept in enumerate(accepted) if kept != 0]
+    if len(forced) != len(nonzero) or any(chunks[i] != accepted[j] + 1 for i, j in zip(forced, nonzero)):
+        return 0, None
+    reading: list[int | None] = [None] * len(chunks)
+    ways = 1
+    chunk_bounds, record_bounds = [-1, *forced, len(chunks)], [-1, *nonzero, len(accepted)]
+    for gap in range(len(chunk_bounds) - 1):
+        ones = range(chunk_bounds[gap] + 1, chunk_bounds[gap + 1])
+        zeros = range(record_bounds[gap] + 1, record_bounds[gap + 1])
+        if len(zeros) > len(ones):
+            return 0, None
+        if 0 < len(zeros) < len(ones):
+            ways = 2
+        for i, j in zip(ones, zeros):
+            reading[i] = j
+        if gap < len(forced):
+            reading[forced[gap]] = nonzero[gap]
+    return ways, reading
 
-    def fits(i: int, j: int) -> bool:
-        return chunks[i] == accepted[j] + 1 or (i == last and 0 < chunks[i] <= accepted[j] + 1)
 
-    ways = [[0] * (len(accepted) + 1) for _ in range(len(chunks) + 1)]
-    ways[len(chunks)][len(accepted)] = 1
-    for i in range(len(chunks) - 1, -1, -1):
-        for j in range(len(accepted), -1, -1):
-            plain = ways[i + 1][j] if chunks[i] == 1 else 0
-            drafting = ways[i + 1][j + 1] if j < len(accepted) and fits(i, j) else 0
-            ways[i][j] = min(2, plain + drafting)
-    return ways, fits
+def _reading(chunks: Sequence[int], accepted: Sequence[int]) -> tuple[int, list[int | None] | None]:
+    """As _strict_reading, where the last chunk may also hold fewer tokens than its step's
+    accepted + 1 (the reply stopped inside it). At most one of the two kinds of reading
+    exists: they need different numbers of chunks of n != 1 tokens."""
+    ways, reading = _strict_reading(chunks, accepted)
+    if reading is None and chunks and accepted and 1 <= chunks[-1] < accepted[-1] + 1:
+        ways, head = _strict_reading(chunks[:-1], accepted[:-1])
+        reading = None if head is None else [*head, len(accepted) - 1]
+    return ways, reading
 
 
 def rebuild(
@@ -123,21 +145,16 @@ def rebuild(
     Where a one-token chunk could be either a step that rejected every draft or a step
     with no proposal, the earliest reading is taken (see `is_unambiguous`): the token is
     the target's either way, only which of those chunks is called RECOVERED can differ.
+    Linear in the reply's length: a server's record costs no more than its chunks.
     """
     if not chunk_sizes:
         return []
-    chunks = list(chunk_sizes[1:])
-    ways, fits = _reading_table(chunks, per_step_accepted)
-    if not ways[0][0]:
+    _, reading = _reading(list(chunk_sizes[1:]), per_step_accepted)
+    if reading is None:
         return None
     steps = [StepCount(chunk_sizes[0], 0, 0)]
-    j = 0
-    for i, size in enumerate(chunks):
-        if j < len(per_step_accepted) and fits(i, j) and ways[i + 1][j + 1]:
-            steps.append(StepCount(size, per_step_drafted[j], per_step_accepted[j]))
-            j += 1
-        else:
-            steps.append(StepCount(size, 0, 0))
+    for size, j in zip(chunk_sizes[1:], reading):
+        steps.append(StepCount(size, 0, 0) if j is None else StepCount(size, per_step_drafted[j], per_step_accepted[j]))
     return steps
 
 
@@ -145,8 +162,8 @@ def is_unambiguous(chunk_sizes: Sequence[int], per_step_accepted: Sequence[int])
     """True when the record can be laid over the chunks in exactly one way."""
     if not chunk_sizes:
         return True
-    ways, _ = _reading_table(list(chunk_sizes[1:]), per_step_accepted)
-    return ways[0][0] == 1
+    ways, _ = _reading(list(chunk_sizes[1:]), per_step_accepted)
+    return ways == 1
 
 
 def counted_step(

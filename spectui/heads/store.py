@@ -14,7 +14,9 @@ from pathlib import Path
 
 import torch
 
+from spectui.core import json_text
 from spectui.core.errors import ModelError
+from spectui.core.files import SETTINGS_FILE_LIMIT, read_capped_text
 from spectui.heads.lm import input_dtype
 
 KINDS = ("medusa", "eagle")
@@ -106,7 +108,7 @@ def read_config(folder: Path) -> dict:
     if not path.is_file():
         raise ModelError(f"{folder} holds no trained heads ({CONFIG_FILE} is missing): make them with spectui heads train")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json_text.loads(read_capped_text(path, SETTINGS_FILE_LIMIT))
     except UnicodeDecodeError as error:
         raise ModelError(f"{path}: not UTF-8 text (byte {error.start}): {RETRAIN}") from None
     except json.JSONDecodeError as error:

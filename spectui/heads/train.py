@@ -43,9 +43,16 @@ class TrainingPrompt(Protocol):
 
 
 def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
+    from spectui.core.errors import UsageError
+    from spectui.core.files import TEXT_FILE_LIMIT, read_capped, reason
+
     sequences = []
     for path in paths:
-        ids = tokenizer(Path(path).read_text(errors="replace"))["input_ids"]
+        try:
+            text = read_capped(path, TEXT_FILE_LIMIT).decode("utf-8", errors="replace")
+        except OSError as error:
+            raise UsageError(f"--text {path}: cannot read it ({reason(error)})") from None
+        ids = tokenizer(text)["input_ids"]
         sequences += [ids[i : i + TEXT_CHUNK_TOKENS] for i in range(0, len(ids), TEXT_CHUNK_TOKENS)]
     return [ids for ids in sequences if len(ids) >= 4]
 

@@ -11,11 +11,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from spectui.core.engine import Engine
+from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 from spectui.core.stats import ReplyStats, summarize
 from spectui.measure.speed import decode_tokens_per_s, tokens_per_s
 
 Clock = Callable[[], float]
+# Far above any k (K_MAX) or draft tree: a step claiming more drafts comes from a broken
+# engine, and counting it would size per-position lists by it (1e11 was a MemoryError).
+MAX_STEP_DRAFTS = 1024
+
+
+def check_step(step: Step) -> None:
+    """Refuse a Step whose numbers no engine can mean: one line that ends the reply."""
+    drafted = step.num_drafted
+    if not 0 <= drafted <= MAX_STEP_DRAFTS or not 0 <= step.num_accepted <= max(drafted, len(step.token_ids)):
+        raise SpectuiError(
+            f"the engine sent a step of {drafted} drafted and {step.num_accepted} accepted tokens"
+            f" (at most {MAX_STEP_DRAFTS}): the reply ends here"
+        )
 
 
 def prompt_messages(prompt: str, system: str | None = None) -> list[Message]:
@@ -147,8 +161,11 @@ def run_reply(
         for event in stream:
             if isinstance(event, Done):
                 reply.ended = clock()
+                for step in event.restated_steps or ():
+                    check_step(step)
                 reply.finish(event)
                 break
+            check_step(event)
             reply.add(event, clock())
             if on_step is not None:
                 on_step(event, reply)

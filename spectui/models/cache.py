@@ -32,6 +32,29 @@ def int8_scheme() -> dict:
 
 
 _checked: dict[Path, int] = {}  # folders whose quick check passed in this process -> their marker's mtime
+# Beside spectui.json once every byte matched its checksum, holding that spectui.json's mtime: the
+# first load after a download (and `models verify`) hashes every byte, later loads the sample
+# (which misses a flip between its blocks).
+FULL_CHECK_FILE = "full-check-passed"
+
+
+def _full_check_passed(folder: Path, stamp: int) -> bool:
+    try:
+        return (folder / FULL_CHECK_FILE).read_text().strip() == str(stamp)
+    except OSError:
+        return False
+
+
+def record_full_check(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # a read-only cache: every load hashes every byte then
+        (folder / FULL_CHECK_FILE).write_text(str((folder / MARKER_FILE).stat().st_mtime_ns))
+
+
+def forget_full_check(folder: Path) -> None:
+    """The next load hashes every byte again (a verify found damage that a rebuild must replace)."""
+    _checked.pop(folder, None)
+    with contextlib.suppress(OSError):
+        (folder / FULL_CHECK_FILE).unlink()
 
 
 def cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8") -> str | None:
@@ -49,11 +72,15 @@ def cache_problem(folder: Path, source_sha256: str | None, weights: str = "int8"
     stamp = (folder / MARKER_FILE).stat().st_mtime_ns
     if _checked.get(folder) == stamp:
         return None
-    problem = quick_problem(folder, marker.get("files") or {})
-    if problem is None and not marker.get("files"):
+    records = marker.get("files") or {}
+    full = not _full_check_passed(folder, stamp)
+    problem = full_problem(folder, records) if full else quick_problem(folder, records)
+    if problem is None and not records:
         problem = "lists no checksums"
     if problem is not None:
         return f"is damaged ({problem})"
+    if full:
+        record_full_check(folder)
     _checked[folder] = stamp
     return None
 
@@ -137,7 +164,7 @@ def verify_folder(folder: Path, progress: ByteProgress | None = None) -> str | N
         return "incomplete (no spectui.json)"
     if marker.get("format") != STORE_FORMAT:
         return "written by an older spectui (float32 weights, no checksums)"
-    problem = full_problem(folder, marker.get("files") or {}, progress)
+    problem = _hashed_whole(folder, marker.get("files") or {}, progress)
     if problem is not None:
         return problem
     float_folder = folder / FLOAT32_FOLDER
@@ -145,23 +172,48 @@ def verify_folder(folder: Path, progress: ByteProgress | None = None) -> str | N
         float_marker = read_marker(float_folder)
         if float_marker is None:
             return f"{FLOAT32_FOLDER}/ is incomplete"
-        problem = full_problem(float_folder, float_marker.get("files") or {}, progress)
+        problem = _hashed_whole(float_folder, float_marker.get("files") or {}, progress)
         if problem is not None:
             return f"{FLOAT32_FOLDER}/{problem}"
     return None
+
+
+def _hashed_whole(folder: Path, records: dict, progress: ByteProgress | None) -> str | None:
+    """full_problem, remembered: a pass spares the next load its full hash, damage makes it hash
+    every byte (the sampled check may miss it)."""
+    problem = full_problem(folder, records, progress)
+    if problem is None:
+        record_full_check(folder)
+    else:
+        forget_full_check(folder)
+    return problem
+
+
+def cache_unwritable(error: OSError) -> ModelError:
+    """A read-only or full cache folder: the one line that says where and what to do."""
+    return ModelError(
+        f"cannot write the model cache {cache_dir()} ({error.strerror or error}): "
+        "make it writable, or set SPECTUI_CACHE_DIR to a folder of your own"
+    )
 
 
 @contextlib.contextmanager
 def cache_lock(key: str) -> Iterator[None]:
     """One process at a time converts or removes a given model; the others wait, then see the result."""
     locks = cache_dir() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
     try:
+        locks.mkdir(parents=True, exist_ok=True)
         import fcntl
     except ImportError:  # Windows: no advisory locks; the atomic renames still keep the cache sane
         yield
         return
-    with open(locks / f"{key}.lock", "w") as handle:
+    except OSError as error:
+        raise cache_unwritable(error) from None
+    try:
+        handle = open(locks / f"{key}.lock", "w")
+    except OSError as error:
+        raise cache_unwritable(error) from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -1,9 +1,11 @@
 """Checksums of the files a model folder is made of: recorded when written, checked on use.
 
-Every load makes a quick check: each file's size, the full sha256 of the small files and, for
-the large weight files, the sha256 of a 4 KiB sample every 128 KiB (any damage that spans
-132 KiB or more, and any truncation, is caught in a few tens of milliseconds). `spectui models
-verify` and `spectui doctor` hash every byte.
+The first load after a download (or after a verify found damage) hashes every byte; later
+loads make a quick check: each file's size, the full sha256 of the small files and, for the
+large weight files, the sha256 of a 4 KiB sample every 128 KiB (any damage that spans 132 KiB
+or more, and any truncation, is caught in a few tens of milliseconds; a flip between the
+samples is not). `spectui models verify` and `spectui doctor` hash every byte.
+spectui.models.cache records which folders passed the full check.
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import json
 import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from spectui.core import json_text
 from spectui.core.errors import ModelError, UsageError
+from spectui.core.files import MODEL_JSON_LIMIT, read_capped_text
 from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
 from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
@@ -292,7 +293,7 @@ def _describe(folder: Path, vocab: dict[str, int], width: int) -> str:
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_text.loads(read_capped_text(path, MODEL_JSON_LIMIT))
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot read {path}: {_first_line(error)}") from None
 

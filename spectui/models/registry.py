@@ -7,13 +7,13 @@ this module without touching torch or transformers.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from spectui.core import json_text
 from spectui.core.errors import ModelError
 
 DEFAULT_TARGET = "qwen2.5-coder-1.5b"
@@ -254,7 +254,7 @@ def gguf_dir(alias_or_key: str) -> Path:
 def read_marker(folder: Path) -> dict | None:
     """The spectui.json of a converted folder, or None when the folder is missing or incomplete."""
     try:
-        return json.loads((folder / MARKER_FILE).read_text())
+        return json_text.loads((folder / MARKER_FILE).read_text())
     except (OSError, ValueError):
         return None
 

@@ -16,6 +16,7 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spectui.core import json_text
 from spectui.core.errors import ModelError
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def read_header(path: Path) -> tuple[dict, dict, int]:
     except OSError as error:
         raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
     try:
-        header = json.loads(text)
+        header = json_text.loads(text)
     except ValueError:
         raise ModelError(f"{path.name} is not a safetensors file (unreadable header)") from None
     if not isinstance(header, dict):

@@ -97,6 +97,20 @@ class Matches:
             raise OptionError(name, f"{name} must be {self.shape}, got {value!r}")
 
 
+SEED_LIMIT = 2**63  # torch and vLLM take a signed 64-bit seed: 2**64 loaded the models, then overflowed
+
+
+def check_seed(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < SEED_LIMIT:
+        raise OptionError(name, f"{name} must be an integer from 0 to 2**63 - 1, got {value!r}")
+
+
+def check_model_name(name: str, value: object) -> None:
+    """An empty name (-m "") is a mistake, not a request for the default pair."""
+    if not isinstance(value, str) or not value.strip():
+        raise OptionError(name, f"{name} must name a model (an alias, a folder, a .gguf file or a hub id), got {value!r}")
+
+
 def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise OptionError(name, f"{name} must be one of {', '.join(choices)}, got {value!r}")

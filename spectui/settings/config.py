@@ -15,6 +15,7 @@ from dataclasses import field, fields, replace
 from pathlib import Path
 
 from spectui.core.errors import UsageError
+from spectui.core.files import SETTINGS_FILE_LIMIT, FileTooLarge, NotAFile, read_capped
 from spectui.settings.checks import OptionError
 from spectui.settings.keymap import clash, key_problem, screens, split_keys
 from spectui.settings.options import EngineOptions, engine_options_from_values
@@ -139,11 +140,13 @@ def load_config(path: Path | None = None) -> ChatConfig:
     """The config file's settings over the defaults; a missing file is the defaults."""
     path = path or config_path()
     try:
-        data = path.read_bytes()
+        data = read_capped(path, SETTINGS_FILE_LIMIT)
     except FileNotFoundError:
         return ChatConfig()
     except IsADirectoryError:
         raise ConfigError(f"{path} is a folder, not a config file: move it away (spectui config init writes one)") from None
+    except (NotAFile, FileTooLarge) as error:
+        raise ConfigError(f"{path}: {error.strerror}: move it away (spectui config init writes one)") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read it ({error.strerror or error}): {_ACCESS_ADVICE}") from None
     try:

@@ -86,8 +86,11 @@ def speculative_config_dict(text: str) -> dict:
     """--speculative-config as a dict; a bad one is a one-line error."""
     import json
 
+    from spectui.core import json_text
+
     try:
-        value = json.loads(text)
+        # finite: 1e400 would come back out of `serve --print` as Infinity, which is not JSON
+        value = json_text.loads(text, finite=True)
     except json.JSONDecodeError as error:
         raise OptionError("speculative_config", f"--speculative-config is not JSON: {error.msg} at column {error.colno}") from None
     if not isinstance(value, dict):

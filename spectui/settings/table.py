@@ -20,6 +20,8 @@ from spectui.settings.checks import (
     Matches,
     Within,
     check_choice,
+    check_model_name,
+    check_seed,
     check_temperature_setting,
     k_setting,
 )
@@ -90,9 +92,9 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", str, None, "Target: alias, local folder, .gguf or hub id.",
-            ("--model", "-m"), ALL),
+            ("--model", "-m"), ALL, check=check_model_name),
     Setting("draft", str, None, "Draft model (same tokenizer as the target).",
-            ("--draft", "-d"), ALL),
+            ("--draft", "-d"), ALL, check=check_model_name),
     Setting("method", str, "draft",
             "Where drafts come from: draft, ngram, or suffix (embedded engine: the prompt and past replies); "
             "medusa or eagle with --heads (embedded engine); "
@@ -110,7 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_tokens", int, 512, "Stop after this many tokens.",
             ("--max-tokens",), RUNS | {"bench"}, check=Within(0, low_open=True),
             variants={"bench": {"default": None, "help": "Reply budget for every case (default: the workload's)."}}),
-    Setting("seed", int, 0, "Seed for sampling.", ("--seed",), RUNS),
+    Setting("seed", int, 0, "Seed for sampling.", ("--seed",), RUNS, check=check_seed),
     Setting("dtype", str, "auto",
             "Target precision: auto (the fastest lossless one), float32, bfloat16, float16 or int8.",
             ("--dtype",), ALL, choices=DTYPES,

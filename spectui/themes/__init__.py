@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from spectui.core.files import SETTINGS_FILE_LIMIT, read_capped_text
 from spectui.settings.config import ConfigError, config_dir
 from spectui.themes.colours import is_colour
 
@@ -165,7 +166,7 @@ def _themes_in(folder: Path, errors: list[str] | None):
 
 def read_theme_file(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_capped_text(path, SETTINGS_FILE_LIMIT)
     except UnicodeDecodeError as error:
         raise ConfigError(f"theme {path.name}: not UTF-8 text (byte {error.start}): save it as UTF-8") from None
     except OSError as error:

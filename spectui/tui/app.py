@@ -41,6 +41,7 @@ class SpectuiApp(App):
         export_dir: Path | None = None,
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
+        history_off: str | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -54,6 +55,7 @@ class SpectuiApp(App):
         self.export_dir = export_dir or data_folder("exports")
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
+        self.history_off = history_off  # why the chat runs without history (the store did not open)
         self.chat_screen = None
         for theme in self.spectui_themes.values():
             self.register_theme(textual_theme(theme))
@@ -88,6 +90,8 @@ class SpectuiApp(App):
             self.theme = DEFAULT_THEME
             known = ", ".join(sorted(self.spectui_themes))
             self.notify(f"No theme {self.config.theme!r}; using {DEFAULT_THEME} (known: {known})", severity="warning")
+        if self.history_off:
+            self.notify(f"History is off, nothing is saved: {self.history_off}", severity="warning", timeout=15)
         if not self._themes_given:  # themes from the config dir: say which were skipped
             for problem in theme_errors():
                 self.notify(f"Theme skipped: {problem}", severity="warning", timeout=8)

@@ -94,10 +94,10 @@ def test_an_unreadable_file_says_what_to_do(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
     path.write_text("k = 4\n")
 
-    def refuse(self):
-        raise PermissionError(13, "Permission denied", str(self))
+    def refuse(file, limit):
+        raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr(type(path), "read_bytes", refuse)
+    monkeypatch.setattr("spectui.settings.config.read_capped", refuse)  # the one reader of user files
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert str(caught.value) == (

@@ -33,3 +33,42 @@ async def test_a_plain_server_streams_and_the_panel_says_speculation_is_not_repo
     assert text == fake.reply
     assert kinds == {"target"}
     assert "not reported by this server" in panel
+
+
+async def test_esc_ends_a_reply_whose_server_withholds_its_headers(make_app):
+    # Issue 42: "cancelling" for 57 s, then "no data in time"; Ctrl+Q took 17 s.
+    import time
+
+    fake = FakeOpenAI(withhold_headers=True)
+    with fake_server(fake) as url:
+        app = make_app(lambda progress: ServerEngine(url, read_timeout=120), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            await send(pilot, "hello?")
+            await wait_for(pilot, fake.chat_requests.is_set)
+            pressed = time.monotonic()
+            await pilot.press("escape")
+            await reply_done(pilot)
+            seconds = time.monotonic() - pressed
+            ended = app.chat_screen.query(ReplyView).last().finish_reason
+        fake.stop.set()
+    assert ended == "cancelled"
+    assert seconds < 2, f"Esc took {seconds:.1f} s"
+
+
+async def test_quitting_while_the_server_withholds_its_headers_is_prompt(make_app):
+    import time
+
+    fake = FakeOpenAI(withhold_headers=True)
+    with fake_server(fake) as url:
+        app = make_app(lambda progress: ServerEngine(url, read_timeout=120), ChatConfig(engine="server", server=url))
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            await send(pilot, "hello?")
+            await wait_for(pilot, fake.chat_requests.is_set)
+            pressed = time.monotonic()
+            await pilot.press("ctrl+q")
+        seconds = time.monotonic() - pressed
+        fake.stop.set()
+    assert app.host.engine is None  # closed: the reply's thread ended before the host's wait ran out
+    assert seconds < 3, f"Ctrl+Q took {seconds:.1f} s"

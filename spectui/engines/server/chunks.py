@@ -13,9 +13,9 @@ drafts: llama-server in `timings` (draft_n, draft_n_accepted), LM Studio in `sta
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from spectui.core import json_text
 from spectui.engines.server.transport import message_of, one_line
 
 
@@ -43,7 +43,7 @@ class ChatChunk:
 def parse_chunk(data: str) -> ChatChunk:
     """One SSE payload as a ChatChunk; a payload that is not a chunk is an error chunk."""
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except ValueError:
         return ChatChunk(error=f"the server sent a chunk that is not JSON: {one_line(data, 80)}")
     if not isinstance(value, dict):

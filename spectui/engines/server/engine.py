@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from spectui.core.engine import SPECULATION_NOT_REPORTED, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
@@ -25,6 +24,7 @@ from spectui.core.reasoning import THINK_CLOSE, THINK_OPEN
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 from spectui.engines.server import transport
+from spectui.engines.server.bounds import draft_counts_problem, record_problem
 from spectui.engines.server.chunks import ChatChunk, DraftCounts, parse_chunk
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
@@ -33,11 +33,11 @@ from spectui.engines.server.prometheus import (
     parse_samples,
     spec_counters,
 )
-from spectui.engines.server.reader import EventReader
+from spectui.engines.server.reader import EventReader, unless_cancelled
 from spectui.engines.server.reconcile import reconcile, spread_counts
 from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
 from spectui.core.errors import UsageError
-from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
+from spectui.core.events import K_MAX, Control, Done, FinishReason, GenerationParams, Message, Step
 
 API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
 # vLLM's speculative_config "method" -> spectui's --method
@@ -65,6 +65,7 @@ class ServerEngine(Engine):
         *,
         connect_timeout: float = transport.CONNECT_TIMEOUT_S,
         read_timeout: float = transport.READ_TIMEOUT_S,
+        header_timeout: float | None = None,
     ) -> None:
         try:
             self.address = ServerAddress.parse(url)
@@ -73,6 +74,8 @@ class ServerEngine(Engine):
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        # From the request to the server's response headers (a queued request waits there).
+        self.header_timeout = read_timeout if header_timeout is None else header_timeout
         self.vllm_extensions = True  # return_token_ids, stop_token_ids: off once a server refuses them
         try:
             served = self._served_models()
@@ -89,7 +92,7 @@ class ServerEngine(Engine):
         config = config if isinstance(config, dict) else None
         if self.server_k is None and config is not None:
             configured = config.get("num_speculative_tokens") or 0
-            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= 64 else None
+            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= K_MAX else None
         self.info = EngineInfo(
             name="server",
             target=safe_line(self.model),  # shown; the requests name the model as served
@@ -126,13 +129,16 @@ class ServerEngine(Engine):
 
     def server_counters(self) -> SpecCounters | None:
         """The server-wide spec_decode totals now; None when /metrics has none or fails."""
-        counters, _ = self._read_metrics()
+        return self._counters()
+
+    def _counters(self, abort: transport.Abort | None = None) -> SpecCounters | None:
+        counters, _ = self._read_metrics(abort)
         return counters
 
-    def _read_metrics(self) -> tuple[SpecCounters | None, bool]:
+    def _read_metrics(self, abort: transport.Abort | None = None) -> tuple[SpecCounters | None, bool]:
         """(counters, whether the text came from vLLM); (None, False) when unreadable."""
         try:
-            text = transport.get(self.address, "/metrics", self.api_key, timeout=self.connect_timeout)
+            text = transport.get(self.address, "/metrics", self.api_key, timeout=self.connect_timeout, abort=abort)
             samples = parse_samples(text.decode("utf-8", "replace"))
         except (ServerError, PrometheusFormatError):
             return None, False
@@ -164,44 +170,15 @@ class ServerEngine(Engine):
         self, messages: Sequence[Message], params: GenerationParams, control: Control
     ) -> Iterator[Step | Done]:
         temperature = control.temperature  # fixed for the request: the server samples
-        before = self.server_counters()
-        reply = ReplyState(started=time.perf_counter())
-        try:
-            stream = self._open(messages, params, temperature)
-        except ServerError as error:
-            yield Done("error", error=str(error))
-            return
-
-        reader = EventReader(stream)
-        try:
-            while not control.cancelled:
-                item = reader.next()
-                if item is None:
-                    continue  # nothing from the server yet: look at Esc again
-                kind, value = item
-                if kind == "end":
-                    break
-                if kind == "error":
-                    reply.failure = self._dropped(reply.steps, transport.describe(value))
-                    break
-                if str(value).strip() == "[DONE]":
-                    reply.ended_normally = True
-                    break
-                chunk = parse_chunk(str(value))
-                if chunk.error is not None:
-                    reply.failure = f"the server at {self.url} reported an error: {chunk.error}"
-                    break
-                reply.note(chunk)
-                room = params.max_tokens - reply.num_tokens
-                step = self._step(chunk, reply, temperature, room)
-                if step is not None:
-                    yield step
-                if chunk_tokens(chunk) > room:
-                    # The server went past the max_tokens it was sent: the client keeps its own.
-                    reply.finish = "length"
-                    break
-        finally:
-            reader.stop()
+        reply = ReplyState(started=time.perf_counter(), max_tokens=params.max_tokens)
+        # Every wait on the server is Esc's to end, the response headers' included.
+        before = unless_cancelled(self._counters, control)
+        if not control.cancelled:
+            reader = EventReader(lambda abort: self._open(messages, params, temperature, abort))
+            try:
+                yield from self._follow(reader, reply, params, temperature, control)
+            finally:
+                reader.stop()
 
         timing = reply.timing()
         if control.cancelled:
@@ -212,12 +189,55 @@ class ServerEngine(Engine):
             failure = self._dropped(reply.steps, "the stream ended early")
         if failure is None and reply.finish is not None and reply.finish not in FINISHED:
             failure = f"the server at {self.url} ended the reply with finish_reason={reply.finish!r}"
+        if failure is None:
+            failure = self._out_of_bounds(reply)
         if failure is not None:
             yield Done("error", error=failure, **timing)
             return
-        yield self._done(reply, before, FINISHED.get(reply.finish or "stop", "stop"), timing)
+        after = unless_cancelled(self._counters, control) if before is not None else None
+        yield self._done(reply, (before, after), FINISHED.get(reply.finish or "stop", "stop"), timing)
 
-    def _open(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> transport.Stream:
+    def _follow(
+        self, reader: EventReader, reply: "ReplyState", params: GenerationParams, temperature: float, control: Control
+    ) -> Iterator[Step]:
+        """The reply's Steps as the reader brings them, until it ends, fails or Esc."""
+        while not control.cancelled:
+            item = reader.next()
+            if item is None:
+                if not reply.answered and time.perf_counter() - reply.started > self.header_timeout:
+                    reply.failure = f"the server at {self.url} sent no response in {self.header_timeout:.0f} s"
+                    return
+                continue  # nothing from the server yet: look at Esc again
+            kind, value = item
+            if kind == "opened":
+                reply.answered = True
+                continue
+            if kind in ("end", "refused", "error"):
+                if kind == "refused":
+                    reply.failure = str(value)
+                elif kind == "error":
+                    reply.failure = self._dropped(reply.steps, transport.describe(value))
+                return
+            if str(value).strip() == "[DONE]":
+                reply.ended_normally = True
+                return
+            chunk = parse_chunk(str(value))
+            if chunk.error is not None:
+                reply.failure = f"the server at {self.url} reported an error: {chunk.error}"
+                return
+            reply.note(chunk)
+            room = params.max_tokens - reply.num_tokens
+            step = self._step(chunk, reply, temperature, room)
+            if step is not None:
+                yield step
+            if chunk_tokens(chunk) > room:
+                # The server went past the max_tokens it was sent: the client keeps its own.
+                reply.finish = "length"
+                return
+
+    def _open(
+        self, messages: Sequence[Message], params: GenerationParams, temperature: float, abort: transport.Abort | None = None
+    ) -> transport.Stream:
         """The reply's stream. A strict server (OpenAI's own API, some proxies) refuses vLLM's
         extensions: asked once more without them, and never again on this engine."""
         def post() -> transport.Stream:
@@ -228,6 +248,7 @@ class ServerEngine(Engine):
                 self.api_key,
                 connect_timeout=self.connect_timeout,
                 read_timeout=self.read_timeout,
+                abort=abort,
             )
 
         try:
@@ -290,14 +311,27 @@ class ServerEngine(Engine):
         reply.add(step, now)
         return step
 
+    def _out_of_bounds(self, reply: "ReplyState") -> str | None:
+        problem = record_problem(reply.record, reply.max_tokens) or draft_counts_problem(
+            reply.draft_counts, reply.max_tokens
+        )
+        return f"the server at {self.url} sent {problem}: a protocol error" if problem else None
+
     def _dropped(self, steps: Sequence[Step], why: str) -> str:
         num_tokens = sum(len(step.token_ids) for step in steps)
         return f"the server at {self.url} closed the stream after {num_tokens} tokens ({why})"
 
-    def _done(self, reply: "ReplyState", before: SpecCounters | None, finish_reason: FinishReason, timing: dict) -> Done:
+    def _done(
+        self,
+        reply: "ReplyState",
+        counters: tuple[SpecCounters | None, SpecCounters | None],
+        finish_reason: FinishReason,
+        timing: dict,
+    ) -> Done:
+        """`counters`: the server's before and after the reply (None: not read)."""
         self._learn_k(reply.record)
         engine_stats: dict = dict(reply.record or {})
-        after = self.server_counters() if before is not None else None
+        before, after = counters
         if before is not None and after is not None:
             # Server-wide: other clients' requests in the same interval count too.
             engine_stats.update((after - before).as_stats())
@@ -334,7 +368,7 @@ class ServerEngine(Engine):
         if self.server_k is not None or not record:
             return
         k = record.get("num_spec_tokens")
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= 64:
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= K_MAX:
             return  # absent or garbled: k stays unknown, as without /metrics
         self.server_k = k
         if self.info.method == "server" and k == 0:
@@ -358,6 +392,7 @@ class ReplyState:
     """What one reply's stream has said so far."""
 
     started: float
+    max_tokens: int = 2**31  # what the request allowed: the server's numbers are bounded by it
     steps: list[Step] = field(default_factory=list)
     num_tokens: int = 0
     prompt_ids: tuple[int, ...] = ()
@@ -366,6 +401,7 @@ class ReplyState:
     draft_counts: DraftCounts | None = None  # llama-server's or LM Studio's counts
     finish: str | None = None
     ended_normally: bool = False  # [DONE] came
+    answered: bool = False  # the server sent its response headers
     plain: bool = False  # text without token ids: a server that is not vLLM
     failure: str | None = None
     first_token_at: float | None = None
@@ -446,8 +482,10 @@ def api_key_from_environment() -> str | None:
 
 def read_api_key_file(path: str) -> str:
     """The key in a file of its own (one line); errors name the file, never its content."""
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    from spectui.core.files import SMALL_FILE_LIMIT, read_capped_text
+
+    try:  # capped, and only a regular file: a link to /dev/zero would fill memory
+        text = read_capped_text(path, SMALL_FILE_LIMIT).strip()
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or type(error).__name__
         raise UsageError(f"--api-key-file {path}: cannot read it ({reason})") from None
@@ -469,7 +507,11 @@ def build_server_engine(options, progress=None) -> ServerEngine:
     """A ServerEngine from CLI options (`--server`, `--api-key`, `--model`)."""
     if not options.server:
         raise UsageError("--engine server needs --server URL (e.g. http://127.0.0.1:8000)")
-    shown = f"connecting to {redacted(options.server)}"  # a password in the URL stays unshown
+    try:
+        ServerAddress.parse(options.server)  # a bad URL is one line before anything is shown
+    except ValueError as error:
+        raise UsageError(f"--server: {error}") from None
+    shown = f"connecting to {redacted(options.server)}"  # a password or query key stays unshown
     if progress is not None:
         progress(shown, 0, 1)
     engine = ServerEngine(options.server, api_key=api_key_for(options), model=options.model)

@@ -10,14 +10,17 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from spectui.core.events import K_MAX
+
 # The series vLLM's SpecDecodingProm writes (vllm/v1/spec_decode/metrics.py). Counters
 # are exposed with a `_total` suffix; their `_created` twins are timestamps, not counts.
 NUM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 NUM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 NUM_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-# Far above any k: a larger `position` label is garbage, and would build a huge tuple.
-MAX_POSITIONS = 1024
+# A draft position is below k, and k is at most K_MAX: a larger `position` label is garbage,
+# which would build a huge tuple, or a k that no control can hold.
+MAX_POSITIONS = K_MAX
 
 
 @dataclass(frozen=True)

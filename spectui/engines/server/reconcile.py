@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.engines.provenance import StepCount, is_unambiguous, rebuild, restate
+from spectui.engines.server.bounds import MAX_DRAFTS_PER_STEP
 from spectui.engines.server.chunks import DraftCounts
 from spectui.core.events import Source, Step
 
@@ -93,6 +94,9 @@ def spread_counts(steps: Sequence[Step], counts: DraftCounts | None, *, method: 
         return Reconciliation(approximate=True, ambiguous=False, restated_steps=None, counts=None)
     accepted = share(counts.accepted, forwards - 1)
     rejected = share(counts.drafted - counts.accepted, forwards - 1)
+    if forwards > 1 and accepted[0] + rejected[0] > MAX_DRAFTS_PER_STEP:
+        # More drafts a forward than any k: the counts cannot be spread as steps.
+        return Reconciliation(approximate=True, ambiguous=False, restated_steps=None, counts=None)
     restated: list[Step] = []
     position = 0
     for forward in range(forwards):

@@ -12,10 +12,14 @@ import http.client
 import json
 import socket
 import ssl
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 import httpx
+
+from spectui.core import json_text
+from spectui.core.safe_text import safe_line
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
@@ -47,16 +51,22 @@ class ServerAddress:
         """Accepts `http://host:port`, `host:port`, the OpenAI-style base `…/v1`, and a user
         and password in the URL."""
         text = url.strip()
+        shown = safe_line(redacted(url))
+        unsafe = url_character_problem(text)
+        if unsafe:
+            raise ValueError(f"{shown!r} has {unsafe}: a URL has none")
         if "://" not in text:
             text = "http://" + text
         parts = urlsplit(text)
-        shown = redacted(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{shown!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
         try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+            named_port = parts.port
         except ValueError:
-            raise ValueError(f"{shown!r} has a port that is not a number") from None
+            raise ValueError(f"{shown!r} has a port that is not a number from 1 to 65535") from None
+        if named_port == 0:  # port 0 is no server's: urlsplit's 0 would have meant 80 here
+            raise ValueError(f"{shown!r} names port 0, which no server listens on")
+        port = named_port or (443 if parts.scheme == "https" else 80)
         prefix = parts.path.rstrip("/").removesuffix("/v1")
         credentials = None
         if parts.username is not None or parts.password is not None:
@@ -85,9 +95,28 @@ class ServerAddress:
         )
 
 
+def url_character_problem(text: str) -> str | None:
+    """What in `text` no URL holds: control characters (an escape, a CR/LF that would split
+    the request's header lines) or spaces."""
+    for character in text:
+        if ord(character) < 0x20 or 0x7F <= ord(character) <= 0x9F:
+            return f"a control character (U+{ord(character):04X})"
+        if character.isspace():
+            return "a space"
+    return None
+
+
 def redacted(url: str) -> str:
-    """`url` with any password (or lone user, which may be a key) replaced by ***."""
-    text = url.strip()
+    """`url` with any password (or lone user, which may be a key) and the values of its query
+    string (`?api_key=…`) replaced by ***."""
+    text, question, query = _without_password(url.strip()).partition("?")
+    if not question:
+        return text
+    pairs = (part.partition("=") for part in query.split("&"))
+    return text + "?" + "&".join(f"{name}=***" if sep else name for name, sep, _ in pairs)
+
+
+def _without_password(text: str) -> str:
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "", text
@@ -151,7 +180,7 @@ def refusal(url: str, path: str, status: int, body: bytes) -> ServerRefused:
 def error_message(body: bytes | str) -> str:
     """The message of an OpenAI/vLLM error body, on one line; "" when there is none."""
     try:
-        value = json.loads(body)
+        value = json_text.loads(body)
     except (ValueError, TypeError):
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
         return one_line(text)
@@ -183,11 +212,13 @@ def get(
     api_key: str | None,
     *,
     timeout: float = CONNECT_TIMEOUT_S,
+    abort: Abort | None = None,
 ) -> bytes:
     """The body of a GET answered 200; any other outcome is a ServerError."""
+    extensions = abort.extensions if abort is not None else {}
     try:
         with address.client(api_key, timeout, timeout) as client:
-            with client.stream("GET", address.prefix + path) as response:
+            with client.stream("GET", address.prefix + path, extensions=extensions) as response:
                 body = read_bounded(response, MAX_BODY_BYTES)
     except httpx.ConnectError as error:
         raise ServerError(unreachable_message(address.url, error)) from None
@@ -215,9 +246,51 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes:
 def get_json(address: ServerAddress, path: str, api_key: str | None, *, timeout: float = CONNECT_TIMEOUT_S):
     body = get(address, path, api_key, timeout=timeout)
     try:
-        return json.loads(body)
+        return json_text.loads(body)
     except ValueError:
         raise ServerError(f"the server at {address.url} sent {path} that is not JSON") from None
+
+
+class Abort:
+    """Stops a request from another thread at any point, before its response headers too:
+    httpx's trace hook hands over each socket as it connects, and aborting shuts them down,
+    which wakes a read that waits for the server (a connect in progress ends at its timeout)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.aborted = False
+
+    def trace(self, event: str, info: dict) -> None:
+        if not event.endswith("connect_tcp.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            aborted = self.aborted
+        if aborted:
+            _shut(sock)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    @property
+    def extensions(self) -> dict:
+        return {"trace": self.trace}
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
 
 
 class Stream:
@@ -235,10 +308,7 @@ class Stream:
         stream = self.response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
         if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
+            _shut(sock)
 
     def close(self) -> None:
         try:
@@ -255,6 +325,7 @@ def open_stream(
     *,
     connect_timeout: float,
     read_timeout: float,
+    abort: Abort | None = None,
 ) -> Stream:
     """POST `payload` and return the open response once the server accepted it (status 200).
 
@@ -263,7 +334,11 @@ def open_stream(
     client = address.client(api_key, connect_timeout, read_timeout)
     try:
         request = client.build_request(
-            "POST", address.prefix + path, content=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+            "POST",
+            address.prefix + path,
+            content=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            extensions=abort.extensions if abort is not None else {},
         )
         response = client.send(request, stream=True)
     except httpx.ConnectError as error:

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from spectui.core.errors import SpectuiError, one_line
+from spectui.core.files import write_text_atomically
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.core.safe_text import escaped_json
@@ -36,11 +37,10 @@ def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Pat
     markdown = folder / f"spectui-chat-{conversation_id}.md"
     document = folder / f"spectui-chat-{conversation_id}.json"
     trace = folder / f"spectui-chat-{conversation_id}.trace.jsonl"
-    markdown.write_text(export_markdown(conversation), encoding="utf-8")
-    document.write_text(escaped_json(export_json(conversation)), encoding="utf-8")
-    with trace.open("w", encoding="utf-8") as out:
-        for line in export_trace_jsonl(conversation):
-            out.write(escaped_json(line) + "\n")
+    # the CLI export's writer: a full disk leaves no empty or cut file behind
+    write_text_atomically(markdown, export_markdown(conversation))
+    write_text_atomically(document, escaped_json(export_json(conversation)))
+    write_text_atomically(trace, "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation)))
     return markdown, document, trace
 
 
