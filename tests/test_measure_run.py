@@ -75,14 +75,21 @@ def test_costs_are_medians_so_one_slow_step_moves_nothing():
     assert timings.verify_cost(4, target) == pytest.approx(1 + 4 * estimate.verify_slope)
 
 
-def test_without_a_plain_step_the_target_is_backed_out_with_the_default_slope():
-    timings = timings_of([[step(0, 5.0), step(2, 0.012, 0.002), step(4, 0.014, 0.004)]])  # the first: the prefill
+def test_without_a_plain_step_one_timed_k_backs_the_target_out_with_the_default_slope():
+    timings = timings_of([[step(0, 5.0), step(2, 0.012, 0.002), step(2, 0.012, 0.002)]])  # the first: the prefill
     assert 0 not in timings.verify
     estimate = timings.estimate()
-    assert estimate.verify_slope == DEFAULT_VERIFY_SLOPE
-    target = (0.012 / 1.2 + 0.014 / 1.4) / 2
+    assert estimate.verify_slope == DEFAULT_VERIFY_SLOPE and not estimate.slope_measured
+    target = 0.012 / (1 + 2 * DEFAULT_VERIFY_SLOPE)
     assert estimate.draft_cost == pytest.approx(0.001 / target)
     assert StepTimings().estimate() is None
+
+
+def test_without_a_plain_step_two_timed_ks_give_the_line_through_them():
+    timings = timings_of([[step(0, 5.0), step(2, 0.013, 0.002), step(4, 0.016, 0.004)]])  # t(n) = 0.010 + 0.0015 n
+    estimate = timings.estimate()
+    assert estimate.slope_measured and estimate.verify_slope == pytest.approx(0.15)
+    assert estimate.draft_cost == pytest.approx(0.001 / 0.010)
 
 
 def test_timings_merge_as_if_added_together():
