@@ -247,6 +247,7 @@ def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
     assert build.chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", backend="torch")).name == "torch"
     for options, why in (
         (EngineOptions(model="smollm2-135m", method="ngram", dtype="float32"), "--dtype float32 runs on torch"),
+        (EngineOptions(model="smollm2-135m", method="ngram", dtype="int8"), "--dtype int8 runs on torch"),
         (EngineOptions(model="smollm2-135m", method="medusa"), "medusa heads run on torch"),
         (EngineOptions(model="qwen2.5-1.5b", method="ngram"), "qwen2.5-1.5b has no GGUF"),
         (EngineOptions(model="smollm2-135m", method="ngram", device="cuda"), "--device cuda runs on torch"),

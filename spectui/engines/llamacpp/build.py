@@ -40,7 +40,7 @@ def ggml_problem(options: EngineOptions) -> str | None:
 
     if options.device.startswith(("cuda", "mps")):
         return f"--device {options.device} runs on torch"
-    if options.dtype not in ("auto", "int8"):
+    if options.dtype != "auto":
         return f"--dtype {options.dtype} runs on torch"
     if options.method in ("medusa", "eagle"):
         return f"{options.method} heads run on torch"
