@@ -198,21 +198,30 @@ def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_c
     tail = [(89 * i + 7) % span for i in range(most)]
     model.clear()
     model.decode(prefix, 1)
-    started = clock()
     alone = [model.decode([token], 1)[0] for token in tail]
-    one = (clock() - started) / most
-    rows, widest = 1, one
+    rows = 1
     for width in range(2, most + 1):
         model.keep(len(prefix))
-        started = clock()
         together = model.decode(tail[:width], width)
-        seconds = clock() - started
         if not all((together[i] == alone[i]).all() for i in range(width)):
             break
-        rows, widest = width, seconds
+        rows = width
+    one, widest = (_median_seconds(model, len(prefix), tail[:width], clock) for width in (1, rows))
     model.clear()
     slope = (widest / one - 1) / (rows - 1) if rows > 1 and one > 0 else 1.0
     return VerifyShape(rows, max(0.0, slope))
+
+
+def _median_seconds(model: LlamaModel, keep: int, tokens: list[int], clock, repeats: int = 5) -> float:
+    """One decode of `tokens` after `keep` cached positions, the median of a few (one alone is
+    at the mercy of whatever else the machine did in that moment)."""
+    times = []
+    for _ in range(repeats):
+        model.keep(keep)
+        started = clock()
+        model.decode(tokens, len(tokens))
+        times.append(clock() - started)
+    return sorted(times)[repeats // 2]
 
 
 def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
@@ -225,7 +234,7 @@ def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
     stat = model.path.stat()
     key = hashlib.sha256(f"{model.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_library_version()}:"
                          f"{_cpu_signature()}".encode()).hexdigest()[:24]
-    path = cache_dir() / "llamacpp" / "invariant-rows.json"
+    path = cache_dir() / "llamacpp" / "verify-shape.json"
     try:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
