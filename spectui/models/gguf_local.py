@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from spectui.core.errors import ModelError
-from spectui.models.fetch import ProgressFn, for_model, no_progress
+from spectui.models.fetch import ProgressFn, for_model
 from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir, resolve
 
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
@@ -92,7 +92,7 @@ def tokenizer_folder(name: str, gguf: Path, progress: ProgressFn | None = None) 
     from spectui.models.cache import cache_lock
     from spectui.models.convert import quiet_transformers
 
-    report = for_model(progress, Path(name).name) if progress else no_progress
+    report = for_model(progress, Path(name).name)
     with cache_lock(f"tokenizer-{folder.name}"):
         if all((folder / file).is_file() for file in TOKENIZER_FILES):
             return folder

@@ -132,22 +132,22 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
     if method == "draft" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
     library()  # once, before the threads share it
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         loop_imported = pool.submit(_import_the_loop)
-        draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" else None
+        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" else None
         loaded = []
         try:
-            loaded.append(target := LlamaModel(target_gguf, threads=threads))
-            if draft is not None:
-                loaded.append(draft_model := draft.result())
+            loaded.append(LlamaModel(target_gguf, threads=threads))
+            if pending_draft is not None:
+                loaded.append(pending_draft.result())
             loop_imported.result()
-        except BaseException:
-            if draft is not None and draft.exception() is None and draft.result() not in loaded:
-                loaded.append(draft.result())
+        except BaseException:  # whichever model did load is closed
+            if pending_draft is not None and pending_draft.exception() is None and pending_draft.result() not in loaded:
+                loaded.append(pending_draft.result())
             for model in loaded:
                 model.close()
             raise
-    draft_model = loaded[1] if len(loaded) > 1 else None
+    target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
     from spectui.engines.embedded.proposers import NgramProposer
     from spectui.engines.embedded.suffix_history import suffix_proposer
 
