@@ -27,15 +27,16 @@ def test_compare_with_auto_runs_adaptive_k_on_the_speculative_path_only():
 
 
 def test_cli_compare_k_auto_says_auto_and_runs_it(monkeypatch):
+    # Pinned to torch: the stand-in replaces the torch builder (auto would pick ggml on this box).
     import spectui.engines.embedded.build as build
 
     engines: list[ScriptedEngine] = []
     monkeypatch.setattr(build, "build_embedded_engine",
-                        lambda options, progress=None: engines.append(ScriptedEngine(alpha=0.85)) or engines[-1])
-    table = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--table", "--engine", "embedded")
+                        lambda options, progress=None, **_: engines.append(ScriptedEngine(alpha=0.85)) or engines[-1])
+    table = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--table", "--engine", "embedded", "--backend", "torch")
     assert table.exit_code == 0, table.stderr
     assert "speculative (k auto)" in table.stdout and "(k=4)" not in table.stdout
-    result = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--json", "--engine", "embedded")
+    result = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--json", "--engine", "embedded", "--backend", "torch")
     data = json.loads(result.stdout)
     assert data["auto_k"] is True
     assert any(step["k"] != 4 for step in data["speculative"]["steps"][1:])  # adaptive k chose them

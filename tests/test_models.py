@@ -478,7 +478,7 @@ def test_a_draft_pair_fetched_by_its_vocabulary_check_shows_progress(monkeypatch
     seen = _first_fetch_reports_to(monkeypatch)
     stages = []
     with pytest.raises(ModelError, match="stopped after the first fetch"):
-        build(EngineOptions(method="draft", k=4), lambda stage, done, total: stages.append(stage))
+        build(EngineOptions(method="draft", k=4, backend="torch"), lambda stage, done, total: stages.append(stage))
     assert seen == [DEFAULT_TARGET] and stages == ["convert"]
 
 
