@@ -40,6 +40,7 @@ from pathlib import Path
 
 PAIRS = {
     "default": {"model": "qwen2.5-coder-1.5b", "draft": "qwen2.5-coder-0.5b", "method": "draft"},
+    "target": {"model": "qwen2.5-coder-1.5b"},  # --method auto: on a CPU suffix, no draft model to load
     "smollm2": {"model": "smollm2-135m", "method": "ngram"},
 }
 SCENARIOS = ("first", "warm", "cold")

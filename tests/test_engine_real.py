@@ -68,11 +68,11 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
 
 
 def test_default_pair_greedy_speculation_is_token_identical():
-    """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate` builds them by default."""
+    """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate --method draft --backend torch` builds them."""
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions())
+    engine = build_embedded_engine(EngineOptions(method="draft"))
     assert (engine.info.dtype, engine.info.method) == ("int8", "draft")
     messages = [{"role": "user", "content": "Write a Python function that parses a CSV line with quoted fields."}]
     baseline, _ = tokens_of(engine, messages, 0, 32)

@@ -95,8 +95,9 @@ def run_chat(
     config = load_config().with_overrides(**overrides)
     if overrides.get("theme") is not None:
         check_theme(config.theme)
-    from spectui.host.plan import check_engine_choice
+    from spectui.host.plan import check_engine_choice, settled_config
 
+    config = settled_config(config)
     check_engine_choice(config)
     if resume and not history:
         raise UsageError("--resume needs history (drop --no-history)")
@@ -415,9 +416,9 @@ def screenshots_command(
         from spectui.settings.config import load_config
 
         try:
-            from spectui.host.plan import check_engine_choice, engine_factory_for
+            from spectui.host.plan import check_engine_choice, engine_factory_for, settled_config
 
-            config = load_config().with_overrides(engine="embedded", model=model, draft=draft, method=method)
+            config = settled_config(load_config().with_overrides(engine="embedded", model=model, draft=draft, method=method))
             check_engine_choice(config)
             factory = engine_factory_for(config)
         except SpectuiError as error:

@@ -32,8 +32,11 @@ class Given:
         return {setting.name: setting.checked(self.values[setting.name]) for setting in settings_for(self.command)}
 
     def engine_options(self, **fixed: Any) -> EngineOptions:
-        """Checked EngineOptions: the given values, then `fixed` (a command's own choices) over them."""
-        return engine_options_from_values({**self.checked(), **fixed})
+        """Checked EngineOptions: the given values, then `fixed` (a command's own choices) over
+        them, with --method auto made concrete for where it will run."""
+        from spectui.engines.factory import settled_method
+
+        return settled_method(engine_options_from_values({**self.checked(), **fixed}))
 
     def config_overrides(self) -> dict[str, Any]:
         """What overrides the config file (the chat's settings): the given values, checked."""

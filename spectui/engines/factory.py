@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spectui.settings.options import EngineOptions
 
 
@@ -14,6 +16,25 @@ def chosen_engine(options: EngineOptions) -> str:
     from spectui.engines.vllm.build import cuda_present, vllm_installed
 
     return "vllm" if vllm_installed() and options.device != "cpu" and cuda_present() else "embedded"
+
+
+def settled_method(options: EngineOptions) -> EngineOptions:
+    """--method auto made concrete: suffix with adaptive k where the embedded engine runs on a
+    CPU (a verify costs ~3 plain steps there, so a draft model loses and suffix wins:
+    benchmarks/bench-ggml-conversations.md), draft where a GPU runs the target or --draft names one."""
+    if options.method != "auto":
+        return options
+    if options.draft is None and chosen_engine(options) == "embedded" and not _on_gpu(options.device):
+        return replace(options, method="suffix", auto_k=options.auto_k or options.k > 0)
+    return replace(options, method="draft")
+
+
+def _on_gpu(device: str) -> bool:
+    if device == "auto":
+        from spectui.engines.vllm.build import cuda_present
+
+        return cuda_present()
+    return device != "cpu"
 
 
 def build_engine(options: EngineOptions, progress=None):
@@ -29,6 +50,7 @@ def build_engine(options: EngineOptions, progress=None):
 
 
 def _build(options: EngineOptions, progress):
+    options = settled_method(options)
     name = chosen_engine(options)
     if name == "vllm":
         from spectui.engines.vllm.build import build_vllm_engine

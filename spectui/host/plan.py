@@ -106,7 +106,7 @@ def check_engine_choice(config) -> None:
 
         heads_folder(engine_options(config))  # there, and of the method asked for
     check_draft_named(engine_options(config))
-    if config.engine == "auto" and config.method not in EMBEDDED_METHODS and config.heads is None:
+    if config.engine == "auto" and config.method not in EMBEDDED_METHODS + ("auto",) and config.heads is None:
         from spectui.engines.factory import chosen_engine
 
         if chosen_engine(engine_options(config)) == "embedded":
@@ -116,6 +116,18 @@ def check_engine_choice(config) -> None:
                 f"--method {config.method} needs vLLM, and auto picked the embedded engine here "
                 "(no vLLM or no GPU): use --engine vllm, or --method draft / ngram"
             )
+
+
+def settled_config(config):
+    """The chat's config with --method auto made concrete (engines/factory.py settled_method):
+    the live k starts as auto where auto picks suffix, so the bar and keys say what runs."""
+    if config.method != "auto" or config.engine == "scripted":
+        return config
+    from spectui.engines.factory import settled_method
+    from spectui.settings.config import engine_options
+
+    options = settled_method(engine_options(config))
+    return replace(config, method=options.method, k="auto" if options.auto_k else config.k)
 
 
 def check_draft_named(options) -> None:

@@ -71,7 +71,7 @@ def check_together(options: EngineOptions) -> None:
             raise OptionError("heads", f"--heads is for --method medusa or eagle, not {options.method}")
         if options.engine not in ("auto", "embedded"):
             raise OptionError("heads", "--heads is for the embedded engine (vLLM takes its heads in --speculative-config)")
-    elif options.engine == "embedded" and options.method not in EMBEDDED_METHODS:
+    elif options.engine == "embedded" and options.method not in EMBEDDED_METHODS + ("auto",):
         hint = " (pass --heads DIR from spectui heads train)" if options.method in HEAD_METHODS else ""
         raise OptionError(
             "method", f"--method {options.method} needs trained heads{hint}: use --engine vllm, or draft / ngram"

@@ -36,6 +36,8 @@ EMBEDDED_METHODS = ("draft", "ngram", "suffix")
 VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")  # suffix: vLLM needs arctic-inference
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
+# auto: the method measured fastest where the engine runs (engines/factory.py settled_method).
+METHODS = ("auto",) + VLLM_METHODS
 BACKENDS = ("auto", "ggml", "torch")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -95,11 +97,13 @@ SETTINGS: tuple[Setting, ...] = (
             ("--model", "-m"), ALL, check=check_model_name),
     Setting("draft", str, None, "Draft model (same tokenizer as the target).",
             ("--draft", "-d"), ALL, check=check_model_name),
-    Setting("method", str, "draft",
-            "Where drafts come from: draft, ngram, or suffix (embedded engine: the prompt and past replies); "
-            "medusa or eagle with --heads (embedded engine); "
+    Setting("method", str, "auto",
+            "Where drafts come from: auto (suffix with adaptive k on a CPU, where a draft model does not pay; "
+            "draft where a GPU runs the target or --draft names one), draft, ngram, or suffix "
+            "(embedded engine: the prompt and past replies); medusa or eagle with --heads (embedded engine); "
             "with vLLM also eagle, eagle3, medusa, mtp.",
-            ("--method",), RUNS | {"serve"}, choices=VLLM_METHODS),
+            ("--method",), RUNS | {"serve"}, choices=METHODS,
+            variants={"serve": {"help": "vLLM's drafts: auto (= draft), draft, ngram, suffix, eagle, eagle3, medusa, mtp."}}),
     Setting("k", int, 4,
             f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding), or auto: the embedded engine picks k "
             "before every step.",

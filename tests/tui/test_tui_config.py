@@ -31,7 +31,7 @@ def test_values_and_keys_are_read(tmp_path):
         ('theme = "x"\n\nk = "four"\n', "line 3: k must be from 0 to 16 or auto, got 'four'"),
         ('k = true\n', "line 1: k must be int"),
         ('\nk = 40\n', "line 2: k must be from 0 to 16 or auto, got 40"),
-        ('method = "magic"\n', "line 1: method must be one of draft, ngram, suffix, eagle"),
+        ('method = "magic"\n', "line 1: method must be one of auto, draft, ngram, suffix, eagle"),
         ('colour = "red"\n', "line 1: unknown setting 'colour'"),
         ('k = 1\n[keys]\nfly = "f1"\n', "line 3: unknown key action 'fly'"),
         ('[keys]\nk_up = 3\n', "line 2: keys.k_up must be a key name"),

@@ -52,7 +52,7 @@ async def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
-    inner = build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", k=3))
+    inner = build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", method="draft", k=3))
     # On a fast CPU the whole reply can end before the pilot's key press lands: a short
     # pause per step keeps it streaming while the key is pressed.
     inner.proposer = SlowProposer(inner.proposer, 0.05)

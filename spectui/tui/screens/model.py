@@ -18,7 +18,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, Select, Static
 
 from spectui.core.errors import SpectuiError
-from spectui.settings.table import CHAT_ENGINES, VLLM_METHODS
+from spectui.settings.table import CHAT_ENGINES, METHODS
 from spectui.tui.widgets.safe_fields import SafeInput
 
 
@@ -66,7 +66,7 @@ class ModelScreen(ModalScreen):
                              suggester=SuggestFromList(aliases))),
             ("Draft", SafeInput(config.draft or "", placeholder="the target's preset draft (only the draft method uses one)",
                             id="model-draft", suggester=SuggestFromList(aliases))),
-            ("Method", Select([(m, m) for m in VLLM_METHODS], value=config.method, allow_blank=False, id="model-method")),
+            ("Method", Select([(m, m) for m in METHODS], value=config.method, allow_blank=False, id="model-method")),
             ("Heads", SafeInput(config.heads or "", placeholder="medusa / eagle on the embedded engine: spectui heads train's folder",
                             id="model-heads")),
             ("Engine", Select([(e, e) for e in CHAT_ENGINES], value=config.engine, allow_blank=False, id="model-engine")),
