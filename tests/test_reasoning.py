@@ -78,3 +78,35 @@ def test_exports_keep_reasoning_apart(tmp_path):
     [_, answer] = json.loads(export_json(conversation))["messages"]
     assert (answer["content"], answer["reasoning"]) == ("The sum is 4.", "The user wants a sum.\nAdd them.")
     store.close()
+
+
+def drafting_step(text: str, drafted: int, accepted: int) -> Step:
+    sources = (Source.DRAFT,) * accepted + (Source.TARGET,)
+    return Step(tuple(range(len(sources))), sources, text, drafted=tuple(range(drafted)))
+
+
+@pytest.mark.parametrize("texts, thinking", [
+    (["<think>", "a", "b</think>", "\n\nc", "d"], [0, 1, 2]),
+    (["a", "b", "</think>", "c", "d"], [0, 1, 2]),  # the chat template opened the thinking
+    (["x", "<think>a", "b", "c"], [1, 2, 3]),  # cut off while thinking
+    (["<think>a</think>", "b<think>", "c</think>", "d"], [0, 2]),  # a block begun inside a step: where it begins counts
+], ids=["closed", "opened by the template", "cut off", "two blocks"])
+def test_acceptance_of_thinking_and_answer_counts_each_step_where_it_begins(texts, thinking):
+    from spectui.core.reasoning import acceptance_apart
+
+    steps = [drafting_step(text, drafted=4, accepted=i) for i, text in enumerate(texts)]
+    counts = acceptance_apart(steps)
+    expected_thinking = [i for i in range(len(texts)) if i in thinking]
+    expected_answer = [i for i in range(len(texts)) if i not in thinking]
+    assert counts[0].num_accepted_tokens == sum(expected_thinking)
+    assert counts[1].num_accepted_tokens == sum(expected_answer)
+    assert counts[0].num_draft_tokens == 4 * len(expected_thinking)
+
+
+def test_a_reply_without_thinking_has_no_figures_apart():
+    from spectui.core.reasoning import acceptance_apart, acceptance_apart_text
+
+    steps = [drafting_step("plain", 4, 2), drafting_step(" answer", 4, 4)]
+    assert acceptance_apart(steps) is None and acceptance_apart_text(steps) == ""
+    thought = [drafting_step("<think>hm", 4, 1), drafting_step("</think>", 0, 0), drafting_step("yes", 4, 3)]
+    assert acceptance_apart_text(thought) == " · thinking γ 0.25 τ 2.00 · answer γ 0.75 τ 4.00"

@@ -13,6 +13,7 @@ from spectui.models.fetch import rich_progress
 from spectui.core.engine import K
 from spectui.core.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
+from spectui.core.reasoning import acceptance_apart_text
 from spectui.core.record import model_record, reply_record
 from spectui.measure.run import prompt_messages, run_reply
 
@@ -39,7 +40,8 @@ def summary_line(reply, k: int, engine) -> str:
     else:
         k_text = f"k={k}" if k is not None else "k not reported"
     return (
-        f"γ {gamma} · τ {tau} · {speed} tok/s · {stats.num_tokens} tokens in {stats.num_steps} steps"
+        f"γ {gamma} · τ {tau}{acceptance_apart_text(reply.steps)} · {speed} tok/s"
+        f" · {stats.num_tokens} tokens in {stats.num_steps} steps"
         f" · {info.target} ← {drafting}, {k_text}, {info.dtype}, {info.device}"
         f" · {reply.done.finish_reason if reply.done else '?'}"
         + (" · colours approximate" if reply.done is not None and reply.done.approximate else "")

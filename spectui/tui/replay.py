@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from spectui.core.events import Done
+from collections.abc import Sequence
+
+from spectui.core.events import Done, Step
+from spectui.core.reasoning import acceptance_apart_text
 from spectui.store import APPROXIMATE_NOTE, StoredMessage
 from spectui.tui.session import ReplyTracker
 from spectui.core.pieces import display_chunks
@@ -23,14 +26,14 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
     seconds = stored.stats.get("seconds") or 0.0
     tracker.finish(Done("stop", seconds=seconds), tracker.clock.last_token or 0.0)
     reason = stored.finish_reason or "interrupted"
-    summary = reply_summary(tracker.stats())
+    summary = reply_summary(tracker.stats(), tracker.steps)
     if stored.stats.get("colours_approximate"):
         summary += f" · {APPROXIMATE_NOTE}"
     view.finish(reason, summary, problem_text(reason, stored.error))
     return view, tracker
 
 
-def reply_summary(stats) -> str:
+def reply_summary(stats, steps: Sequence[Step] = ()) -> str:
     parts = [f"{stats.num_tokens} tokens in {stats.num_steps} steps"]
     if stats.gamma is not None:
         parts.append(f"γ {stats.gamma:.2f}")
@@ -38,7 +41,7 @@ def reply_summary(stats) -> str:
         parts.append(f"τ {stats.tau:.2f}")
     if stats.tokens_per_s:
         parts.append(f"{stats.tokens_per_s:.1f} tok/s")
-    return " · ".join(parts)
+    return " · ".join(parts) + acceptance_apart_text(steps)
 
 
 def problem_text(finish_reason: str, error: str | None) -> str | None:

@@ -48,6 +48,8 @@ async def test_thinking_is_a_block_apart_in_every_view(make_app, monkeypatch):
         assert [block for block, _ in blocks] == [THINK_OPEN, THINK, THINK_CLOSE, PROSE, PROSE]
         assert blocks[0][1] == [(REASONING_LABEL, "code-label")]  # the tag is a label, not text
         assert blocks[1][1] == [("Two plus", "draft"), (" two", "bonus"), (".", "target")]  # still coloured
+        # Its own acceptance figures beside the answer's (2 drafts kept in one step, then 1).
+        assert "thinking γ 1.00 τ 3.00 · answer γ 1.00 τ 2.00" in str(view.note.render())
         strip = view.token_view.render_line(1)
         assert strip.text.startswith("│ Two plus two.")
         assert all(segment.style.dim for segment in list(strip)[1:] if segment.text.strip())

@@ -199,7 +199,7 @@ class Replies:
         tracker.finish(done, message.ended)
         stats = tracker.stats()
         approximate = done is not None and done.approximate
-        summary = reply_summary(stats) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        summary = reply_summary(stats, tracker.steps) + (" · stopped at max_tokens" if finish_reason == "length" else "")
         problem = problem_text(finish_reason, error)
         if done is not None and done.dropped_messages:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
