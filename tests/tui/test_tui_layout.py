@@ -120,3 +120,22 @@ async def test_help_at_80_columns_wraps_each_meaning_under_itself_and_says_what_
         for line in inner[keys_at + 1:words_at]:
             if line.strip():  # a key's row, or its meaning going on in the meaning's column
                 assert line[2] != " " or line[:column].strip() == "", line
+
+
+@pytest.mark.parametrize("width", [60, 80, 160])
+async def test_the_bar_keeps_k_t_and_the_state_in_view_at_every_width(make_app, width):
+    # At 80 columns "● ready" fell off the bar's right edge behind the engine's details.
+    from dataclasses import replace
+
+    from fake_engines import PlanEngine, factory_for
+
+    engine = PlanEngine([2, 2])
+    engine.info = replace(engine.info, name="embedded", backend="ggml Q4_K_M · 2 threads",
+                          target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b")
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=(width, 24)) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        bar = screen_lines(app)[0]
+        assert "● ready" in bar and "k 4" in bar and "T 0.00" in bar and "qwen2.5-coder-1.5b" in bar, bar
+        assert ("ggml Q4_K_M" in bar) == (width >= 160), bar  # the detail goes first (F3 keeps it)

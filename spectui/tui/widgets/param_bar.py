@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.content import Content
 from textual.widgets import Static
@@ -60,6 +60,17 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
     return parts
 
 
+def fitted_parts(state: BarState, width: int) -> list[str | tuple[str, str]]:
+    """bar_parts, leaving out what matters least until the state fits `width` cells: the engine's
+    detail, then the draft's name, then the method (F3 shows them all)."""
+    for shorter in (state, replace(state, engine=""), replace(state, engine="", draft=None),
+                    replace(state, engine="", draft=None, method="")):
+        parts = bar_parts(shorter)
+        if width <= 0 or Content.assemble(*parts).cell_length <= width:
+            break
+    return parts
+
+
 def k_shown(state: BarState) -> str:
     if state.k_text is not None:
         return state.k_text
@@ -84,8 +95,11 @@ class ParamBar(Static):
     def on_mount(self) -> None:
         self.show(self.state)
 
+    def on_resize(self) -> None:
+        self.show(self.state)
+
     def show(self, state: BarState) -> None:
         self.state = state
-        content = Content.assemble(*bar_parts(state))
+        content = Content.assemble(*fitted_parts(state, self.size.width))
         self.plain = content.plain
         self.update(content, layout=False)  # fixed size: no layout pass per frame
