@@ -11,6 +11,7 @@ says. docs/adaptive-k.md tells how the rules and numbers below were found. Stdli
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ PROBE_AFTER_MAX = 48
 CHEAP_PROBE = 0.15  # a probe's cost over a plain step, in plain steps, below which it is cheap
 CHEAP_PROBE_AFTER = 4
 CHEAP_PROBE_AFTER_MAX = 8
+# What looking again at a declined evidence class may cost, in plain steps per step: a one-draft
+# verify costs ~0.6 of a step on ggml, ~0.05 on torch int8 (docs/adaptive-k.md).
+EVIDENCE_PROBE_SHARE = 0.03
 FLOOR_MAX = 0.95  # the confidence floor stays below 1: a sure draft may always go on
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
 # A draft model starts drafting only when predicted this much faster than plain decoding: its
@@ -252,6 +256,14 @@ class AdaptiveK:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
         return (CHEAP_PROBE_AFTER, CHEAP_PROBE_AFTER_MAX) if self.cheap_probe() else (PROBE_AFTER, PROBE_AFTER_MAX)
 
+    def evidence_probe_wait(self) -> int:
+        """Declined steps of one evidence class before one draft looks again: every 4th while a
+        look is cheap, else as rarely as keeps looks at EVIDENCE_PROBE_SHARE of the time."""
+        cost = self.probe_cost()
+        if cost is None or cost < CHEAP_PROBE:
+            return CHEAP_PROBE_AFTER
+        return max(CHEAP_PROBE_AFTER, math.ceil(cost / EVIDENCE_PROBE_SHARE))
+
     def rate(self, k: int, accept: list[float], offered: float | None = None) -> float | None:
         """Predicted tokens per second at k; offered: the chance drafts come at all (default: as measured)."""
         verify = self.verify_cost(k)
@@ -342,7 +354,7 @@ class AdaptiveK:
         if best == 0:
             key = (evidence, temperature)
             self.declined[key] = self.declined.get(key, 0) + 1
-            if self.declined[key] >= CHEAP_PROBE_AFTER:
+            if self.declined[key] >= self.evidence_probe_wait():
                 self.declined[key] = 0
                 return AutoChoice(1, rates[1] / rates[0], self.realised, f"{why} → probe k 1")
         return AutoChoice(best, rates[best] / rates[0], self.realised, f"{why} → k {best}")
