@@ -374,6 +374,26 @@ async def test_an_edit_is_dropped_when_the_box_is_emptied(make_app):
         assert [m.text for m in chat.query(UserMessage)] == ["keep me", "another"]
 
 
+async def test_esc_drops_an_edit_and_the_box_empties(make_app):
+    # In tmux, Esc after F12 left the edit on: the next message typed went after the old text
+    # and replaced the last turn.
+    engine = PlanEngine([None])
+
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "keep me")
+        await reply_done(pilot)
+        await pilot.press("f12")
+        assert chat.prompt.text == "keep me"
+        await pilot.press("escape")
+        assert chat.prompt.text == "" and "editing" not in chat.param_bar.plain
+        await send(pilot, "another")
+        await reply_done(pilot)
+        assert [m.text for m in chat.query(UserMessage)] == ["keep me", "another"]
+
+
 # --- the model screen and the system prompt ------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from spectui.tui.replay import stored_conversation
 from spectui.tui.session import SessionTracker
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
 
-EDITING_NOTE = "editing your last message: sending replaces that turn (empty the box to keep it)"
+EDITING_NOTE = "editing your last message: sending replaces that turn (Esc keeps it)"
 
 
 class Turns:
@@ -104,6 +104,15 @@ class Turns:
         screen.prompt.value = screen.transcript.entries[-2].content
         screen.prompt.focus()
         screen.refresh_bar()
+
+    def stop_editing(self) -> bool:
+        """Esc while editing: the box empties and the turn stays. False when nothing was edited."""
+        if self.editing is None:
+            return False
+        self.editing = None
+        self.screen.prompt.value = ""
+        self.screen.refresh_bar()
+        return True
 
     def box_changed(self) -> None:
         if self.editing is not None and not self.screen.prompt.text.strip():

@@ -213,6 +213,8 @@ class ChatScreen(Screen):
     def action_cancel(self) -> None:
         if self.replies.cancel():
             self.refresh_bar()
+        else:
+            self.turns.stop_editing()
 
     def action_toggle_ghosts(self) -> None:
         self.show_ghosts = not self.show_ghosts
