@@ -26,6 +26,17 @@ async def test_k_keys_on_a_server_change_nothing_and_say_why(make_app):
             assert "k ?" in bar.plain and "k 5" not in bar.plain
 
 
+async def test_the_bar_shows_the_k_a_server_reports_not_the_configs(make_app):
+    from test_server_units import METRICS_TEXT  # a vLLM /metrics with four draft positions
+
+    with fake_server(FakeOpenAI(reply="one two", metrics=METRICS_TEXT)) as url:
+        app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url, k=9))
+        async with app.run_test(size=(140, 36)) as pilot:
+            await ready(pilot)
+            bar = app.chat_screen.param_bar
+            assert "k 4" in bar.plain and "k 9" not in bar.plain
+
+
 async def test_the_info_screen_of_a_server_has_words_not_placeholders(make_app):
     with fake_server(FakeOpenAI(reply="one two")) as url:
         app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
