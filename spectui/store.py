@@ -514,11 +514,6 @@ class Store:
             (content, finish_reason, error, json.dumps(stats or {}, default=str), message_id),
         )
 
-    def set_conversation_settings(self, conversation_id: int, settings: dict) -> None:
-        self._write(
-            "UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conversation_id)
-        )
-
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         title = title.strip()
         if not title:

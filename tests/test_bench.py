@@ -404,3 +404,18 @@ def test_kv_bytes_per_token_reads_the_dtype_the_embedding_hands_on(tiny_target):
         assert kv_bytes_per_token(tiny_target) == expected
     finally:
         tiny_target.set_input_embeddings(original)
+
+
+def test_an_arm_of_another_method_is_refused_by_an_engine_that_cannot_switch():
+    # Read from the engine's declared capability, not a hasattr probe that the Engine base
+    # always satisfies: a server (or scripted) engine cannot draft another way over its target.
+    from spectui.bench.runners import engine_for
+    from spectui.core.errors import UsageError
+    from spectui.engines.scripted import ScriptedEngine
+
+    engine = ScriptedEngine()
+    assert not engine.info.capabilities.method_switch
+    assert engine_for(engine, Arm("spectui", "none", 0)) is engine
+    assert engine_for(engine, Arm("spectui", engine.info.method, 4)) is engine
+    with pytest.raises(UsageError, match="drafts by"):
+        engine_for(engine, Arm("spectui", "suffix", 4))

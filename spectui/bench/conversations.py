@@ -60,8 +60,7 @@ def greedy_reply(engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Rep
     from spectui.core.events import Control, Done, GenerationParams
 
     def reply(messages: list[dict]) -> str:
-        if hasattr(engine, "forget_prompts"):
-            engine.forget_prompts()
+        engine.forget_prompts()
         pieces = []
         for event in engine.stream(messages, GenerationParams(max_tokens=max_tokens, top_p=1.0, seed=0), Control(0, 0.0)):
             if isinstance(event, Done):

@@ -11,22 +11,23 @@ import time
 from collections.abc import Callable, Sequence
 
 from spectui.bench.runs import Arm, TimedReply
+from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message
 from spectui.measure.run import run_reply
 
 Clock = Callable[[], float]
 
 
-def forget_prompts(engine) -> None:
+def forget_prompts(engine: Engine) -> None:
     """An embedded engine pays the prompt's prefill again, as the anchors do (they keep
-    nothing between calls); other engines keep what they keep."""
-    if hasattr(engine, "forget_prompts"):
-        engine.forget_prompts()
+    nothing between calls); other engines keep what they keep (the base's no-op)."""
+    engine.forget_prompts()
 
 
-def engine_for(engine, arm: Arm):
-    """The engine variant that drafts by arm.method (the embedded engine shares its target)."""
-    if arm.method in ("none", engine.info.method) or not hasattr(engine, "with_method"):
+def engine_for(engine: Engine, arm: Arm) -> Engine:
+    """The engine variant that drafts by arm.method (the embedded engine shares its target;
+    an engine without capabilities.method_switch refuses another method in one line)."""
+    if arm.method in ("none", engine.info.method):
         return engine
     return engine.with_method(arm.method)
 

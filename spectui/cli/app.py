@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail, flags_without_metavar, help_when_bare
+from spectui.cli.common import fail, flags_without_metavar, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
 from spectui.cli.prompt import ComparePromptArgument, PromptArgument, read_prompt
 from spectui.core.errors import SpectuiError, UsageError

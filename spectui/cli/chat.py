@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail, help_when_bare
+from spectui.cli.common import fail, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
 from spectui.core.errors import SpectuiError, UsageError
 

@@ -7,7 +7,7 @@ import sys
 
 from rich.console import Console
 
-from spectui.cli import render
+import spectui.cli.render as render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.core.engine import K

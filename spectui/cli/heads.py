@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from spectui.cli import fail, help_when_bare
+from spectui.cli.common import fail, help_when_bare
 from spectui.core.errors import SpectuiError, UsageError
 
 KINDS = ("medusa", "eagle")

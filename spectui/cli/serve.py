@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from spectui.cli import fail
+from spectui.cli.common import fail
 from spectui.cli.engine_options import Given, takes_settings
 from spectui.core.errors import SpectuiError
 from spectui.engines.vllm.server_process import (

@@ -116,7 +116,7 @@ def build_folder(out_dir: Path, build: Callable[[Path], dict], fields: dict, pro
     import torch
     import transformers
 
-    from spectui.models import integrity
+    import spectui.models.integrity as integrity
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 
 from spectui.settings.checks import AUTO_K, AUTO_START_K, OptionError, k_setting, parse_k
 from spectui.settings.table import (
@@ -42,9 +42,6 @@ class EngineOptions:
             if field.name in BY_NAME:
                 BY_NAME[field.name].checked(getattr(self, field.name))
         check_together(self)
-
-    def with_k(self, k: int) -> "EngineOptions":
-        return replace(self, k=k)
 
 
 def engine_options_from_values(values: dict) -> EngineOptions:

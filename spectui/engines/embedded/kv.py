@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from spectui.engines.embedded import lean
+import spectui.engines.embedded.lean as lean
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:

@@ -23,7 +23,7 @@ from spectui.core.pieces import guessed_pieces
 from spectui.core.reasoning import THINK_CLOSE, THINK_OPEN
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
-from spectui.engines.server import transport
+import spectui.engines.server.transport as transport
 from spectui.engines.server.bounds import draft_counts_problem, record_problem
 from spectui.engines.server.chunks import ChatChunk, DraftCounts, parse_chunk
 from spectui.engines.server.prometheus import (

@@ -17,7 +17,7 @@ from textual.screen import Screen
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
 from spectui.store import Conversation
-from spectui.tui.screens import chat_dialogs as dialogs
+import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.prompt import ChatPrompt
