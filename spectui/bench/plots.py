@@ -99,17 +99,7 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
 
         bars = adaptive_bars(result, method)
         if bars:
-            figure, axes = plt.subplots(figsize=(9, 5))
-            names = list(bars)
-            width = 0.4
-            positions = range(len(names))
-            axes.bar([p - width / 2 for p in positions], [bars[n][0] for n in names], width, label="the category's best fixed k")
-            axes.bar([p + width / 2 for p in positions], [bars[n][1] for n in names], width, label="adaptive k")
-            axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-            axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
-            axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the category's best fixed k")
-            axes.legend(fontsize=8)
-            written.append(save(figure, folder / f"adaptive_{method}.png", plt))
+            written.append(plot_adaptive_bars(plt, bars, method, folder))
     bars = method_bars(result)
     if len(methods) > 1 and bars:
         figure, axes = plt.subplots(figsize=(10, 5))
@@ -156,3 +146,18 @@ def save(figure, path: Path, plt) -> Path:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def plot_adaptive_bars(plt, bars: dict, method: str, folder: Path) -> Path:
+    """Adaptive k against each category's best fixed k, as paired bars."""
+    figure, axes = plt.subplots(figsize=(9, 5))
+    names = list(bars)
+    width = 0.4
+    positions = range(len(names))
+    axes.bar([p - width / 2 for p in positions], [bars[n][0] for n in names], width, label="the category's best fixed k")
+    axes.bar([p + width / 2 for p in positions], [bars[n][1] for n in names], width, label="adaptive k")
+    axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
+    axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the category's best fixed k")
+    axes.legend(fontsize=8)
+    return save(figure, folder / f"adaptive_{method}.png", plt)

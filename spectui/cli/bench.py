@@ -82,6 +82,30 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
     return runners, engines, drafters
 
 
+def run_with_progress(err, cases, arms, runners, repeats: int, settings: dict, json_path: Path | None):
+    """Warm up, then every round of every case under one bar; the JSON rewritten after each case."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    total = len(cases) * len(arms) * repeats
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=err)
+    try:
+        with bar:
+            task = bar.add_task("warm-up", total=total)
+            warm_up(runners, arms, cases[0])
+
+            def on_reply(case, reply) -> None:
+                speed = reply.decode_tokens_per_s
+                bar.update(task, advance=1, description=f"{case.workload.name} T={case.temperature:g} "
+                           f"{reply.arm.label}: {speed:.1f} tok/s" if speed else case.workload.name)
+
+            return run_bench(cases, arms, runners, repeats, settings, on_reply,
+                             on_case=lambda partial: write_json(partial, json_path))
+    except Exception as error:  # a runner that fails: one line, not the anchors' stack
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise SpectuiError(f"bench stopped: {type(error).__name__}: {first}") from error
+
+
 def run_bench_command(
     options: EngineOptions,
     suite_name: str,
@@ -102,7 +126,6 @@ def run_bench_command(
     contended: bool = False,
 ) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     # Imported before the run, which can last an hour: the report must be the code it started with.
     import spectui.bench.plots  # noqa: F401
@@ -127,22 +150,8 @@ def run_bench_command(
                 "dtype": engines[0].info.dtype, "backend": engines[0].info.backend or "torch", "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
                 "anchor_k": anchor_k, "contended": contended, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
                 "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
-    total = len(cases) * len(arms) * repeats
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=err)
     try:
-        with bar:
-            task = bar.add_task("warm-up", total=total)
-            warm_up(runners, arms, cases[0])
-            def on_reply(case, reply) -> None:
-                speed = reply.decode_tokens_per_s
-                bar.update(task, advance=1, description=f"{case.workload.name} T={case.temperature:g} "
-                           f"{reply.arm.label}: {speed:.1f} tok/s" if speed else case.workload.name)
-
-            result = run_bench(cases, arms, runners, repeats, settings, on_reply,
-                               on_case=lambda partial: write_json(partial, json_path))
-    except Exception as error:  # a runner that fails: one line, not the anchors' stack
-        raise SpectuiError(f"bench stopped: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}") from error
+        result = run_with_progress(err, cases, arms, runners, repeats, settings, json_path)
     finally:
         for engine in engines:
             engine.close()

@@ -78,6 +78,20 @@ def open_history(path, must: bool):
         return None, str(error)
 
 
+def resumed_conversation(store, conversation_id: int | None):
+    """The conversation --resume names (else the latest); the store is closed if there is none."""
+    from spectui.store import StoreError
+
+    wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
+    try:
+        if wanted is None:
+            raise StoreError("no saved conversation to resume yet")
+        return store.load_conversation(wanted)
+    except StoreError:
+        store.close()
+        raise
+
+
 def run_chat(
     overrides: dict,
     resume: bool = False,
@@ -88,7 +102,7 @@ def run_chat(
     """Config file < CLI options; open history; start the engine; run the app.
     compare_prompt opens the compare view on it as soon as the engine is ready."""
     from spectui.settings.config import load_config
-    from spectui.store import StoreError, default_store_path
+    from spectui.store import default_store_path
 
     if conversation_id is not None and not resume:
         raise UsageError("a conversation id goes with --resume: spectui chat --resume ID")
@@ -103,17 +117,7 @@ def run_chat(
         raise UsageError("--resume needs history (drop --no-history)")
     require_terminal()  # after the command line's mistakes, before the history file is made
     store, history_off = open_history(default_store_path(), must=resume) if history else (None, None)
-    conversation = None
-    if resume:
-        wanted = conversation_id if conversation_id is not None else store.latest_conversation_id()
-        if wanted is None:
-            store.close()
-            raise StoreError("no saved conversation to resume yet")
-        try:
-            conversation = store.load_conversation(wanted)
-        except StoreError:
-            store.close()
-            raise
+    conversation = resumed_conversation(store, conversation_id) if resume else None
 
     from spectui.host.host import EngineHost
     from spectui.host.live import LiveSettings

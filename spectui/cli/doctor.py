@@ -211,11 +211,36 @@ def check_nvml() -> Check:
     return Check("nvml", "ok", f"driver {driver}: {'; '.join(gpus)}")
 
 
+def _cached_model_parts(damaged: list[str], old: list[str]) -> list[str]:
+    """Each cached model with its size and state, every byte verified; adds to damaged and old."""
+    from spectui.models.cache import cached_models, verify_folder
+
+    models, unfinished = [], []
+    for model in cached_models():
+        size = _size_text(model.size_bytes)
+        if model.state == "converting":
+            unfinished.append(f"{model.key} {size}")
+        elif model.state == "incomplete":
+            models.append(f"{model.key} {size} (incomplete)")
+        elif model.state == "old":
+            old.append(model.key)
+            models.append(f"{model.key} {size} (older format: rebuilt at its next use)")
+        else:
+            problem = verify_folder(model.folder)
+            if problem is not None:
+                damaged.append(model.key)
+            models.append(f"{model.key} {size}" + (f" (DAMAGED: {problem})" if problem else " (verified)"))
+    parts = ["models: " + (", ".join(models) if models else "none")]
+    if unfinished:
+        parts.append("unfinished conversions: " + ", ".join(unfinished))
+    return parts
+
+
 def check_cache() -> Check:
     """The cache folder, its total size, each converted model with its size, and every byte of
     each against the checksums written with it (a mismatch is a fail, rebuilt by `spectui
     models verify`)."""
-    from spectui.models.cache import cache_total, cached_models, verify_folder
+    from spectui.models.cache import cache_total
     from spectui.models.registry import cache_dir
 
     root = cache_dir()
@@ -226,24 +251,7 @@ def check_cache() -> Check:
 
     if root.is_dir():
         parts.append(f"{_size_text(cache_total())} in all")
-        models, unfinished = [], []
-        for model in cached_models():
-            size = _size_text(model.size_bytes)
-            if model.state == "converting":
-                unfinished.append(f"{model.key} {size}")
-            elif model.state == "incomplete":
-                models.append(f"{model.key} {size} (incomplete)")
-            elif model.state == "old":
-                old.append(model.key)
-                models.append(f"{model.key} {size} (older format: rebuilt at its next use)")
-            else:
-                problem = verify_folder(model.folder)
-                if problem is not None:
-                    damaged.append(model.key)
-                models.append(f"{model.key} {size}" + (f" (DAMAGED: {problem})" if problem else " (verified)"))
-        parts.append("models: " + (", ".join(models) if models else "none"))
-        if unfinished:
-            parts.append("unfinished conversions: " + ", ".join(unfinished))
+        parts += _cached_model_parts(damaged, old)
     else:
         parts.append("not created yet (the first fetch makes it)")
 

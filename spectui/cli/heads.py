@@ -103,11 +103,29 @@ def train_command(
         fail(error)
 
 
+def training_progress(console):
+    """One bar per stage (replies, features, training) and the report that moves them."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+    )
+    tasks: dict[str, int] = {}
+
+    def report(stage: str, done: int, total: int, info: dict) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total, info="")
+        shown = f"loss {info['loss']:.3f}" if "loss" in info else ""
+        progress.update(tasks[stage], completed=done, total=total, info=shown)
+
+    return progress, report
+
+
 def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed,
               dtype="auto", vocab_sample=0) -> None:
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from spectui.engines.embedded.build import resolve_device
     from spectui.heads import train
@@ -121,17 +139,7 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
     workloads = training_workloads(suite)
     replies_file = train.replies_path(name, reply_dtype, workloads, max_new_tokens)
     torch.manual_seed(seed)
-    progress = Progress(
-        TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=err,
-    )
-    tasks: dict[str, int] = {}
-
-    def report(stage: str, done: int, total: int, info: dict) -> None:
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=total, info="")
-        shown = f"loss {info['loss']:.3f}" if "loss" in info else ""
-        progress.update(tasks[stage], completed=done, total=total, info=shown)
+    progress, report = training_progress(err)
 
     def write_replies() -> list[list[int]]:
         # The target as the engine runs it (int8 on a CPU, several times faster than

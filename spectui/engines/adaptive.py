@@ -73,6 +73,28 @@ def expected_tokens(accept: list[float], k: int) -> float:
     return total
 
 
+def learn_acceptance(accept: list, seen: list[int], accepted: int, drafted: int, k_max: int, copies: bool) -> None:
+    """One step's drafts into the per-position acceptance estimates (in place).
+
+    Position i was tried only if every draft before it was accepted; a position tried for the
+    first time starts from what the model assumed for it. Positions past the last one tried drift
+    back towards it, so one refusal does not hold them down for ever; a copy's (copies: the drafts
+    came with evidence) later positions move only up, after a copy that ran to its end (a copy
+    refused at its first token says nothing of the rest)."""
+    tried = min(drafted, accepted + 1, k_max)
+    assumed = filled(accept)
+    for i in range(tried):
+        previous = accept[i] if accept[i] is not None else assumed[i]
+        weight = max(ACCEPT_WEIGHT, 1 / (seen[i] + 2))
+        accept[i] = moving(previous, 1.0 if i < accepted else 0.0, weight)
+        seen[i] += 1
+    last = accept[tried - 1]
+    ran_out = accepted == drafted
+    for i in range(tried, k_max):
+        if accept[i] is not None and (not copies or (ran_out and accept[i] < last)):
+            accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
+
+
 @dataclass
 class AdaptiveK:
     k_max: int = K_AUTO_MAX
@@ -164,24 +186,9 @@ class AdaptiveK:
             # counting it would make drafting look too dear to ever try again.
             if steady:
                 self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
-            # position i was tried only if every draft before it was accepted
-            tried = min(drafted, step.num_accepted + 1, self.k_max)
             accept, seen = self._tables(evidence, step.temperature)
-            # a position tried for the first time starts from what the model assumed for it
-            assumed = filled(accept)
-            for i in range(tried):
-                previous = accept[i] if accept[i] is not None else assumed[i]
-                weight = max(ACCEPT_WEIGHT, 1 / (seen[i] + 2))
-                accept[i] = moving(previous, 1.0 if i < step.num_accepted else 0.0, weight)
-                seen[i] += 1
-            # Positions past the last one tried drift back towards it, so one refusal does not
-            # hold them down for ever; a copy's later positions move only up, after a copy that
-            # ran to its end (a copy refused at its first token says nothing of the rest).
-            last = accept[tried - 1]
+            learn_acceptance(accept, seen, step.num_accepted, drafted, self.k_max, copies=evidence is not None)
             ran_out = step.num_accepted == drafted
-            for i in range(tried, self.k_max):
-                if accept[i] is not None and (evidence is None or (ran_out and accept[i] < last)):
-                    accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
             if ran_out:
                 # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)

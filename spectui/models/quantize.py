@@ -113,44 +113,74 @@ class RowQuantizer:
         return scaled, row_scale
 
 
+def _check_int8_weight(weight_int8, quantizer: RowQuantizer | None) -> None:
+    """What fbgemm's exact int32 sums need: a 2-D int8 weight within ±WEIGHT_MAX, and a
+    quantizer (if shared) for the same input width."""
+    import torch
+
+    if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
+        raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} {tuple(weight_int8.shape)}")
+    # (the bounds as Python ints: an int8 tensor's abs of -128 is -128)
+    if weight_int8.numel() and any(abs(bound.item()) > WEIGHT_MAX for bound in torch.aminmax(weight_int8)):
+        raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
+                         "(larger ones would saturate fbgemm's int16 pair sums)")
+    in_features = weight_int8.shape[1]
+    if quantizer is not None and quantizer.in_features != in_features:
+        raise UsageError(f"a RowQuantizer for {quantizer.in_features} features cannot feed "
+                         f"an Int8Linear with {in_features}")
+
+
+def _packed_slices(weight_int8, weight_scale) -> list:
+    """The weight packed for fbgemm in load-time slices (fbgemm keeps its own packed copy; the
+    plain int8 tensor is not kept: memory)."""
+    out_features = weight_int8.shape[0]
+    rows = PACK_ROWS if out_features > SLICE_ABOVE_ROWS else max(out_features, 1)
+    return [_prepack(weight_int8[start:start + rows], weight_scale[start:start + rows])
+            for start in range(0, out_features, rows)]
+
+
+def _products(packed: list, rows):
+    """rows × the packed weight's columns, slice by slice: exact int32 sums, rescaled."""
+    import torch
+
+    if len(packed) == 1:
+        return torch.ops.quantized.linear_dynamic(rows, packed[0], REDUCE_RANGE)
+    return torch.cat([torch.ops.quantized.linear_dynamic(rows, one, REDUCE_RANGE) for one in packed], dim=1)
+
+
+def _join_slices(packed: list, index: int, weight_scale) -> None:
+    """Slice `index` of the settled layout: the load-time slices of its SETTLED_ROWS rows packed as one."""
+    joined = packed[index:index + SETTLED_ROWS // PACK_ROWS]
+    if len(joined) > 1:
+        first = index * SETTLED_ROWS
+        weight = _unpacked(joined)
+        packed[index:index + len(joined)] = [_prepack(weight, weight_scale[first:first + weight.shape[0]])]
+
+
+# Int8Linear: a Linear layer whose output row i depends only on input row i, bit for bit.
+# Weights: int8 in -63..63, one fp32 scale per output channel (absmax / 63).
+# Activations: each row quantised with its own scale (absmax / 127, symmetric).
+# Products: exact int32 sums (fbgemm), then rescaled by weight and row scales.
+# per_row=False leaves the activations to fbgemm's own dynamic quantisation (one scale for the
+# whole input): one call instead of a handful, not batch-invariant. For a draft, whose rounding
+# changes acceptance, never the output. The class is made on first use: torch loads only then.
 @functools.cache
 def _int8_linear_class():
     import torch
     from torch import nn
 
     class Int8Linear(nn.Module):
-        """A Linear layer whose output row i depends only on input row i, bit for bit.
-
-        Weights: int8 in -63..63, one fp32 scale per output channel (absmax / 63).
-        Activations: each row quantised with its own scale (absmax / 127, symmetric).
-        Products: exact int32 sums (fbgemm), then rescaled by weight and row scales.
-
-        per_row=False leaves the activations to fbgemm's own dynamic quantisation (one scale for
-        the whole input): one call instead of a handful, not batch-invariant. For a draft, whose
-        rounding changes acceptance, never the output.
-        """
+        """A Linear layer whose output row i depends only on input row i, bit for bit (above)."""
 
         def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
                      bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None,
                      per_row: bool = True):
             super().__init__()
-            if weight_int8.dtype != torch.int8 or weight_int8.dim() != 2:
-                raise UsageError(f"Int8Linear needs a 2-D int8 weight, got {weight_int8.dtype} "
-                                 f"{tuple(weight_int8.shape)}")
-            # (the bounds as Python ints: an int8 tensor's abs of -128 is -128)
-            if weight_int8.numel() and any(abs(bound.item()) > WEIGHT_MAX for bound in torch.aminmax(weight_int8)):
-                raise UsageError(f"Int8Linear weights must lie in -{WEIGHT_MAX}..{WEIGHT_MAX} "
-                                 "(larger ones would saturate fbgemm's int16 pair sums)")
+            _check_int8_weight(weight_int8, quantizer)
             self.out_features, self.in_features = weight_int8.shape
-            if quantizer is not None and quantizer.in_features != self.in_features:
-                raise UsageError(f"a RowQuantizer for {quantizer.in_features} features cannot feed "
-                                 f"an Int8Linear with {self.in_features}")
             self.register_buffer("weight_scale", weight_scale.detach().to(torch.float32).clone())
             self.register_buffer("bias", None if bias is None else bias.detach().to(torch.float32).clone())
-            # fbgemm keeps its own packed copy; the plain int8 tensor is not kept (memory).
-            rows = PACK_ROWS if self.out_features > SLICE_ABOVE_ROWS else max(self.out_features, 1)
-            self._packed = [_prepack(weight_int8[start:start + rows], self.weight_scale[start:start + rows])
-                            for start in range(0, self.out_features, rows)]
+            self._packed = _packed_slices(weight_int8, self.weight_scale)
             self._settled = 0 if len(self._packed) > 1 else 1  # the slices before it: SETTLED_ROWS rows each
             self.per_row = per_row
             self.quantizer = (quantizer or RowQuantizer(self.in_features)) if per_row else None
@@ -172,45 +202,27 @@ def _int8_linear_class():
         def settle_step(self) -> None:
             """Join the next SETTLED_ROWS rows of load-time slices into one packed slice: fewer
             product calls per forward, the same output bit for bit."""
-            index = self._settled
-            if index >= len(self._packed):
-                return
-            joined = self._packed[index:index + SETTLED_ROWS // PACK_ROWS]
-            if len(joined) > 1:
-                first = index * SETTLED_ROWS
-                weight = _unpacked(joined)
-                self._packed[index:index + len(joined)] = [
-                    _prepack(weight, self.weight_scale[first:first + weight.shape[0]])]
-            self._settled = index + 1
-
-        def dequantized_weight(self) -> torch.Tensor:
-            return self.weight_int8.float() * self.weight_scale[:, None]
+            if self._settled < len(self._packed):
+                _join_slices(self._packed, self._settled, self.weight_scale)
+                self._settled += 1
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if x.shape[-1] != self.in_features:
-                raise UsageError(f"Int8Linear expects {self.in_features} input features, "
-                                 f"got {x.shape[-1]}")
+                raise UsageError(f"Int8Linear expects {self.in_features} input features, got {x.shape[-1]}")
             if not self.per_row:
-                out = self._products(x.reshape(-1, self.in_features).to(torch.float32))
+                out = _products(self._packed, x.reshape(-1, self.in_features).to(torch.float32))
             else:
                 scaled, row_scale = self.quantizer(x)
                 # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
                 # would round differently, and which elements fall in the tail depends on the rows.
-                out = self._products(scaled)[1:].mul_(row_scale)
+                out = _products(self._packed, scaled)[1:].mul_(row_scale)
             if self.bias is not None:
                 out.add_(self.bias)
             return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
-        def _products(self, rows: torch.Tensor) -> torch.Tensor:
-            if len(self._packed) == 1:
-                return torch.ops.quantized.linear_dynamic(rows, self._packed[0], REDUCE_RANGE)
-            return torch.cat([torch.ops.quantized.linear_dynamic(rows, packed, REDUCE_RANGE)
-                              for packed in self._packed], dim=1)
-
         def extra_repr(self) -> str:
-            activations = "int8/row" if self.per_row else "int8/tensor"
-            return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                    f"bias={self.bias is not None}, weights=int8/channel, activations={activations}")
+            return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                    f"weights=int8/channel, activations={'int8/row' if self.per_row else 'int8/tensor'}")
 
     return Int8Linear
 

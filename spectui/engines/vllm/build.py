@@ -194,10 +194,24 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def build_vllm_engine(options: EngineOptions, progress=None):
+def vllm_draft_name(options: EngineOptions, target_name: str, report) -> str | None:
+    """The draft checkpoint vLLM loads, if the method takes one (a draft model's vocabulary checked)."""
     from spectui.engines.embedded.build import draft_for
+    from spectui.models.load import check_same_vocab
+
+    if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
+        draft_name = draft_for(target_name, options.draft) if options.method == "draft" else options.draft
+        if options.method == "draft":
+            check_same_vocab(target_name, draft_name, report)
+        return draft_name
+    if options.draft is not None and options.method == "mtp":
+        return options.draft
+    return None
+
+
+def build_vllm_engine(options: EngineOptions, progress=None):
     from spectui.models.fetch import no_progress
-    from spectui.models.load import check_same_vocab, ensure_local, load_tokenizer
+    from spectui.models.load import ensure_local, load_tokenizer
     from spectui.models.registry import DEFAULT_TARGET, resolve
 
     if not vllm_installed():
@@ -208,13 +222,7 @@ def build_vllm_engine(options: EngineOptions, progress=None):
     method = options.method
     if options.speculative_config is not None:
         method = str(speculative_config_dict(options.speculative_config).get("method", method))
-    draft_name = None
-    if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
-        draft_name = draft_for(target_name, options.draft) if options.method == "draft" else options.draft
-        if options.method == "draft":
-            check_same_vocab(target_name, draft_name, report)
-    elif options.draft is not None and options.method == "mtp":
-        draft_name = options.draft
+    draft_name = vllm_draft_name(options, target_name, report)
     on_cpu = options.device == "cpu" or not cuda_present()
     if options.device.startswith("cuda") and on_cpu:
         raise UsageError(f"--device {options.device}: no CUDA device is available here")
