@@ -108,7 +108,7 @@ class StepPieces:
 
     def _ghost_text(self, step: Step) -> str:
         rejected = step.rejected
-        if not rejected:
+        if not rejected or self.decode is None:
             return ""
         accepted = list(step.token_ids[: step.num_accepted])
         before = (self.context + accepted)[-CONTEXT_IDS:]

@@ -25,7 +25,7 @@ from spectui.core.stats import summarize
 from spectui.measure.run import Clock, Reply, run_reply
 from spectui.measure.speed import median_or_none, paired_ratio
 
-PATHS = ("speculative", "baseline")
+PATHS: tuple[str, str] = ("speculative", "baseline")
 
 # Replies that ran to their natural end. A cancelled or failed run is kept (a UI shows
 # it) but its partial reply says nothing about speed or output, so statistics skip it.
@@ -179,11 +179,11 @@ class Comparison:
 
     def median_run(self, path: str) -> TimedRun | None:
         """The run whose speed is the (lower) median of its path: the one to show in detail."""
-        runs = [run for run in self.finished_of(path) if run.tokens_per_s is not None]
-        if not runs:
+        timed = [(speed, run) for run in self.finished_of(path) if (speed := run.tokens_per_s) is not None]
+        if not timed:
             return None
-        middle = statistics.median_low(run.tokens_per_s for run in runs)
-        return next(run for run in runs if run.tokens_per_s == middle)
+        middle = statistics.median_low(speed for speed, _ in timed)
+        return next(run for speed, run in timed if speed == middle)
 
     def overlapping(self) -> bool:
         """True if any two runs' [started, ended] intervals intersect (must never happen)."""
@@ -303,7 +303,7 @@ def speculative_control(auto: bool) -> ControlFactory:
 
 def alternating_order(round_index: int) -> tuple[str, str]:
     """("speculative","baseline") on even rounds, reversed on odd ones: neither path always runs first (cache warmth, thermal state)."""
-    return PATHS if round_index % 2 == 0 else PATHS[::-1]
+    return PATHS if round_index % 2 == 0 else (PATHS[1], PATHS[0])
 
 
 def warm_up(
@@ -415,5 +415,5 @@ def sweep_k(
 
 def best_k(points: Iterable[SweepPoint]) -> SweepPoint | None:
     """The point with the highest wall-clock tokens/s."""
-    timed = [point for point in points if point.tokens_per_s is not None]
-    return max(timed, key=lambda point: point.tokens_per_s, default=None)
+    timed = [(speed, point) for point in points if (speed := point.tokens_per_s) is not None]
+    return max(timed, key=lambda pair: pair[0])[1] if timed else None

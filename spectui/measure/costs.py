@@ -88,9 +88,9 @@ class StepTimings:
         """The slope of v(k) = 1 + slope * k through the measured v(n), each n weighted by its steps."""
         if not target_seconds:
             return None
-        drafted = [n for n in self.verify if n]
-        return slope_through_one([(n, self.verify_cost(n, target_seconds)) for n in drafted],
-                                 [len(self.verify[n]) for n in drafted])
+        timed = [(n, cost, len(self.verify[n])) for n in self.verify
+                 if n and (cost := self.verify_cost(n, target_seconds)) is not None]
+        return slope_through_one([(n, cost) for n, cost, _ in timed], [steps for _, _, steps in timed])
 
     def estimate(self, engine_stats: dict | None = None) -> CostEstimate | None:
         """c and v(k) from the engine's figures if it gives them, else from the timings.
