@@ -1,5 +1,6 @@
 """The suite's fake engines, one family. Each declares its Capabilities, as engines do.
 
+    StepsEngine         replays the given Steps (and Done) as they are, every reply
     PlanEngine          chosen Steps (accepted drafts per step); k and T read from the Control
                         before each step, like a real engine; gated steps; failures on cue
     FixedKEngine        k fixed when built, sources inferred (vLLM's shape); restated records
@@ -33,6 +34,29 @@ def fake_info(name: str, method: str, capabilities: Capabilities, target: str = 
 
 def word_pieces(token_ids: Sequence[int]) -> tuple[str, ...]:
     return tuple(f" w{i}" for i in token_ids)
+
+
+class StepsEngine(Engine):
+    """Replays `events` (Steps, a Done) as given, every reply; a Done("stop") is added when
+    they hold none. `stream_closed` says the stream was closed, however it ended."""
+
+    def __init__(self, events: Sequence[Step | Done], target: str = "fake-target", draft: str | None = "fake-draft",
+                 method: str = "draft") -> None:
+        self.events = list(events)
+        self.info = fake_info("fake", method, LIVE, target=target, draft=draft)
+        self.stream_closed = False
+        self.closed = False
+
+    def stream(self, messages, params, control):
+        try:
+            yield from self.events
+            if not any(isinstance(event, Done) for event in self.events):
+                yield Done("stop", seconds=0.1)
+        finally:
+            self.stream_closed = True
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class PlanEngine(Engine):
