@@ -66,6 +66,9 @@ class PlanEngine(Engine):
     With gated=True every step after the first waits for `release()`, so a test can act
     between two steps. Token i reads " w<i>" (its piece); rejected drafts are 10000 + j.
     tree_nodes: per entry of `plan`, the nodes of a draft tree that step verified.
+    raise_after: the step index at which it raises `error` (a RuntimeError unless given), in
+    the first `failing_replies` replies (all when None). `replayed`: the first replies replay
+    these events as given (an absurd Step, say); later replies follow `plan`.
     """
 
     def __init__(
@@ -78,8 +81,14 @@ class PlanEngine(Engine):
         name: str = "fake",
         tree_nodes: Sequence[int | None] | None = None,
         method: str = "draft",
+        error: BaseException | None = None,
+        failing_replies: int | None = None,
+        replayed: Sequence[Sequence[Step | Done]] = (),
     ) -> None:
         self.plan = list(plan)
+        self.error = error if error is not None else RuntimeError("boom inside stream")
+        self.failing_replies = failing_replies
+        self.replayed = [list(events) for events in replayed]
         self.tree_nodes = list(tree_nodes) if tree_nodes is not None else [None] * len(self.plan)
         self.method = method
         self.gated = gated
@@ -114,6 +123,11 @@ class PlanEngine(Engine):
     def stream(self, messages, params: GenerationParams, control: Control):
         self.messages_seen.append([dict(m) for m in messages])
         self.params_seen.append(params)
+        reply = len(self.messages_seen)
+        if reply <= len(self.replayed):
+            yield from self.replayed[reply - 1]
+            return
+        failing = self.failing_replies is None or reply <= self.failing_replies
         reply_steps: list[Step] = []
         for index, accepted in enumerate(self.plan):
             if self.gated and index > 0:
@@ -121,8 +135,8 @@ class PlanEngine(Engine):
             if control.cancelled:
                 yield Done("cancelled")
                 return
-            if self.raise_after is not None and index >= self.raise_after:
-                raise RuntimeError("boom inside stream")
+            if failing and self.raise_after is not None and index >= self.raise_after:
+                raise self.error
             if self.error_after is not None and index >= self.error_after:
                 yield Done("error", error="the fake engine gave up")
                 return
