@@ -38,11 +38,13 @@ def word_pieces(token_ids: Sequence[int]) -> tuple[str, ...]:
 
 class StepsEngine(Engine):
     """Replays `events` (Steps, a Done) as given, every reply; a Done("stop") is added when
-    they hold none. `stream_closed` says the stream was closed, however it ended."""
+    they hold none, unless ends=False (an engine that just stops). `stream_closed` says the
+    stream was closed, however it ended."""
 
     def __init__(self, events: Sequence[Step | Done], target: str = "fake-target", draft: str | None = "fake-draft",
-                 method: str = "draft") -> None:
+                 method: str = "draft", ends: bool = True) -> None:
         self.events = list(events)
+        self.ends = ends
         self.info = fake_info("fake", method, LIVE, target=target, draft=draft)
         self.stream_closed = False
         self.closed = False
@@ -50,7 +52,7 @@ class StepsEngine(Engine):
     def stream(self, messages, params, control):
         try:
             yield from self.events
-            if not any(isinstance(event, Done) for event in self.events):
+            if self.ends and not any(isinstance(event, Done) for event in self.events):
                 yield Done("stop", seconds=0.1)
         finally:
             self.stream_closed = True

@@ -34,11 +34,8 @@ def test_run_reply_times_the_reply_on_the_callers_clock():
 
 
 def test_a_stream_without_done_ends_when_the_engine_stops():
-    class NoDone:
-        def stream(self, messages, params, control):
-            yield Step((1, 2), (T, T), "ab")
-
-    reply = run_reply(NoDone(), [], GenerationParams(), Control(0), clock=Ticks())
+    no_done = StepsEngine([Step((1, 2), (T, T), "ab")], ends=False)
+    reply = run_reply(no_done, [], GenerationParams(), Control(0), clock=Ticks())
     assert reply.done is None and (reply.started, reply.ended) == (1.0, 3.0)
     assert reply.first_chunk_tokens == 2 and reply.decode_tokens_per_s is None  # no token after the first chunk
 
