@@ -1,5 +1,6 @@
 """The suite's fake engines, one family. Each declares its Capabilities, as engines do.
 
+    StepsEngine         replays the given Steps (and Done) as they are, every reply
     PlanEngine          chosen Steps (accepted drafts per step); k and T read from the Control
                         before each step, like a real engine; gated steps; failures on cue
     FixedKEngine        k fixed when built, sources inferred (vLLM's shape); restated records
@@ -35,6 +36,31 @@ def word_pieces(token_ids: Sequence[int]) -> tuple[str, ...]:
     return tuple(f" w{i}" for i in token_ids)
 
 
+class StepsEngine(Engine):
+    """Replays `events` (Steps, a Done) as given, every reply; a Done("stop") is added when
+    they hold none, unless ends=False (an engine that just stops). `stream_closed` says the
+    stream was closed, however it ended."""
+
+    def __init__(self, events: Sequence[Step | Done], target: str = "fake-target", draft: str | None = "fake-draft",
+                 method: str = "draft", ends: bool = True) -> None:
+        self.events = list(events)
+        self.ends = ends
+        self.info = fake_info("fake", method, LIVE, target=target, draft=draft)
+        self.stream_closed = False
+        self.closed = False
+
+    def stream(self, messages, params, control):
+        try:
+            yield from self.events
+            if self.ends and not any(isinstance(event, Done) for event in self.events):
+                yield Done("stop", seconds=0.1)
+        finally:
+            self.stream_closed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class PlanEngine(Engine):
     """Yields one Step per entry of `plan` (accepted drafts that step; None = a target token).
 
@@ -42,6 +68,9 @@ class PlanEngine(Engine):
     With gated=True every step after the first waits for `release()`, so a test can act
     between two steps. Token i reads " w<i>" (its piece); rejected drafts are 10000 + j.
     tree_nodes: per entry of `plan`, the nodes of a draft tree that step verified.
+    raise_after: the step index at which it raises `error` (a RuntimeError unless given), in
+    the first `failing_replies` replies (all when None). `replayed`: the first replies replay
+    these events as given (an absurd Step, say); later replies follow `plan`.
     """
 
     def __init__(
@@ -54,8 +83,14 @@ class PlanEngine(Engine):
         name: str = "fake",
         tree_nodes: Sequence[int | None] | None = None,
         method: str = "draft",
+        error: BaseException | None = None,
+        failing_replies: int | None = None,
+        replayed: Sequence[Sequence[Step | Done]] = (),
     ) -> None:
         self.plan = list(plan)
+        self.error = error if error is not None else RuntimeError("boom inside stream")
+        self.failing_replies = failing_replies
+        self.replayed = [list(events) for events in replayed]
         self.tree_nodes = list(tree_nodes) if tree_nodes is not None else [None] * len(self.plan)
         self.method = method
         self.gated = gated
@@ -90,6 +125,11 @@ class PlanEngine(Engine):
     def stream(self, messages, params: GenerationParams, control: Control):
         self.messages_seen.append([dict(m) for m in messages])
         self.params_seen.append(params)
+        reply = len(self.messages_seen)
+        if reply <= len(self.replayed):
+            yield from self.replayed[reply - 1]
+            return
+        failing = self.failing_replies is None or reply <= self.failing_replies
         reply_steps: list[Step] = []
         for index, accepted in enumerate(self.plan):
             if self.gated and index > 0:
@@ -97,8 +137,8 @@ class PlanEngine(Engine):
             if control.cancelled:
                 yield Done("cancelled")
                 return
-            if self.raise_after is not None and index >= self.raise_after:
-                raise RuntimeError("boom inside stream")
+            if failing and self.raise_after is not None and index >= self.raise_after:
+                raise self.error
             if self.error_after is not None and index >= self.error_after:
                 yield Done("error", error="the fake engine gave up")
                 return

@@ -23,7 +23,7 @@ from spectui.measure.compare import (
 from spectui.core.engine import Capabilities, EngineInfo
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 
-from fake_engines import ClockedEngine as ScriptedEngine, VirtualClock  # speeds are exact numbers
+from fake_engines import ClockedEngine, VirtualClock  # speeds are exact numbers
 
 MESSAGES = [{"role": "user", "content": "def add(a, b):"}]
 
@@ -52,7 +52,7 @@ def test_speedup_is_exact_on_a_virtual_clock():
     # -> 12/4.5, 12/7.5, 12/6 tok/s, median 2.0. Baseline: 12 steps of 1 s, plus 0 / 12 / 6
     # -> 1, 0.5, 0.67 tok/s, median 0.67. The speedup divides decode speeds (after the first
     # step: the overheads fall before it) round by round: (8 tokens / 3 s) / (11 / 11 s) = 8/3.
-    engine = ScriptedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]})
+    engine = ClockedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]})
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 3, clock=clock)
     assert [run.path for run in comparison.runs] == [
         "speculative", "baseline", "baseline", "speculative", "speculative", "baseline",
@@ -89,7 +89,7 @@ def test_a_slowdown_that_starts_mid_round_does_not_move_the_speedup():
     # the speculative path has 2 slow runs of 5, the baseline 3. Two medians come from
     # different regimes (8/3 over 2/3 = 4x); paired within rounds, four of five rounds say 8/3.
     clock = VirtualClock()
-    engine = ScriptedEngine(clock, slow_from_call=6)
+    engine = ClockedEngine(clock, slow_from_call=6)
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 5, clock=clock)
     assert comparison.speedup == pytest.approx(8 / 3)
     medians = [statistics.median(run.reply.decode_tokens_per_s for run in comparison.of(path)) for path in PATHS]
@@ -102,7 +102,7 @@ def test_compare_and_bench_give_the_same_speedup_for_the_same_runs():
     from spectui.bench.workloads import Workload
 
     clock = VirtualClock()
-    engine = ScriptedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]}, slow_from_call=4)
+    engine = ClockedEngine(clock, overheads={"speculative": [0, 3, 1.5], "baseline": [0, 12, 6]}, slow_from_call=4)
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 3, clock=clock)
     # The very same replies, as the bench keeps them: each arm's in round order.
     drafting = Arm("spectui", "draft", 3)
@@ -116,7 +116,7 @@ def test_compare_and_bench_give_the_same_speedup_for_the_same_runs():
 
 def test_warm_up_runs_are_not_counted():
     clock = VirtualClock()
-    engine = ScriptedEngine(clock)
+    engine = ClockedEngine(clock)
     seen = []
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=12), 3, 0.0, 2, warmup=True, clock=clock, on_run=seen.append)
     assert [call[0] for call in engine.calls] == [3, 0, 3, 0, 0, 3]  # warm-up pair first
@@ -127,7 +127,7 @@ def test_warm_up_runs_are_not_counted():
 
 def test_a_difference_at_t0_is_found():
     clock = VirtualClock()
-    engine = ScriptedEngine(clock, diverge_at=5)
+    engine = ClockedEngine(clock, diverge_at=5)
     comparison = compare(engine, MESSAGES, GenerationParams(max_tokens=10), 2, 0.0, 2, clock=clock)
     assert comparison.identical is False
     assert comparison.difference == 5
@@ -135,13 +135,13 @@ def test_a_difference_at_t0_is_found():
 
 def test_identical_is_none_above_t0():
     clock = VirtualClock()
-    comparison = compare(ScriptedEngine(clock, diverge_at=1), MESSAGES, GenerationParams(max_tokens=6), 2, 0.7, 1, clock=clock)
+    comparison = compare(ClockedEngine(clock, diverge_at=1), MESSAGES, GenerationParams(max_tokens=6), 2, 0.7, 1, clock=clock)
     assert comparison.identical is None and comparison.difference is None
 
 
 def test_overlap_is_detected():
     clock = VirtualClock()
-    comparison = compare(ScriptedEngine(clock), MESSAGES, GenerationParams(max_tokens=4), 1, 0.0, 2, clock=clock)
+    comparison = compare(ClockedEngine(clock), MESSAGES, GenerationParams(max_tokens=4), 1, 0.0, 2, clock=clock)
     assert not comparison.overlapping()
     comparison.runs[1].reply.started = comparison.runs[0].ended - 0.1
     assert comparison.overlapping()
@@ -149,7 +149,7 @@ def test_overlap_is_detected():
 
 def test_run_pair_passes_order_indices_and_callbacks():
     clock = VirtualClock()
-    engine = ScriptedEngine(clock)
+    engine = ClockedEngine(clock)
     seen_steps, seen_runs, controls = [], [], []
 
     def factory(path, k, temperature):
@@ -173,7 +173,7 @@ def test_run_pair_passes_order_indices_and_callbacks():
 def test_sweep_on_a_virtual_clock_finds_the_best_k():
     clock = VirtualClock()
     # tokens/s = (k + 1) / (1 + k/6) on whole steps: rises with k (12 tokens, k=5: 2 steps).
-    points = sweep_k(ScriptedEngine(clock), MESSAGES, GenerationParams(max_tokens=12), 0.0, ks=[0, 1, 2, 5], clock=clock)
+    points = sweep_k(ClockedEngine(clock), MESSAGES, GenerationParams(max_tokens=12), 0.0, ks=[0, 1, 2, 5], clock=clock)
     assert [point.k for point in points] == [0, 1, 2, 5]
     assert points[0] == SweepPoint(0, pytest.approx(1.0), None, 12, 12)
     assert points[3].tokens_per_s == pytest.approx(12 / (2 * (1 + 5 / 6)))
@@ -181,7 +181,7 @@ def test_sweep_on_a_virtual_clock_finds_the_best_k():
     assert best_k([]) is None
     stop_after = iter([False, False, True])
     shown = []
-    points = sweep_k(ScriptedEngine(clock), MESSAGES, GenerationParams(max_tokens=4), 0.0, clock=clock,
+    points = sweep_k(ClockedEngine(clock), MESSAGES, GenerationParams(max_tokens=4), 0.0, clock=clock,
                      should_stop=lambda: next(stop_after), on_point=shown.append)
     assert [point.k for point in points] == [0, 1] and shown == points
 
@@ -367,7 +367,7 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     """A broken engine whose baseline differs at token 5: the table says so, exit code 1."""
     import spectui.engines.embedded.build as build
 
-    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ScriptedEngine(VirtualClock(), diverge_at=5))
+    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5))
     result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
     assert result.exit_code == 1
     assert "DIFFERENT at token 5" in result.stdout

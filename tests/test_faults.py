@@ -12,7 +12,9 @@ from spectui.engines.embedded.engine import EmbeddedEngine
 from spectui.engines.embedded.proposers import NgramProposer
 from spectui.engines.prompt import ContextOverflow, fit_prompt
 from spectui.core.errors import OutOfMemory, is_out_of_memory
-from spectui.core.events import Control, Done, GenerationParams, Step
+from spectui.core.events import Control, GenerationParams, Step
+
+from fake_engines import PlanEngine
 
 
 def words(messages) -> list[int]:
@@ -172,14 +174,8 @@ def test_the_tui_worker_names_out_of_memory_from_any_engine():
     from spectui.tui.messages import ReplyEnded
     from spectui.tui.worker import stream_reply
 
-    class Exhausted:
-        info = EngineInfo("vllm", "t", None, "none", "bf16", "cuda")
-
-        def stream(self, messages, params, control):
-            yield from ()
-            raise torch.OutOfMemoryError("CUDA out of memory")
-
+    exhausted = PlanEngine([None], raise_after=0, error=torch.OutOfMemoryError("CUDA out of memory"))
     posted = []
-    stream_reply(Exhausted(), [], GenerationParams(), Control(), 1, posted.append, lambda step: None)
+    stream_reply(exhausted, [], GenerationParams(), Control(), 1, posted.append, lambda step: None)
     [ended] = [m for m in posted if isinstance(m, ReplyEnded)]
     assert ended.error.startswith("out of memory while generating") and "smaller k" in ended.error

@@ -15,29 +15,15 @@ from typer.testing import CliRunner
 
 from spectui.cli import render
 from spectui.cli.app import app as cli
-from spectui.core.engine import Capabilities, Engine, EngineInfo
-from spectui.core.events import Done, Source, Step
+from spectui.core.events import Source, Step
 from spectui.core.safe_text import safe_text
+
+from fake_engines import StepsEngine
 
 D, R, B, T = Source.DRAFT, Source.RECOVERED, Source.BONUS, Source.TARGET
 ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9bH"
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # what rich itself writes for a style
 OBEYED = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-
-
-class StepsEngine(Engine):
-    """Yields the given Steps; built in place of a real engine by `spectui generate`."""
-
-    def __init__(self, steps) -> None:
-        self.steps = steps
-        self.info = EngineInfo("fake", "fake-target", "fake-draft", "draft", "fp32", "cpu", Capabilities(live_controls=True))
-
-    def stream(self, messages, params, control):
-        yield from self.steps
-        yield Done("stop", seconds=0.1)
-
-    def close(self) -> None:
-        pass
 
 
 # "def" and " add" accepted drafts, "(" recovered; then "a" a plain target token.

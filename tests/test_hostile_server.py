@@ -371,13 +371,7 @@ def test_a_server_that_never_sends_its_headers_ends_the_reply_at_the_header_time
 def raising_engine(error: BaseException):
     from fake_engines import PlanEngine
 
-    class Raising(PlanEngine):
-        def stream(self, messages, params, control):
-            for event in super().stream(messages, params, control):
-                yield event
-                raise error
-
-    return Raising([None, None])
+    return PlanEngine([None, None], raise_after=1, error=error)
 
 
 @pytest.mark.parametrize(
@@ -395,18 +389,14 @@ def test_generate_names_an_engines_exception_in_one_line(monkeypatch, error, nam
 
 
 def test_a_step_with_absurd_numbers_ends_the_reply_not_the_process():
-    from fake_engines import PlanEngine
+    from fake_engines import StepsEngine
 
     from spectui.core.errors import SpectuiError
     from spectui.core.events import Done, Source, Step
 
-    class Absurd(PlanEngine):
-        def stream(self, messages, params, control):
-            yield Step((1,), (Source.RECOVERED,), " w1", k=4, draft_count=10**11, exact=False)
-            yield Done("stop")
-
+    absurd = Step((1,), (Source.RECOVERED,), " w1", k=4, draft_count=10**11, exact=False)
     with pytest.raises(SpectuiError, match="100000000000 drafted"):
-        run_reply(Absurd([None]), PROMPT, GenerationParams(), Control())
+        run_reply(StepsEngine([absurd, Done("stop")]), PROMPT, GenerationParams(), Control())
 
 
 def test_a_nested_bench_report_is_one_line(tmp_path):

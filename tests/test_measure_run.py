@@ -8,35 +8,25 @@ from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.measure.costs import DEFAULT_VERIFY_SLOPE, StepTimings, timings_of
 from spectui.measure.run import run_reply
 
-from fake_engines import Ticks
+from fake_engines import StepsEngine, Ticks
 
 D, R, T = Source.DRAFT, Source.RECOVERED, Source.TARGET
 
 
-class StepsEngine:
-    def __init__(self, events) -> None:
-        self.events = events
-        self.closed = False
-
-    def stream(self, messages, params, control):
-        try:
-            yield from self.events
-            yield Step((99,), (T,), "after the Done")  # must never be read
-        finally:
-            self.closed = True
+AFTER_DONE = Step((99,), (T,), "after the Done")  # must never be read
 
 
 def test_run_reply_times_the_reply_on_the_callers_clock():
     steps = [Step((1,), (T,), "a"), Step((2, 3, 4), (D, D, R), "bcd", drafted=(2, 3, 5), k=3),
              Step((5, 6), (D, R), "ef", drafted=(5, 0, 0), k=3)]
-    engine = StepsEngine([*steps, Done("stop", seconds=9.0)])
+    engine = StepsEngine([*steps, Done("stop", seconds=9.0), AFTER_DONE])
     seen = []
     reply = run_reply(engine, [], GenerationParams(), Control(3), lambda step, r: seen.append((step, r.arrivals[-1])),
                       clock=Ticks())
     # readings: 1 started, 2 3 4 the steps' arrivals, 5 the Done
     assert seen == [(steps[0], 2.0), (steps[1], 3.0), (steps[2], 4.0)]
     assert (reply.started, reply.arrivals, reply.ended) == (1.0, [2.0, 3.0, 4.0], 5.0)
-    assert reply.steps == steps and reply.done.finish_reason == "stop" and engine.closed
+    assert reply.steps == steps and reply.done.finish_reason == "stop" and engine.stream_closed
     assert reply.wall_seconds == 4.0 and reply.first_token_seconds == 1.0 and reply.first_chunk_tokens == 1
     assert reply.tokens_per_s == pytest.approx(6 / 4.0)
     assert reply.decode_tokens_per_s == pytest.approx(5 / 3.0)  # after the first token
@@ -44,11 +34,8 @@ def test_run_reply_times_the_reply_on_the_callers_clock():
 
 
 def test_a_stream_without_done_ends_when_the_engine_stops():
-    class NoDone:
-        def stream(self, messages, params, control):
-            yield Step((1, 2), (T, T), "ab")
-
-    reply = run_reply(NoDone(), [], GenerationParams(), Control(0), clock=Ticks())
+    no_done = StepsEngine([Step((1, 2), (T, T), "ab")], ends=False)
+    reply = run_reply(no_done, [], GenerationParams(), Control(0), clock=Ticks())
     assert reply.done is None and (reply.started, reply.ended) == (1.0, 3.0)
     assert reply.first_chunk_tokens == 2 and reply.decode_tokens_per_s is None  # no token after the first chunk
 

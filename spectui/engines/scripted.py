@@ -1,6 +1,7 @@
 """A scripted engine: real Steps from a fixed text, no weights.
 
-For screenshots, the token-view benchmark, tests and `spectui chat --engine scripted`.
+For screenshots, the token-view benchmark, tests and `spectui chat --engine scripted`
+(the suite's fakes with failures on cue are tests/fake_engines.py).
 Tokens are words (with their leading space); acceptance is drawn with probability α per
 draft from a seeded generator, so a run is the same every time. It honours Control's k,
 temperature and cancel between steps, as the embedded engine does. Its timings are
@@ -44,8 +45,6 @@ class ScriptedEngine(Engine):
         method: str = "draft",
         script: str = SCRIPT,
         echo_prompt: bool = True,
-        fail_after_steps: int | None = None,
-        error_after_steps: int | None = None,
         target_seconds: float = 0.02,  # pretend one target decode step takes this long
         draft_cost: float = 0.1,  # and one draft token this fraction of it
         verify_slope: float = 0.1,
@@ -57,8 +56,6 @@ class ScriptedEngine(Engine):
         self.step_delay = step_delay
         self.script = script
         self.echo_prompt = echo_prompt
-        self.fail_after_steps = fail_after_steps
-        self.error_after_steps = error_after_steps
         self.target_seconds = target_seconds
         self.draft_cost = draft_cost
         self.verify_slope = verify_slope
@@ -111,11 +108,6 @@ class ScriptedEngine(Engine):
         while emitted < limit:
             if control.cancelled:
                 yield self._done("cancelled", started, virtual)
-                return
-            if self.fail_after_steps is not None and num_steps >= self.fail_after_steps:
-                raise RuntimeError("scripted failure inside engine.stream")
-            if self.error_after_steps is not None and num_steps >= self.error_after_steps:
-                yield Done("error", seconds=virtual["seconds"], error="scripted engine error")
                 return
             k, temperature = control.snapshot()
             auto = self.chooser.choose() if control.auto and num_steps > 0 else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.core.events import Source, Step
+from spectui.core.events import Done, Source, Step
 from spectui.tui.widgets.conversation import ReplyView
 
 from fake_engines import PlanEngine, factory_for
@@ -14,41 +14,23 @@ from tui_helpers import ready, reply_done, send
 SIZE = (110, 36)
 
 
-class RaisingEngine(PlanEngine):
+def raising_engine(error: BaseException) -> PlanEngine:
     """Streams a step, then raises `error` in the first reply; later replies stream whole."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__([None, None])
-        self.error = error
-
-    def stream(self, messages, params, control):
-        first_reply = not self.messages_seen
-        for event in super().stream(messages, params, control):
-            yield event
-            if first_reply and isinstance(event, Step):
-                raise self.error
+    return PlanEngine([None, None], raise_after=1, error=error, failing_replies=1)
 
 
-class AbsurdEngine(PlanEngine):
+def absurd_engine() -> PlanEngine:
     """Its first reply's one step claims 1e11 drafted tokens: numbers no engine should send."""
-
-    def stream(self, messages, params, control):
-        if self.messages_seen:
-            yield from super().stream(messages, params, control)
-            return
-        self.messages_seen.append(list(messages))
-        yield Step((1,), (Source.RECOVERED,), " w1", k=4, draft_count=10**11, exact=False)
-        from spectui.core.events import Done
-
-        yield Done("stop")
+    absurd = Step((1,), (Source.RECOVERED,), " w1", k=4, draft_count=10**11, exact=False)
+    return PlanEngine([None, None], replayed=[[absurd, Done("stop")]])
 
 
 @pytest.mark.parametrize(
     "engine",
     [
-        pytest.param(lambda: RaisingEngine(MemoryError()), id="memory-error"),
-        pytest.param(lambda: RaisingEngine(RecursionError("maximum recursion depth exceeded")), id="recursion-error"),
-        pytest.param(lambda: AbsurdEngine([None, None]), id="absurd-step"),
+        pytest.param(lambda: raising_engine(MemoryError()), id="memory-error"),
+        pytest.param(lambda: raising_engine(RecursionError("maximum recursion depth exceeded")), id="recursion-error"),
+        pytest.param(lambda: absurd_engine(), id="absurd-step"),
     ],
 )
 async def test_an_engine_failure_ends_one_reply_and_the_chat_goes_on(make_app, engine):

@@ -12,12 +12,11 @@ import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.events import Done, Source, Step
 from spectui.settings.config import ChatConfig
 from spectui.store import Store, export_markdown
 
-from fake_engines import factory_for
+from fake_engines import StepsEngine, factory_for
 from tui_helpers import ready, reply_done, send, wait_for
 
 # Every C0 control but newline (a segment never holds one), DEL and C1: ESC starts CSI
@@ -30,20 +29,10 @@ ATTACK = (
 )
 
 
-class TextEngine(Engine):
+def text_engine(texts, model_name: str = "fake-target") -> StepsEngine:
     """Streams the given texts, one Step (one target token) each; names itself `model_name`."""
-
-    def __init__(self, texts, model_name: str = "fake-target") -> None:
-        self.texts = list(texts)
-        self.info = EngineInfo("fake", model_name, None, "none", "fp32", "cpu", Capabilities(live_controls=True))
-
-    def stream(self, messages, params, control):
-        for number, text in enumerate(self.texts):
-            yield Step((number,), (Source.TARGET,), text, pieces=(text,))
-        yield Done("stop", seconds=0.1)
-
-    def close(self) -> None:
-        pass
+    steps = [Step((number,), (Source.TARGET,), text, pieces=(text,)) for number, text in enumerate(texts)]
+    return StepsEngine([*steps, Done("stop", seconds=0.1)], target=model_name, draft=None, method="none")
 
 
 def terminal_text(app) -> list[str]:
@@ -65,7 +54,7 @@ async def chat_once(pilot, prompt: str) -> None:
 
 
 async def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(make_app, tmp_path):
-    engine = TextEngine(["Hello ", ATTACK, " bye\r\nnext line"])
+    engine = text_engine(["Hello ", ATTACK, " bye\r\nnext line"])
     app = make_app(factory_for(engine), ChatConfig(engine="server"))
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
@@ -100,7 +89,7 @@ def test_the_markdown_export_shows_what_the_screen_shows(tmp_path):
 async def test_a_pasted_escape_is_shown_in_the_message_box_and_kept_in_its_value(make_app):
     from textual import events
 
-    app = make_app(factory_for(TextEngine(["ok"])), ChatConfig(engine="server"))
+    app = make_app(factory_for(text_engine(["ok"])), ChatConfig(engine="server"))
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         prompt = app.chat_screen.prompt
@@ -125,7 +114,7 @@ async def test_a_history_holding_escapes_is_shown_safely_on_resume(make_app, tmp
     conversation = store.load_conversation(conversation_id)
     store.close()
 
-    app = make_app(factory_for(TextEngine(["ok"])), resume=conversation)
+    app = make_app(factory_for(text_engine(["ok"])), resume=conversation)
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
         await wait_for(pilot, lambda: app.chat_screen.query("ReplyView"))
@@ -155,7 +144,7 @@ def test_fuzz_server_text_and_history_content_never_reach_the_terminal_raw(make_
     store.close()
 
     async def scenario():
-        app = make_app(factory_for(TextEngine(texts)), resume=conversation)
+        app = make_app(factory_for(text_engine(texts)), resume=conversation)
         async with app.run_test(size=(90, 40)) as pilot:
             await ready(pilot)
             await chat_once(pilot, texts[0])
