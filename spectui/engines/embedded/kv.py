@@ -9,6 +9,7 @@ same operation, and no caller does cache arithmetic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
@@ -31,6 +32,18 @@ def cache_argument(model: torch.nn.Module) -> str:
 
     parameters = inspect.signature(model.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+class CachedLogits(Protocol):
+    """What the loop asks of a model with its KV cache: CachedModel (torch) and
+    spectui.engines.llamacpp.engine.LlamaCached (libllama) both give it."""
+
+    @property
+    def device(self) -> torch.device | str: ...
+
+    def reset(self) -> None: ...
+
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor: ...
 
 
 class CachedModel:
