@@ -79,6 +79,7 @@ class CachedModel:
         Returns (logits, hidden, first_position).
         """
         logits, hidden, first_position = self._forward(token_ids, num_rows, hidden=True)
+        assert hidden is not None  # asked for: _forward ran transformers' forward with them
         return logits[0, -num_rows:].float(), hidden, first_position
 
     @torch.inference_mode()
@@ -120,7 +121,7 @@ class CachedModel:
             self.cache.crop(-excess)
         self.seen = self.seen[:length]
 
-    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool):
+    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         keep = common_prefix_len(self.seen, token_ids)
         # At least num_rows tokens must run through the model to produce their logits.
         keep = min(keep, len(token_ids) - num_rows)

@@ -145,7 +145,7 @@ def propose_step(proposer: Proposer, reply: Reply, plan: Draft, adaptive: Adapti
     if plan.k == 0:
         return plan
     stop = {}
-    if plan.auto is not None and proposer.stops_early:
+    if plan.auto is not None and adaptive is not None and proposer.stops_early:
         plan, stop = with_confidence_floor(plan, adaptive, reply.room)
     proposal = proposer.propose(reply.token_ids, plan.k, plan.temperature, reply.params.top_p, reply.generator, **stop)
     return replace(plan, drafted=proposal.drafted, p_draft=proposal.p_draft, parents=proposal.parents,
@@ -168,11 +168,12 @@ def draft_then_choose(proposer: Proposer, reply: Reply, plan: Draft, adaptive: A
 def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[Draft, dict]:
     """For a proposer that stops early: the chain runs while the draft is sure enough, past the
     planned k as far as this reply's slow start allows."""
-    floor = adaptive.confidence_floor(plan.auto)
-    if not floor:
+    choice = plan.auto
+    floor = adaptive.confidence_floor(choice) if choice is not None else None
+    if choice is None or not floor:
         return plan, {}
     k = min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
-    auto = replace(plan.auto, k=k, reason=f"{plan.auto.reason}, up to {k} while {floor:.0%} sure")
+    auto = replace(choice, k=k, reason=f"{choice.reason}, up to {k} while {floor:.0%} sure")
     return replace(plan, k=k, auto=auto), {"stop_below": floor}
 
 
