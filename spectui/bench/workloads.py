@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from spectui.core.events import Message
+
 CATEGORIES: tuple[str, ...] = (
     "json",
     "sql",
@@ -83,11 +85,11 @@ class Workload:
         """A conversation whose earlier replies the model has not written yet (None)."""
         return any(message["content"] is None for message in self.messages)
 
-    def as_messages(self) -> list[dict]:
+    def as_messages(self) -> list[Message]:
         if self.replies_pending:
             raise ValueError(f"{self.name}: the model's earlier replies are not written yet (spectui.bench.conversations)")
         # The dicts inside a frozen dataclass are still mutable; callers get their own.
-        return [dict(message) for message in self.messages]
+        return [Message(**message) for message in self.messages]
 
 
 def _fenced(passage: str) -> str:

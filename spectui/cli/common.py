@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import typer
 
 from spectui.core.safe_text import safe_line
 
 
-def fail(error: BaseException) -> None:
+def fail(error: BaseException) -> NoReturn:
     """One line on stderr and a non-zero exit: what every bad input gets. The error may quote
     a server, a model or a file: its controls are shown, never obeyed."""
     typer.echo(f"spectui: error: {safe_line(str(error))}", err=True)

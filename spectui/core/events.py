@@ -10,7 +10,7 @@ import enum
 import threading
 from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Literal, TypedDict
+from typing import Literal, Protocol, TypedDict
 
 
 class Source(enum.Enum):
@@ -125,6 +125,25 @@ class GenerationParams:
 K_MAX = 16
 TEMPERATURE_MAX = 2.0  # as vLLM and the OpenAI API cap it
 TEMPERATURE_STEP = 0.1  # one key press
+
+
+class LiveControl(Protocol):
+    """The live knobs as an engine reads them before every step: Control, and
+    spectui.engines.process.SharedControl (a child process's view of one)."""
+
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def temperature(self) -> float: ...
+
+    @property
+    def auto(self) -> bool: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def snapshot(self) -> tuple[int, float]: ...
 
 
 class Control:

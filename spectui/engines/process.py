@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from spectui.core.engine import Engine, EngineInfo
 from spectui.core.errors import SpectuiError
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, GenerationParams, LiveControl, Message, Step
 
 Build = Callable[..., object]  # build(progress) -> Engine; picklable (a module-level function or partial)
 
@@ -94,7 +94,7 @@ def serve(connection, values, build: Build) -> None:
         return variants[method]
 
     connection.send(("ready", engine.info, engine.context_length))
-    control = SharedControl(values)
+    control: LiveControl = SharedControl(values)  # the checker holds it to what engines read
     settled = False
     while True:
         try:

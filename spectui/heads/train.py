@@ -37,7 +37,8 @@ class CachedSequence:
 class TrainingPrompt(Protocol):
     """One prompt to write a training reply for (the cli hands in the bench's workloads)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def as_messages(self) -> list[Message]: ...
 
@@ -68,7 +69,7 @@ def cache_file(folder: str, key: object, suffix: str) -> Path:
     return cache_dir() / "heads" / folder / f"{digest}{suffix}"
 
 
-def save_atomically(path: Path, save: Callable[[Path], None]) -> None:
+def save_atomically(path: Path, save: Callable[[Path], object]) -> None:
     """save(partial) then a rename: a run killed halfway leaves no cache file to trust."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".part")

@@ -19,7 +19,7 @@ import queue
 import time
 from collections.abc import Callable
 
-from spectui.core.engine import K
+from spectui.core.engine import K, Capabilities, Engine, EngineInfo
 from spectui.core.events import Control
 from spectui.host.baseline import Baseline
 from spectui.host.live import LiveSettings, LiveValues
@@ -53,9 +53,9 @@ class EngineHost:
         self.plan, self.live, self.clock = plan, live, clock
         self.memory_probe = memory_probe
         self.debounce_s = debounce_s
-        self.engine = None
-        self.info = None  # the last ready engine's EngineInfo: shown while it restarts
-        self.capabilities = None  # the last ready engine's
+        self.engine: Engine | None = None
+        self.info: EngineInfo | None = None  # the last ready engine's: shown while it restarts
+        self.capabilities: Capabilities | None = None  # the last ready engine's
         self.status = "loading"  # loading, ready, failed
         self.error = ""
         self.loading_detail = ""

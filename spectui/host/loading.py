@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spectui.core.engine import Engine
 from spectui.core.errors import one_line
 from spectui.host.messages import LoadProgress
 from spectui.host.plan import Build, Progress
@@ -13,7 +14,7 @@ from spectui.host.plan import Build, Progress
 
 @dataclass(frozen=True)
 class Loaded:
-    engine: object
+    engine: Engine
     seconds: float
 
 
@@ -22,7 +23,7 @@ class LoadFailed:
     error: str
 
 
-def throttled(progress: Progress) -> Progress:
+def throttled(progress: Callable[[str, int, int], object]) -> Progress:
     """progress, called at most once per percent per stage: loading must not flood the UI."""
     last: dict[str, float] = {}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spectui.core.engine import Engine
 from spectui.host.live import LiveValues
 
 
@@ -24,7 +25,7 @@ class LoadProgress:
 
 @dataclass(frozen=True)
 class EngineReady:
-    engine: object
+    engine: Engine
     seconds: float
     restart_note: str | None = None  # set when this was a k restart: how it went
     swapped_to: str | None = None  # set when this engine replaced another (the model screen's choice)

@@ -11,8 +11,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from spectui.core.engine import Engine
+
 Progress = Callable[[str, int, int], None]
-Build = Callable[[Progress], object]  # build(progress) -> Engine; runs in a thread
+Build = Callable[[Progress], Engine]  # runs in a thread
 
 # Engines rebuilt with a new k when k is fixed at start (a server's k is the server's).
 RESTARTS_FOR_K = ("auto", "embedded", "vllm")

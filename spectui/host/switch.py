@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spectui.core.engine import Engine
 from spectui.host.baseline import Baseline
 from spectui.host.plan import EnginePlan
 
@@ -18,7 +19,7 @@ class Fallback:
     plan: EnginePlan
     what: str  # the engine in words, for the notes: "smollm2-135m (ngram) · embedded"
     engine_k: int
-    engine: object | None = None  # open while the new one loads (None: closed, to be loaded again)
+    engine: Engine | None = None  # open while the new one loads (None: closed, to be loaded again)
     baseline: Baseline | None = None
 
 

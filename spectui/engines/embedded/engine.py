@@ -15,7 +15,7 @@ from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Done, GenerationParams, LiveControl, Message, Step
 
 
 CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True)
@@ -68,7 +68,7 @@ class EmbeddedEngine(Engine):
         return chat_prompt_ids(self.tokenizer, messages)
 
     def stream(
-        self, messages: Sequence[Message], params: GenerationParams, control: Control
+        self, messages: Sequence[Message], params: GenerationParams, control: LiveControl
     ) -> Iterator[Step | Done]:
         yield from stream_conversation(self, messages, params, control, self.context_length)
 
@@ -77,7 +77,7 @@ class EmbeddedEngine(Engine):
         return getattr(self.target.model.config, "max_position_embeddings", None)
 
     def stream_ids(
-        self, prompt_ids: Sequence[int], params: GenerationParams, control: Control
+        self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl
     ) -> Iterator[Step | Done]:
         """The loop on raw prompt ids: no chat template (tests, benchmarks)."""
         detokenizer = IncrementalDetokenizer(self.tokenizer, list(prompt_ids))

@@ -9,6 +9,7 @@ same operation, and no caller does cache arithmetic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
@@ -31,6 +32,18 @@ def cache_argument(model: torch.nn.Module) -> str:
 
     parameters = inspect.signature(model.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
+
+
+class CachedLogits(Protocol):
+    """What the loop asks of a model with its KV cache: CachedModel (torch) and
+    spectui.engines.llamacpp.engine.LlamaCached (libllama) both give it."""
+
+    @property
+    def device(self) -> torch.device | str: ...
+
+    def reset(self) -> None: ...
+
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor: ...
 
 
 class CachedModel:
@@ -66,6 +79,7 @@ class CachedModel:
         Returns (logits, hidden, first_position).
         """
         logits, hidden, first_position = self._forward(token_ids, num_rows, hidden=True)
+        assert hidden is not None  # asked for: _forward ran transformers' forward with them
         return logits[0, -num_rows:].float(), hidden, first_position
 
     @torch.inference_mode()
@@ -107,7 +121,7 @@ class CachedModel:
             self.cache.crop(-excess)
         self.seen = self.seen[:length]
 
-    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool):
+    def _forward(self, token_ids: Sequence[int], num_rows: int, hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         keep = common_prefix_len(self.seen, token_ids)
         # At least num_rows tokens must run through the model to produce their logits.
         keep = min(keep, len(token_ids) - num_rows)

@@ -14,10 +14,10 @@ from functools import partial
 
 import torch
 
-from spectui.core.events import AutoChoice, Control, Done, GenerationParams, Source, Step
+from spectui.core.events import AutoChoice, Done, GenerationParams, LiveControl, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.kv import CachedModel
+from spectui.engines.embedded.kv import CachedLogits, CachedModel
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import PositionDraws, sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
@@ -71,11 +71,11 @@ class Checked:
 
 
 def decode_steps(
-    target: CachedModel,
+    target: CachedLogits,
     proposer: Proposer | None,
     prompt_ids: Sequence[int],
     params: GenerationParams,
-    control: Control,
+    control: LiveControl,
     stop_ids: set[int],
     detokenizer: IncrementalDetokenizer,
     chooser: AdaptiveK | None = None,
@@ -84,8 +84,12 @@ def decode_steps(
     reply's first holds the prompt's prefill, and it is told so)."""
     # Settled once: how the proposer drafts, and whether the target hands it its features.
     propose = no_drafts if proposer is None else partial(propose_step, proposer)
-    feeds = proposer is not None and proposer.needs_hidden
-    verify = partial(verify_feeding, target, proposer) if feeds else partial(verify_chain, target)
+    if proposer is not None and proposer.needs_hidden:
+        if not isinstance(target, CachedModel):  # heads read a torch model's hidden states
+            raise TypeError(f"{type(proposer).__name__} needs the target's hidden states: {type(target).__name__} has none")
+        verify = partial(verify_feeding, target, proposer)
+    else:
+        verify = partial(verify_chain, target)
     looks_first = proposer is not None and proposer.looks_first
     reply = start_reply(prompt_ids, params, target.device)
     while not control.cancelled:
@@ -114,7 +118,7 @@ def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device) -> 
     return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, PositionDraws(params.seed, device))
 
 
-def plan_step(reply: Reply, control: Control, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
+def plan_step(reply: Reply, control: LiveControl, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
     """The step's k: the control's, or adaptive k's choice (a proposer that looks first is
     told its k after drafting)."""
     k, temperature = control.snapshot()
@@ -141,7 +145,7 @@ def propose_step(proposer: Proposer, reply: Reply, plan: Draft, adaptive: Adapti
     if plan.k == 0:
         return plan
     stop = {}
-    if plan.auto is not None and proposer.stops_early:
+    if plan.auto is not None and adaptive is not None and proposer.stops_early:
         plan, stop = with_confidence_floor(plan, adaptive, reply.room)
     proposal = proposer.propose(reply.token_ids, plan.k, plan.temperature, reply.params.top_p, reply.generator, **stop)
     return replace(plan, drafted=proposal.drafted, p_draft=proposal.p_draft, parents=proposal.parents,
@@ -164,15 +168,16 @@ def draft_then_choose(proposer: Proposer, reply: Reply, plan: Draft, adaptive: A
 def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[Draft, dict]:
     """For a proposer that stops early: the chain runs while the draft is sure enough, past the
     planned k as far as this reply's slow start allows."""
-    floor = adaptive.confidence_floor(plan.auto)
-    if not floor:
+    choice = plan.auto
+    floor = adaptive.confidence_floor(choice) if choice is not None else None
+    if choice is None or not floor:
         return plan, {}
     k = min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
-    auto = replace(plan.auto, k=k, reason=f"{plan.auto.reason}, up to {k} while {floor:.0%} sure")
+    auto = replace(choice, k=k, reason=f"{choice.reason}, up to {k} while {floor:.0%} sure")
     return replace(plan, k=k, auto=auto), {"stop_below": floor}
 
 
-def verify_chain(target: CachedModel, reply: Reply, draft: Draft) -> Checked:
+def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
     logits = target.logits(reply.token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
     return Checked(draft.drafted, verify_rule(reply, draft, logits))
 

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.core.engine import EngineInfo
-from spectui.core.events import Control, Done, GenerationParams, Step
+from spectui.core.events import Done, GenerationParams, LiveControl, Step
 from spectui.engines.embedded.engine import EmbeddedEngine
+
+if TYPE_CHECKING:
+    import torch
+
+    from spectui.engines.embedded.kv import CachedLogits
 
 
 class LlamaCached:
@@ -38,7 +44,7 @@ class LlamaCached:
         self.model.clear()
         self.seen = []
 
-    def logits(self, token_ids: Sequence[int], num_rows: int):
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:
         import numpy
         import torch
 
@@ -82,7 +88,8 @@ class LlamaCppEngine(EmbeddedEngine):
 
         shape = cached_invariant_rows(target_model)
         self.verify_slope = shape.slope
-        return LlamaCached(target_model, shape.rows)
+        cached: CachedLogits = LlamaCached(target_model, shape.rows)  # the checker holds it to the loop's contract
+        return cached
 
     @property
     def context_length(self) -> int:
@@ -91,7 +98,7 @@ class LlamaCppEngine(EmbeddedEngine):
     def settle(self, stop=lambda: False, progress=None) -> bool:
         return True  # nothing put off: llama.cpp maps the GGUF as it is
 
-    def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
+    def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl) -> Iterator[Step | Done]:
         emitted = 0
         for event in super().stream_ids(prompt_ids, params, control):
             if isinstance(event, Step):
