@@ -455,14 +455,14 @@ def test_the_history_screens_export_on_a_full_disk_leaves_no_empty_file(data_dir
 def test_salvage_on_a_full_disk_leaves_no_file_and_says_so(data_dir, monkeypatch):
     import sqlite3
 
-    import spectui.store
+    import spectui.store.salvaging
 
     saved_history(data_dir / "history.sqlite3")
 
     def disk_full(*args):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(spectui.store, "_copy_conversation", disk_full)
+    monkeypatch.setattr(spectui.store.salvaging, "_copy_conversation", disk_full)
     target = data_dir / "out.sqlite3"
     result = history("salvage", "-o", str(target))
     assert result.exit_code != 0
@@ -474,10 +474,10 @@ def test_salvage_on_a_full_disk_leaves_no_file_and_says_so(data_dir, monkeypatch
 def test_a_turn_sent_while_another_process_holds_the_lock_is_written_when_it_lets_go(data_dir, monkeypatch):
     import sqlite3
 
-    import spectui.store
+    import spectui.store.database
     from spectui.store import Store
 
-    monkeypatch.setattr(spectui.store, "LOCK_WAIT_S", 0.05)  # each wait, not the whole: it waits on
+    monkeypatch.setattr(spectui.store.database, "LOCK_WAIT_S", 0.05)  # each wait, not the whole: it waits on
     path = data_dir / "history.sqlite3"
     conversation_id = saved_history(path, titles=["kept"])[0]
     store = Store(path, wait_for_lock=True)

@@ -99,13 +99,13 @@ def test_reading_does_not_wait_for_a_chat_that_is_writing(data_dir):
 
 
 def test_an_exclusive_lock_is_waited_for_then_named(data_dir, monkeypatch):
-    import spectui.store
+    import spectui.store.database
 
     path = data_dir / "history.sqlite3"
     store = Store(path)
     save_conversation(store, "kept", "reply")
     store.close()
-    monkeypatch.setattr(spectui.store, "LOCK_WAIT_S", 0.3)
+    monkeypatch.setattr(spectui.store.database, "LOCK_WAIT_S", 0.3)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")

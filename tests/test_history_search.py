@@ -161,12 +161,12 @@ def test_an_older_history_opens_with_every_conversation_and_is_searchable(tmp_pa
 
 
 def test_an_upgrade_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
-    import spectui.store
+    import spectui.store.schema
 
     path = tmp_path / "history.sqlite3"
     old_history(path)
-    failing = {**spectui.store.UPGRADES, 2: spectui.store.UPGRADES[2] + ("SELECT no_such_function()",)}
-    monkeypatch.setattr(spectui.store, "UPGRADES", failing)
+    failing = {**spectui.store.schema.UPGRADES, 2: spectui.store.schema.UPGRADES[2] + ("SELECT no_such_function()",)}
+    monkeypatch.setattr(spectui.store.schema, "UPGRADES", failing)
     with pytest.raises(StoreError) as caught:
         Store(path)
     assert "\n" not in str(caught.value)
@@ -222,12 +222,12 @@ def test_anything_typed_is_a_valid_search(tmp_path, typed):
 
 
 def test_without_fts5_the_history_is_one_line_and_untouched(tmp_path, monkeypatch):
-    import spectui.store
+    import spectui.store.schema
 
     path = tmp_path / "history.sqlite3"
     old_history(path)
     before = path.read_bytes()
-    monkeypatch.setattr(spectui.store, "fts5_available", lambda: False)
+    monkeypatch.setattr(spectui.store.schema, "fts5_available", lambda: False)
     with pytest.raises(StoreError) as caught:
         Store(path)
     message = str(caught.value)
@@ -376,11 +376,11 @@ def test_rm_where_nothing_was_saved_creates_nothing(data_dir):
 
 
 def test_open_for_search_names_a_file_it_cannot_index(tmp_path, monkeypatch):
-    import spectui.store
+    import spectui.store.schema
 
     path = tmp_path / "history.sqlite3"
     old_history(path)
-    monkeypatch.setattr(spectui.store, "fts5_available", lambda: False)
+    monkeypatch.setattr(spectui.store.schema, "fts5_available", lambda: False)
     with pytest.raises(StoreError, match="search index is built once"):
         open_for_search(path)
     assert user_version(path) == 1

@@ -17,7 +17,6 @@ STILL_OVER = {
     ("tui/screens/compare.py", "CompareScreen"): 326,
     ("engines/server/engine.py", "ServerEngine"): 325,
     ("host/host.py", "EngineHost"): 313,
-    ("store.py", "Store"): 301,
     ("engines/adaptive.py", "AdaptiveK"): 284,
 }
 

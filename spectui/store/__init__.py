@@ -1,0 +1,45 @@
+"""Chat history and per-step traces in SQLite.
+
+records: what is read back, and the errors; schema: the tables, their upgrades and the search
+SQL; database: where the file lives and its one locked connection; history: Store, the
+conversations, messages and steps; salvaging: what still reads of a damaged file; export:
+Markdown, JSON and the JSONL trace. The modules import each other, never this face.
+"""
+
+from spectui.store.database import data_folder, default_store_path
+from spectui.store.export import APPROXIMATE_NOTE, export_json, export_markdown, export_trace_jsonl
+from spectui.store.history import Store, open_existing, open_for_search
+from spectui.store.records import (
+    Conversation,
+    ConversationSummary,
+    NoSuchConversation,
+    SearchHit,
+    StoredMessage,
+    StoredStep,
+    StoreError,
+)
+from spectui.store.salvaging import Salvaged, salvage
+from spectui.store.schema import SCHEMA_VERSION, fts5_available
+
+__all__ = [
+    "APPROXIMATE_NOTE",
+    "SCHEMA_VERSION",
+    "Conversation",
+    "ConversationSummary",
+    "NoSuchConversation",
+    "Salvaged",
+    "SearchHit",
+    "Store",
+    "StoreError",
+    "StoredMessage",
+    "StoredStep",
+    "data_folder",
+    "default_store_path",
+    "export_json",
+    "export_markdown",
+    "export_trace_jsonl",
+    "fts5_available",
+    "open_existing",
+    "open_for_search",
+    "salvage",
+]
