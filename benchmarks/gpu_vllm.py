@@ -8,7 +8,7 @@ What runs, in order:
    cached). Not timed. Nothing comes from the model hub.
 2. One worker process builds spectui's in-process vLLM engines, one per configuration,
    through the same code `spectui generate --engine vllm --json` runs
-   (spectui.engines.factory.build_engine -> spectui.measure.run.run_reply -> Reply.as_dict):
+   (spectui.engines.factory.build_engine -> spectui.measure.run.run_reply -> run.reply_json):
        baseline  target, k = 0
        draft     target + draft model, k
        ngram     target + prompt lookup, k
@@ -107,7 +107,7 @@ def worker(plan_path: Path, out_path: Path) -> int:
     from spectui.engines.factory import build_engine
     from spectui.core.events import Control, GenerationParams
     from spectui.settings.options import EngineOptions
-    from spectui.measure.run import prompt_messages, run_reply
+    from spectui.measure.run import prompt_messages, reply_json, run_reply
 
     plan = json.loads(plan_path.read_text())
     out = open(out_path, "a", buffering=1)
@@ -139,7 +139,7 @@ def worker(plan_path: Path, out_path: Path) -> int:
                 engine, config = engines[name]
                 params = GenerationParams(max_tokens=plan["max_tokens"], top_p=1.0, seed=0)
                 reply = run_reply(engine, prompt_messages(prompt), params, Control(k=config["k"], temperature=0.0))
-                emit({"kind": "reply", "config": name, "prompt": index, "reply": reply.as_dict(engine, config["k"])})
+                emit({"kind": "reply", "config": name, "prompt": index, "reply": reply_json(reply, engine, config["k"])})
     finally:
         for engine, _ in engines.values():
             try:

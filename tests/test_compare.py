@@ -73,9 +73,10 @@ def test_speedup_is_exact_on_a_virtual_clock():
     data = comparison.as_dict(engine, 3)
     assert data["speedup"] == pytest.approx(8 / 3)
     assert data["runs"] == 3 and data["identical"] is True and data["first_difference"] is None
-    assert data["speculative"]["tokens_per_s_wall"] == pytest.approx(2.0)
+    assert data["speculative"]["stats"]["tokens_per_s_wall"] == pytest.approx(2.0)
     assert data["speculative"]["model"]["k"] == 3 and data["baseline"]["model"]["k"] == 0
-    assert data["baseline"]["tokens_per_s_wall"] == pytest.approx(2 / 3)
+    assert data["baseline"]["stats"]["tokens_per_s_wall"] == pytest.approx(2 / 3)
+    assert data["tokens_per_s_median"] == {"speculative": pytest.approx(2.0), "baseline": pytest.approx(2 / 3)}
     assert data["tokens_per_forward"] == pytest.approx(4.0)
     timeline = data["timeline"]
     assert [entry["path"] for entry in timeline] == [run.path for run in comparison.runs]

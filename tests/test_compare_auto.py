@@ -40,3 +40,26 @@ def test_cli_compare_k_auto_says_auto_and_runs_it(monkeypatch):
     data = json.loads(result.stdout)
     assert data["auto_k"] is True
     assert any(step["k"] != 4 for step in data["speculative"]["steps"][1:])  # adaptive k chose them
+
+
+def test_compare_json_writes_each_path_in_generate_json_s_one_reply_record(monkeypatch):
+    from spectui.cli.app import app
+    from spectui.core.record import reply_record, step_record
+    from spectui.core.events import Source, Step
+    from spectui.core.stats import summarize
+    import spectui.engines.embedded.build as build
+
+    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ScriptedEngine(alpha=0.85))
+    args = ["hi", "-k", "4", "--max-tokens", "16", "--json", "--engine", "embedded", "--backend", "torch"]
+    compared = invoke(*args, "--runs", "1")
+    generated = CliRunner().invoke(app, ["generate", *args])
+    assert compared.exit_code == 0 and generated.exit_code == 0, compared.stderr + generated.stderr
+    data, reply = json.loads(compared.stdout), json.loads(generated.stdout)
+    record = reply_record([], None, summarize([], 0.0).as_dict())
+    for entry in (data["speculative"], data["baseline"], reply):
+        assert set(entry) == set(record) | {"model"}
+        assert set(entry["stats"]) == set(record["stats"])
+        assert all(set(step) == set(step_record(Step((1,), (Source.TARGET,), "a"))) for step in entry["steps"])
+    assert set(data["speculative"]["model"]) == set(reply["model"])
+    assert data["speculative"]["token_ids"] == reply["token_ids"]
+    assert data["tokens_per_s_median"]["speculative"] > 0 and data["speculative"]["stats"]["tokens_per_s_wall"] > 0

@@ -29,7 +29,7 @@ from spectui.engines.server import ServerEngine, build_server_engine
 from spectui.engines.server.prometheus import SpecCounters
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.settings.options import EngineOptions
-from spectui.measure.run import Reply, prompt_messages, run_reply
+from spectui.measure.run import Reply, prompt_messages, reply_json, run_reply
 from spectui.core.stats import summarize
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.real_weights]
@@ -206,7 +206,7 @@ def test_streams_one_step_per_chunk_with_drafts(engine, code_reply, vllm_server)
     assert list(code_reply.done.prompt_token_ids) == final["prompt_token_ids"]
     assert code_reply.done.engine_stats["completion_tokens"] == len(reply.token_ids)
     assert code_reply.done.time_to_first_token > 0 and code_reply.done.seconds >= code_reply.done.time_to_first_token
-    as_json = json.loads(json.dumps(reply.as_dict(engine, engine.k)))
+    as_json = json.loads(json.dumps(reply_json(reply, engine, engine.k)))
     assert as_json["model"]["engine"] == "server" and as_json["token_ids"] == reply.token_ids
 
 

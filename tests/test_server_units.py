@@ -38,7 +38,7 @@ from spectui.engines.server.transport import ServerAddress
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.settings.options import EngineOptions
-from spectui.measure.run import run_reply
+from spectui.measure.run import reply_json, run_reply
 
 D, R, B, T = Source.DRAFT, Source.RECOVERED, Source.BONUS, Source.TARGET
 
@@ -343,7 +343,7 @@ def test_replayed_stream_gives_steps_and_a_reconciled_done():
     assert done.engine_stats["num_accepted_draft_tokens"] == 20
     # The replay's /metrics never moves: the server-wide difference over the reply is zero.
     assert done.engine_stats["server_num_draft_tokens"] == 0
-    assert json.dumps(reply.as_dict(engine, engine.k))  # generate --json's shape
+    assert json.dumps(reply_json(reply, engine, engine.k))  # generate --json's shape
 
 
 def test_server_info_names_method_draft_and_dtype():

@@ -14,8 +14,7 @@ from spectui.core.engine import K
 from spectui.core.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
 from spectui.core.reasoning import acceptance_apart_text
-from spectui.core.record import model_record, reply_record
-from spectui.measure.run import prompt_messages, run_reply
+from spectui.measure.run import prompt_messages, reply_json, run_reply
 
 
 def engine_k(engine, asked: int) -> int | None:
@@ -55,12 +54,6 @@ def engine_failure(error: Exception) -> SpectuiError:
     if is_out_of_memory(error):
         return out_of_memory(error, "generating", REPLY_ADVICE)
     return SpectuiError(f"the engine failed: {one_line(error)}")
-
-
-def reply_json(reply, engine, k: int) -> dict:
-    """`--json`: the reply's record (spectui.core.record), its stats and the engine that wrote it."""
-    stats = {**reply.stats.as_dict(), "time_to_first_token": reply.done.time_to_first_token if reply.done else None}
-    return {**reply_record(reply.steps, reply.done, stats), "model": model_record(engine.info, k)}
 
 
 def run_generate(

@@ -1,5 +1,5 @@
-"""A reply's record as JSON: one shape for `generate --json`, the history's JSONL trace and
-every engine. Stdlib only.
+"""A reply's record as JSON: one shape for `generate --json`, each reply of `compare --json`,
+benchmarks/gpu_vllm.py, the history's JSONL trace and every engine. Stdlib only.
 
 What a record promises, whatever the engine:
 - a reply that ended on a stop token has it last in `token_ids` (a special token's piece is
@@ -7,7 +7,10 @@ What a record promises, whatever the engine:
 - no step is empty: every step emitted at least one token;
 - `num_accepted` is what the target accepted; a step in which the reply stopped before all of
   them were emitted has fewer "draft" sources than that. So γ, τ and per-position acceptance
-  recompute exactly from the steps alone.
+  recompute exactly from the steps alone;
+- `stats` holds ReplyStats's figures, `per_position_acceptance`, and the timing:
+  `time_to_first_token` (the engine's, from its Done) and `tokens_per_s_wall` (tokens over the
+  caller's wall clock, prefill included; None where the caller did not time the reply).
 """
 
 from __future__ import annotations
@@ -74,9 +77,12 @@ def step_from_record(record: dict) -> Step:
     )
 
 
-def reply_record(steps: Sequence[Step], done: Done | None, stats: dict) -> dict:
-    """The whole reply: its steps, why it ended, and `stats` (a ReplyStats.as_dict() and any
-    figures the caller adds), with per-position acceptance from the steps."""
+def reply_record(steps: Sequence[Step], done: Done | None, stats: dict,
+                 tokens_per_s_wall: float | None = None) -> dict:
+    """The whole reply: its steps, why it ended, and `stats` (a ReplyStats.as_dict()) with
+    per-position acceptance from the steps and the timing (module docstring)."""
+    timing = {"time_to_first_token": done.time_to_first_token if done else None,
+              "tokens_per_s_wall": tokens_per_s_wall}
     return {
         "text": "".join(step.text for step in steps),
         "finish_reason": done.finish_reason if done else None,
@@ -86,12 +92,12 @@ def reply_record(steps: Sequence[Step], done: Done | None, stats: dict) -> dict:
         "prompt_token_ids": list(done.prompt_token_ids) if done else [],
         "token_ids": [token for step in steps for token in step.token_ids],
         "steps": [step_record(step) for step in steps],
-        "stats": {"per_position_acceptance": per_position_acceptance(steps), **stats},
+        "stats": {"per_position_acceptance": per_position_acceptance(steps), **stats, **timing},
         "engine_stats": dict(done.engine_stats) if done else {},
     }
 
 
-def model_record(info: EngineInfo, k: int) -> dict:
+def model_record(info: EngineInfo, k: int | None) -> dict:
     return {
         "engine": info.name,
         "target": info.target,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message, Step
 from spectui.core.stats import summarize
-from spectui.measure.run import Clock, Reply, run_reply
+from spectui.measure.run import Clock, Reply, reply_json, run_reply
 from spectui.measure.speed import median_or_none, paired_ratio
 
 PATHS: tuple[str, str] = ("speculative", "baseline")
@@ -196,6 +196,7 @@ class Comparison:
         return {
             "speculative": self._path_dict("speculative", engine, k),
             "baseline": self._path_dict("baseline", baseline or engine, 0),
+            "tokens_per_s_median": {path: self.median_tokens_per_s(path) for path in PATHS},
             "auto_k": self.auto_k,
             "speedup": self.speedup,
             "identical": self.identical,
@@ -206,16 +207,10 @@ class Comparison:
         }
 
     def _path_dict(self, path: str, engine: Engine, k: int) -> dict | None:
+        """The lower-median run's reply in generate --json's shape (its wall speed is in its
+        stats); the speedup pairs the rounds of the timeline, so no one run's speed is it."""
         run = self.median_run(path)
-        if run is None:
-            return None
-        # The detail shown is the lower-median run's; the speedup pairs the rounds of the
-        # timeline (decode_tokens_per_s), so no one run's speed is it.
-        return {
-            **run.reply.as_dict(engine, k),
-            "tokens_per_s_wall": run.tokens_per_s,
-            "tokens_per_s_median": self.median_tokens_per_s(path),
-        }
+        return None if run is None else reply_json(run.reply, engine, k)
 
     def timeline(self) -> list[dict]:
         """Every run, times in seconds since the first run started (clock values are arbitrary)."""

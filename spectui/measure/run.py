@@ -1,7 +1,8 @@
 """Run one reply to the end, timed, and keep what it produced. Stdlib only.
 
 `run_reply` is the one way a reply is run and timed: `generate`, compare (CLI and view),
-bench and the chat's reply thread all call it, and report a reply in this one shape.
+bench and the chat's reply thread all call it; `reply_json` writes a reply in the one shape of
+spectui.core.record.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from spectui.core.engine import Engine
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.record import model_record, reply_record
 from spectui.core.stats import ReplyStats, summarize
 from spectui.measure.speed import decode_tokens_per_s, tokens_per_s
 
@@ -107,42 +109,12 @@ class Reply:
         """Speed after the first token (measure.speed.decode_tokens_per_s): what speedups divide."""
         return decode_tokens_per_s(self.num_tokens, self.wall_seconds, self.first_token_seconds, self.first_chunk_tokens)
 
-    def as_dict(self, engine: Engine, k: int) -> dict:
-        info = engine.info
-        return {
-            "text": self.text,
-            "finish_reason": self.done.finish_reason if self.done else None,
-            "error": self.done.error if self.done else None,
-            "approximate": self.done.approximate if self.done else False,
-            "prompt_token_ids": list(self.done.prompt_token_ids) if self.done else [],
-            "token_ids": self.token_ids,
-            "steps": [
-                {
-                    "token_ids": list(step.token_ids),
-                    "sources": [source.value for source in step.sources],
-                    "drafted": list(step.drafted),
-                    "num_drafted": step.num_drafted,
-                    "k": step.k,
-                    "exact": step.exact,
-                    # Only a tree step has it: chain steps print as they always did.
-                    **({"tree_nodes": step.tree_nodes} if step.tree_nodes is not None else {}),
-                }
-                for step in self.steps
-            ],
-            "stats": {
-                **self.stats.as_dict(),
-                "time_to_first_token": self.done.time_to_first_token if self.done else None,
-            },
-            "model": {
-                "engine": info.name,
-                "target": info.target,
-                "draft": info.draft,
-                "method": info.method,
-                "k": k,
-                "dtype": info.dtype,
-                "device": info.device,
-            },
-        }
+
+def reply_json(reply: Reply, engine: Engine, k: int | None) -> dict:
+    """The reply's record (spectui.core.record.reply_record), timed, and the engine and k that
+    wrote it: `generate --json`, each path of `compare --json` and benchmarks/gpu_vllm.py."""
+    record = reply_record(reply.steps, reply.done, reply.stats.as_dict(), reply.tokens_per_s)
+    return {**record, "model": model_record(engine.info, k)}
 
 
 def run_reply(
