@@ -10,6 +10,15 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
+def head_text(info, messages: list, k_label: str, temperature: float, seed, status: str) -> str:
+    """The view's head: what runs, with which settings, and the prompt (the last user message)."""
+    prompt = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    prompt = prompt if len(prompt) <= 70 else prompt[:69] + "…"
+    draft = f" drafted by {info.draft}" if info.method == "draft" and info.draft else ""
+    return (f"Compare · {info.target}{draft} · method {info.method} · {k_label} · T = {temperature:.2f} "
+            f"· seed {seed}{status}\n“{prompt}”")
+
+
 def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str:
     if run is None:
         return "waiting for its turn"

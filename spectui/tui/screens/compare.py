@@ -14,9 +14,7 @@ view. The view holds the chat's engine while it is open (a k restart waits for i
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,11 +27,12 @@ from textual.widgets import Static
 from spectui.core.engine import AUTO, K
 from spectui.core.errors import one_line
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, GenerationParams, Message
-from spectui.core.pieces import display_chunks, step_pieces
 from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
+from spectui.tui.compare.baseline import BaselineSide
 from spectui.tui.compare.pane import ComparePane
-from spectui.tui.compare.text import pane_summary, result_text, sweep_lines
-from spectui.tui.frames import FrameInbox
+from spectui.tui.compare.stream import CompareStream
+from spectui.tui.compare.work import CompareWork, WorkEnded
+from spectui.tui.compare.text import head_text, pane_summary, result_text, sweep_lines
 from spectui.tui.keys import compare_bindings
 from spectui.tui.widgets.key_footer import KeyFooter
 
@@ -47,15 +46,6 @@ class RunEnded(TextualMessage):
         self.run = run
 
 
-class WorkEnded(TextualMessage):
-    """A round or a sweep finished (or failed with `error`)."""
-
-    def __init__(self, generation: int, error: str | None = None) -> None:
-        super().__init__()
-        self.generation = generation
-        self.error = error
-
-
 class SweepPointArrived(TextualMessage):
     def __init__(self, generation: int, point: SweepPoint) -> None:
         super().__init__()
@@ -63,22 +53,8 @@ class SweepPointArrived(TextualMessage):
         self.point = point
 
 
-@dataclass(frozen=True, slots=True)
-class RunStarted:
-    path: str
-    k: str  # "k = 4", "k auto (from 4)"
-    number: int  # 1-based, within its path
-
-
-@dataclass(frozen=True, slots=True)
-class StepShown:
-    path: str
-    chunks: list[tuple[str, str]]
-
-
-class CompareScreen(Screen):
-    BINDINGS = [*compare_bindings(), Binding("q", "close", "close", show=False)]
-    DEFAULT_CSS = """
+# The view's layout, kept out of the class so the class reads as behaviour.
+COMPARE_CSS = """
     CompareScreen { layout: vertical; }
     CompareScreen > #compare-head { height: auto; padding: 0 1; background: $panel; }
     CompareScreen > #panes { height: 1fr; }
@@ -86,7 +62,12 @@ class CompareScreen(Screen):
     CompareScreen > #result.-problem { color: $error; }
     CompareScreen > #sweep { height: auto; padding: 0 1; display: none; }
     CompareScreen > #sweep.-shown { display: block; }
-    """
+"""
+
+
+class CompareScreen(Screen):
+    BINDINGS = [*compare_bindings(), Binding("q", "close", "close", show=False)]
+    DEFAULT_CSS = COMPARE_CSS
 
     def __init__(self, host, messages: list[Message], params: GenerationParams,
                  on_speedup: Callable[[float, str], None] | None = None) -> None:
@@ -104,19 +85,19 @@ class CompareScreen(Screen):
         self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
         # compare runs what the chat runs: adaptive k, where the bar says "k auto", from k
         self.auto = host.live.auto and host.capabilities.live(AUTO)
-        self.baseline = None  # the second engine, for a fixed k
+        self.baseline = BaselineSide(host, self.fixed_k)  # the second engine, for a fixed k
         self.temperature = host.live.temperature
         self.comparison = Comparison([], self.temperature, self.auto)
         self.sweep_points: list[SweepPoint] = []
-        self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(self, self.flush)
         self.generation = 0  # bumped whenever settings change: stale results are dropped
         self.busy = False
         self.busy_with = ""
         self.rerun_when_idle = False
-        self.control: Control | None = None
-        self.stop_requested = threading.Event()
+        self.work = CompareWork(host, self.post_message)
         self.head = Static("", id="compare-head")
         self.panes = {path: ComparePane(path) for path in PATHS}
+        self.stream = CompareStream(self, self.panes)
+        self.flush = self.stream.flush
         self.result = Static("", id="result")
         self.sweep = Static("", id="sweep")
 
@@ -137,15 +118,9 @@ class CompareScreen(Screen):
     # what is shown
 
     def refresh_head(self) -> None:
-        info = self.engine.info
-        prompt = next((m["content"] for m in reversed(self.messages) if m["role"] == "user"), "")
-        prompt = prompt if len(prompt) <= 70 else prompt[:69] + "…"
-        draft = f" drafted by {info.draft}" if info.method == "draft" and info.draft else ""
         status = f" · {self.busy_with}" if self.busy else ""
-        self.head.update(Content(
-            f"Compare · {info.target}{draft} · method {info.method} · {self.k_label} · T = {self.temperature:.2f} "
-            f"· seed {self.params.seed}{status}{self._baseline_note()}\n“{prompt}”"
-        ))
+        self.head.update(Content(head_text(self.engine.info, self.messages, self.k_label, self.temperature,
+                                           self.params.seed, status + self.baseline.note(self.base_engine))))
 
     @property
     def k_label(self) -> str:
@@ -153,54 +128,16 @@ class CompareScreen(Screen):
             return "k not reported by the server"  # it runs its own k and does not say which
         return f"k auto (from {self.k})" if self.auto else f"k = {self.k}"
 
-    def _baseline_note(self) -> str:
-        if not self.fixed_k:
-            return ""
-        if self.baseline is None:
-            return " · baseline: a second engine, started on the first run"
-        from spectui.measure.metrics import format_bytes
-
-        pool = pool_bytes(self.base_engine), pool_bytes(self.baseline)
-        split = f" · memory reserved {format_bytes(pool[0])} + {format_bytes(pool[1])}" if all(pool) else ""
-        return f" · baseline: {self.baseline.info.name} engine without speculation{split}"
-
     def refresh_result(self) -> None:
         text, problem = result_text(self.comparison)
         self.result.update(Content(text))
         self.result.set_class(problem, "-problem")
 
-    def flush(self) -> None:
-        pending: dict[str, list[tuple[str, str]]] = {}
-        for item in self.inbox.take_all():
-            if isinstance(item, RunStarted):
-                self._append_pending(pending)
-                pending = {}
-                self.panes[item.path].start_run(item.k, item.number)
-            else:
-                pending.setdefault(item.path, []).extend(item.chunks)
-        self._append_pending(pending)
-
-    def _append_pending(self, pending: dict[str, list[tuple[str, str]]]) -> None:
-        for path, chunks in pending.items():
-            self.panes[path].append(chunks)
-
     # work in a thread
 
     def _start(self, what: str, body) -> None:
         self.busy, self.busy_with = True, what
-        self.stop_requested.clear()
-        generation = self.generation
-        post = self.post_message
-
-        def work() -> None:
-            try:
-                body(generation)
-            except Exception as error:  # shown on screen; the chat behind is untouched
-                post(WorkEnded(generation, one_line(error)))
-            else:
-                post(WorkEnded(generation))
-
-        self.host.start_work("spectui-compare", work, stop=self._cancel)
+        self.work.start(self.generation, body)
         self.refresh_head()
 
     def _control_factory(self, start_index: dict[str, int]):
@@ -209,25 +146,13 @@ class CompareScreen(Screen):
         def make(path: str, k: int, temperature: float) -> Control:
             control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
-            self.inbox.put(RunStarted(path, self.k_label if path == "speculative" else "k = 0", numbers[path]))
+            self.stream.run_started(path, self.k_label if path == "speculative" else "k = 0", numbers[path])
             return control
 
         return make
 
     def _cancellable(self, path: str, k: int, temperature: float) -> Control:
-        """A run's Control, kept to cancel it; born cancelled once a stop was asked for
-        (a stop between two runs must not let the next one run)."""
-        control = Control(k, temperature, auto=self.auto and path == "speculative")
-        if self.stop_requested.is_set():
-            control.cancel()
-        self.control = control
-        return control
-
-    def _on_step_factory(self):
-        def on_step(path, step) -> None:
-            self.inbox.put(StepShown(path, display_chunks(step, *step_pieces(step))))
-
-        return on_step
+        return self.work.cancellable(k, temperature, self.auto and path == "speculative")
 
     def action_rerun(self) -> None:
         if self.busy:
@@ -240,7 +165,7 @@ class CompareScreen(Screen):
         post = self.post_message
 
         def body(generation: int) -> None:
-            baseline = self._ensure_baseline()
+            baseline = self.baseline.ensure(self.app.call_from_thread, self._set_busy_with, self.refresh_head)
             # The first round of a comparison would otherwise pay one-off costs (caches,
             # first forward of a new k) that the later rounds do not.
             if not any(start_index.values()) and not warm_up(
@@ -249,23 +174,13 @@ class CompareScreen(Screen):
                 return
             run_pair(
                 engine, messages, params, k, temperature, order=order, baseline=baseline,
-                on_step=self._on_step_factory(),
+                on_step=self.stream.on_step,
                 on_run=lambda run: post(RunEnded(generation, run)),
                 control_factory=self._control_factory(start_index),
                 start_index=start_index,
             )
 
         self._start(f"running {' then '.join(order)}", body)
-
-    def _ensure_baseline(self):
-        """The baseline engine for a fixed k, built once in the work thread (it can take a
-        minute); None where the engine runs k = 0 itself."""
-        if not self.fixed_k or self.baseline is not None:
-            return self.baseline
-        self.app.call_from_thread(self._set_busy_with, "starting the baseline engine (k = 0)")
-        self.baseline = self.host.baseline_engine()
-        self.app.call_from_thread(self.refresh_head)
-        return self.baseline
 
     def _set_busy_with(self, what: str) -> None:
         self.busy_with = what
@@ -276,8 +191,7 @@ class CompareScreen(Screen):
         if self.on_speedup is not None and speedup is not None:
             self.on_speedup(speedup, self.k_label)
         self.stop_work()
-        self.baseline = None
-        self.host.close_baseline()  # after the run in flight: closing it under a request breaks it
+        self.baseline.close()
         self.hold.release()
 
     def action_sweep(self) -> None:
@@ -299,7 +213,7 @@ class CompareScreen(Screen):
             sweep_k(
                 engine, messages, params, temperature, ks=SWEEP_KS,
                 on_point=lambda point: post(SweepPointArrived(generation, point)),
-                should_stop=self.stop_requested.is_set, control_factory=self._cancellable,
+                should_stop=self.work.stop_requested.is_set, control_factory=self._cancellable,
             )
 
         self._start("sweeping k", body)
@@ -323,7 +237,7 @@ class CompareScreen(Screen):
 
     def on_work_ended(self, message: WorkEnded) -> None:
         self.flush()
-        self.busy, self.busy_with, self.control = False, "", None
+        self.busy, self.busy_with, self.work.control = False, "", None
         if message.error and message.generation == self.generation:
             self.notify(f"The engine failed: {message.error}", severity="error", timeout=8)
         self.refresh_head()
@@ -350,9 +264,7 @@ class CompareScreen(Screen):
             self.action_rerun()
 
     def _cancel(self) -> None:
-        self.stop_requested.set()
-        if self.control is not None:
-            self.control.cancel()
+        self.work.cancel()
 
     def stop_work(self) -> None:
         """Quitting: no new run starts, the one in flight ends after its step."""
@@ -403,10 +315,3 @@ class CompareScreen(Screen):
 
     action_compare = action_close  # the key that opened the view closes it
 
-
-def pool_bytes(engine) -> int | None:
-    """The memory an engine reserved up front (vLLM's KV pool), when it reads its own."""
-    if engine is None or not engine.info.capabilities.memory:
-        return None
-    reading = engine.memory()
-    return reading.pool_bytes if reading is not None else None
