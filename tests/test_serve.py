@@ -17,9 +17,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from spectui.cli import serve
 from spectui.cli.serve import serve_command
-from spectui.engines.vllm import server_process
+from spectui.engines.vllm import serve_plan, server_process
 from spectui.engines.vllm.server_process import Launcher
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -160,7 +159,7 @@ def test_readme_line_is_exact():
 
 
 def test_print_needs_no_vllm(monkeypatch):
-    monkeypatch.setattr(serve, "find_launcher", lambda: pytest.fail("--print must not look for vLLM"))
+    monkeypatch.setattr(serve_plan, "find_launcher", lambda: pytest.fail("--print must not look for vLLM"))
     assert printed_line("--model", "Qwen/Qwen2.5-7B-Instruct", "--method", "ngram").startswith("vllm serve Qwen/Qwen2.5-7B-Instruct ")
 
 
@@ -212,7 +211,7 @@ def test_no_vllm_is_one_line_naming_both_installs(monkeypatch):
 
 
 def test_port_in_use_is_one_line(monkeypatch):
-    monkeypatch.setattr(serve, "find_launcher", lambda: Launcher("path"))
+    monkeypatch.setattr(serve_plan, "find_launcher", lambda: Launcher("path"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -303,7 +302,7 @@ def fake_server(tmp_path, monkeypatch):
     script = tmp_path / "fake_vllm.py"
     script.write_text(FAKE_SERVER)
     monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(serve, "on_cpu", lambda launcher: False)
+    monkeypatch.setattr(serve_plan, "on_cpu", lambda launcher: False)
 
     def use(mode: str):
         launcher = FakeLauncher("path")
@@ -311,7 +310,7 @@ def fake_server(tmp_path, monkeypatch):
         object.__setattr__(launcher, "port", free_port())
         object.__setattr__(launcher, "pid_file", tmp_path / "pids")
         object.__setattr__(launcher, "mode", mode)
-        monkeypatch.setattr(serve, "find_launcher", lambda: launcher)
+        monkeypatch.setattr(serve_plan, "find_launcher", lambda: launcher)
         return launcher
 
     return use

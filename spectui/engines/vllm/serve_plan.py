@@ -1,0 +1,179 @@
+"""The `vllm serve` plan behind `spectui serve`: the checks, the models as vLLM loads them
+(index models converted to a folder), the argv, and how the server process is launched.
+
+spectui's names for things (aliases, --method draft, -k) become vLLM's through
+spectui.engines.vllm.args, the one mapping the in-process engine uses too. Heavy imports stay
+inside the functions: `spectui --help` imports the command that imports this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectui.engines.vllm.server_process import (
+    Launcher,
+    base_url,
+    check_port_free,
+    find_launcher,
+    log_file_path,
+    on_cpu,
+    run_argv,
+    server_environment,
+)
+from spectui.settings.options import EngineOptions, speculative_config_dict
+
+Note = Callable[[str], None]  # one line for the user (the command prints it on stderr)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `vllm serve` gets: the argv (for --print) and where each model comes from."""
+
+    argv: list[str]
+    target_ref: str
+    draft_ref: str | None
+    served_model: str  # the name the server lists at /v1/models
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the planned server starts here: the command, its environment, its log, its URL."""
+
+    command: list[str]
+    env: dict[str, str]
+    env_note: str  # what the environment adds, for the "starting" line ("" when nothing)
+    log_path: Path
+    url: str
+
+
+def plan_serve(options: EngineOptions, host: str, port: int, *, print_only: bool,
+               note: Note) -> tuple[Plan, Launch | None]:
+    """The plan, after every check that can fail before anything is converted or started; the
+    Launch too unless print_only (which neither looks for vLLM nor at the port)."""
+    from spectui.models.registry import DEFAULT_TARGET, resolve
+
+    target_name = options.model or DEFAULT_TARGET
+    resolve(target_name)  # an unknown name fails here, before anything is converted or started
+    draft_name = draft_model_name(options, target_name, note)
+    if draft_name is not None:
+        resolve(draft_name)
+    from spectui.engines.vllm.args import VllmModels, serve_argv
+
+    # The options' own errors (a method that needs --draft, a dtype vLLM lacks) come first too.
+    serve_argv(options, VllmModels(target_name, draft_name), host, port)
+
+    launcher = None if print_only else find_launcher()
+    if not print_only:
+        check_port_free(host, port)
+    plan = make_plan(options, target_name, draft_name, host, port, note)
+    return plan, (None if launcher is None else launch_for(plan, launcher, host, port))
+
+
+def launch_for(plan: Plan, launcher: Launcher, host: str, port: int) -> Launch:
+    cpu = on_cpu(launcher)
+    env, env_note = server_environment(cpu)
+    command = launcher.command(run_argv(plan.argv, launcher, cpu))
+    return Launch(command, env, env_note, log_file_path(port), base_url(host, port))
+
+
+def draft_model_name(options: EngineOptions, target_name: str, note: Note) -> str | None:
+    """The draft (or heads) checkpoint to hand vLLM, as a spectui name; None when none is used."""
+    if options.k == 0 or options.speculative_config is not None:
+        if options.draft is not None:
+            note("--draft is not used with -k 0 or --speculative-config (put \"model\" in the JSON)")
+        return None
+    if options.method == "draft":
+        from spectui.engines.embedded.build import draft_for
+
+        return draft_for(target_name, options.draft)
+    if options.method == "ngram":
+        if options.draft is not None:
+            note("--draft is not used with --method ngram")
+        return None
+    return options.draft  # eagle/eagle3/medusa need it (args.py says so); mtp may have it
+
+
+def make_plan(options: EngineOptions, target_name: str, draft_name: str | None, host: str, port: int,
+              note: Note) -> Plan:
+    """vLLM references for the models (converting index models), then the `vllm serve` argv."""
+    from spectui.engines.vllm.args import VllmModels, serve_argv
+
+    with _progress() as progress:
+        target_ref = vllm_model_ref(target_name, progress, note)
+        draft_ref = vllm_model_ref(draft_name, progress, note) if draft_name is not None else None
+        options = _with_vllm_refs_in_json(options, progress, note)
+    argv = serve_argv(options, VllmModels(target_ref, draft_ref), host, port)
+    served_name = _served_name(target_name)
+    if served_name is not None:
+        argv += ["--served-model-name", served_name]
+    return Plan(argv=argv, target_ref=target_ref, draft_ref=draft_ref, served_model=served_name or target_ref)
+
+
+def vllm_model_ref(name: str, progress, note: Note) -> str:
+    """What vLLM loads for a spectui model name: a hub id or a local folder.
+
+    Hub models (aliases or ids) stay ids: vLLM fetches them where it runs. Package-index
+    models and .gguf files become the converted folder (vLLM does not load these GGUFs).
+    """
+    from spectui.models.registry import converted_dir, read_marker, resolve
+
+    resolved = resolve(name)
+    if resolved.kind == "hub":
+        assert resolved.hub_id is not None
+        return resolved.hub_id
+    if resolved.kind == "folder":
+        assert resolved.path is not None
+        return str(resolved.path)
+    if resolved.kind == "index":
+        assert resolved.spec is not None
+        if read_marker(converted_dir(resolved.spec.alias)) is None:
+            note(f"converting {resolved.spec.alias} to a local folder vLLM can load (once; it is cached)")
+    else:
+        note(f"converting {resolved.path} to a folder vLLM can load (vLLM does not read this GGUF)")
+    from spectui.models.load import ensure_local
+
+    return str(ensure_local(name, progress))
+
+
+def _with_vllm_refs_in_json(options: EngineOptions, progress, note: Note) -> EngineOptions:
+    """A spectui alias as "model" in --speculative-config becomes what vLLM can load."""
+    from dataclasses import replace
+
+    from spectui.models.registry import get_spec
+
+    if options.speculative_config is None:
+        return options
+    config = speculative_config_dict(options.speculative_config)
+    name = config.get("model")
+    if not isinstance(name, str) or get_spec(name) is None:
+        return options
+    config["model"] = vllm_model_ref(name, progress, note)
+    return replace(options, speculative_config=json.dumps(config))
+
+
+def _served_name(target_name: str) -> str | None:
+    """Index models are served under their alias, not the long cache path."""
+    from spectui.models.registry import resolve
+
+    resolved = resolve(target_name)
+    return resolved.spec.alias if resolved.kind == "index" and resolved.spec else None
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator:
+    """rich_progress, opened on the first report only: a cached model draws nothing at all."""
+    from spectui.models.fetch import rich_progress
+
+    with contextlib.ExitStack() as stack:
+        opened = []
+
+        def report(stage: str, done: int, total: int) -> None:
+            if not opened:
+                opened.append(stack.enter_context(rich_progress()))
+            opened[0](stage, done, total)
+
+        yield report
