@@ -18,12 +18,6 @@ from spectui.measure.run import run_reply
 Clock = Callable[[], float]
 
 
-def forget_prompts(engine: Engine) -> None:
-    """An embedded engine pays the prompt's prefill again, as the anchors do (they keep
-    nothing between calls); other engines keep what they keep (the base's no-op)."""
-    engine.forget_prompts()
-
-
 def engine_for(engine: Engine, arm: Arm) -> Engine:
     """The engine variant that drafts by arm.method (the embedded engine shares its target;
     an engine without capabilities.method_switch refuses another method in one line)."""
@@ -41,7 +35,8 @@ def run_engine(
     clock: Clock = time.perf_counter,
 ) -> TimedReply:
     """One reply from a spectui engine (embedded or vLLM) at arm.k."""
-    forget_prompts(engine)
+    # The prompt's prefill is paid again, as the anchors pay it (they keep nothing between calls).
+    engine.forget_prompts()
     control = Control(arm.k, temperature, auto=arm.auto)
     reply = run_reply(engine_for(engine, arm), list(messages), params, control, clock=clock)
     if reply.finish_reason == "error":
