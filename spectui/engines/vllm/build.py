@@ -200,9 +200,10 @@ def vllm_draft_name(options: EngineOptions, target_name: str, report) -> str | N
     from spectui.models.load import check_same_vocab
 
     if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
-        draft_name = draft_for(target_name, options.draft) if options.method == "draft" else options.draft
-        if options.method == "draft":
-            check_same_vocab(target_name, draft_name, report)
+        if options.method != "draft":
+            return options.draft
+        draft_name = draft_for(target_name, options.draft)
+        check_same_vocab(target_name, draft_name, report)
         return draft_name
     if options.draft is not None and options.method == "mtp":
         return options.draft
