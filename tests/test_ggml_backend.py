@@ -93,6 +93,42 @@ def test_the_default_pair_drafts_losslessly_on_ggml():
         engine.close()
 
 
+
+def resident_bytes_of(path: Path) -> int:
+    """This process's resident bytes in its mappings of `path` (/proc/self/smaps)."""
+    resident, inside = 0, False
+    target = str(path.resolve())
+    with open("/proc/self/smaps", encoding="utf-8", errors="replace") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):  # a mapping's header
+                inside = len(fields) == 6 and fields[5] == target
+            elif inside and fields[0] == "Rss:":
+                resident += int(fields[1]) * 1024
+    return resident
+
+
+@pytest.mark.real_weights
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_weights_repacked_at_load_are_not_resident_twice():
+    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.models.gguf_local import local_gguf
+    from spectui.models.registry import DEFAULT_TARGET
+
+    path = local_gguf(DEFAULT_TARGET)
+    model = LlamaModel(path, context=256)
+    try:
+        assert model.weight_type == "Q4_K_M"  # repacked for AVX2's kernels at load
+        model.decode(list(range(100, 140)), 1)
+        for token in range(200, 208):
+            model.decode([token], 1)
+        # Only the tensors read from the mapping (embeddings, norms) stay resident there.
+        assert resident_bytes_of(path) < 0.5 * path.stat().st_size
+    finally:
+        model.close()
+
+
 # ---------------------------------------------------------------- verify width
 
 
@@ -393,3 +429,4 @@ def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokeni
             assert engine.target.model.cached == len(PROMPT) + len(tokens) - 1
     finally:
         engine.close()
+
