@@ -226,7 +226,7 @@ def chi_square_binned(counts: numpy.ndarray, expected: numpy.ndarray, draws: int
 
 
 def sampled_second_tokens(tiny_pair, tiny_tokenizer, replies: int, temperature: float) -> numpy.ndarray:
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     target, draft = tiny_pair
     engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=draft, threads=1)
@@ -409,7 +409,7 @@ def test_the_shim_refuses_off_x86_64_and_makes_one_copy_for_two_starts(monkeypat
 def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokenizer):
     """Plain decoding never runs a reply's last token; drafts a verify ran past it (rejected, or
     accepted beyond a stop token) must not stay cached for the next prompt to reuse."""
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     target, _ = tiny_pair
     engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=target, threads=1)  # accepts all
@@ -430,3 +430,29 @@ def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokeni
     finally:
         engine.close()
 
+
+TORCH_IMPORTED_ON = """
+import sys, threading
+from spectui.engines.llamacpp.build import build_ggml_engine
+from spectui.settings.options import EngineOptions
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            print("torch imported on", "main" if threading.current_thread() is threading.main_thread() else "another")
+        return None
+
+sys.meta_path.insert(0, Watch())
+build_ggml_engine(EngineOptions(model="smollm2-135m", method="ngram")).close()
+"""
+
+
+def test_torch_imports_while_the_weights_load_not_before():
+    """The loop's sampling needs torch (a second and a half to import); the GGUF's load
+    releases the GIL, so the two overlap only if nothing imports torch on the way in."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", TORCH_IMPORTED_ON], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "torch imported on another", result.stdout
