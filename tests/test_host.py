@@ -232,6 +232,7 @@ def test_a_running_reply_follows_the_live_settings_and_stops_following_when_it_e
     host.keys.step_k(+1)  # a k by hand ends adaptive k
     host.keys.step_temperature(+1)
     control = controls[0]
+    assert control.live is host.live  # the reply reads the one holder the keys change: no copy to keep in step
     assert (control.k, control.auto, control.temperature) == (3, False, 0.1)
     engine.release(3)
     owner.until(lambda: not host.uses)
