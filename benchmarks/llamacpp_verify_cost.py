@@ -57,7 +57,7 @@ def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats:
 def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threads: int | None) -> dict:
     """Plain greedy, then draft k=4 and prompt lookup with adaptive k, on spectui's loop."""
     from spectui.core.events import Control, Done, GenerationParams
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     results = {}
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)

@@ -59,7 +59,7 @@ def sampled_replies(engine, prompt_ids, replies, k_for_step):
             if isinstance(event, Step):
                 tokens += event.token_ids
                 drafting += [event] if event.drafted else []
-                control.k = next(ks)
+                control.live.update(k=next(ks))
         pairs.append((tokens[1], tokens[2]))
         fourths.append(tokens[3])
     return pairs, fourths, drafting

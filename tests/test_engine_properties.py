@@ -51,7 +51,7 @@ def drive(engine, prompt_ids, ks, autos, cancel_at):
         if isinstance(event, Done):
             return steps, event
         steps.append(event)
-        control.k, control.auto = ks[len(steps) % len(ks)], autos[len(steps) % len(autos)]
+        control.live.update(k=ks[len(steps) % len(ks)], auto=autos[len(steps) % len(autos)])
         if len(steps) == cancel_at:
             control.cancel()
     raise AssertionError("the stream ended without a Done")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from spectui.host.live import LiveValues
+from spectui.core.events import LiveValues
 from spectui.tui.chat.recall import PromptRecall
 from spectui.tui.chat.reply_settings import made_with, message_text, reply_settings
 from spectui.tui.clipboard import extra_sequences, osc52, tmux_passthrough

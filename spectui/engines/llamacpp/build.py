@@ -63,7 +63,7 @@ def ggml_problem(options: EngineOptions) -> str | None:
 
 def build_ggml_engine(options: EngineOptions, progress=None):
     from spectui.engines.embedded.build import draft_for, plain_stand_in
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
     from spectui.models.registry import DEFAULT_TARGET
