@@ -143,7 +143,10 @@ def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: i
     if chooser is not None:
         chooser.observe(Step((0,), (Source.TARGET,), "", temperature=temperature), prefill=True)
     position, seconds, missed = 1, 0.0, 0
-    noisy = lambda value: value * math.exp(rng.gauss(0, NOISE))
+
+    def noisy(value):
+        return value * math.exp(rng.gauss(0, NOISE))
+
     while position < length:
         room = length - position - 1
         auto, floor, k = None, 0.0, fixed_k
