@@ -135,8 +135,10 @@ def test_a_draft_model_stops_only_when_two_steps_in_a_row_predict_a_loss_past_it
     # = 0.88 plain steps, 3.7% of each of those 24 steps. A predicted 2% loss is cheaper than
     # that and drafting goes on; a 10% loss stops it, on the second step that predicts it.
     chooser = drafting_at(alpha)
-    assert chooser.leaving_cost() == pytest.approx(0.04 * 0.22 / 0.1 / 2.4)
-    assert chooser.rate(1, chooser.acceptance()) / chooser.rate(0, chooser.acceptance()) == pytest.approx(predicted, abs=0.01)
+    costs = chooser.costs()
+    assert chooser.leaving_cost(costs) == pytest.approx(0.04 * 0.22 / 0.1 / 2.4)
+    rates = chooser.rates(costs, chooser.acceptance())
+    assert rates[1] / rates[0] == pytest.approx(predicted, abs=0.01)
     choices = [chooser.choose() for _ in range(5)]
     assert [c.k for c in choices] == ([1] * 5 if predicted > 0.97 else [1, 0, 0, 0, 0]), choices
     assert choices[0].reason.endswith("→ k 1 (stopping costs a catch-up)")
@@ -146,7 +148,8 @@ def test_a_cheap_proposer_stops_at_the_first_predicted_loss():
     # Prompt lookup and heads pay no catch-up: a predicted 1% loss, which a draft model
     # would draft through, stops them at once.
     chooser = AdaptiveK(accept=[0.1] * 8, draft_seconds=0.001, verify_points=[(0, 0.1), (4, 0.14)], current_k=1)
-    assert chooser.rate(1, chooser.acceptance()) / chooser.rate(0, chooser.acceptance()) == pytest.approx(0.99, abs=0.005)
+    rates = chooser.rates(chooser.costs(), chooser.acceptance())
+    assert rates[1] / rates[0] == pytest.approx(0.99, abs=0.005)
     assert chooser.cheap_probe() and chooser.choose().k == 0
 
 

@@ -13,9 +13,7 @@ ROOT = Path(spectui.__file__).parent
 CLASS_MAX = 250
 FUNCTION_MAX = 60
 # Over the limits when the check came in: (file, name) -> lines. Splitting them is issue 41's.
-STILL_OVER = {
-    ("engines/adaptive.py", "AdaptiveK"): 269,
-}
+STILL_OVER: dict[tuple[str, str], int] = {}
 
 
 def sizes(root: Path) -> dict[tuple[str, str], tuple[int, int, int]]:

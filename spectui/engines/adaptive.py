@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 
 from spectui.core.events import AutoChoice, Step
 
@@ -95,14 +95,61 @@ def learn_acceptance(accept: list, seen: list[int], accepted: int, drafted: int,
             accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
 
 
+def verify_line(points: Sequence[tuple[int, float]], prior_slope: float, k: int) -> float:
+    """V(k) in seconds: the least-squares line through the last verify forwards (a line, not a
+    table per k: a k left behind keeps no stale figure); one k so far: the prior's slope."""
+    mean_k = sum(n for n, _ in points) / len(points)
+    mean_v = sum(v for _, v in points) / len(points)
+    spread = sum((n - mean_k) ** 2 for n, _ in points)
+    if not spread:
+        plain = mean_v / (1 + prior_slope * mean_k)
+        return plain * (1 + prior_slope * k)
+    slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
+    if slope <= 0:  # noise: a bigger verify is never cheaper
+        return mean_v
+    return max(1e-9, mean_v + slope * (k - mean_k))
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the predictions rest on, once each part is measured: d, the draft's seconds per
+    token; the verify forwards V(k) is fitted to; o, each step's overhead."""
+
+    draft: float
+    verify_points: tuple[tuple[int, float], ...]
+    prior_slope: float
+    overhead: float
+
+    def verify(self, k: int) -> float:
+        return verify_line(self.verify_points, self.prior_slope, k)
+
+    def step(self, working: float) -> float:
+        """A step's wall time: its drafting and verifying plus the overhead every step pays."""
+        return working + self.overhead
+
+    def probe(self) -> float:
+        """A probe's cost over a plain step, in plain steps."""
+        plain = self.verify(0)
+        return (self.draft + self.verify(1) - plain) / self.step(plain)
+
+    def draft_ratio(self) -> float:
+        return self.draft / self.verify(0)
+
+    def rate(self, k: int, accept: list[float], offered: float) -> float:
+        """Predicted tokens per second at k; offered: the chance drafts come at all."""
+        tokens = offered * expected_tokens(accept, k) + (1 - offered)
+        seconds = offered * (k * self.draft + self.verify(k)) + (1 - offered) * self.verify(0)
+        return tokens / self.step(seconds)
+
+
 @dataclass
 class AdaptiveK:
     k_max: int = K_AUTO_MAX
-    accept: list[float | None] | None = None
-    seen: list[int] | None = None  # observations per position, for the first ones' weight
+    accept: list[float | None] = field(default_factory=list)  # [] : every position at the prior
+    seen: list[int] = field(default_factory=list)  # observations per position, for the first ones' weight
     draft_seconds: float | None = None  # per drafted token
     # the last verify forwards, (drafted, seconds): V(k) is the line through them
-    verify_points: deque[tuple[int, float]] | None = None
+    verify_points: deque[tuple[int, float]] = field(default_factory=deque)
     overhead_seconds: float | None = None  # per step, outside drafting and verifying
     current_k: int = START_K
     plain_steps: int = 0
@@ -124,7 +171,7 @@ class AdaptiveK:
         fresh_accept, fresh_seen = self._fresh_table()
         self.accept = self.accept or fresh_accept
         self.seen = self.seen or fresh_seen
-        self.verify_points = deque(self.verify_points or (), maxlen=VERIFY_WINDOW)
+        self.verify_points = deque(self.verify_points, maxlen=VERIFY_WINDOW)
         # per (evidence, temperature), for choose_for: (accept, seen) as above, and the k = 0
         # choices since the last probe. Sampling accepts a copied token only as often as the
         # target would pick it: a 4-token match in math at T 0.7 is not one at T 0.
@@ -205,8 +252,9 @@ class AdaptiveK:
             self.plain_steps += 1
         # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
         self.verify_points.append((drafted, step.verify_seconds))
-        plain = self.step_seconds(self.verify_cost(0))
-        seconds = self.step_seconds(step.draft_seconds + step.verify_seconds)
+        overhead = self.overhead_seconds or 0.0
+        plain = verify_line(self.verify_points, self.prior_verify_slope, 0) + overhead
+        seconds = step.draft_seconds + step.verify_seconds + overhead
         if plain and seconds > 0:
             self.realised = moving(self.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
 
@@ -219,45 +267,28 @@ class AdaptiveK:
     def acceptance(self) -> list[float]:
         return filled(self.accept)
 
-    def verify_cost(self, k: int) -> float | None:
-        """V(k) in seconds: the least-squares line through the last verify forwards (a line, not a
-        table per k: a k left behind keeps no stale figure)."""
-        points = self.verify_points
-        if not points:
+    def costs(self) -> Costs | None:
+        """The measured costs, or None while some part is still unmeasured."""
+        if not self.verify_points or self.draft_seconds is None:
             return None
-        mean_k = sum(n for n, _ in points) / len(points)
-        mean_v = sum(v for _, v in points) / len(points)
-        spread = sum((n - mean_k) ** 2 for n, _ in points)
-        if not spread:  # one k so far: the prior's slope through it
-            plain = mean_v / (1 + self.prior_verify_slope * mean_k)
-            return plain * (1 + self.prior_verify_slope * k)
-        slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
-        if slope <= 0:  # noise: a bigger verify is never cheaper
-            return mean_v
-        return max(1e-9, mean_v + slope * (k - mean_k))
-
-    def step_seconds(self, working: float | None) -> float | None:
-        """A step's wall time: its drafting and verifying plus the overhead every step pays."""
-        return None if working is None else working + (self.overhead_seconds or 0.0)
+        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0)
 
     def probe_cost(self) -> float | None:
         """A probe's cost over a plain step, in plain steps (None until both are measured)."""
-        plain, probe = self.verify_cost(0), self.verify_cost(1)
-        if plain is None or probe is None or self.draft_seconds is None:
-            return None
-        return (self.draft_seconds + probe - plain) / self.step_seconds(plain)
+        costs = self.costs()
+        return None if costs is None else costs.probe()
 
     def cheap_probe(self) -> bool:
         cost = self.probe_cost()
         return cost is not None and cost < CHEAP_PROBE
 
-    def leaving_cost(self) -> float:
+    def leaving_cost(self, costs: Costs) -> float:
         """What stopping a draft model costs per step, in plain steps: coming back, at the
         first probe, it reads the tokens of every plain step it sat out in one forward."""
         wait = self.probe_wait()[0]
-        plain = self.verify_cost(0)
-        catch_up = (self.draft_seconds or 0.0) * self.verify_cost(wait) / plain
-        return catch_up / (wait * self.step_seconds(plain))
+        plain = costs.verify(0)
+        catch_up = costs.draft * costs.verify(wait) / plain
+        return catch_up / (wait * costs.step(plain))
 
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
@@ -271,24 +302,20 @@ class AdaptiveK:
             return CHEAP_PROBE_AFTER
         return max(CHEAP_PROBE_AFTER, math.ceil(cost / EVIDENCE_PROBE_SHARE))
 
-    def rate(self, k: int, accept: list[float], offered: float | None = None) -> float | None:
-        """Predicted tokens per second at k; offered: the chance drafts come at all (default: as measured)."""
-        verify = self.verify_cost(k)
-        if verify is None or (k and self.draft_seconds is None):
-            return None
-        plain = self.verify_cost(0)
+    def rates(self, costs: Costs, accept: list[float], offered: float | None = None) -> dict[int, float]:
+        """Predicted tokens per second at every k; offered: the chance drafts come at all
+        (default: as measured)."""
         if offered is None:
             offered = 1.0 if self.proposal_rate is None else self.proposal_rate
-        tokens = offered * expected_tokens(accept, k) + (1 - offered)
-        seconds = offered * (k * (self.draft_seconds or 0.0) + verify) + (1 - offered) * plain
-        return tokens / self.step_seconds(seconds)
+        return {k: costs.rate(k, accept, offered) for k in range(self.k_max + 1)}
 
     def choose(self, temperature: float | None = None) -> AutoChoice:
         if temperature is not None:
             self.at_temperature(temperature)
         accept = self.acceptance()
-        every_rate = {k: self.rate(k, accept) for k in range(self.k_max + 1)}
-        if any(rate is None for rate in every_rate.values()) or not every_rate[0]:
+        costs = self.costs()
+        every_rate = {} if costs is None else self.rates(costs, accept)
+        if costs is None or not every_rate[0]:
             return self._measuring()
         cheap = self.cheap_probe()
         # slow start guards against drafts that cost real time; a refused cheap one costs little
@@ -301,7 +328,7 @@ class AdaptiveK:
             best = best if rates[best] >= rates[0] * (1 + SWITCH_MARGIN) else 0
         elif self.current_k:
             drafting = max((k for k in rates if k), key=lambda k: rates[k])
-            if rates[drafting] < rates[0] * (1 - self.leaving_cost()):
+            if rates[drafting] < rates[0] * (1 - self.leaving_cost(costs)):
                 self.leave_votes += 1
             else:
                 self.leave_votes = 0
@@ -311,8 +338,7 @@ class AdaptiveK:
         if best and not self.current_k:
             self.leave_votes = 0
         plain_rate = rates[0]
-        cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
-        why = f"α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
+        why = f"α {accept[0]:.2f}, draft {costs.draft_ratio():.2f}× target"
         if best == 0 and self.plain_steps >= self.probe_after:
             # a cheap look: one drafted token tells whether acceptance came back
             first_wait, longest_wait = self.probe_wait()
@@ -350,14 +376,14 @@ class AdaptiveK:
         each step decides on its own evidence, and a refused draft costs only its verify width.
         A class whose drafts do not pay is still tried with one draft every few of its steps."""
         accept = filled(self._tables(evidence, temperature)[0])
-        rates = {k: self.rate(k, accept, offered=1.0) for k in range(self.k_max + 1)}
-        if any(rate is None for rate in rates.values()) or not rates[0]:
+        costs = self.costs()
+        rates = {} if costs is None else self.rates(costs, accept, offered=1.0)
+        if costs is None or not rates[0]:
             return self._measuring()
         best = max(rates, key=lambda k: rates[k])
         if best and rates[best] < rates[0] * (1 + SWITCH_MARGIN):
             best = 0
-        cost_ratio = (self.draft_seconds or 0.0) / self.verify_cost(0)
-        why = f"match {evidence}: α {accept[0]:.2f}, draft {cost_ratio:.2f}× target"
+        why = f"match {evidence}: α {accept[0]:.2f}, draft {costs.draft_ratio():.2f}× target"
         if best == 0:
             key = (evidence, temperature)
             self.declined[key] = self.declined.get(key, 0) + 1
