@@ -54,7 +54,9 @@ def build_oracles(path: Path) -> None:
     from spectui.core.events import Control, GenerationParams, Step
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions(method="draft"))
+    from spectui.models.registry import resolve_pair
+
+    engine = build_embedded_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     quick = {workload.name for workload in suite("quick")}
     draws = torch.Generator().manual_seed(0)
     oracles = []
@@ -143,7 +145,10 @@ def replay_reply(oracle: dict, costs: dict, chooser, fixed_k: int, max_tokens: i
     if chooser is not None:
         chooser.observe(Step((0,), (Source.TARGET,), "", temperature=temperature), prefill=True)
     position, seconds, missed = 1, 0.0, 0
-    noisy = lambda value: value * math.exp(rng.gauss(0, NOISE))
+
+    def noisy(value):
+        return value * math.exp(rng.gauss(0, NOISE))
+
     while position < length:
         room = length - position - 1
         auto, floor, k = None, 0.0, fixed_k

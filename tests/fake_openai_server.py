@@ -139,11 +139,11 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 self._chunk(block)
         thoughts = [(word + " ", "reasoning_content") for word in fake.reasoning.split(" ")] if fake.reasoning else []
-        for number, (word, field) in enumerate(thoughts + [(word, "content") for word in words]):
+        for number, (word, delta_field) in enumerate(thoughts + [(word, "content") for word in words]):
             if fake.stall_after is not None and number >= fake.stall_after:
                 fake.stop.wait()
                 return
-            choice = {"index": 0, "delta": {field: word}, "finish_reason": None}
+            choice = {"index": 0, "delta": {delta_field: word}, "finish_reason": None}
             if fake.token_ids:
                 choice["token_ids"] = [1000 + number]
             self._event({"choices": [choice]})

@@ -55,7 +55,9 @@ def test_it_settles_on_the_analytic_best_k(alpha, cost, slope):
     rng = random.Random(1)
     chosen = run_trace(AdaptiveK(), [(400, alpha, cost, slope)], rng)
     settled = Counter(chosen[-150:]).most_common(1)[0][0]
-    verify = lambda k: 1 + slope * k
+    def verify(k):
+        return 1 + slope * k
+
     best, best_speedup = best_k(alpha, cost, verify, 8)
     # noise in the measured acceptance may pick a neighbour: it must be as good, within 3%
     assert speedup(alpha, settled, cost, verify) >= best_speedup * 0.97, (settled, best)
@@ -79,7 +81,9 @@ def test_it_comes_back_when_acceptance_recovers(seed):
     back = next(i for i, k in enumerate(chosen[300:]) if k >= 3)
     # the next probe (at most 96 plain steps away) finds acceptance back; drafting resumes
     assert back <= 160, back
-    verify = lambda k: 1 + 0.05 * k
+    def verify(k):
+        return 1 + 0.05 * k
+
     late = [speedup(0.9, k, 0.2, verify) for k in chosen[-60:]]
     assert sum(late) / len(late) >= 0.93 * best_k(0.9, 0.2, verify, 8)[1]
 
@@ -360,7 +364,9 @@ def test_the_overhead_every_step_pays_counts_for_longer_steps(alpha, cost, slope
     rng = random.Random(5)
     chosen = run_trace(AdaptiveK(), [(400, alpha, cost, slope)], rng, overhead=1.0)
     settled = Counter(chosen[-150:]).most_common(1)[0][0]
-    verify = lambda k: (2 + slope * k) / 2  # relative to a plain step with its overhead
+    def verify(k):
+        return (2 + slope * k) / 2  # relative to a plain step with its overhead
+
     best, best_speedup = best_k(alpha, cost / 2, verify, 8)
     assert best > best_k(alpha, cost, lambda k: 1 + slope * k, 8)[0]
     assert speedup(alpha, settled, cost / 2, verify) >= best_speedup * 0.97, (settled, best)

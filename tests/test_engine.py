@@ -135,13 +135,13 @@ def test_k_and_temperature_change_applies_to_the_next_step(tiny_target, tiny_tok
     control = Control(k=6, temperature=0.0)
     prompt_ids = tiny_tokenizer(PROMPTS[2])["input_ids"]
     stream = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=200, seed=3), control)
-    first, second = next(stream), next(stream)
+    next(stream)
+    second = next(stream)
     assert second.k == 6 and len(second.drafted) == 6
-    control.k = 2
-    control.temperature = 0.9
+    control.live.update(k=2, temperature=0.9)
     third = next(stream)
     assert third.k == 2 and len(third.drafted) == 2 and third.temperature == 0.9
-    control.k = 0
+    control.live.update(k=0)
     fourth = next(stream)
     assert fourth.drafted == () and fourth.sources == (Source.TARGET,)
     control.cancel()

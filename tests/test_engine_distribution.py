@@ -21,13 +21,17 @@ from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
 from spectui.engines.embedded.sampling import sample
 from spectui.engines.embedded.verify import Verdict
 from test_engine import make_engine
-from test_heads import (  # noqa: F401 (small_target is a fixture)
-    REPLIES, SMALL_VOCAB, TEMPERATURE, chi2_critical_0_001, chi_square_table, exact_joint, small_target, tree_chi_squares,
-)
+from small_distribution import make_small_target
+from test_heads import REPLIES, SMALL_VOCAB, TEMPERATURE, chi2_critical_0_001, chi_square_table, exact_joint, tree_chi_squares
 
 TOP_P = 0.8
 PROMPT_IDS = [1, 2, 3, 4, 5, 1]
 LOOKUP_PROMPT_IDS = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]  # prompt lookup finds copies all along
+
+
+@pytest.fixture(scope="module")
+def small_target():
+    return make_small_target()
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,7 @@ def sampled_replies(engine, prompt_ids, replies, k_for_step):
             if isinstance(event, Step):
                 tokens += event.token_ids
                 drafting += [event] if event.drafted else []
-                control.k = next(ks)
+                control.live.update(k=next(ks))
         pairs.append((tokens[1], tokens[2]))
         fourths.append(tokens[3])
     return pairs, fourths, drafting

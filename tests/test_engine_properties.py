@@ -47,11 +47,11 @@ def drive(engine, prompt_ids, ks, autos, cancel_at):
     after step cancel_at."""
     control = Control(k=ks[0], auto=autos[0])
     steps = []
-    for event in engine.stream_ids(prompt_ids, GenerationParams(max_tokens=MAX_TOKENS), control):
-        if isinstance(event, Done):
-            return steps, event
-        steps.append(event)
-        control.k, control.auto = ks[len(steps) % len(ks)], autos[len(steps) % len(autos)]
+    for item in engine.stream_ids(prompt_ids, GenerationParams(max_tokens=MAX_TOKENS), control):
+        if isinstance(item, Done):
+            return steps, item
+        steps.append(item)
+        control.live.update(k=ks[len(steps) % len(ks)], auto=autos[len(steps) % len(autos)])
         if len(steps) == cancel_at:
             control.cancel()
     raise AssertionError("the stream ended without a Done")

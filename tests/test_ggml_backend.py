@@ -95,6 +95,42 @@ def test_the_default_pair_drafts_losslessly_on_ggml():
         engine.close()
 
 
+
+def resident_bytes_of(path: Path) -> int:
+    """This process's resident bytes in its mappings of `path` (/proc/self/smaps)."""
+    resident, inside = 0, False
+    target = str(path.resolve())
+    with open("/proc/self/smaps", encoding="utf-8", errors="replace") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):  # a mapping's header
+                inside = len(fields) == 6 and fields[5] == target
+            elif inside and fields[0] == "Rss:":
+                resident += int(fields[1]) * 1024
+    return resident
+
+
+@pytest.mark.real_weights
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_weights_repacked_at_load_are_not_resident_twice():
+    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.models.gguf_local import local_gguf
+    from spectui.models.registry import DEFAULT_TARGET
+
+    path = local_gguf(resolve(DEFAULT_TARGET))
+    model = LlamaModel(path, context=256)
+    try:
+        assert model.weight_type == "Q4_K_M"  # repacked for AVX2's kernels at load
+        model.decode(list(range(100, 140)), 1)
+        for token in range(200, 208):
+            model.decode([token], 1)
+        # Only the tensors read from the mapping (embeddings, norms) stay resident there.
+        assert resident_bytes_of(path) < 0.5 * path.stat().st_size
+    finally:
+        model.close()
+
+
 # ---------------------------------------------------------------- verify width
 
 
@@ -192,7 +228,7 @@ def chi_square_binned(counts: numpy.ndarray, expected: numpy.ndarray, draws: int
 
 
 def sampled_second_tokens(tiny_pair, tiny_tokenizer, replies: int, temperature: float) -> numpy.ndarray:
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     target, draft = tiny_pair
     engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=draft, threads=1)
@@ -378,7 +414,7 @@ def test_the_shim_refuses_off_x86_64_and_makes_one_copy_for_two_starts(monkeypat
 def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokenizer):
     """Plain decoding never runs a reply's last token; drafts a verify ran past it (rejected, or
     accepted beyond a stop token) must not stay cached for the next prompt to reuse."""
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     target, _ = tiny_pair
     engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=target, threads=1)  # accepts all
@@ -398,3 +434,31 @@ def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokeni
             assert engine.target.model.cached == len(PROMPT) + len(tokens) - 1
     finally:
         engine.close()
+
+
+TORCH_IMPORTED_ON = """
+import sys, threading
+from spectui.engines.llamacpp.build import build_ggml_engine
+from spectui.models.registry import resolve_pair
+from spectui.settings.options import EngineOptions
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            print("torch imported on", "main" if threading.current_thread() is threading.main_thread() else "another")
+        return None
+
+sys.meta_path.insert(0, Watch())
+build_ggml_engine(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None)).close()
+"""
+
+
+def test_torch_imports_while_the_weights_load_not_before():
+    """The loop's sampling needs torch (a second and a half to import); the GGUF's load
+    releases the GIL, so the two overlap only if nothing imports torch on the way in."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", TORCH_IMPORTED_ON], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "torch imported on another", result.stdout

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from spectui.core.engine import Capabilities, EngineInfo
 from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.head_proposers import EagleProposer, MedusaProposer, head_proposer
+from spectui.engines.embedded.head_proposers import head_proposer
 from spectui.core.errors import SpectuiError
-from spectui.core.events import Control, Done, GenerationParams, Source, Step
+from spectui.core.events import Control, GenerationParams, Source
 from spectui.heads.store import fingerprint, load_heads, save_heads
-from spectui.heads.train import CachedSequence, cache_features, loss_function, mean_loss, new_heads, train_heads
+from spectui.heads.train import cache_features, loss_function, new_heads, train_heads
 
 from small_distribution import CHI2_CRITICAL_0_001_DF5, SMALL_VOCAB, chi_square, exact_marginals, make_small_target
 from test_engine import PROMPTS, collect, greedy_reference

@@ -13,9 +13,8 @@ import pytest
 
 from spectui.core.engine import Capabilities
 from spectui.core.errors import UsageError
-from spectui.core.events import K_MAX, Done, GenerationParams, Step
+from spectui.core.events import K_MAX, Control, Done, GenerationParams, LiveSettings, LiveValues, Step
 from spectui.host.host import EngineHost
-from spectui.host.live import LiveSettings, LiveValues
 from spectui.host.messages import (
     EngineFailed, EngineReady, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted, SwapPlanned,
 )
@@ -163,7 +162,7 @@ def test_a_restart_waits_for_the_reply_holding_the_engine():
 def test_a_restart_waits_for_the_compare_view_and_the_same_k_drops_the_wish():
     factory = FixedKFactory([None])
     host, owner = fixed_k_host(factory)
-    view = host.hold("compare view")
+    view = host.uses.hold("compare view")
     host.keys.step_k(+1)
     owner.timers.fire()
     assert host.wanted_k == 3 and factory.built_k == [2]
@@ -233,12 +232,13 @@ def test_a_running_reply_follows_the_live_settings_and_stops_following_when_it_e
     host.keys.step_k(+1)  # a k by hand ends adaptive k
     host.keys.step_temperature(+1)
     control = controls[0]
+    assert control.live is host.live  # the reply reads the one holder the keys change: no copy to keep in step
     assert (control.k, control.auto, control.temperature) == (3, False, 0.1)
     engine.release(3)
     owner.until(lambda: not host.uses)
     assert [s.k for s in engine.steps] == [2, 3, 3, 3] and [s.temperature for s in engine.steps[1:]] == [0.1] * 3
     host.keys.step_k(+1)
-    assert control.k == 3 and host.live.k == 4  # the ended reply's control no longer follows
+    assert host.live.k == 4 and len(engine.steps) == 4  # the ended reply took no step at k = 4
     assert owner.of(LiveChanged)[-1] == LiveChanged(LiveValues(4, False, 0.1))
     assert not owner.notices()
 
@@ -258,7 +258,7 @@ def test_an_engine_without_live_controls_is_told_its_changes_wait_for_the_next_r
         "The vllm engine cannot change temperature during a reply: temperature = 0.10 applies from the next reply.",
         "The vllm engine cannot change k during a reply: k = 3 applies from the next reply.",
     ]
-    assert host.live.control().snapshot() == (3, 0.1)  # what the next reply starts with
+    assert (host.live.k, host.live.temperature) == (3, 0.1)  # what the next reply starts with
     engine.release(2)
     owner.until(lambda: not host.uses)
 
@@ -310,7 +310,7 @@ def test_the_baseline_is_built_once_and_closed_after_the_work_using_it():
     baseline = host.baseline_engine()
     assert host.baseline_engine() is baseline and factory.built_k == [2, 0]
     release = threading.Event()
-    host.start_work("spectui-compare", lambda: release.wait(30))
+    host.uses.start_work("spectui-compare", lambda: release.wait(30))
     host.close_baseline()
     assert not baseline.closed  # a run still uses it
     release.set()
@@ -349,7 +349,7 @@ def test_closing_leaves_the_engine_open_while_a_thread_will_not_stop():
     owner = Owner(host)
     owner.until(lambda: host.status == "ready")
     release = threading.Event()
-    host.start_work("spectui-compare", lambda: release.wait(30))  # deaf to stop
+    host.uses.start_work("spectui-compare", lambda: release.wait(30))  # deaf to stop
     assert not host.close(timeout=0.05)
     assert not engine.closed  # a forward pass may still run on it
     release.set()
@@ -369,14 +369,14 @@ def test_a_declared_capability_wins_over_what_the_info_says():
 
 def test_steps_from_the_fakes_carry_their_pieces():
     engine = PlanEngine([None, 2], gated=False)
-    steps = [e for e in drain(engine, LiveSettings(2).control()) if isinstance(e, Step)]
+    steps = [e for e in drain(engine, Control(2)) if isinstance(e, Step)]
     assert all("".join(step.pieces) == step.text for step in steps)
 
 
 def test_quitting_drops_a_wanted_restart_before_the_views_let_the_engine_go():
     factory = FixedKFactory([None])
     host, owner = fixed_k_host(factory)
-    view = host.hold("compare view")
+    view = host.uses.hold("compare view")
     host.keys.step_k(+1)
     owner.timers.fire()
     assert host.wanted_k == 3
@@ -471,7 +471,7 @@ def test_a_failed_swap_leaves_the_engine_before_running_and_another_can_follow()
         "Could not switch to broken: RuntimeError: no weights for that one "
         "· fake-target (draft) · fake goes on; the model screen can try another")
     assert host.status == "ready" and host.engine is old and not old.closed
-    assert len(drain(host.engine, host.live.control())) == 3  # it still replies
+    assert len(drain(host.engine, Control.reading(host.live))) == 3  # it still replies
     host.swap(builds.plan(), "working")
     owner.until(lambda: host.status == "ready" and host.engine is not old)
     assert host.engine is builds.engines[0] and old.closed  # closed once the new one was built
@@ -508,3 +508,18 @@ def test_a_reply_can_start_from_other_values_than_the_live_ones():
     owner.until(lambda: not host.uses)
     assert [(s.k, s.temperature) for s in engine.steps] == [(2, 0.5)] * 3
     assert host.live.values == LiveValues(4, False, 0.0)
+
+
+def test_a_key_press_during_a_regenerated_reply_changes_that_setting_only():
+    engine = PlanEngine([None, 1, 1, 1], gated=True)
+    host = make_host(factory_for(engine), 4)
+    host.start()
+    owner = Owner(host)
+    owner.until(lambda: host.status == "ready")
+    host.start_reply("spectui-reply-test", lambda engine, control: drain(engine, control), LiveValues(2, False, 0.5))
+    owner.until(lambda: len(engine.steps) == 1)
+    host.keys.step_k(+1)  # the live k 4 becomes 5; the reply's temperature stays the one it was made with
+    host.keys.step_k(-1)  # and back: the reply takes the live k, as the bar shows it
+    engine.release(3)
+    owner.until(lambda: not host.uses)
+    assert [(s.k, s.temperature) for s in engine.steps] == [(2, 0.5), (4, 0.5), (4, 0.5), (4, 0.5)]

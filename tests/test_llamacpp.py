@@ -289,7 +289,7 @@ def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
 def smollm2_engines():
     pytest.importorskip("llama_cpp_py_sync")
     from spectui.bench.llamacpp import gguf_for
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.load import load_tokenizer
     from spectui.models.registry import resolve
 

@@ -54,13 +54,13 @@ def test_a_named_method_is_left_as_it_is(no_gpu, method):
 
 
 def test_the_chat_starts_with_the_live_k_on_auto_where_auto_picks_suffix(no_gpu):
-    from spectui.host.live import LiveSettings
+    from spectui.host.live import live_from_config
     from spectui.host.plan import settled_config
     from spectui.settings.config import ChatConfig
 
     config = settled_config(ChatConfig(device="cpu"))
     assert (config.method, config.k) == ("suffix", "auto")
-    live = LiveSettings.from_config(config)
+    live = live_from_config(config)
     assert (live.k, live.auto) == (4, True)
     assert settled_config(ChatConfig(device="cpu", method="draft")).method == "draft"
     assert settled_config(ChatConfig(device="cuda")).method == "draft"

@@ -32,7 +32,6 @@ def real_cache(tmp_path_factory):
     previous = os.environ.get("SPECTUI_CACHE_DIR")
     os.environ["SPECTUI_CACHE_DIR"] = str(root)
     from spectui.models import cache as cache_module
-    from spectui.models import load as load_module
     from spectui.models.fetch import fetch_gguf
 
     gguf = fetch_gguf(spec, root / "gguf" / ALIAS)

@@ -100,7 +100,7 @@ def test_k_temperature_and_auto_reach_the_next_step_of_the_running_reply():
         gate.release()
         second = next(stream)
         assert first.drafted == () and second.k == 6
-        control.k, control.temperature = 2, 0.9
+        control.live.update(k=2, temperature=0.9)
         # The third step may have read the knobs before the change; it waits at the gate, and
         # the fourth starts only after it: that one sees the change.
         gate.release()
@@ -108,7 +108,7 @@ def test_k_temperature_and_auto_reach_the_next_step_of_the_running_reply():
         next(stream)
         fourth = next(stream)
         assert fourth.k == 2 and len(fourth.drafted) == 2 and fourth.temperature == 0.9
-        control.auto = True
+        control.live.update(auto=True)
         gate.release()
         gate.release()
         next(stream)
@@ -119,6 +119,43 @@ def test_k_temperature_and_auto_reach_the_next_step_of_the_running_reply():
         assert list(stream)[-1].finish_reason == "cancelled"
     finally:
         engine.close()
+
+
+def test_a_k_key_reaches_the_engine_process_through_the_chats_one_live_holder():
+    """The chat's path: a k key changes the chat's LiveSettings, the reply's Control reads it
+    and its one watcher writes the shared slots, so the child's next step drafts at that k."""
+    import queue
+    import time
+
+    from spectui.core.events import LiveSettings
+    from spectui.host.host import EngineHost
+    from spectui.host.plan import EnginePlan
+
+    engine, gate = gated_engine()
+    host = EngineHost(EnginePlan(lambda progress: engine), LiveSettings(6))
+    try:
+        host.start()
+        deadline = time.monotonic() + 60
+        while host.status != "ready" and time.monotonic() < deadline:
+            host.pump()
+            time.sleep(0.01)
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        params = GenerationParams(max_tokens=400, seed=1)
+        control = host.start_reply("spectui-reply-test", lambda e, c: [events.put(x) for x in e.stream(MESSAGES, params, c)])
+        events.get(timeout=60)  # the prefill
+        gate.release()
+        assert events.get(timeout=60).k == 6
+        host.keys.step_k(-4)  # what k- pressed four times does in the chat
+        gate.release()
+        gate.release()
+        events.get(timeout=60)  # may have read the knobs before the key press
+        fourth = events.get(timeout=60)
+        assert (host.live.k, fourth.k, len(fourth.drafted)) == (2, 2, 2)
+        control.cancel()
+        for _ in range(400):
+            gate.release()
+    finally:
+        assert host.close(60)
 
 
 def test_the_engine_process_settles_while_idle_and_a_message_comes_first():

@@ -16,7 +16,8 @@ from fake_openai_server import FakeOpenAI, basic_auth, fake_server, free_port
 from spectui.cli.app import app as cli
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
-from spectui.engines.server.engine import SPECULATION_NOT_REPORTED, ServerEngine, build_server_engine
+from spectui.core.engine import SPECULATION_NOT_REPORTED
+from spectui.engines.server.engine import ServerEngine, build_server_engine
 from spectui.engines.server.sse import SseDecoder, SseTooLong
 from spectui.engines.server.transport import redacted
 from spectui.measure.run import run_reply

@@ -66,7 +66,7 @@ def test_a_bad_temperature_is_refused_everywhere(temperature):
         Control(temperature=temperature)  # what a key press goes through
     control = Control()
     with pytest.raises(ValueError):
-        control.temperature = temperature
+        control.live.update(temperature=temperature)
     with pytest.raises(OptionError, match="temperature must be from 0 to 2"):
         EngineOptions.checked(temperature=temperature)
     with pytest.raises(OptionError, match="temperature must be from 0 to 2"):

@@ -14,8 +14,6 @@ CLASS_MAX = 250
 FUNCTION_MAX = 60
 # Over the limits when the check came in: (file, name) -> lines. Splitting them is issue 41's.
 STILL_OVER = {
-    ("engines/server/engine.py", "ServerEngine"): 325,
-    ("host/host.py", "EngineHost"): 313,
     ("engines/adaptive.py", "AdaptiveK"): 269,
 }
 

@@ -6,7 +6,6 @@ import sqlite3
 from collections import Counter
 
 import pytest
-import torch
 
 from spectui.core.events import Control, GenerationParams, Source
 from spectui.engines.embedded.suffix import SuffixIndex, SuffixMatch, SuffixProposer

@@ -122,13 +122,13 @@ def run_chat(
     conversation = resumed_conversation(store, conversation_id) if resume else None
 
     from spectui.host.host import EngineHost
-    from spectui.host.live import LiveSettings
+    from spectui.host.live import live_from_config
     from spectui.host.plan import plan_for
     from spectui.host.terminal import engine_terminal
 
     try:
         with engine_terminal(config):
-            host = EngineHost(plan_for(config, models), LiveSettings.from_config(config))
+            host = EngineHost(plan_for(config, models), live_from_config(config))
             host.start()  # the engine (process) loads while Textual starts and draws
             from spectui.tui.app import SpectuiApp
 

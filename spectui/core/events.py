@@ -112,7 +112,7 @@ class Done:
 
 @dataclass(frozen=True)
 class GenerationParams:
-    """What is fixed for one reply. k and temperature live in `Control`."""
+    """What is fixed for one reply. k and temperature are live: LiveSettings, read through `Control`."""
 
     max_tokens: int = 256
     top_p: float = 1.0
@@ -146,78 +146,154 @@ class LiveControl(Protocol):
     def snapshot(self) -> tuple[int, float]: ...
 
 
-class Control:
-    """Live knobs, read by the engine before every step.
+@dataclass(frozen=True)
+class LiveValues:
+    k: int
+    auto: bool  # adaptive k: the engine picks each step's k, starting from `k`
+    temperature: float
 
-    The UI thread writes, the engine thread reads; a lock keeps k and temperature
-    a consistent pair for one step.
+    def __post_init__(self) -> None:
+        check_k(self.k)
+        check_temperature(self.temperature)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """How many times each live setting has changed: a reply that started from other values
+    than the live ones (a regenerated reply) keeps each until that setting changes."""
+
+    k: int = 0
+    auto: int = 0
+    temperature: int = 0
+
+
+LiveWatcher = Callable[[LiveValues, LiveValues], None]  # (before, after)
+
+
+class LiveSettings:
+    """The live settings of a chat, held once: k, adaptive k, temperature.
+
+    A key press changes them here (the UI's thread) and the watchers hear of it there: the
+    panels and bar, the k-restart logic, an engine process's shared slots. A running reply's
+    engine reads them from its own thread through its Control: one frozen LiveValues at a
+    time, so k and temperature are a consistent pair for a step.
     """
 
-    def __init__(self, k: int = 4, temperature: float = 0.0, auto: bool = False) -> None:
-        self._lock = threading.Lock()
-        self._k = check_k(k)
-        # Adaptive k: the engine picks each step's k itself (k is then where it starts).
-        self._auto = bool(auto)
-        self._temperature = check_temperature(temperature)
-        self._cancelled = threading.Event()
-        # Called after every change: an engine in another process mirrors the knobs.
-        self._watchers: list[Callable[[], None]] = []
+    def __init__(self, k: int = 4, auto: bool = False, temperature: float = 0.0) -> None:
+        self._state = (LiveValues(k, bool(auto), float(temperature)), Changes())
+        self._lock = threading.Lock()  # one update at a time; readers take _state whole
+        self._watchers: list[LiveWatcher] = []
 
-    def watch(self, callback: Callable[[], None]) -> None:
-        self._watchers.append(callback)
+    @property
+    def state(self) -> tuple[LiveValues, Changes]:
+        return self._state
 
-    def unwatch(self, callback: Callable[[], None]) -> None:
-        if callback in self._watchers:
-            self._watchers.remove(callback)
-
-    def _changed(self) -> None:
-        for callback in list(self._watchers):
-            callback()
+    @property
+    def values(self) -> LiveValues:
+        return self._state[0]
 
     @property
     def k(self) -> int:
-        with self._lock:
-            return self._k
-
-    @k.setter
-    def k(self, value: int) -> None:
-        with self._lock:
-            self._k = check_k(value)
-        self._changed()
+        return self._state[0].k
 
     @property
     def auto(self) -> bool:
-        with self._lock:
-            return self._auto
-
-    @auto.setter
-    def auto(self, value: bool) -> None:
-        with self._lock:
-            self._auto = bool(value)
-        self._changed()
+        return self._state[0].auto
 
     @property
     def temperature(self) -> float:
-        with self._lock:
-            return self._temperature
+        return self._state[0].temperature
 
-    @temperature.setter
-    def temperature(self, value: float) -> None:
+    def update(self, *, k: int | None = None, auto: bool | None = None, temperature: float | None = None) -> None:
+        """Change some values (checked); watchers hear of it if anything changed."""
         with self._lock:
-            self._temperature = check_temperature(value)
-        self._changed()
+            before, changes = self._state
+            after = LiveValues(before.k if k is None else k, before.auto if auto is None else bool(auto),
+                               before.temperature if temperature is None else temperature)
+            if after == before:
+                return
+            self._state = (after, Changes(changes.k + (after.k != before.k), changes.auto + (after.auto != before.auto),
+                                          changes.temperature + (after.temperature != before.temperature)))
+        for watcher in list(self._watchers):
+            watcher(before, after)
+
+    def watch(self, watcher: LiveWatcher) -> Callable[[], None]:
+        """Call watcher(before, after) after every change; returns what stops it."""
+        self._watchers.append(watcher)
+        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
+
+
+class Control:
+    """One run's knobs, read by its engine before every step (LiveControl): the values from
+    one LiveSettings, which the control reads and never copies, and the run's own cancel."""
+
+    def __init__(self, k: int = 4, temperature: float = 0.0, auto: bool = False) -> None:
+        """A run whose settings are its own and nobody changes while it runs: the command
+        line, the bench, one run of the compare view (a baseline at k = 0 beside k, a sweep's
+        every k: never the chat's one k)."""
+        self._read(LiveSettings(k, auto, temperature), None)
+
+    @classmethod
+    def reading(cls, live: LiveSettings, start: LiveValues | None = None) -> Control:
+        """A chat reply's: reads the chat's live settings, so a key press reaches its next
+        step. `start` (a regenerated reply's values) stands in for each setting until it changes."""
+        control = cls.__new__(cls)
+        control._read(live, start)
+        return control
+
+    def _read(self, live: LiveSettings, start: LiveValues | None) -> None:
+        self.live = live
+        self._start = start if start is not None and start != live.values else None
+        self._since = live.state[1]
+        self._cancelled = threading.Event()
+        self._cancel_watchers: list[Callable[[], None]] = []
+
+    @property
+    def values(self) -> LiveValues:
+        """What this run reads now: the live values, or its start values not changed since."""
+        values, changes = self.live.state
+        start, since = self._start, self._since
+        if start is None:
+            return values
+        return LiveValues(
+            values.k if changes.k != since.k else start.k,
+            values.auto if changes.auto != since.auto else start.auto,
+            values.temperature if changes.temperature != since.temperature else start.temperature,
+        )
+
+    @property
+    def k(self) -> int:
+        return self.values.k
+
+    @property
+    def auto(self) -> bool:
+        return self.values.auto
+
+    @property
+    def temperature(self) -> float:
+        return self.values.temperature
 
     def snapshot(self) -> tuple[int, float]:
-        with self._lock:
-            return self._k, self._temperature
+        values = self.values
+        return values.k, values.temperature
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """callback() after every change of what this run reads (a setting, the cancel): an
+        engine in another process writes its shared slots from here. Returns what stops it."""
+        self._cancel_watchers.append(callback)
+        stop_live = self.live.watch(lambda before, after: callback())
+
+        def stop() -> None:
+            stop_live()
+            if callback in self._cancel_watchers:
+                self._cancel_watchers.remove(callback)
+
+        return stop
 
     def cancel(self) -> None:
         self._cancelled.set()
-        self._changed()
-
-    def reset(self) -> None:
-        self._cancelled.clear()
-        self._changed()
+        for callback in list(self._cancel_watchers):
+            callback()
 
     @property
     def cancelled(self) -> bool:
@@ -225,7 +301,7 @@ class Control:
 
 
 def check_k(k: int) -> int:
-    """The one rule for k, used by Control, the command line, the config file and the bench."""
+    """The one rule for k, used by LiveValues, the command line, the config file and the bench."""
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= K_MAX:
         raise ValueError(f"k must be an integer from 0 to {K_MAX}, got {k!r}")
     return k

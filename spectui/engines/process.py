@@ -5,8 +5,10 @@ hard crash of the engine (a segfault in a kernel, the OOM killer) ends a reply i
 the app: the chat, its history and the screen stay, and the next message starts the engine
 again. The child runs the engine on its main thread, as `spectui generate` does.
 
-Parent and child speak over one pipe; the live knobs (k, temperature, auto, cancel) sit in
+Parent and child speak over one pipe; the live knobs (k, temperature, auto, cancel) cross in
 shared memory, so a key press reaches the step that starts next without a message round.
+The slots are a transport, not a second holder: one watcher of the reply's Control (the
+chat's LiveSettings and the reply's cancel) writes them, and the child only reads.
 Steps carry their per-token pieces from the child's engine: the UI process never loads a
 tokenizer.
 """
@@ -58,10 +60,12 @@ class SharedControl:
         return self.k, self.temperature
 
 
-def mirror(control: Control, values) -> None:
-    values[K] = control.k
-    values[TEMPERATURE] = control.temperature
-    values[AUTO] = float(control.auto)
+def write_slots(control: Control, values) -> None:
+    """The slots, from what the control reads now (the one writer of them while a reply runs)."""
+    live = control.values
+    values[K] = live.k
+    values[TEMPERATURE] = live.temperature
+    values[AUTO] = float(live.auto)
     values[CANCELLED] = float(control.cancelled)
 
 
@@ -268,9 +272,8 @@ class ProcessEngine(Engine):
                 if self._restart_progress is not None:
                     self._restart_progress("starting the engine process", 0, 0)
                 self._start(self._restart_progress)
-            mirror(control, self._values)
-            watch = lambda: mirror(control, self._values)  # noqa: E731
-            control.watch(watch)
+            write_slots(control, self._values)
+            stop_writing = control.watch(lambda: write_slots(control, self._values))
             ended = False
             try:
                 self._connection.send(("stream", method, list(messages), params))
@@ -290,7 +293,7 @@ class ProcessEngine(Engine):
                             return
                         raise SpectuiError(reply[1])
             finally:
-                control.unwatch(watch)
+                stop_writing()
                 if not ended:
                     self._abandon()
 

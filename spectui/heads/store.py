@@ -100,7 +100,7 @@ SIZE_KEYS = {
 RETRAIN = "train them again with spectui heads train"
 
 
-def read_config(folder: Path) -> dict:
+def read_config(folder: Path | str) -> dict:
     """heads.json, checked key by key: a damaged or hand-edited file is one ModelError naming
     the file and the key, never a traceback from inside the loader."""
     folder = Path(folder)

@@ -1,6 +1,6 @@
 """EngineHost: the chat's engine from load to close, outside any UI.
 
-    host = EngineHost(plan_for(config, models), LiveSettings.from_config(config))
+    host = EngineHost(plan_for(config, models), live_from_config(config))
     host.start()              # the load begins in a thread, before any UI exists
     host.listen(tell)         # tell(HostMessage), on the owner's thread
     host.attach(wake, set_timer)
@@ -15,28 +15,28 @@ the engine with another one (model, draft, method, engine) the same way.
 
 from __future__ import annotations
 
-import queue
 import time
 from collections.abc import Callable
 
 from spectui.core.engine import K, Capabilities, Engine, EngineInfo
-from spectui.core.events import Control
+from spectui.core.events import Control, LiveSettings, LiveValues
 from spectui.host.baseline import Baseline
-from spectui.host.live import LiveSettings, LiveValues
+from spectui.host.debounce import Debounce, SetTimer
 from spectui.host.live_keys import LiveKeys
-from spectui.host.loading import LoadFailed, Loaded, load
+from spectui.host.loading import LoadFailed, Loaded, close_all, load, loading_text
+from spectui.host.mail import HostMail
 from spectui.host.memory import engine_memory
 from spectui.host.messages import (
     EngineFailed, EngineReady, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
     SwapPlanned,
 )
+from spectui.host.notes import failure_text, ready_note
 from spectui.host.plan import EnginePlan
 from spectui.host.switch import Fallback, fallback_for
-from spectui.host.uses import Released, Use, Uses, start_thread
+from spectui.host.uses import Released, Uses, start_thread
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
 ENGINE_LABELS = {"vllm": "vLLM"}
-SetTimer = Callable[[float, Callable[[], None]], object]  # returns a timer with stop()
 
 
 class EngineHost:
@@ -52,7 +52,6 @@ class EngineHost:
     ) -> None:
         self.plan, self.live, self.clock = plan, live, clock
         self.memory_probe = memory_probe
-        self.debounce_s = debounce_s
         self.engine: Engine | None = None
         self.info: EngineInfo | None = None  # the last ready engine's: shown while it restarts
         self.capabilities: Capabilities | None = None  # the last ready engine's
@@ -69,46 +68,36 @@ class EngineHost:
         self.fallback: Fallback | None = None  # what a swap in flight falls back on if it fails
         self.restart_failed = False
         self.keys = LiveKeys(self)
-        self.uses = Uses(self._arrive, self.restart_if_wanted)
+        self.mail = HostMail()
+        self.uses = Uses(self.mail.arrive, self.restart_if_wanted)
         self.baseline = Baseline(plan.build_baseline)
-        self._listeners: list[Callable[[HostMessage], None]] = []
-        self._arrivals: queue.SimpleQueue = queue.SimpleQueue()
-        self._wake: Callable[[], None] | None = None
-        self._set_timer = set_timer
-        self._timer = None
+        self.debounce = Debounce(debounce_s, set_timer)
         self._started = False
         live.watch(self._live_changed)
-
-    # wiring
 
     def start(self) -> None:
         """Begin loading the engine (once)."""
         if not self._started:
             self._started = True
             self.loading_since = self.clock()
-            start_thread(lambda: load(self.plan.build, self._arrive, self.clock), "spectui-load")
+            start_thread(lambda: load(self.plan.build, self.mail.arrive, self.clock), "spectui-load")
 
     def listen(self, listener: Callable[[HostMessage], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self.mail.listen(listener)
 
     def attach(self, wake: Callable[[], None], set_timer: SetTimer | None = None) -> None:
         """wake(), from any thread, must lead to pump() on the owner's thread; set_timer
         (delay, callback) runs callback there after delay, unless the host was given its own."""
-        self._wake = wake
-        self._set_timer = self._set_timer or set_timer
+        self.mail.wake = wake
+        self.debounce.set_timer = self.debounce.set_timer or set_timer
         self.pump()
 
     def pump(self) -> None:
         """Apply what the threads handed over; on the owner's thread."""
-        while True:
-            try:
-                arrived = self._arrivals.get_nowait()
-            except queue.Empty:
-                return
+        for arrived in self.mail.arrivals():
             if isinstance(arrived, LoadProgress):
                 self.loading_detail = arrived.text
-                self._tell(arrived)
+                self.mail.tell(arrived)
             elif isinstance(arrived, Loaded):
                 self._ready(arrived.engine, arrived.seconds)
             elif isinstance(arrived, LoadFailed):
@@ -116,20 +105,8 @@ class EngineHost:
             elif isinstance(arrived, Released):
                 arrived.use.release()
 
-    def _arrive(self, item) -> None:
-        self._arrivals.put(item)
-        wake = self._wake
-        if wake is not None:
-            wake()
-
-    def _tell(self, message: HostMessage) -> None:
-        for listener in list(self._listeners):
-            listener(message)
-
     def notice(self, text: str, severity: str = "information", timeout: float | None = None) -> None:
-        self._tell(Notice(text, severity, timeout))
-
-    # state
+        self.mail.tell(Notice(text, severity, timeout))
 
     @property
     def label(self) -> str:
@@ -137,11 +114,7 @@ class EngineHost:
 
     @property
     def loading_text(self) -> str:
-        """The load's stage and its seconds so far: some stages have no percentage to move."""
-        if self.loading_since is None:
-            return self.loading_detail
-        elapsed = f"{self.clock() - self.loading_since:.0f} s"
-        return f"{self.loading_detail} · {elapsed}" if self.loading_detail else elapsed
+        return loading_text(self.loading_detail, self.loading_since, self.clock())
 
     @property
     def k_restarts_engine(self) -> bool:
@@ -167,8 +140,6 @@ class EngineHost:
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
 
-    # loading
-
     def _ready(self, engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
@@ -181,13 +152,8 @@ class EngineHost:
         if self.k_fixed_elsewhere and own_k is not None:
             self.engine_k = own_k
             self.live.update(k=own_k)  # a server's k is its own: show that one
-        note = None
-        if restarted_k is not None:
-            pinned = f" (it runs k = {own_k}, as its speculative config says)" if own_k not in (None, restarted_k) else ""
-            note = f"{self.label} restarted with k = {restarted_k} in {seconds:.1f} s{pinned}; the conversation goes on."
-        elif swapped_to is not None:
-            note = f"Switched to {swapped_to} in {seconds:.1f} s; the conversation goes on."
-        self._tell(EngineReady(engine, seconds, note, swapped_to))
+        note = ready_note(self.label, seconds, restarted_k, own_k, swapped_to)
+        self.mail.tell(EngineReady(engine, seconds, note, swapped_to))
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:
@@ -201,13 +167,8 @@ class EngineHost:
             self._fall_back(fallback, swapped_to, error)
             return
         self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
-        if swapped_to is not None:
-            text, retry = f"Could not switch to {swapped_to}: {error}", "the model screen can try another"
-        elif restarted_k is not None:
-            text, retry = f"Could not restart {self.label} with k = {restarted_k}: {error}", "press a k key to try again"
-        else:
-            text, retry = f"Could not load the engine: {error}", None
-        self._tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
+        text, retry = failure_text(self.label, error, restarted_k, swapped_to)
+        self.mail.tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
         self.notice(text, "error", 10)
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
@@ -223,40 +184,31 @@ class EngineHost:
             self.status, self.error = "failed", error
             self.wanted_swap = (fallback.plan, fallback.what)
             note = f"{text} · loading {fallback.what} again"
-        self._tell(EngineFailed(error, note, swap_failed=True))
+        self.mail.tell(EngineFailed(error, note, swap_failed=True))
         self.notice(text, "error", 10)
         self.restart_if_wanted()
 
-    # k restarts
-
     def _live_changed(self, before: LiveValues, after: LiveValues) -> None:
-        for name in ("k", "temperature"):
-            value = getattr(after, name)
-            if value == getattr(before, name):
-                continue
-            if name == "k" and self.k_restarts_engine:
-                self._want_k(value)
-            elif self.uses.replying and self.capabilities is not None and not self.capabilities.live(name):
-                shown = f"{value:.2f}" if name == "temperature" else value
-                self.notice(f"The {self.info.name} engine cannot change {name} during a reply: "
-                            f"{name} = {shown} applies from the next reply.")
-        self._tell(LiveChanged(after))
+        if after.k != before.k and self.k_restarts_engine:
+            self._want_k(after.k)
+        elif after.k != before.k:
+            self._waits_for_next_reply("k", str(after.k))
+        if after.temperature != before.temperature:
+            self._waits_for_next_reply("temperature", f"{after.temperature:.2f}")
+        self.mail.tell(LiveChanged(after))
+
+    def _waits_for_next_reply(self, name: str, shown: str) -> None:
+        """A running reply reads the live settings; say so where its engine cannot follow one."""
+        info = self.info  # the last ready engine's, as its capabilities
+        if self.uses.replying and info is not None and not info.capabilities.live(name):
+            self.notice(f"The {info.name} engine cannot change {name} during a reply: "
+                        f"{name} = {shown} applies from the next reply.")
 
     def _want_k(self, k: int) -> None:
         """Restart the engine with k once the key presses settle."""
         self.wanted_k = k
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        self._tell(RestartPlanned(k))
-        if self._set_timer is None:
-            self.restart_if_wanted()
-        else:
-            self._timer = self._set_timer(self.debounce_s, self._debounce_elapsed)
-
-    def _debounce_elapsed(self) -> None:
-        self._timer = None
-        self.restart_if_wanted()
+        self.mail.tell(RestartPlanned(k))
+        self.debounce.start(self.restart_if_wanted)  # a restart already settling starts over
 
     def restart_if_wanted(self) -> None:
         """Start the wanted restart if nothing holds the engine; called again when that ends."""
@@ -264,28 +216,29 @@ class EngineHost:
             self._swap_if_free()
             return
         k = self.wanted_k
-        if k is None or self._timer is not None or self.status == "loading":
+        if k is None or self.debounce.settling or self.status == "loading":
             return  # nothing wanted, keys still settling, or a load in flight (ready looks again)
         if self.engine is not None and k == self.engine_k:
             self.wanted_k = None
-            self._tell(RestartPlanned(None))
-        elif not self.uses:
-            self.wanted_k = None
-            old_engine, self.engine = self.engine, None
-            self.status, self.restarting_k, self.loading_detail = "loading", k, ""
-            self.loading_since = self.clock()
-            self._tell(RestartStarted(k, f"Restarting {self.label} with k = {k}: the conversation stays…"))
-            build = self.plan.build_for_k(k)
-            start_thread(lambda: load(build, self._arrive, self.clock, (old_engine,)), "spectui-load")
+            self.mail.tell(RestartPlanned(None))
+        elif not self.uses and self.plan.build_for_k is not None:  # a k restart is wanted only where it has one
+            self.wanted_k, self.restarting_k = None, k
+            started = RestartStarted(k, f"Restarting {self.label} with k = {k}: the conversation stays…")
+            self._load(self.plan.build_for_k(k), started, (self.engine,))
 
-    # another engine
+    def _load(self, build, started: RestartStarted, closed_first: tuple = (), kept: tuple = ()) -> None:
+        """Load another engine in place of this one, closing `closed_first` before it is built
+        and `kept` after (a failed build goes back to it)."""
+        self.engine, self.status, self.loading_detail, self.loading_since = None, "loading", "", self.clock()
+        self.mail.tell(started)
+        start_thread(lambda: load(build, self.mail.arrive, self.clock, closed_first, kept), "spectui-load")
 
     def swap(self, plan: EnginePlan, what: str) -> None:
         """Replace the engine with `plan`'s (built with the live k), once nothing holds this
         one and a load in flight has ended; `what` names it in the notes."""
         self.drop_restart()  # the new engine takes the live k: no k restart of the old one
         self.wanted_swap = (plan, what)
-        self._tell(SwapPlanned(what))
+        self.mail.tell(SwapPlanned(what))
         self.restart_if_wanted()
 
     def _swap_if_free(self) -> None:
@@ -296,30 +249,21 @@ class EngineHost:
         # The compare view's baseline is built again when asked for: it never waits for the switch.
         kept = (self.engine,) if self.fallback is not None and self.fallback.engine is not None else ()
         closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
-        self.engine, self.plan, self.baseline = None, plan, Baseline(plan.build_baseline)
-        self.status, self.swapping_to, self.loading_detail = "loading", what, ""
-        self.loading_since, self.engine_k = self.clock(), self.live.k
-        self._tell(RestartStarted(None, f"Switching to {what}: the conversation stays…"))
+        self.plan, self.baseline, self.swapping_to, self.engine_k = plan, Baseline(plan.build_baseline), what, self.live.k
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
-        start_thread(lambda: load(build, self._arrive, self.clock, closed_first, kept), "spectui-load")
-
-    # replies and the compare view
+        self._load(build, RestartStarted(None, f"Switching to {what}: the conversation stays…"), closed_first, kept)
 
     def start_reply(self, name: str, run: Callable[[object, Control], None], values: LiveValues | None = None) -> Control:
         """run(engine, control) in a thread named `name`; the control starts from `values`
-        (default: the live ones) and follows the live settings' changes when the engine reads
-        them between steps. Returns it, to cancel the reply."""
-        engine, control = self.engine, self.live.control(values)
-        use = self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
-        if self.capabilities.live_controls:  # any of them: the live ones are followed
-            use.after.append(self.live.follow(control))
+        (default: the live ones) and reads the live settings where the engine reads them
+        between steps. Returns it, to cancel the reply."""
+        engine, start = self.engine, values or self.live.values
+        if self.capabilities.live_controls:  # any of them: the reply reads the live settings
+            control = Control.reading(self.live, start)
+        else:  # fixed when the reply starts: a key press waits for the next reply
+            control = Control(start.k, start.temperature, start.auto)
+        self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
         return control
-
-    def hold(self, name: str, stop: Callable[[], None] | None = None) -> Use:
-        return self.uses.hold(name, stop)
-
-    def start_work(self, name: str, body: Callable[[], None], stop: Callable[[], None] | None = None) -> Use:
-        return self.uses.start_work(name, body, stop)
 
     def baseline_engine(self):
         """The compare view's k = 0 engine, where this one fixes k: built once, in the caller's thread."""
@@ -330,9 +274,7 @@ class EngineHost:
 
     def drop_restart(self) -> None:
         """No restart from now on (quitting: what holds the engine lets go as it leaves)."""
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
+        self.debounce.stop()
         self.wanted_k, self.wanted_swap = None, None
 
     def close(self, timeout: float = 15.0) -> bool:
@@ -345,10 +287,5 @@ class EngineHost:
         fallback, self.fallback = self.fallback, None
         if fallback is not None and fallback.engine is not None:  # quitting while a switch loads
             engines += (fallback.engine,)
-        for engine in engines:
-            if engine is not None:
-                try:
-                    engine.close()
-                except Exception:
-                    pass  # quitting: nothing useful to do with a failing close
+        close_all(engines)  # quitting: nothing useful to do with a failing close
         return True

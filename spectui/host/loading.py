@@ -65,3 +65,11 @@ def close_all(engines: Sequence) -> None:
             engine.close()
         except Exception:
             pass  # a close that fails leaves an engine already dead: the new build's outcome is what counts
+
+
+def loading_text(detail: str, since: float | None, now: float) -> str:
+    """The load's stage and its seconds so far: some stages have no percentage to move."""
+    if since is None:
+        return detail
+    elapsed = f"{now - since:.0f} s"
+    return f"{detail} · {elapsed}" if detail else elapsed

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spectui.core.engine import Engine
-from spectui.host.live import LiveValues
+from spectui.core.events import LiveValues
 
 
 @dataclass(frozen=True)

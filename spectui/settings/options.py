@@ -1,8 +1,8 @@
-"""The engine's options, made from the settings table (spectui.settings.table) and checked once."""
+"""The engine's options, the settings table's engine settings (spectui.settings.table), checked once."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 from spectui.settings.checks import AUTO_K, AUTO_START_K, OptionError, k_setting, parse_k
 from spectui.settings.table import (
@@ -13,8 +13,6 @@ from spectui.settings.table import (
     TREE_WIDTH_MAX,
     VLLM_METHODS,
     BY_NAME,
-    engine_settings,
-    settings_dataclass,
 )
 
 __all__ = [
@@ -24,10 +22,37 @@ __all__ = [
 ]
 
 
-@settings_dataclass(engine_settings())
+@dataclass(frozen=True)
 class EngineOptions:
-    """What builds an engine: every engine setting of the table, then these."""
+    """What builds an engine: every engine setting of the table (spectui.settings.table), in
+    its order, with its type and default (tests/test_settings_declared.py holds them to it),
+    then auto_k. None is "not set": the engine picks."""
 
+    model: str | None = None
+    draft: str | None = None
+    method: str = "auto"
+    k: int = 4  # "auto" is auto_k, with k where adaptive k starts (engine_options_from_values)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+    dtype: str = "auto"
+    device: str = "auto"
+    lookup_min: int = 1
+    lookup_max: int = LOOKUP_MAX
+    history_drafting: bool = True
+    heads: str | None = None
+    tree_width: int = 1
+    engine: str = "auto"
+    backend: str = "auto"
+    server: str | None = None
+    api_key: str | None = None
+    api_key_file: str | None = None
+    speculative_config: str | None = None
+    tp: int = 1
+    draft_tp: int | None = None
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
     auto_k: bool = False  # k = "auto": adaptive k (the embedded engine), k is where it starts
 
     @classmethod

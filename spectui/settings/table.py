@@ -2,10 +2,12 @@
 
 Each `Setting` says its name (the Python name and the config file's key), type, default,
 help, check, command-line flags, which commands take it and whether it changes live in the
-app. From this table come `EngineOptions` (spectui.settings.options), `ChatConfig` and its
-file parser (spectui.settings.config), and the typer options of generate, compare, chat,
-bench and serve (spectui.cli.engine_options). Adding a setting is one entry here, and the
-code that uses its value.
+app. From this table come the config file's parser and example (spectui.settings.config), the
+checks, and the typer options of generate, compare, chat, bench and serve
+(spectui.cli.engine_options). `EngineOptions` (spectui.settings.options) and `ChatConfig`
+declare its settings as fields, in code a type checker reads; tests/test_settings_declared.py
+holds their names, types and defaults to this table. Adding a setting is one entry here, its
+field in those classes, and the code that uses its value.
 """
 
 from __future__ import annotations
@@ -188,20 +190,3 @@ def engine_settings() -> list[Setting]:
 
 
 LIVE = tuple(setting.name for setting in SETTINGS if setting.live)
-
-
-def settings_dataclass(settings: list[Setting]):
-    """A class decorator: a frozen dataclass whose fields are these settings (with their
-    defaults, None for "not set"), then the class's own fields."""
-
-    def decorate(cls: type) -> type:
-        own = dict(cls.__dict__.get("__annotations__", {}))
-        annotations: dict[str, Any] = {}
-        for setting in settings:
-            kind = setting.kind | str if setting.parse is not None else setting.kind  # k: a number or "auto"
-            annotations[setting.name] = kind if setting.default is not None else kind | None
-            setattr(cls, setting.name, setting.default)
-        cls.__annotations__ = {**annotations, **own}
-        return dataclass(frozen=True)(cls)
-
-    return decorate

@@ -121,7 +121,7 @@ def take_screenshots(
     SCREENS + FIRST_THEME_ONLY (default: all; markdown and adaptive in the first theme)."""
     from spectui.engines.scripted import scripted_engine_factory
     from spectui.host.host import EngineHost
-    from spectui.host.live import LiveSettings
+    from spectui.host.live import live_from_config
     from spectui.host.plan import EnginePlan
     from spectui.settings.config import ChatConfig
     from spectui.store import Store
@@ -139,7 +139,7 @@ def take_screenshots(
             store = Store(Path(scratch) / "history.sqlite3")
             theme_config = replace(config or ChatConfig(), theme=name)
             build = engine_factory or scripted_engine_factory(sleep_virtual=0.25)
-            host = EngineHost(EnginePlan(build), LiveSettings.from_config(theme_config),
+            host = EngineHost(EnginePlan(build), live_from_config(theme_config),
                               memory_probe=None if real else fixed_memory)
             app = SpectuiApp(host, theme_config, store, themes=available, cursor_blink=False)
             if real:

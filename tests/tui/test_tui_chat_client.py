@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import replace
 
 import pytest
 from textual import events

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from spectui.host.live import LiveValues
+from spectui.core.events import LiveValues
 from spectui.tui.chat.recall import PromptRecall
 from spectui.tui.chat.reply_settings import made_with, message_text, reply_settings
 from spectui.tui.clipboard import extra_sequences, osc52, tmux_passthrough
@@ -85,7 +85,7 @@ def test_fences_come_out_the_same_however_the_text_is_streamed(pieces, width, cu
         end = len(text) if index == len(cuts) else min(len(text), position + cut)
         streamed.append(text[position:end], "draft")
         position = end
-    assert [(l.block, l.text, l.language) for l in streamed.lines] == [(l.block, l.text, l.language) for l in whole.lines]
+    assert [(line.block, line.text, line.language) for line in streamed.lines] == [(line.block, line.text, line.language) for line in whole.lines]
     for line in whole.lines:
         limit = {"prose": width, "code": whole.code_width}.get(line.block)
         assert limit is None or cell_len(line.text) <= limit

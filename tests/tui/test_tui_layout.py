@@ -29,7 +29,7 @@ def shown_labels(line: str, labels: list[str]) -> list[str]:
     """The footer line read as whole labels, one space apart; a cut or mixed label fails."""
     remaining, shown = line.strip(), []
     while remaining:
-        label = max((l for l in labels if remaining == l or remaining.startswith(l + " ")), key=len, default=None)
+        label = max((name for name in labels if remaining == name or remaining.startswith(name + " ")), key=len, default=None)
         assert label is not None, f"not a whole key label: {remaining!r} (line {line!r})"
         shown.append(label)
         remaining = remaining[len(label):].lstrip()

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from spectui.host.host import EngineHost
-from spectui.host.live import LiveSettings
+from spectui.host.live import live_from_config
 from spectui.host.plan import EnginePlan
 from spectui.measure.metrics import MemoryReading
 from spectui.settings.config import ChatConfig
@@ -23,7 +23,7 @@ def fixed_memory(device: str) -> MemoryReading:
 def make_host(build, config: ChatConfig, *, build_for_k=None, build_baseline=None, clock=None,
               memory_probe=fixed_memory, set_timer=None) -> EngineHost:
     options = {"clock": clock} if clock is not None else {}
-    return EngineHost(EnginePlan(build, build_for_k, build_baseline), LiveSettings.from_config(config),
+    return EngineHost(EnginePlan(build, build_for_k, build_baseline), live_from_config(config),
                       memory_probe=memory_probe, set_timer=set_timer, **options)
 
 

@@ -61,7 +61,7 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
 
 def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
     from spectui.engines.embedded.build import plain_stand_in
-    from spectui.engines.llamacpp.engine import build_llamacpp_engine
+    from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
     from spectui.models.tokenizer_json import JsonTokenizer

@@ -13,10 +13,8 @@ exactly what plain decoding leaves.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spectui.core.engine import EngineInfo
 from spectui.core.events import Done, GenerationParams, LiveControl, Step
 from spectui.engines.embedded.engine import EmbeddedEngine
 
@@ -121,50 +119,3 @@ class LlamaCppEngine(EmbeddedEngine):
         draft = self._proposers.get("draft")
         if draft is not None:
             draft.draft.model.close()
-
-
-def _import_the_loop() -> None:
-    import spectui.engines.embedded.loop  # noqa: F401 (torch with it: a second of a start)
-
-
-def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
-                          threads: int | None = None, target_name: str = "", draft_name: str | None = None,
-                          lookup: tuple[int, int] | None = None, history_drafting: bool = False):
-    """An engine whose target (and draft, for method "draft") run on llama.cpp. The models load
-    side by side, while torch (the loop's sampling) imports: libllama's calls release the GIL."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from spectui.engines.llamacpp.lib import LlamaModel, library
-
-    if method == "draft" and draft_gguf is None:
-        raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
-    library()  # once, before the threads share it
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        loop_imported = pool.submit(_import_the_loop)
-        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" else None
-        loaded = []
-        try:
-            loaded.append(LlamaModel(target_gguf, threads=threads))
-            if pending_draft is not None:
-                loaded.append(pending_draft.result())
-            loop_imported.result()
-        except BaseException:  # whichever model did load is closed
-            if pending_draft is not None and pending_draft.exception() is None and pending_draft.result() not in loaded:
-                loaded.append(pending_draft.result())
-            for model in loaded:
-                model.close()
-            raise
-    target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
-    from spectui.engines.embedded.proposers import NgramProposer
-    from spectui.engines.embedded.suffix_history import suffix_proposer
-
-    if draft_model is not None:
-        proposer = llama_draft_proposer(LlamaCached(draft_model), target.vocab_size)
-    elif method == "suffix":
-        proposer = suffix_proposer(tokenizer, history_drafting)
-    else:
-        proposer = NgramProposer(*lookup) if lookup else NgramProposer()
-    info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
-                      dtype=target.weight_type, device="cpu",
-                      backend=f"ggml {target.weight_type} · {target.threads} threads")
-    return LlamaCppEngine(target, tokenizer, proposer, info)

@@ -108,6 +108,7 @@ class LlamaModel:
         self.memory = self.lib.llama_get_memory(self.context)
         self.cached = 0  # positions the KV cache holds
         self.weight_type = weight_type(self.ffi, self.lib, self.model)
+        release_mapped_pages(self.path)
 
     def decode(self, tokens: list[int], rows: int):
         """Append tokens at the cache's end; the logits of the last `rows` of them, [rows, V]
@@ -163,6 +164,32 @@ class LlamaModel:
             self.lib.llama_free(self.context)
             self.lib.llama_model_free(self.model)
             self.context = None
+
+
+MADV_DONTNEED = 4
+
+
+def release_mapped_pages(path: Path) -> None:
+    """Take the GGUF's mapped pages out of this process's resident set. llama.cpp maps the file
+    with every page read in, then copies the tensors its repacked kernels use into memory of
+    their own: left alone, those weights count twice (the 1.5B target: 2.0 GB resident, 1.3 GB
+    after this). Tensors still read from the mapping fault back in from the page cache on first
+    use. Linux only; elsewhere nothing."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.readlines()
+    except OSError:
+        return
+    target = str(path.resolve())
+    libc = ctypes.CDLL(None)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].rstrip("\n") == target:
+            start, end = (int(address, 16) for address in fields[0].split("-"))
+            libc.madvise(start, end - start, MADV_DONTNEED)
 
 
 def weight_type(ffi, lib, model) -> str:

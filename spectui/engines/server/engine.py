@@ -16,39 +16,41 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from spectui.core.engine import SPECULATION_NOT_REPORTED, TEMPERATURE, Capabilities, Engine, EngineInfo
+from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.pieces import guessed_pieces
-from spectui.core.reasoning import THINK_CLOSE, THINK_OPEN
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 import spectui.engines.server.transport as transport
 from spectui.engines.server.bounds import draft_counts_problem, record_problem
-from spectui.engines.server.chunks import ChatChunk, DraftCounts, parse_chunk
-from spectui.engines.server.prometheus import (
-    PrometheusFormatError,
-    SpecCounters,
-    is_vllm_exposition,
-    parse_samples,
-    spec_counters,
+from spectui.engines.server.chunks import ChatChunk, parse_chunk
+from spectui.engines.server.outcome import k_in_record, learned_k, reply_done
+from spectui.engines.server.probe import (
+    draft_name,
+    dtype_name,
+    configured_k,
+    k_from_metrics,
+    method_name,
+    read_metrics,
+    served_models,
+    server_config,
+    speculative_config,
 )
+from spectui.engines.server.prometheus import SpecCounters
 from spectui.engines.server.reader import EventReader, unless_cancelled
-from spectui.engines.server.reconcile import reconcile, spread_counts
+from spectui.engines.server.reply import ReplyState, chunk_tokens
+from spectui.engines.server.request import refuses_extensions, request_body
 from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
 from spectui.core.errors import UsageError
-from spectui.core.events import K_MAX, Control, Done, FinishReason, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
 API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
-# vLLM's speculative_config "method" -> spectui's --method
-SPECTUI_METHOD = {"draft_model": "draft"}
 # OpenAI finish reasons a reply can end with normally; "abort" and "error" are failures.
 FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop"}
 # A chunk of text without token ids (a server that is not vLLM) counts as one token whose id
 # the client does not know.
 UNKNOWN_TOKEN_ID = -1
-SPECULATION_COUNTED = "counted by the server per reply"
-VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
 
 
 class ServerEngine(Engine):
@@ -78,7 +80,7 @@ class ServerEngine(Engine):
         self.header_timeout = read_timeout if header_timeout is None else header_timeout
         self.vllm_extensions = True  # return_token_ids, stop_token_ids: off once a server refuses them
         try:
-            served = self._served_models()
+            served = served_models(self.address, api_key, connect_timeout)
         except ServerError as error:
             raise UsageError(str(error)) from None
         if model is not None and served and model not in served:
@@ -86,19 +88,17 @@ class ServerEngine(Engine):
         self.model = model or (served[0] if served else None)
         if self.model is None:
             raise UsageError(f"the server at {self.url} lists no model at /v1/models")
-        self.server_k: int | None = self._k_from_metrics()
-        server_config = self._server_config()
-        config = server_config.get("speculative_config")
-        config = config if isinstance(config, dict) else None
-        if self.server_k is None and config is not None:
-            configured = config.get("num_speculative_tokens") or 0
-            self.server_k = configured if isinstance(configured, int) and 0 <= configured <= K_MAX else None
+        self.server_k: int | None = k_from_metrics(self.address, api_key, connect_timeout)
+        vllm_config = server_config(self.address, api_key, connect_timeout)
+        config = speculative_config(vllm_config)
+        if self.server_k is None:
+            self.server_k = configured_k(config)
         self.info = EngineInfo(
             name="server",
             target=safe_line(self.model),  # shown; the requests name the model as served
             draft=draft_name(config),
             method=method_name(config, self.server_k),
-            dtype=dtype_name(server_config),
+            dtype=dtype_name(vllm_config),
             device=self.address.host,
             # The request names a temperature; k is the server's own, fixed when it started
             capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
@@ -119,50 +119,13 @@ class ServerEngine(Engine):
 
     # --- what the server says about itself -------------------------------------------
 
-    def _served_models(self) -> list[str]:
-        listing = transport.get_json(self.address, "/v1/models", self.api_key, timeout=self.connect_timeout)
-        models = listing.get("data", []) if isinstance(listing, dict) else []
-        # LoRA adapters are listed with their base as parent; the base model comes first.
-        named = [m for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        bases = [m["id"] for m in named if not m.get("parent")]
-        return bases or [m["id"] for m in named]
-
     def server_counters(self) -> SpecCounters | None:
         """The server-wide spec_decode totals now; None when /metrics has none or fails."""
         return self._counters()
 
     def _counters(self, abort: transport.Abort | None = None) -> SpecCounters | None:
-        counters, _ = self._read_metrics(abort)
+        counters, _ = read_metrics(self.address, self.api_key, self.connect_timeout, abort)
         return counters
-
-    def _read_metrics(self, abort: transport.Abort | None = None) -> tuple[SpecCounters | None, bool]:
-        """(counters, whether the text came from vLLM); (None, False) when unreadable."""
-        try:
-            text = transport.get(self.address, "/metrics", self.api_key, timeout=self.connect_timeout, abort=abort)
-            samples = parse_samples(text.decode("utf-8", "replace"))
-        except (ServerError, PrometheusFormatError):
-            return None, False
-        return spec_counters(samples), is_vllm_exposition(samples)
-
-    def _k_from_metrics(self) -> int | None:
-        """vLLM registers one per-position counter per draft position at start, so their
-        number is k before any request ran. No spec_decode series on a vLLM server: k = 0."""
-        counters, from_vllm = self._read_metrics()
-        if counters is not None and counters.num_positions:
-            return counters.num_positions
-        return 0 if from_vllm and counters is None else None
-
-    def _server_config(self) -> dict:
-        """vLLM's whole config, from /server_info: only servers started with
-        VLLM_SERVER_DEV_MODE=1 have it; elsewhere the method, draft and dtype stay unknown."""
-        try:
-            value = transport.get_json(
-                self.address, "/server_info?config_format=json", self.api_key, timeout=self.connect_timeout
-            )
-        except ServerError:
-            return {}
-        config = value.get("vllm_config") if isinstance(value, dict) else None
-        return config if isinstance(config, dict) else {}
 
     # --- one reply ---------------------------------------------------------------------
 
@@ -198,7 +161,7 @@ class ServerEngine(Engine):
         yield self._done(reply, (before, after), FINISHED.get(reply.finish or "stop", "stop"), timing)
 
     def _follow(
-        self, reader: EventReader, reply: "ReplyState", params: GenerationParams, temperature: float, control: Control
+        self, reader: EventReader, reply: ReplyState, params: GenerationParams, temperature: float, control: Control
     ) -> Iterator[Step]:
         """The reply's Steps as the reader brings them, until it ends, fails or Esc."""
         while not control.cancelled:
@@ -244,7 +207,7 @@ class ServerEngine(Engine):
             return transport.open_stream(
                 self.address,
                 "/v1/chat/completions",
-                self._request_body(messages, params, temperature),
+                request_body(self.model, messages, params, temperature, vllm_extensions=self.vllm_extensions),
                 self.api_key,
                 connect_timeout=self.connect_timeout,
                 read_timeout=self.read_timeout,
@@ -259,25 +222,7 @@ class ServerEngine(Engine):
         self.vllm_extensions = False
         return post()
 
-    def _request_body(self, messages: Sequence[Message], params: GenerationParams, temperature: float) -> dict:
-        body: dict = {
-            "model": self.model,
-            "messages": [dict(message) for message in messages],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_tokens": params.max_tokens,
-            "temperature": temperature,
-            "top_p": params.top_p,
-        }
-        if self.vllm_extensions:
-            body["return_token_ids"] = True  # one chunk's ids = one engine step
-            if params.stop_token_ids:
-                body["stop_token_ids"] = list(params.stop_token_ids)
-        if params.seed is not None:
-            body["seed"] = params.seed
-        return body
-
-    def _step(self, chunk: ChatChunk, reply: "ReplyState", temperature: float, room: int) -> Step | None:
+    def _step(self, chunk: ChatChunk, reply: ReplyState, temperature: float, room: int) -> Step | None:
         """The chunk's tokens as a Step, at most `room` of them (None when none are left).
 
         vLLM names each chunk's token ids: its size says how many were drafts. Other servers
@@ -311,7 +256,7 @@ class ServerEngine(Engine):
         reply.add(step, now)
         return step
 
-    def _out_of_bounds(self, reply: "ReplyState") -> str | None:
+    def _out_of_bounds(self, reply: ReplyState) -> str | None:
         problem = record_problem(reply.record, reply.max_tokens) or draft_counts_problem(
             reply.draft_counts, reply.max_tokens
         )
@@ -323,154 +268,21 @@ class ServerEngine(Engine):
 
     def _done(
         self,
-        reply: "ReplyState",
+        reply: ReplyState,
         counters: tuple[SpecCounters | None, SpecCounters | None],
         finish_reason: FinishReason,
         timing: dict,
     ) -> Done:
         """`counters`: the server's before and after the reply (None: not read)."""
-        self._learn_k(reply.record)
-        engine_stats: dict = dict(reply.record or {})
-        before, after = counters
-        if before is not None and after is not None:
-            # Server-wide: other clients' requests in the same interval count too.
-            engine_stats.update((after - before).as_stats())
-        engine_stats["server_k"] = self.server_k
-        if reply.usage and isinstance(reply.usage.get("completion_tokens"), int):
-            # The server's own count: a lost chunk would show as a mismatch with the steps.
-            engine_stats["completion_tokens"] = reply.usage["completion_tokens"]
-        if reply.plain:
-            result = spread_counts(reply.steps, reply.draft_counts, method=self.info.method)
-            if reply.draft_counts is None:
-                engine_stats["speculation"] = SPECULATION_NOT_REPORTED
-            else:
-                engine_stats["speculation"] = SPECULATION_COUNTED
-                engine_stats["server_num_draft_tokens"] = reply.draft_counts.drafted
-                engine_stats["server_num_accepted_tokens"] = reply.draft_counts.accepted
-        else:
-            result = reconcile(reply.steps, reply.record, k=self.k, method=self.info.method)
-        if result.ambiguous:
-            engine_stats["recovered_ambiguous"] = True
-        # spectui sends stop token ids, never stop strings: a "stop" reply from vLLM ends with its
-        # stop token. A server that sends text alone never shows it.
-        last = reply.steps[-1].token_ids[-1] if reply.steps and not reply.plain else None
-        return Done(
-            finish_reason,
-            stop_token_id=last if finish_reason == "stop" else None,
-            engine_stats=engine_stats,
-            approximate=result.approximate,
-            restated_steps=result.restated_steps,
-            **timing,
-        )
-
-    def _learn_k(self, record: dict | None) -> None:
-        """A server without a readable /metrics still names k in its per-request record."""
-        if self.server_k is not None or not record:
-            return
-        k = record.get("num_spec_tokens")
-        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= K_MAX:
-            return  # absent or garbled: k stays unknown, as without /metrics
-        self.server_k = k
-        if self.info.method == "server" and k == 0:
-            self.info = replace(self.info, method="none")
+        if self.server_k is None:
+            # A server without a readable /metrics still names k in its per-request record.
+            self.server_k = k_in_record(reply.record)
+            if self.server_k is not None:
+                self.info = learned_k(self.info, self.server_k)
+        return reply_done(reply, counters, finish_reason, timing, server_k=self.server_k, method=self.info.method)
 
     def close(self) -> None:
         """Nothing is held between replies: each request opens its own connection."""
-
-
-def refuses_extensions(message: str) -> bool:
-    return any(name in message for name in VLLM_EXTENSIONS)
-
-
-def chunk_tokens(chunk: ChatChunk) -> int:
-    """Tokens a chunk brings: its ids, or one for text without ids."""
-    return len(chunk.token_ids) or (1 if chunk.text or chunk.reasoning else 0)
-
-
-@dataclass
-class ReplyState:
-    """What one reply's stream has said so far."""
-
-    started: float
-    max_tokens: int = 2**31  # what the request allowed: the server's numbers are bounded by it
-    steps: list[Step] = field(default_factory=list)
-    num_tokens: int = 0
-    prompt_ids: tuple[int, ...] = ()
-    record: dict | None = None  # vLLM's per-request speculative_decoding record
-    usage: dict | None = None
-    draft_counts: DraftCounts | None = None  # llama-server's or LM Studio's counts
-    finish: str | None = None
-    ended_normally: bool = False  # [DONE] came
-    answered: bool = False  # the server sent its response headers
-    plain: bool = False  # text without token ids: a server that is not vLLM
-    failure: str | None = None
-    first_token_at: float | None = None
-    last_token_at: float = 0.0
-    thinking: bool = False  # inside the reasoning field: the <think> tag is open
-    thought: str = ""  # the reasoning so far
-
-    def __post_init__(self) -> None:
-        self.last_token_at = self.started
-
-    def note(self, chunk: ChatChunk) -> None:
-        self.prompt_ids = chunk.prompt_token_ids or self.prompt_ids
-        self.record = chunk.speculative_decoding or self.record
-        self.usage = chunk.usage or self.usage
-        self.draft_counts = chunk.draft_counts or self.draft_counts
-        self.finish = chunk.finish_reason or self.finish
-
-    def tagged_text(self, chunk: ChatChunk) -> str:
-        """The chunk's text, a reasoning field's between <think> tags on their own lines (as a
-        reasoning model writes them itself), so the reply keeps its thinking apart."""
-        text = ""
-        if chunk.reasoning:
-            if not self.thinking:
-                text, self.thinking = THINK_OPEN + "\n", True
-                self.thought = ""
-            reasoning = chunk.reasoning if self.thought else chunk.reasoning.lstrip("\n")
-            self.thought += reasoning
-            text += reasoning
-        if chunk.text and self.thinking:
-            text += ("" if self.thought.endswith("\n") else "\n") + THINK_CLOSE + "\n\n"
-            self.thinking = False
-            return text + chunk.text.lstrip("\n")
-        return text + chunk.text
-
-    def add(self, step: Step, now: float) -> None:
-        self.steps.append(step)
-        self.num_tokens += len(step.token_ids)
-        self.first_token_at = self.first_token_at or now
-        self.last_token_at = now
-
-    def timing(self) -> dict:
-        return {
-            "prompt_token_ids": self.prompt_ids,
-            "seconds": self.last_token_at - self.started,
-            "time_to_first_token": (self.first_token_at - self.started) if self.first_token_at else 0.0,
-        }
-
-
-def draft_name(config: dict | None) -> str | None:
-    """The draft model's name, when a model drafts (n-gram lookup has none)."""
-    if not config or config.get("method") in ("ngram", "suffix", None):
-        return None
-    model = config.get("model")
-    return str(model) if model else None
-
-
-def dtype_name(server_config: dict) -> str:
-    model_config = server_config.get("model_config")
-    dtype = model_config.get("dtype") if isinstance(model_config, dict) else None
-    return str(dtype).removeprefix("torch.") if dtype else "?"
-
-
-def method_name(config: dict | None, k: int | None) -> str:
-    if k == 0:
-        return "none"
-    if config and config.get("method"):
-        method = str(config["method"])
-        return SPECTUI_METHOD.get(method, method)
-    return "server"  # speculating (or maybe), by a method this client cannot see
 
 
 def api_key_from_environment() -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from spectui.host.live import LiveValues
+from spectui.core.events import LiveValues
 
 _LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
 

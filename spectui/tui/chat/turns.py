@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import random
 
-from spectui.core.events import GenerationParams
-from spectui.host.live import LiveValues
+from spectui.core.events import GenerationParams, LiveValues
 from spectui.tui.chat.reply_settings import describe_values, made_with, message_text, reply_settings
 from spectui.tui.chat.transcript import settings_record
 from spectui.tui.replay import stored_conversation

@@ -41,11 +41,12 @@ class CompareWork:
             else:
                 post(WorkEnded(generation))
 
-        self.host.start_work("spectui-compare", work, stop=self.cancel)
+        self.host.uses.start_work("spectui-compare", work, stop=self.cancel)
 
     def cancellable(self, k: int, temperature: float, auto: bool) -> Control:
         """A run's Control, kept to cancel it; born cancelled once a stop was asked for
         (a stop between two runs must not let the next one run)."""
+        # Its own settings, not the chat's LiveSettings: compare runs k = 0 beside k, and a sweep every k.
         control = Control(k, temperature, auto=auto)
         if self.stop_requested.is_set():
             control.cancel()

@@ -111,7 +111,7 @@ class CompareScreen(Screen):
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
-        self.hold = self.host.hold("compare view", stop=self.stop_work)
+        self.hold = self.host.uses.hold("compare view", stop=self.stop_work)
         self.refresh_head()
         self.action_rerun()
 
