@@ -54,7 +54,9 @@ def build_oracles(path: Path) -> None:
     from spectui.core.events import Control, GenerationParams, Step
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions(method="draft"))
+    from spectui.models.registry import resolve_pair
+
+    engine = build_embedded_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     quick = {workload.name for workload in suite("quick")}
     draws = torch.Generator().manual_seed(0)
     oracles = []

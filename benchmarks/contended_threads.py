@@ -54,7 +54,9 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
 
     if os.environ.get("SPECTUI_BENCH_THREADS"):
         torch.set_num_threads(int(os.environ["SPECTUI_BENCH_THREADS"]))
-    engine = build_embedded_engine(EngineOptions(model=model, method="ngram", k=0))
+    from spectui.models.registry import resolve_pair
+
+    engine = build_embedded_engine(EngineOptions(model=model, method="ngram", k=0), resolve_pair(model, None))
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)
     speeds, firsts, threads = [], [], []
     for index in range(rounds + 1):  # the first is a warm-up
@@ -88,7 +90,9 @@ def llamacpp_child(model: str, tokens: int, rounds: int, threads: int) -> dict:
     from spectui.core.events import GenerationParams
     from spectui.models.load import ensure_local
 
-    tokenizer = AutoTokenizer.from_pretrained(ensure_local(model))
+    from spectui.models.registry import resolve
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_local(resolve(model)))
     runner = LlamaCppRunner(lambda messages: tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, return_dict=False), set(), gguf_for(model), None, threads)
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)

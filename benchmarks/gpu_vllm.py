@@ -106,6 +106,7 @@ SIZES = {
 def worker(plan_path: Path, out_path: Path) -> int:
     from spectui.engines.factory import build_engine
     from spectui.core.events import Control, GenerationParams
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
     from spectui.measure.run import prompt_messages, reply_json, run_reply
 
@@ -124,7 +125,7 @@ def worker(plan_path: Path, out_path: Path) -> int:
                 gpu_memory_utilization=plan["gpu_memory_utilization"], max_model_len=plan["max_model_len"],
             )
             started = time.perf_counter()
-            engine = build_engine(options)
+            engine = build_engine(options, resolve_pair(options.model, options.draft))
             start_s = time.perf_counter() - started
             warm = run_reply(engine, prompt_messages("Say hello."), GenerationParams(max_tokens=8), Control(k=config["k"]))
             engines[config["name"]] = (engine, config)
@@ -186,11 +187,12 @@ def run_bounded(
 def make_local(names: list[str]) -> dict[str, str]:
     from spectui.models.fetch import rich_progress
     from spectui.models.load import ensure_local
+    from spectui.models.registry import resolve
 
     folders = {}
     with rich_progress() as progress:
         for name in dict.fromkeys(names):
-            folders[name] = str(ensure_local(name, progress))
+            folders[name] = str(ensure_local(resolve(name), progress))
     return folders
 
 

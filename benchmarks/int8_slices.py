@@ -43,7 +43,9 @@ def child(model_name: str, tokens: int) -> dict:
     if os.environ.get("WHOLE"):
         quantize.SLICE_ABOVE_ROWS = 10**9
     started = time.perf_counter()
-    model, tokenizer = load_model(model_name, "int8")
+    from spectui.models.registry import resolve
+
+    model, tokenizer = load_model(resolve(model_name), "int8")
     load = time.perf_counter() - started
     settle = 0.0
     if os.environ.get("SETTLE"):

@@ -63,7 +63,9 @@ def main() -> None:
     from spectui.engines.embedded.lean import lean_forward
     from spectui.models.load import load_model
 
-    model, _ = load_model(args.model, args.dtype)
+    from spectui.models.registry import resolve
+
+    model, _ = load_model(resolve(args.model), args.dtype)
     arms = {"transformers": transformers_forward, "lean": lean_forward}
     if args.compile:
         arms["lean, torch.compile"] = torch.compile(lean_forward, dynamic=True)

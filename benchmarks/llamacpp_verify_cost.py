@@ -93,7 +93,9 @@ def spectui_plain(model: str, tokens: int) -> float:
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions(model=model, method="ngram", k=0))
+    from spectui.models.registry import resolve_pair
+
+    engine = build_embedded_engine(EngineOptions(model=model, method="ngram", k=0), resolve_pair(model, None))
     speeds = []
     for _ in range(2):
         engine.forget_prompts()
@@ -123,7 +125,9 @@ def main() -> None:
     from spectui.models.load import load_tokenizer
 
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    tokenizer = load_tokenizer(args.model)
+    from spectui.models.registry import resolve
+
+    tokenizer = load_tokenizer(resolve(args.model))
     prompt_ids = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=False)
     batches = sorted({1, *(int(b) for b in args.batches.split(","))})
     draft = gguf_variant(args.draft, "Q4_K_M") if args.draft else None

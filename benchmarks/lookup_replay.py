@@ -41,7 +41,9 @@ def build_replies(path: Path, suite_name: str, categories: list[str] | None) -> 
     from spectui.core.events import Control, GenerationParams, Step
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions(method="ngram"))
+    from spectui.models.registry import resolve_pair
+
+    engine = build_embedded_engine(EngineOptions(method="ngram"), resolve_pair(None, None))
     kept = json.loads(path.read_text()) if path.exists() else []
     for workload in suite(suite_name):
         if workload.temperature != 0 or (categories and workload.category not in categories):

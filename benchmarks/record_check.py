@@ -50,7 +50,8 @@ def spectui(*args: str, env: dict | None = None) -> dict:
 
 def model_folder() -> str:
     """Where spectui keeps SmolLM2 converted (the server needs a folder)."""
-    code = f"from spectui.models.load import ensure_local; print(ensure_local({MODEL!r}))"
+    code = ("from spectui.models.load import ensure_local; from spectui.models.registry import resolve; "
+            f"print(ensure_local(resolve({MODEL!r})))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 

@@ -123,7 +123,10 @@ def child(args, out: Path) -> None:
 
     config = ChatConfig(model=args.model, draft=args.draft, method=args.method, k=args.k,
                         temperature=0.0, max_tokens=args.max_tokens)
-    engine = build_embedded_engine(engine_options(config))
+    from spectui.models.registry import resolve_pair
+
+    models = resolve_pair(config.model, config.draft)
+    engine = build_embedded_engine(engine_options(config), models)
     tui_engine = engine
     if args.engine_in == "process":
         import os
@@ -135,7 +138,7 @@ def child(args, out: Path) -> None:
 
         from spectui.engines.process import ProcessEngine
 
-        tui_engine = ProcessEngine(partial(build_embedded_engine, engine_options(config)))
+        tui_engine = ProcessEngine(partial(build_embedded_engine, engine_options(config), models))
     messages = [{"role": "user", "content": args.prompt}]
     params = GenerationParams(max_tokens=args.max_tokens, top_p=1.0, seed=0)
     runs: dict[str, list[dict]] = {"generate": [], "tui": [], "keys": []}

@@ -36,12 +36,13 @@ def test_bench_runs_heads_beside_ngram_and_says_what_each_drafter_costs(heads_se
     from spectui.bench.drafters import heads_by_method
     from spectui.bench.report import markdown
     from spectui.cli.bench import build_runners
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
     target, folders = heads_setup
     options = EngineOptions(model=target, method="ngram", dtype="float32", device="cpu")
     heads = heads_by_method(folders, METHODS)
-    runners, engines, drafters = build_runners(options, ["spectui"], METHODS, 2, None, None, heads)
+    runners, engines, drafters = build_runners(options, resolve_pair(target, None), ["spectui"], METHODS, 2, None, None, heads)
     engine = engines[0]
     assert engine.with_method("medusa").info.draft == str(folders[0])
     assert engine.with_method("eagle").proposer.method == "eagle"

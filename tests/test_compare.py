@@ -368,7 +368,7 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     """A broken engine whose baseline differs at token 5: the table says so, exit code 1."""
     import spectui.engines.embedded.build as build
 
-    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5))
+    monkeypatch.setattr(build, "build_embedded_engine", lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5))
     result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
     assert result.exit_code == 1
     assert "DIFFERENT at token 5" in result.stdout
@@ -394,12 +394,13 @@ def smollm2_or_skip() -> None:
 def test_smollm2_compare_is_identical_at_t0(method):
     smollm2_or_skip()
     from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
     # As test_engine_real: no smaller SmolLM2 exists, so the draft is the same weights in
     # dynamic int8 (build's CPU choice for a draft), which agrees often but not always.
     options = EngineOptions(model="smollm2-135m", draft="smollm2-135m", method=method, dtype="float32", device="cpu")
-    engine = build_embedded_engine(options)
+    engine = build_embedded_engine(options, resolve_pair(options.model, options.draft))
     messages = [{"role": "user", "content": "Give me a JSON object describing a book with title, author, year and tags."}]
     try:
         comparison = compare(engine, messages, GenerationParams(max_tokens=32), 4, 0.0, 2)

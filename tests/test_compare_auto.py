@@ -32,7 +32,7 @@ def test_cli_compare_k_auto_says_auto_and_runs_it(monkeypatch):
 
     engines: list[ScriptedEngine] = []
     monkeypatch.setattr(build, "build_embedded_engine",
-                        lambda options, progress=None, **_: engines.append(ScriptedEngine(alpha=0.85)) or engines[-1])
+                        lambda options, models, progress=None, **_: engines.append(ScriptedEngine(alpha=0.85)) or engines[-1])
     table = invoke("hi", "-k", "auto", "--max-tokens", "16", "--runs", "1", "--table", "--engine", "embedded", "--backend", "torch")
     assert table.exit_code == 0, table.stderr
     assert "speculative (k auto)" in table.stdout and "(k=4)" not in table.stdout
@@ -49,7 +49,7 @@ def test_compare_json_writes_each_path_in_generate_json_s_one_reply_record(monke
     from spectui.core.stats import summarize
     import spectui.engines.embedded.build as build
 
-    monkeypatch.setattr(build, "build_embedded_engine", lambda options, progress=None, **_: ScriptedEngine(alpha=0.85))
+    monkeypatch.setattr(build, "build_embedded_engine", lambda options, models, progress=None, **_: ScriptedEngine(alpha=0.85))
     args = ["hi", "-k", "4", "--max-tokens", "16", "--json", "--engine", "embedded", "--backend", "torch"]
     compared = invoke(*args, "--runs", "1")
     generated = CliRunner().invoke(app, ["generate", *args])

@@ -260,13 +260,15 @@ def test_plain_decoding_of_a_model_without_a_preset_draft_needs_no_draft(tiny_ta
     # `generate -m smollm2-135m -k 0` decodes; with k 4 it asks for a draft, as before.
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.core.errors import UsageError
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
     monkeypatch.setattr("spectui.models.load.load_model", lambda *args, **kwargs: (tiny_target, tiny_tokenizer))
     monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: pytest.fail("no draft to check"))
-    engine = build_embedded_engine(EngineOptions(model="smollm2-135m", method="draft", k=0, device="cpu"))
+    smollm2 = resolve_pair("smollm2-135m", None)
+    engine = build_embedded_engine(EngineOptions(model="smollm2-135m", method="draft", k=0, device="cpu"), smollm2)
     assert (engine.info.method, engine.info.draft) == ("ngram", None)
     reply = run_reply(engine, [{"role": "user", "content": "hello"}], GenerationParams(max_tokens=5), Control(k=0))
     assert len(reply.token_ids) == 5 and all(step.num_drafted == 0 for step in reply.steps)
     with pytest.raises(UsageError, match="smollm2-135m has no preset draft model"):
-        build_embedded_engine(EngineOptions(model="smollm2-135m", method="draft", k=4, device="cpu"))
+        build_embedded_engine(EngineOptions(model="smollm2-135m", method="draft", k=4, device="cpu"), smollm2)

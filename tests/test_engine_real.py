@@ -22,12 +22,13 @@ PROMPTS = [
 def smollm2(request):
     """fp32 as the reference precision, int8 as what `--dtype auto` runs on CPU."""
     from spectui.models.load import load_model
+    from spectui.models.registry import resolve
 
-    target, tokenizer = load_model("smollm2-135m", request.param, "cpu")
+    target, tokenizer = load_model(resolve("smollm2-135m"), request.param, "cpu")
     # A real second opinion: the same weights rounded differently disagree now and then, so
     # acceptance is high but not 100%. The int8 target's draft is float32: an int8-dynamic
     # draft shares its stored int8 weights and agreed on every token of the first prompt.
-    draft, _ = load_model("smollm2-135m", "float32" if request.param == "int8" else "int8-dynamic", "cpu")
+    draft, _ = load_model(resolve("smollm2-135m"), "float32" if request.param == "int8" else "int8-dynamic", "cpu")
     return target, draft, tokenizer
 
 
@@ -70,9 +71,10 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
 def test_default_pair_greedy_speculation_is_token_identical():
     """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate --method draft --backend torch` builds them."""
     from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
-    engine = build_embedded_engine(EngineOptions(method="draft"))
+    engine = build_embedded_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     assert (engine.info.dtype, engine.info.method) == ("int8", "draft")
     messages = [{"role": "user", "content": "Write a Python function that parses a CSV line with quoted fields."}]
     baseline, _ = tokens_of(engine, messages, 0, 32)

@@ -128,7 +128,7 @@ def test_out_of_memory_while_loading_is_one_line_with_advice(monkeypatch):
     from spectui.cli.app import app as cli
     from spectui.engines import factory
 
-    def exhausted(options, progress):
+    def exhausted(options, models, progress):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 14.00 GiB\nmore lines from the allocator")
 
     monkeypatch.setattr(factory, "_build", exhausted)
@@ -137,7 +137,7 @@ def test_out_of_memory_while_loading_is_one_line_with_advice(monkeypatch):
     with pytest.raises(OutOfMemory, match="try a smaller --max-model-len"):  # vLLM has other knobs
         factory.build_engine(factory.EngineOptions(engine="vllm"), None)
     said = OutOfMemory("out of memory while loading the draft: try --dtype int8")
-    monkeypatch.setattr(factory, "_build", lambda options, progress: (_ for _ in ()).throw(said))
+    monkeypatch.setattr(factory, "_build", lambda options, models, progress: (_ for _ in ()).throw(said))
     with pytest.raises(OutOfMemory) as caught:
         factory.build_engine(factory.EngineOptions(), None)
     assert caught.value is said  # not wrapped twice

@@ -36,7 +36,7 @@ STEPS = [
 def generate(monkeypatch, *options: str, env: dict | None = None, steps=STEPS):
     from spectui.engines import factory
 
-    monkeypatch.setattr(factory, "_build", lambda engine_options, progress: StepsEngine(steps))
+    monkeypatch.setattr(factory, "_build", lambda engine_options, models, progress: StepsEngine(steps))
     for name in ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM"):
         monkeypatch.delenv(name, raising=False)
     for name, value in (env or {}).items():

@@ -11,6 +11,7 @@ import numpy
 import pytest
 
 from spectui.core.events import Control, Done, GenerationParams, Step
+from spectui.models.registry import resolve, resolve_pair
 from spectui.settings.options import EngineOptions
 from test_heads import chi2_critical_0_001
 
@@ -34,7 +35,8 @@ def reply_tokens(engine, messages, control, max_tokens=48):
 def smollm2():
     from spectui.engines.llamacpp.build import build_ggml_engine
 
-    engine = build_ggml_engine(EngineOptions(model="smollm2-135m", method="draft", draft="smollm2-135m"))
+    engine = build_ggml_engine(EngineOptions(model="smollm2-135m", method="draft", draft="smollm2-135m"),
+                               resolve_pair("smollm2-135m", "smollm2-135m"))
     engine.add_proposer("ngram", engine.with_method("ngram").proposer, None)
     from spectui.engines.embedded.suffix import SuffixProposer
 
@@ -80,7 +82,7 @@ def test_a_second_turn_is_lossless_after_drafts_accepted_past_the_stop_token(smo
 def test_the_default_pair_drafts_losslessly_on_ggml():
     from spectui.engines.llamacpp.build import build_ggml_engine
 
-    engine = build_ggml_engine(EngineOptions(method="draft"))
+    engine = build_ggml_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     try:
         assert engine.info.backend.startswith("ggml ") and engine.target.rows >= 1
         plain, _ = reply_tokens(engine, MESSAGES, Control(0, 0.0), max_tokens=40)
@@ -116,7 +118,7 @@ def test_weights_repacked_at_load_are_not_resident_twice():
     from spectui.models.gguf_local import local_gguf
     from spectui.models.registry import DEFAULT_TARGET
 
-    path = local_gguf(DEFAULT_TARGET)
+    path = local_gguf(resolve(DEFAULT_TARGET))
     model = LlamaModel(path, context=256)
     try:
         assert model.weight_type == "Q4_K_M"  # repacked for AVX2's kernels at load
@@ -279,8 +281,9 @@ def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
     from spectui.engines.vllm import build as vllm_build
 
     monkeypatch.setattr(vllm_build, "cuda_present", lambda: False)
-    assert build.chosen_backend(EngineOptions(model="smollm2-135m", method="ngram")).name == "ggml"
-    assert build.chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", backend="torch")).name == "torch"
+    smollm2 = resolve_pair("smollm2-135m", None)
+    assert build.chosen_backend(EngineOptions(model="smollm2-135m", method="ngram"), smollm2).name == "ggml"
+    assert build.chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", backend="torch"), smollm2).name == "torch"
     for options, why in (
         (EngineOptions(model="smollm2-135m", method="ngram", dtype="float32"), "--dtype float32 runs on torch"),
         (EngineOptions(model="smollm2-135m", method="ngram", dtype="int8"), "--dtype int8 runs on torch"),
@@ -288,7 +291,7 @@ def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
         (EngineOptions(model="qwen2.5-1.5b", method="ngram"), "qwen2.5-1.5b has no GGUF"),
         (EngineOptions(model="smollm2-135m", method="ngram", device="cuda"), "--device cuda runs on torch"),
     ):
-        assert build.chosen_backend(options) == build.Backend("torch", why)
+        assert build.chosen_backend(options, resolve_pair(options.model, None)) == build.Backend("torch", why)
 
 
 def test_ggml_asked_for_where_it_cannot_run_is_one_line():
@@ -296,7 +299,8 @@ def test_ggml_asked_for_where_it_cannot_run_is_one_line():
     from spectui.engines.llamacpp.build import chosen_backend
 
     with pytest.raises(UsageError, match=r"^--backend ggml: --dtype float32 runs on torch$"):
-        chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", dtype="float32", backend="ggml"))
+        chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", dtype="float32", backend="ggml"),
+                       resolve_pair("smollm2-135m", None))
 
 
 def test_a_library_that_cannot_load_falls_back_to_torch_with_the_reason(monkeypatch):
@@ -310,7 +314,7 @@ def test_a_library_that_cannot_load_falls_back_to_torch_with_the_reason(monkeypa
     monkeypatch.setattr(lib, "library", broken)
     from spectui.engines.llamacpp.build import chosen_backend
 
-    backend = chosen_backend(EngineOptions(model="smollm2-135m", method="ngram"))
+    backend = chosen_backend(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None))
     assert backend.name == "torch"
     assert backend.why == "libllama could not load: OSError: libggml-cpu.so.0: cannot open shared object file"
 
@@ -323,7 +327,7 @@ def test_the_fallback_engine_runs_on_torch_and_says_why(monkeypatch):
 
     monkeypatch.setattr(vllm_build, "cuda_present", lambda: False)
     monkeypatch.setattr(lib, "library", lambda: (_ for _ in ()).throw(ImportError("no module named _cffi_backend")))
-    engine = factory.build_engine(EngineOptions(model="smollm2-135m", method="ngram"))
+    engine = factory.build_engine(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None))
     try:
         assert type(engine).__name__ == "EmbeddedEngine"
         assert engine.info.backend == "torch int8: libllama could not load: ImportError: no module named _cffi_backend"
@@ -345,7 +349,8 @@ def test_the_json_tokenizer_gives_what_transformers_gives(name):
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
     from spectui.models.tokenizer_json import JsonTokenizer
 
-    folder = tokenizer_folder(name, local_gguf(name))
+    model = resolve(name)
+    folder = tokenizer_folder(model, local_gguf(model))
     ours, theirs = JsonTokenizer(folder), AutoTokenizer.from_pretrained(str(folder))
     messages = [{"role": "system", "content": "Be brief."}, *MESSAGES,
                 {"role": "assistant", "content": "one\ntwo ✓ — «naïve» 日本"}, *SECOND_TURN]
@@ -434,6 +439,7 @@ def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokeni
 TORCH_IMPORTED_ON = """
 import sys, threading
 from spectui.engines.llamacpp.build import build_ggml_engine
+from spectui.models.registry import resolve_pair
 from spectui.settings.options import EngineOptions
 
 class Watch:
@@ -443,7 +449,7 @@ class Watch:
         return None
 
 sys.meta_path.insert(0, Watch())
-build_ggml_engine(EngineOptions(model="smollm2-135m", method="ngram")).close()
+build_ggml_engine(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None)).close()
 """
 
 

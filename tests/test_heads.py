@@ -277,8 +277,9 @@ def test_heads_train_then_generate_with_them(tmp_path, target_folder, monkeypatc
     from spectui.bench.workloads import suite
     from spectui.engines.prompt import chat_prompt_ids
     from spectui.models.load import load_model
+    from spectui.models.registry import resolve
 
-    _, tokenizer = load_model(target_folder, "float32", "cpu")
+    _, tokenizer = load_model(resolve(target_folder), "float32", "cpu")
     fitting = sum(len(chat_prompt_ids(tokenizer, w.as_messages())) + 4 <= 512 for w in suite("quick"))
     assert 5 <= fitting < 10 and config["training"]["sequences"] == fitting + 1
     common = ("hello world", "--model", target_folder, "--dtype", "float32", "--device", "cpu", "--max-tokens", "12", "-k", "3")

@@ -382,7 +382,7 @@ def raising_engine(error: BaseException):
 def test_generate_names_an_engines_exception_in_one_line(monkeypatch, error, named):
     from spectui.engines import factory
 
-    monkeypatch.setattr(factory, "build_engine", lambda options, progress=None: raising_engine(error))
+    monkeypatch.setattr(factory, "build_engine", lambda options, models, progress=None: raising_engine(error))
     result = invoke("generate", "hi")
     assert result.exit_code != 0
     assert named in one_line_error(result) and "Traceback" not in result.output

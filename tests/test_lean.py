@@ -8,6 +8,7 @@ from spectui.engines.embedded import lean as lean_module
 from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.lean import lean_forward, supports
 from spectui.models.load import load_model
+from spectui.models.registry import resolve
 from tiny_models import make_tiny_model
 
 PROMPT = 40
@@ -41,7 +42,7 @@ def test_lean_logits_and_cache_are_transformers_bit_for_bit(tiny_folder, dtype):
     import torch
     from transformers import DynamicCache
 
-    model, _ = load_model(str(tiny_folder), dtype)
+    model, _ = load_model(resolve(str(tiny_folder)), dtype)
     assert supports(model)
     generator = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
@@ -62,14 +63,14 @@ def test_lean_logits_and_cache_are_transformers_bit_for_bit(tiny_folder, dtype):
 
 
 def test_other_attention_goes_through_transformers(tiny_folder):
-    model, _ = load_model(str(tiny_folder), "float32")
+    model, _ = load_model(resolve(str(tiny_folder)), "float32")
     model.set_attn_implementation("eager")
     assert not supports(model)
     assert not CachedModel(model).lean
 
 
 def test_the_cached_model_runs_lean_unless_hidden_states_are_asked_for(tiny_folder, monkeypatch):
-    model, _ = load_model(str(tiny_folder), "float32")
+    model, _ = load_model(resolve(str(tiny_folder)), "float32")
     calls = []
 
     def counting(*args, **kwargs):

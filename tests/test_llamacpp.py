@@ -220,9 +220,10 @@ def smollm2_runner():
 
     from spectui.bench.llamacpp import LlamaCppRunner, gguf_for
     from spectui.models.load import ensure_local
+    from spectui.models.registry import resolve
 
-    tokenizer = AutoTokenizer.from_pretrained(ensure_local("smollm2-135m"))
-    gguf = gguf_for("smollm2-135m")
+    tokenizer = AutoTokenizer.from_pretrained(ensure_local(resolve("smollm2-135m")))
+    gguf = gguf_for(resolve("smollm2-135m"))
 
     def prompt_ids(messages):
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
@@ -290,8 +291,9 @@ def smollm2_engines():
     from spectui.bench.llamacpp import gguf_for
     from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.load import load_tokenizer
+    from spectui.models.registry import resolve
 
-    tokenizer, gguf = load_tokenizer("smollm2-135m"), gguf_for("smollm2-135m")
+    tokenizer, gguf = load_tokenizer(resolve("smollm2-135m")), gguf_for(resolve("smollm2-135m"))
     engines = {method: build_llamacpp_engine(gguf, tokenizer, method, draft_gguf=gguf, threads=1)
                for method in ("ngram", "suffix", "draft")}
     yield engines

@@ -18,7 +18,7 @@ from spectui.models import cache as cache_module  # noqa: E402
 from spectui.models import integrity  # noqa: E402
 from spectui.models import load as load_module  # noqa: E402
 from spectui.models.fetch import is_note  # noqa: E402
-from spectui.models.registry import MARKER_FILE, read_marker  # noqa: E402
+from spectui.models.registry import MARKER_FILE, read_marker, resolve  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -61,10 +61,10 @@ def logits_of(model, ids):
 
 def test_a_stored_model_gives_the_logits_of_a_fresh_conversion_bit_for_bit(tiny_gguf, reference_logits):
     ids, expected = reference_logits
-    model, tokenizer = load_module.load_model(str(tiny_gguf), "int8")
+    model, tokenizer = load_module.load_model(resolve(str(tiny_gguf)), "int8")
     assert tokenizer(PROMPT, return_tensors="pt").input_ids.tolist() == ids.tolist()
     assert torch.equal(logits_of(model, ids), expected)
-    again, _ = load_module.load_model(str(tiny_gguf), "int8")  # the warm start: read back, not converted
+    again, _ = load_module.load_model(resolve(str(tiny_gguf)), "int8")  # the warm start: read back, not converted
     assert torch.equal(logits_of(again, ids), expected)
 
 
@@ -79,13 +79,13 @@ def test_a_stored_draft_runs_as_a_float_loaded_draft_activations_per_tensor(tiny
     model = AutoModelForCausalLM.from_pretrained(str(tiny_gguf.parent), gguf_file=tiny_gguf.name,
                                                  dtype=torch.float32, quantization_config=GgufConfig(dequantize=True))
     expected = logits_of(quantize_int8(model.eval(), per_row=False), ids)
-    draft, _ = load_module.load_model(str(tiny_gguf), "int8-dynamic")
+    draft, _ = load_module.load_model(resolve(str(tiny_gguf)), "int8-dynamic")
     assert all(not layer.per_row for layer in draft.modules() if isinstance(layer, Int8Linear))
     assert torch.equal(logits_of(draft, ids), expected)
 
 
 def test_the_cache_holds_int8_weights_a_tokenizer_and_their_checksums(tiny_gguf):
-    folder = load_module.model_folder(str(tiny_gguf))
+    folder = load_module.model_folder(resolve(str(tiny_gguf)))
     marker = read_marker(folder)
     assert marker["format"] == 2 and marker["weights"] == "int8"
     files = {path.name for path in folder.iterdir()} - {MARKER_FILE}
@@ -101,13 +101,13 @@ def test_the_cache_holds_int8_weights_a_tokenizer_and_their_checksums(tiny_gguf)
 
 def _rebuild_notes(tiny_gguf) -> list[str]:
     seen = []
-    load_module.model_folder(str(tiny_gguf), lambda stage, done, total: seen.append(stage))
+    load_module.model_folder(resolve(str(tiny_gguf)), lambda stage, done, total: seen.append(stage))
     return [stage for stage in seen if is_note(stage)]
 
 
 @pytest.mark.parametrize("damage", ["overwrite", "truncate", "tokenizer", "unfinished"])
 def test_a_damaged_or_partial_cache_is_rebuilt_with_one_line_never_loaded(tiny_gguf, reference_logits, damage):
-    folder = load_module.model_folder(str(tiny_gguf))
+    folder = load_module.model_folder(resolve(str(tiny_gguf)))
     weights = folder / "int8.safetensors"
     size = weights.stat().st_size
     if damage == "overwrite":
@@ -128,7 +128,7 @@ def test_a_damaged_or_partial_cache_is_rebuilt_with_one_line_never_loaded(tiny_g
     marker = read_marker(folder)
     assert integrity.full_problem(folder, marker["files"]) is None
     ids, expected = reference_logits
-    model, _ = load_module.load_model(str(tiny_gguf), "int8")
+    model, _ = load_module.load_model(resolve(str(tiny_gguf)), "int8")
     assert torch.equal(logits_of(model, ids), expected)
     assert _rebuild_notes(tiny_gguf) == []
 
@@ -136,7 +136,7 @@ def test_a_damaged_or_partial_cache_is_rebuilt_with_one_line_never_loaded(tiny_g
 def test_a_cache_written_by_an_older_spectui_is_rebuilt_not_used(tiny_gguf, reference_logits, tiny_tokenizer):
     from tiny_models import make_tiny_model
 
-    folder = load_module.model_folder(str(tiny_gguf))
+    folder = load_module.model_folder(resolve(str(tiny_gguf)))
     shutil.rmtree(folder)
     # Yesterday's format: a float32 model.safetensors (here of other weights) and a marker
     # without "format". Used as it is, it would answer with the wrong weights.
@@ -145,7 +145,7 @@ def test_a_cache_written_by_an_older_spectui_is_rebuilt_not_used(tiny_gguf, refe
     (folder / MARKER_FILE).write_text(json.dumps({"source_file": tiny_gguf.name, "storage_dtype": "float32"}))
 
     seen = []
-    model, _ = load_module.load_model(str(tiny_gguf), "int8", progress=lambda stage, *_: seen.append(stage))
+    model, _ = load_module.load_model(resolve(str(tiny_gguf)), "int8", progress=lambda stage, *_: seen.append(stage))
     notes = [stage for stage in seen if is_note(stage)]
     assert len(notes) == 1 and "older spectui (float32 weights)" in notes[0]
     assert any(stage.endswith(" convert") for stage in seen), "the rebuild shows its progress"
@@ -159,8 +159,8 @@ def test_float32_is_converted_on_demand_beside_the_int8_weights(tiny_gguf):
     from transformers import AutoModelForCausalLM
 
     seen = []
-    folder = load_module.ensure_local(str(tiny_gguf), lambda stage, *_: seen.append(stage))
-    assert folder.name == "float32" and folder.parent == load_module.model_folder(str(tiny_gguf))
+    folder = load_module.ensure_local(resolve(str(tiny_gguf)), lambda stage, *_: seen.append(stage))
+    assert folder.name == "float32" and folder.parent == load_module.model_folder(resolve(str(tiny_gguf)))
     assert any("float32 convert" in stage for stage in seen), "the bar says a float32 copy is being made"
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     reference = AutoModelForCausalLM.from_pretrained(str(tiny_gguf.parent), gguf_file=tiny_gguf.name,
@@ -174,8 +174,8 @@ def test_float32_is_converted_on_demand_beside_the_int8_weights(tiny_gguf):
 def test_rm_frees_only_that_model(tiny_gguf, tmp_path):
     other = tmp_path / "other.gguf"
     shutil.copy(tiny_gguf, other)
-    kept = load_module.model_folder(str(other))
-    removed = load_module.model_folder(str(tiny_gguf))
+    kept = load_module.model_folder(resolve(str(other)))
+    removed = load_module.model_folder(resolve(str(tiny_gguf)))
     gguf_copy = removed.parent.parent / "gguf" / removed.name
     gguf_copy.mkdir(parents=True)
     (gguf_copy / "x.gguf").write_bytes(b"GGUF")
@@ -217,5 +217,5 @@ def test_an_older_spectui_does_not_take_this_format_for_its_own(tiny_gguf):
     # spectui before the int8 store loaded a folder whose spectui.json named the pinned hash
     # under "source_sha256" with from_pretrained (model.safetensors): it must see no such hash
     # here, and convert again rather than fail to load.
-    marker = read_marker(load_module.model_folder(str(tiny_gguf)))
+    marker = read_marker(load_module.model_folder(resolve(str(tiny_gguf))))
     assert "source_sha256" not in marker and "gguf_sha256" in marker

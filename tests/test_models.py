@@ -27,6 +27,7 @@ from spectui.models.registry import (
     ModelSpec,
     list_models,
     resolve,
+    resolve_pair,
 )
 
 
@@ -287,7 +288,7 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
         raise AssertionError("a complete conversion must not be fetched again")
 
     monkeypatch.setattr(load_module, "fetch_gguf", no_fetch)
-    assert load_module.model_folder("smollm2-135m") == folder
+    assert load_module.model_folder(resolve("smollm2-135m")) == folder
 
     marker = json.loads((folder / MARKER_FILE).read_text())
     (folder / MARKER_FILE).write_text(json.dumps(dict(marker, gguf_sha256="0" * 64)))
@@ -299,7 +300,7 @@ def test_cached_conversion_is_reused_and_a_stale_one_redone(tmp_path, monkeypatc
 
     monkeypatch.setattr(load_module, "fetch_gguf", record_fetch)
     with pytest.raises(ModelError, match="stop here"):
-        load_module.model_folder("smollm2-135m")
+        load_module.model_folder(resolve("smollm2-135m"))
     assert fetched == ["smollm2-135m"]
 
 
@@ -313,7 +314,7 @@ def test_fetch_stages_name_the_model(monkeypatch):
     monkeypatch.setattr(load_module, "fetch_gguf", report_and_stop)
     seen = []
     with pytest.raises(ModelError, match="stop here"):
-        load_module.model_folder("SmolLM2-135M", lambda *event: seen.append(event))
+        load_module.model_folder(resolve("SmolLM2-135M"), lambda *event: seen.append(event))
     assert seen == [("SmolLM2-135M assemble", 5, 10)]
 
 def test_list_models_reports_cached_index_models():
@@ -335,13 +336,13 @@ def test_offline_hub_alias_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with pytest.raises(ModelError) as caught:
-        load_module.ensure_local("llama-3.1-8b")
+        load_module.ensure_local(resolve("llama-3.1-8b"))
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("llama-3.1-8b needs the Hugging Face hub (meta-llama/Llama-3.1-8B-Instruct)")
     assert "hf download meta-llama/Llama-3.1-8B-Instruct" in message and "--model PATH" in message
     with pytest.raises(ModelError, match=r"package index's copy: --model qwen2\.5-coder-1\.5b"):
-        load_module.ensure_local("Qwen/Qwen2.5-Coder-1.5B-Instruct")
+        load_module.ensure_local(resolve("Qwen/Qwen2.5-Coder-1.5B-Instruct"))
 
 
 def test_connected_path_turns_hub_errors_into_one_line(monkeypatch):
@@ -364,14 +365,14 @@ def test_connected_path_turns_hub_errors_into_one_line(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     with pytest.raises(ModelError, match=r"not reachable \(\[Errno 101\] Network is unreachable\)"):
-        load_module.ensure_local("qwen2.5-7b")
+        load_module.ensure_local(resolve("qwen2.5-7b"))
     assert calls == [("Qwen/Qwen2.5-7B-Instruct", True), ("Qwen/Qwen2.5-7B-Instruct", False)]
 
     gated = hub_errors.GatedRepoError.__new__(hub_errors.GatedRepoError)  # skip its HTTP-response init
     gated.args = ("403 Client Error",)
     failure[0] = gated
     with pytest.raises(ModelError, match="is gated: accept its license") as caught:
-        load_module.ensure_local("llama-3.2-1b")
+        load_module.ensure_local(resolve("llama-3.2-1b"))
     assert "\n" not in str(caught.value)
 
 
@@ -385,7 +386,7 @@ def test_hub_model_in_the_local_cache_is_used_offline(tmp_path, monkeypatch):
     (hub / "models--someone--tiny" / "refs" / "main").write_text("a" * 40)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(hub))
-    assert load_module.ensure_local("someone/tiny") == snapshot
+    assert load_module.ensure_local(resolve("someone/tiny")) == snapshot
 
 
 # --- vocabulary -------------------------------------------------------------------------
@@ -410,7 +411,7 @@ def test_same_vocab_with_padded_logits_is_accepted(tmp_path):
     target = _tokenizer_folder(tmp_path, "target", WORDS, 16, "Qwen2Tokenizer")
     padded = dict(WORDS, **{f"[PAD{n}]": n for n in range(8, 12)})  # GGUF-style padding tokens
     draft = _tokenizer_folder(tmp_path, "draft", padded, 12, "Qwen2Tokenizer")
-    check = load_module.check_same_vocab(str(target), str(draft))
+    check = load_module.check_same_vocab(resolve(str(target)), resolve(str(draft)))
     assert (check.target_tokens, check.draft_tokens, check.shared_width) == (8, 12, 12)
     assert not check.identical
 
@@ -420,7 +421,7 @@ def test_different_vocab_is_refused_naming_both(tmp_path):
     swapped = dict(WORDS, ab=5, bc=4)  # the same tokens, two ids exchanged
     draft = _tokenizer_folder(tmp_path, "draft", swapped, 8, "LlamaTokenizer")
     with pytest.raises(ModelError) as caught:
-        load_module.check_same_vocab(str(target), str(draft))
+        load_module.check_same_vocab(resolve(str(target)), resolve(str(draft)))
     message = str(caught.value)
     assert "\n" not in message
     assert "Qwen2Tokenizer" in message and "LlamaTokenizer" in message
@@ -431,17 +432,17 @@ def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
     target = _tokenizer_folder(tmp_path, "target", WORDS, 8, "X")
     draft = _tokenizer_folder(tmp_path, "draft", WORDS, 6, "X")
     with pytest.raises(ModelError, match="vocab_size 6"):
-        load_module.check_same_vocab(str(target), str(draft))
+        load_module.check_same_vocab(resolve(str(target)), resolve(str(draft)))
 
 
 def _first_fetch_reports_to(monkeypatch) -> list:
     """model_folder, as on a cold cache: it reports a stage, then stops the build."""
     seen = []
 
-    def fetching(name, progress=None, **_):
+    def fetching(model, progress=None, **_):
         if progress is not None:
             progress("convert", 1, 1)
-        seen.append(name)
+        seen.append(model.name)
         raise ModelError("stopped after the first fetch")
 
     monkeypatch.setattr(load_module, "model_folder", fetching)
@@ -451,13 +452,13 @@ def _first_fetch_reports_to(monkeypatch) -> list:
 def _build_embedded(options, progress):
     from spectui.engines.embedded.build import build_embedded_engine
 
-    build_embedded_engine(options, progress)
+    build_embedded_engine(options, resolve_pair(options.model, options.draft), progress)
 
 
 def _build_bench_runners(options, progress):
     from spectui.cli.bench import build_runners
 
-    build_runners(options, ["spectui"], ["draft"], 4, progress)
+    build_runners(options, resolve_pair(options.model, options.draft), ["spectui"], ["draft"], 4, progress)
 
 
 def _build_vllm(options, progress):
@@ -465,7 +466,7 @@ def _build_vllm(options, progress):
 
     if not vllm_build.vllm_installed():
         pytest.skip("vLLM is not installed")
-    vllm_build.build_vllm_engine(options, progress)
+    vllm_build.build_vllm_engine(options, resolve_pair(options.model, options.draft), progress)
 
 
 @pytest.mark.parametrize("build", [_build_embedded, _build_bench_runners, _build_vllm])
@@ -500,7 +501,7 @@ def test_load_model_casts_freezes_and_matches_the_saved_model(tiny_folder):
     from transformers import AutoModelForCausalLM
 
     seen = []
-    model, tokenizer = load_module.load_model(str(tiny_folder), dtype="bfloat16", progress=lambda *e: seen.append(e))
+    model, tokenizer = load_module.load_model(resolve(str(tiny_folder)), dtype="bfloat16", progress=lambda *e: seen.append(e))
     assert seen == [(f"{tiny_folder.name} load", 0, 1), (f"{tiny_folder.name} load", 1, 1)]
     assert not model.training
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
@@ -518,7 +519,7 @@ def test_int8_is_batch_invariant_int8_with_batch_invariant_attention(tiny_folder
 
     from spectui.models.quantize import BATCH_INVARIANT_ATTENTION
 
-    model, _ = load_module.load_model(str(tiny_folder), dtype="int8")
+    model, _ = load_module.load_model(resolve(str(tiny_folder)), dtype="int8")
     assert not [m for m in model.modules() if type(m) is torch.nn.Linear], "every Linear is int8"
     assert model.config._attn_implementation == BATCH_INVARIANT_ATTENTION
     # Verifying 6 tokens at once gives bit for bit what 6 single-token forwards give.
@@ -536,7 +537,7 @@ def test_int8_is_batch_invariant_int8_with_batch_invariant_attention(tiny_folder
 def test_quantized_models_leave_the_weights_file_unmapped(tiny_folder, dtype):
     # A quantized model keeps int8 copies: a float tensor still viewing the weights file keeps
     # all of it mapped and resident (2.4 GiB for the 0.5B draft).
-    model, _ = load_module.load_model(str(tiny_folder), dtype=dtype)
+    model, _ = load_module.load_model(resolve(str(tiny_folder)), dtype=dtype)
     mapped = [line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
               if str(tiny_folder) in line]
     assert model is not None and mapped == []
@@ -548,7 +549,7 @@ def test_cuda_on_a_cpu_build_is_a_usage_error(tiny_folder):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(UsageError, match="no CUDA"):
-        load_module.load_model(str(tiny_folder), device="cuda")
+        load_module.load_model(resolve(str(tiny_folder)), device="cuda")
 
 
 def test_a_broken_gguf_fails_cleanly_without_leftovers(tmp_path):
@@ -600,7 +601,7 @@ def user_cache(monkeypatch):
 def test_smollm2_is_fetched_converted_and_knows_paris(user_cache):
     import torch
 
-    model, tokenizer = load_module.load_model("smollm2-135m", dtype="float32")
+    model, tokenizer = load_module.load_model(resolve("smollm2-135m"), dtype="float32")
     ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
         next_id = int(model(ids).logits[0, -1].argmax())
@@ -613,7 +614,7 @@ def test_smollm2_is_fetched_converted_and_knows_paris(user_cache):
 
 @pytest.mark.real_weights
 def test_qwen_coder_pair_shares_its_vocabulary_and_smollm2_does_not(user_cache):
-    check = load_module.check_same_vocab("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+    check = load_module.check_same_vocab(resolve("qwen2.5-coder-1.5b"), resolve("qwen2.5-coder-0.5b"))
     assert check.identical and check.target_tokens == 151936 and check.shared_width == 151936
     with pytest.raises(ModelError, match="49152 tokens"):
-        load_module.check_same_vocab("qwen2.5-coder-1.5b", "smollm2-135m")
+        load_module.check_same_vocab(resolve("qwen2.5-coder-1.5b"), resolve("smollm2-135m"))

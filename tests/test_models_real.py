@@ -64,9 +64,10 @@ def todays_logits(real_cache):
 
 def test_a_stored_int8_load_is_bit_for_bit_todays_load_then_quantise(real_cache, todays_logits):
     from spectui.models.load import load_model
+    from spectui.models.registry import resolve
 
     ids, expected = todays_logits
-    model, tokenizer = load_model(ALIAS, "int8")
+    model, tokenizer = load_model(resolve(ALIAS), "int8")
     assert tokenizer(PROMPT, return_tensors="pt").input_ids.tolist() == ids.tolist()
     with torch.no_grad():
         logits = model(ids).logits
@@ -86,15 +87,16 @@ def test_256_KiB_overwritten_in_the_weights_is_found_and_rebuilt(real_cache, tod
     from spectui.models import cache as cache_module
     from spectui.models import load as load_module
     from spectui.models.fetch import is_note
+    from spectui.models.registry import resolve
 
-    folder = load_module.model_folder(ALIAS)
+    folder = load_module.model_folder(resolve(ALIAS))
     weights = folder / "int8.safetensors"
     with open(weights, "r+b") as handle:
         handle.seek(weights.stat().st_size // 3)
         handle.write(os.urandom(256 * 1024))
     cache_module._checked.clear()  # as a new process would
     seen = []
-    model, _ = load_module.load_model(ALIAS, "int8", progress=lambda stage, *_: seen.append(stage))
+    model, _ = load_module.load_model(resolve(ALIAS), "int8", progress=lambda stage, *_: seen.append(stage))
     notes = [stage for stage in seen if is_note(stage)]
     assert notes == [f"{ALIAS} note: the cached model is damaged (int8.safetensors does not match its checksum): "
                      "rebuilding it"]

@@ -227,16 +227,19 @@ def test_a_killed_engine_process_ends_the_reply_and_the_next_message_restarts_it
     assert not engine.alive
 
 
-def test_an_unknown_model_fails_as_it_does_in_process(tmp_path, monkeypatch):
+def test_a_model_that_cannot_run_fails_as_it_does_in_process(tmp_path, monkeypatch):
     from spectui.engines.factory import build_engine
     from spectui.engines.process import ProcessEngine
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
-    options = EngineOptions(model="no-such-model-xyz", engine="embedded")
+    # The draft method for a target without a preset draft: refused inside the build, before any weights load.
+    options = EngineOptions(model="smollm2-135m", engine="embedded", method="draft", k=4, backend="torch", device="cpu")
+    models = resolve_pair(options.model, None)
     with pytest.raises(SpectuiError) as here:
-        build_engine(options)
+        build_engine(options, models)
     with pytest.raises(SpectuiError) as there:
-        ProcessEngine(partial(build_engine, options))
+        ProcessEngine(partial(build_engine, options, models))
     assert str(there.value) == str(here.value) and "\n" not in str(there.value)
 
 

@@ -88,8 +88,9 @@ def wait_until_healthy(server: VllmServer) -> None:
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory) -> VllmServer:
     from spectui.models.load import ensure_local
+    from spectui.models.registry import resolve
 
-    model = ensure_local("smollm2-135m")
+    model = ensure_local(resolve("smollm2-135m"))
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     command = [

@@ -30,10 +30,11 @@ MAX_TOKENS = 48
 
 def build(**overrides):
     from spectui.engines.vllm.build import build_vllm_engine
+    from spectui.models.registry import resolve_pair
 
     settings = dict(model=TARGET, engine="vllm", device="cpu", dtype="float32", k=4) | overrides
     options = EngineOptions.checked(**settings)
-    return build_vllm_engine(options)
+    return build_vllm_engine(options, resolve_pair(options.model, options.draft))
 
 
 def reply(engine, prompt, max_tokens=MAX_TOKENS, temperature=0.0):
@@ -84,8 +85,9 @@ def plain_replies():
 @pytest.fixture(scope="module")
 def target_folder():
     from spectui.models.load import ensure_local
+    from spectui.models.registry import resolve
 
-    return ensure_local(TARGET)
+    return ensure_local(resolve(TARGET))
 
 
 def test_plain_engine_is_all_target(plain_replies):

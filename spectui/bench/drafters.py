@@ -12,6 +12,7 @@ import gc
 from pathlib import Path
 
 from spectui.core.errors import UsageError
+from spectui.models.registry import ModelPair
 from spectui.settings.options import HEAD_METHODS
 
 
@@ -96,9 +97,8 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * embedded.element_size()
 
 
-def add_ggml_drafters(engine, options, methods: list[str], progress=None) -> dict[str, dict]:
+def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
-    from spectui.engines.embedded.build import draft_for
     from spectui.engines.embedded.suffix import SuffixProposer
     from spectui.engines.llamacpp.build import check_same_tokens
     from spectui.engines.llamacpp.engine import LlamaCached, llama_draft_proposer
@@ -106,7 +106,6 @@ def add_ggml_drafters(engine, options, methods: list[str], progress=None) -> dic
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
-    target_name = engine.info.target
     for method in methods:
         if method in ("medusa", "eagle"):
             raise UsageError(f"{method} heads run on torch: add --backend torch")
@@ -114,10 +113,11 @@ def add_ggml_drafters(engine, options, methods: list[str], progress=None) -> dic
             engine.add_proposer(method, SuffixProposer(use_history=False), None)
             costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
         elif method == "draft":
-            name = draft_for(target_name, options.draft)
-            gguf = local_gguf(name, progress)
-            check_same_tokens(target_name, tokenizer_folder(target_name, local_gguf(target_name)), name,
-                              tokenizer_folder(name, gguf, progress))
+            draft = models.draft_model()
+            name = draft.name
+            gguf = local_gguf(draft, progress)
+            check_same_tokens(models.target.name, tokenizer_folder(models.target, local_gguf(models.target)), name,
+                              tokenizer_folder(draft, gguf, progress))
             before = resident_bytes()
             proposer = llama_draft_proposer(LlamaCached(LlamaModel(gguf)), engine.target.model.vocab_size)
             after = resident_bytes()
@@ -127,9 +127,9 @@ def add_ggml_drafters(engine, options, methods: list[str], progress=None) -> dic
     return costs
 
 
-def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
+def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
-    from spectui.engines.embedded.build import draft_for, load_proposer
+    from spectui.engines.embedded.build import load_draft_proposer, load_heads_proposer
     from spectui.engines.embedded.suffix import SuffixProposer
     from spectui.heads.store import read_config
 
@@ -142,11 +142,14 @@ def add_drafters(engine, options, methods: list[str], heads: dict[str, Path], pr
             engine.add_proposer(method, SuffixProposer(use_history=False), None)
             costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
             continue
-        name = draft_for(target_name, options.draft) if method == "draft" else str(heads[method])
+        name = models.draft_model().name if method == "draft" else str(heads[method])
         gc.collect()
         before = resident_bytes()
-        proposer = load_proposer(method, name, engine.target.model, target_name, engine.info.dtype,
-                                 engine.info.device, 1, progress)
+        if method == "draft":
+            proposer = load_draft_proposer(models.draft_model(), engine.target.model, engine.info.dtype,
+                                           engine.info.device, progress)
+        else:
+            proposer = load_heads_proposer(method, name, engine.target.model, target_name)
         gc.collect()
         after = resident_bytes()
         cost = {"name": name, "weights_bytes": weights_bytes(proposer_module(proposer)),

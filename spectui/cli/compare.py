@@ -13,6 +13,7 @@ from spectui.core.engine import AUTO
 from spectui.measure.compare import Comparison, TimedRun, compare
 from spectui.core.events import GenerationParams
 from spectui.models.fetch import rich_progress
+from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions, OptionError
 from spectui.measure.run import prompt_messages, settle_before_timing
 
@@ -24,7 +25,7 @@ def check_compare_options(runs: int) -> None:
         raise OptionError("runs", f"runs must be from 1 to {RUNS_MAX}, got {runs}")
 
 
-def build_pair(options: EngineOptions, baseline_server: str | None, progress=None):
+def build_pair(options: EngineOptions, models: ModelPair | None, baseline_server: str | None, progress=None):
     """(speculative engine, baseline engine or None when the engine runs k = 0 itself).
 
     vLLM fixes k when it starts, so its baseline is a second engine: the same model with no
@@ -37,7 +38,7 @@ def build_pair(options: EngineOptions, baseline_server: str | None, progress=Non
 
     engine_name = chosen_engine(options)
     if engine_name == "embedded" and baseline_server is None:
-        return build_engine(replace(options, engine="embedded"), progress), None
+        return build_engine(replace(options, engine="embedded"), models, progress), None
     if engine_name == "server" and baseline_server is None:
         raise OptionError(
             "baseline_server",
@@ -50,9 +51,9 @@ def build_pair(options: EngineOptions, baseline_server: str | None, progress=Non
         baseline_options = replace(options, engine="server", server=baseline_server, k=0, speculative_config=None)
     else:
         baseline_options = replace(speculative_options, k=0, speculative_config=None)
-    baseline = build_engine(baseline_options, progress)
+    baseline = build_engine(baseline_options, models, progress)
     try:
-        engine = build_engine(speculative_options, progress)
+        engine = build_engine(speculative_options, models, progress)
     except BaseException:
         baseline.close()
         raise
@@ -60,11 +61,12 @@ def build_pair(options: EngineOptions, baseline_server: str | None, progress=Non
 
 
 def run_compare(
-    options: EngineOptions, prompt: str, system: str | None, runs: int, as_json: bool, baseline_server: str | None = None
+    options: EngineOptions, prompt: str, models: ModelPair | None, system: str | None, runs: int, as_json: bool,
+    baseline_server: str | None = None,
 ) -> int:
     err = Console(stderr=True, highlight=False)
     with rich_progress() as progress:
-        engine, baseline = build_pair(options, baseline_server, progress)
+        engine, baseline = build_pair(options, models, baseline_server, progress)
         for built in (engine, baseline):
             if built is not None:
                 settle_before_timing(built, progress)

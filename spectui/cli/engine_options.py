@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import typer
 
+from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions, engine_options_from_values
 from spectui.settings.table import CONFIG, Setting, settings_for
 
@@ -37,6 +38,13 @@ class Given:
         from spectui.engines.factory import settled_method
 
         return settled_method(engine_options_from_values({**self.checked(), **fixed}))
+
+    def models(self, options: EngineOptions) -> ModelPair | None:
+        """The models `options` name, resolved: the one place a command turns the names into
+        models (None for an engine that names its own: a server)."""
+        from spectui.engines.factory import models_to_run
+
+        return models_to_run(options.engine, options.model, options.draft)
 
     def config_overrides(self) -> dict[str, Any]:
         """What overrides the config file (the chat's settings): the given values, checked."""

@@ -10,6 +10,7 @@ from rich.console import Console
 import spectui.cli.render as render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
+from spectui.models.registry import ModelPair
 from spectui.core.engine import K
 from spectui.core.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
@@ -57,14 +58,16 @@ def engine_failure(error: Exception) -> SpectuiError:
 
 
 def run_generate(
-    options: EngineOptions, prompt: str, system: str | None, as_json: bool, plain: bool = False, raw: bool = False
+    options: EngineOptions, prompt: str, models: ModelPair | None, system: str | None, as_json: bool,
+    plain: bool = False, raw: bool = False,
 ) -> int:
+    """One reply from the engine `options` choose, running `models` (resolved where the options were read)."""
     from spectui.engines.factory import build_engine
 
     err = Console(stderr=True)
     out = Console(highlight=False)
     with rich_progress() as progress:
-        engine = build_engine(options, progress=progress)
+        engine = build_engine(options, models, progress=progress)
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     k = engine_k(engine, options.k)

@@ -95,10 +95,9 @@ def train_command(
         check_train_options(kind, steps, num_heads, max_new_tokens, suite, texts, vocab_sample, learning_rate)
         from spectui.models.registry import DEFAULT_TARGET, resolve
 
-        name = model or DEFAULT_TARGET
-        resolve(name)  # an unknown name is one line, before anything loads
-        run_train(name, kind, steps, out or default_out(name, kind), texts, suite, num_heads, max_new_tokens,
-                  learning_rate, device, seed, dtype, vocab_sample)
+        target = resolve(model or DEFAULT_TARGET)  # an unknown name is one line, before anything loads
+        run_train(target, kind, steps, out or default_out(target.name, kind), texts, suite, num_heads,
+                  max_new_tokens, learning_rate, device, seed, dtype, vocab_sample)
     except SpectuiError as error:
         fail(error)
 
@@ -122,7 +121,7 @@ def training_progress(console):
     return progress, report
 
 
-def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed,
+def run_train(target_model, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed,
               dtype="auto", vocab_sample=0) -> None:
     import torch
     from rich.console import Console
@@ -134,6 +133,7 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
     from spectui.models.load import load_model, resolve_dtype
 
     err = Console(stderr=True)
+    name = target_model.name  # as typed: what the cached replies, features and heads are keyed by
     device = resolve_device(device)
     reply_dtype = resolve_dtype(dtype, device)
     workloads = training_workloads(suite)
@@ -145,11 +145,12 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
         # The target as the engine runs it (int8 on a CPU, several times faster than
         # float32) says what the heads must learn to predict.
         from spectui.engines.embedded.build import build_embedded_engine
+        from spectui.models.registry import ModelPair
         from spectui.settings.options import EngineOptions
 
         with rich_progress() as load_progress:
             writer = build_embedded_engine(EngineOptions(model=name, method="ngram", dtype=reply_dtype, device=device),
-                                           load_progress)
+                                           ModelPair(target_model), load_progress)
         try:
             with progress:
                 return train.engine_replies(writer, workloads, max_new_tokens, report)
@@ -159,7 +160,7 @@ def run_train(name, kind, steps, out, texts, suite, num_heads, max_new_tokens, l
     sequences = train.cached_replies(replies_file, write_replies)
     with rich_progress() as load_progress:
         # float32: the LM head the heads learn against is the target's own, unrounded.
-        target, tokenizer = load_model(name, "float32", device, load_progress)
+        target, tokenizer = load_model(target_model, "float32", device, load_progress)
     with progress:
         sequences += train.text_sequences(tokenizer, texts)
         examples = train.cached_features(train.features_path(name, sequences),

@@ -64,9 +64,11 @@ def print_models(as_json: bool) -> None:
 def fetch_model(name: str) -> None:
     from spectui.models.fetch import rich_progress
     from spectui.models.load import model_folder
+    from spectui.models.registry import resolve
 
+    model = resolve(name)
     with rich_progress() as progress:
-        folder = model_folder(name, progress)
+        folder = model_folder(model, progress)
     Console(stderr=True).print(f"{name}: ready in {folder}")
 
 
@@ -164,7 +166,7 @@ def _rebuild(key: str) -> bool:
     """Convert a damaged model again (an index alias); True when it was rebuilt here."""
     from spectui.models.fetch import rich_progress
     from spectui.models.load import model_folder
-    from spectui.models.registry import get_spec
+    from spectui.models.registry import alias_model, get_spec
 
     # The damaged copy stays until a good one replaces it (the conversion renames over it):
     # offline, a removal first left nothing. verify_folder made the next load hash every byte.
@@ -172,5 +174,5 @@ def _rebuild(key: str) -> bool:
     if spec is None or spec.source != "index":
         return False
     with rich_progress() as progress:
-        model_folder(key, progress)
+        model_folder(alias_model(spec), progress)
     return True

@@ -23,6 +23,7 @@ from spectui.cli.engine_options import Given, takes_settings
 from spectui.core.errors import SpectuiError
 from spectui.engines.vllm.serve_plan import Launch, Plan, plan_serve
 from spectui.engines.vllm.server_process import ServerFailed, exited, start_server, stop_server, wait_until_healthy
+from spectui.models.registry import ModelPair
 from spectui.settings.checks import AUTO_K
 from spectui.settings.options import EngineOptions, OptionError
 
@@ -48,14 +49,18 @@ def serve_command(
         options = settings.engine_options(engine="vllm")
         if not 0 < port < 65536:
             raise OptionError("port", f"--port must be from 1 to 65535, got {port}")
-        code = run_serve(options, host=host, port=port, print_only=print_only, chat=not no_chat)
+        from spectui.models.registry import resolve_pair
+
+        # An unknown name fails here, before anything is converted or started.
+        models = resolve_pair(options.model, options.draft)
+        code = run_serve(options, models, host=host, port=port, print_only=print_only, chat=not no_chat)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
 
 
-def run_serve(options: EngineOptions, *, host: str, port: int, print_only: bool, chat: bool) -> int:
-    plan, launch = plan_serve(options, host, port, print_only=print_only, note=_note)
+def run_serve(options: EngineOptions, models: ModelPair, *, host: str, port: int, print_only: bool, chat: bool) -> int:
+    plan, launch = plan_serve(options, models, host, port, print_only=print_only, note=_note)
     if launch is None:
         from spectui.engines.vllm.args import shell_line
 

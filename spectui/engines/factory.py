@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions
 
 
@@ -37,11 +38,27 @@ def _on_gpu(device: str) -> bool:
     return device != "cpu"
 
 
-def build_engine(options: EngineOptions, progress=None):
+def names_models_here(engine: str) -> bool:
+    """Does this engine run models spectui names (and so resolves)? A server names its own,
+    the scripted demo none."""
+    return engine not in ("server", "scripted")
+
+
+def models_to_run(engine: str, model: str | None, draft: str | None) -> ModelPair | None:
+    """The model names a command read, resolved: called once, where it reads its options
+    (everything below takes the result). None for an engine that names its own."""
+    from spectui.models.registry import resolve_pair
+
+    return resolve_pair(model, draft) if names_models_here(engine) else None
+
+
+def build_engine(options: EngineOptions, models: ModelPair | None, progress=None):
+    """The engine the options choose, running `models` (resolved where the options were read;
+    None only for a server, which names its own)."""
     from spectui.core.errors import LOAD_ADVICE, VLLM_LOAD_ADVICE, is_out_of_memory, out_of_memory
 
     try:
-        return _build(options, progress)
+        return _build(options, models, progress)
     except BaseException as error:
         if is_out_of_memory(error):
             advice = VLLM_LOAD_ADVICE if chosen_engine(options) == "vllm" else LOAD_ADVICE
@@ -49,21 +66,22 @@ def build_engine(options: EngineOptions, progress=None):
         raise
 
 
-def _build(options: EngineOptions, progress):
+def _build(options: EngineOptions, models: ModelPair | None, progress):
     options = settled_method(options)
     name = chosen_engine(options)
-    if name == "vllm":
-        from spectui.engines.vllm.build import build_vllm_engine
-
-        return build_vllm_engine(options, progress=progress)
     if name == "server":
         from spectui.engines.server.engine import build_server_engine
 
         return build_server_engine(options, progress=progress)
+    assert models is not None, f"the {name} engine runs models resolved where its options were read"
+    if name == "vllm":
+        from spectui.engines.vllm.build import build_vllm_engine
+
+        return build_vllm_engine(options, models, progress=progress)
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
 
-    backend = chosen_backend(options)
+    backend = chosen_backend(options, models)
     if backend.name == "ggml":
-        return build_ggml_engine(options, progress=progress)
-    return build_embedded_engine(options, progress=progress, why_torch=backend.why)
+        return build_ggml_engine(options, models, progress=progress)
+    return build_embedded_engine(options, models, progress=progress, why_torch=backend.why)

@@ -1,6 +1,6 @@
 """EngineHost: the chat's engine from load to close, outside any UI.
 
-    host = EngineHost(plan_for(config), live_from_config(config))
+    host = EngineHost(plan_for(config, models), live_from_config(config))
     host.start()              # the load begins in a thread, before any UI exists
     host.listen(tell)         # tell(HostMessage), on the owner's thread
     host.attach(wake, set_timer)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from spectui.core.engine import Engine
+from spectui.models.registry import ModelPair
 
 Progress = Callable[[str, int, int], None]
 Build = Callable[[Progress], Engine]  # runs in a thread
@@ -27,11 +28,14 @@ class EnginePlan:
     build_baseline: Build | None = None  # the compare view's k = 0 engine, where k is fixed
 
 
-def plan_for(config) -> EnginePlan:
-    return EnginePlan(engine_factory_for(config), engine_factory_for_k(config), baseline_factory_for(config))
+def plan_for(config, models: ModelPair | None) -> EnginePlan:
+    """The plan for the chat's config and the models it names, resolved where the config was
+    read (None for an engine that names no models of spectui's: a server, the demo)."""
+    return EnginePlan(engine_factory_for(config, models), engine_factory_for_k(config, models),
+                      baseline_factory_for(config, models))
 
 
-def engine_factory_for(config) -> Build:
+def engine_factory_for(config, models: ModelPair | None) -> Build:
     """build(progress) -> Engine for the configured engine."""
     if config.engine == "scripted":
         from spectui.engines.scripted import scripted_engine_factory
@@ -48,8 +52,8 @@ def engine_factory_for(config) -> Build:
 
             from spectui.engines.process import ProcessEngine
 
-            return ProcessEngine(partial(build_engine, options), progress)
-        return build_engine(options, progress)
+            return ProcessEngine(partial(build_engine, options, models), progress)
+        return build_engine(options, models, progress)
 
     return build
 
@@ -60,12 +64,12 @@ def engine_in_process() -> bool:
     return os.environ.get("SPECTUI_ENGINE_PROCESS", "1") != "0"
 
 
-def engine_factory_for_k(config) -> Callable[[int], Build] | None:
+def engine_factory_for_k(config, models: ModelPair | None) -> Callable[[int], Build] | None:
     """k -> build, for engines that take k when they start (vLLM); None where a new k
     cannot come from a rebuild."""
     if config.engine not in RESTARTS_FOR_K:
         return None
-    return lambda k: engine_factory_for(replace(config, k=k))
+    return lambda k: engine_factory_for(replace(config, k=k), models)
 
 
 def baseline_share(gpu_memory_utilization: float) -> float:
@@ -74,40 +78,39 @@ def baseline_share(gpu_memory_utilization: float) -> float:
     return round(max(0.05, min(gpu_memory_utilization, 0.95 - gpu_memory_utilization)), 2)
 
 
-def baseline_factory_for(config) -> Build | None:
+def baseline_factory_for(config, models: ModelPair | None) -> Build | None:
     """build for the compare view's baseline (k = 0) where the chat's engine fixes k at
     start: a --baseline-server, or a second vLLM engine without a speculative_config."""
     if config.baseline_server:
-        return engine_factory_for(replace(config, engine="server", server=config.baseline_server, k=0, speculative_config=None))
+        return engine_factory_for(replace(config, engine="server", server=config.baseline_server, k=0, speculative_config=None),
+                                  None)
     if config.engine in ("auto", "vllm"):
         return engine_factory_for(replace(
             config, k=0, speculative_config=None, gpu_memory_utilization=baseline_share(config.gpu_memory_utilization)
-        ))
+        ), models)
     return None
 
 
-# Engines whose model name can be checked before the engine loads (a server names its own).
+# Engines whose choices can be checked before the engine loads (a server names its own model).
 CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
 
 
-def check_engine_choice(config) -> None:
+def check_engine_choice(config, models: ModelPair | None) -> None:
     """What can be refused before an engine loads is refused here, as one line (a
     spectui.core.errors exception), not as a failed load: `spectui chat` checks its options
-    with it, the model screen what the user chose."""
+    with it, the model screen what the user chose. The names were resolved (and an unknown
+    one refused) where they were read."""
     if config.engine not in CHECKS_MODEL_NAMES:
         return
-    from spectui.models.registry import DEFAULT_TARGET, resolve
+    assert models is not None, "the models of a local engine are resolved where its options are read"
     from spectui.settings.config import engine_options
     from spectui.settings.options import EMBEDDED_METHODS
 
-    for name in (config.model or DEFAULT_TARGET, config.draft):
-        if name is not None:
-            resolve(name)
     if config.heads is not None:
         from spectui.engines.embedded.build import heads_folder
 
         heads_folder(engine_options(config))  # there, and of the method asked for
-    check_draft_named(engine_options(config))
+    check_draft_named(engine_options(config), models)
     if config.engine == "auto" and config.method not in EMBEDDED_METHODS + ("auto",) and config.heads is None:
         from spectui.engines.factory import chosen_engine
 
@@ -132,11 +135,8 @@ def settled_config(config):
     return replace(config, method=options.method, k="auto" if options.auto_k else config.k)
 
 
-def check_draft_named(options) -> None:
+def check_draft_named(options, models: ModelPair) -> None:
     """The draft method needs a draft: named, or the target's preset one (k = 0 drafts nothing)."""
     if options.method != "draft" or not (options.k or options.auto_k):
         return
-    from spectui.engines.embedded.build import draft_for
-    from spectui.models.registry import DEFAULT_TARGET
-
-    draft_for(options.model or DEFAULT_TARGET, options.draft)  # raises the one-line UsageError
+    models.draft_model()  # raises the one-line UsageError

@@ -21,12 +21,14 @@ from spectui.models.registry import (
     DEFAULT_DRAFT,
     DEFAULT_TARGET,
     MODELS,
+    ModelPair,
     ModelSpec,
     ResolvedModel,
     cache_dir,
     get_spec,
     list_models,
     resolve,
+    resolve_pair,
 )
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "DTYPES",
     "LoadRequest",
     "MODELS",
+    "ModelPair",
     "ModelSpec",
     "ProgressFn",
     "ResolvedModel",
@@ -51,5 +54,6 @@ __all__ = [
     "no_progress",
     "resolve",
     "resolve_dtype",
+    "resolve_pair",
     "rich_progress",
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from spectui.core.errors import ModelError
 from spectui.models.fetch import ProgressFn, for_model
-from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir, resolve
+from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir
 
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -25,15 +25,14 @@ def has_gguf(resolved: ResolvedModel) -> bool:
     return resolved.kind == "gguf" or (resolved.kind == "index" and resolved.spec is not None)
 
 
-def local_gguf(name: str, progress: ProgressFn | None = None) -> Path:
-    """The GGUF `name` runs from: a .gguf path as given, or the registry's file, fetched once
+def local_gguf(resolved: ResolvedModel, progress: ProgressFn | None = None) -> Path:
+    """The GGUF `resolved` runs from: a .gguf path as given, or the registry's file, fetched once
     and kept in the cache (llama.cpp maps it)."""
-    resolved = resolve(name)
     if resolved.kind == "gguf":
         assert resolved.path is not None
         return resolved.path
     if not has_gguf(resolved):
-        raise ModelError(f"{name} has no GGUF (it is a {resolved.kind} model): the ggml backend runs "
+        raise ModelError(f"{resolved.name} has no GGUF (it is a {resolved.kind} model): the ggml backend runs "
                          "registry models and .gguf files")
     assert resolved.spec is not None and resolved.spec.index is not None
     spec = resolved.spec
@@ -82,7 +81,7 @@ def _write_record(folder: Path, path: Path, sha256: str) -> None:
     os.replace(partial, folder / RECORD_FILE)
 
 
-def tokenizer_folder(name: str, gguf: Path, progress: ProgressFn | None = None) -> Path:
+def tokenizer_folder(model: ResolvedModel, gguf: Path, progress: ProgressFn | None = None) -> Path:
     """A folder with the GGUF's tokenizer as tokenizer.json and tokenizer_config.json (the chat
     template included): read out of the GGUF by transformers on the first start only."""
     stat = gguf.stat()
@@ -92,7 +91,7 @@ def tokenizer_folder(name: str, gguf: Path, progress: ProgressFn | None = None) 
     from spectui.models.cache import cache_lock
     from spectui.models.convert import quiet_transformers
 
-    report = for_model(progress, Path(name).name)
+    report = for_model(progress, Path(model.name).name)
     with cache_lock(f"tokenizer-{folder.name}"):
         if all((folder / file).is_file() for file in TOKENIZER_FILES):
             return folder

@@ -1,4 +1,7 @@
-"""From a model name to a loaded (model, tokenizer): fetch, convert and cache as needed.
+"""From a resolved model to a loaded (model, tokenizer): fetch, convert and cache as needed.
+
+A name is resolved once, where a command reads it (spectui.models.registry.resolve); these
+functions take what it resolved to.
 
 `ensure_local` is the one place that decides where weights come from; everything else works
 on the local folder it returns.
@@ -22,7 +25,7 @@ from spectui.models.cache import FLOAT32_FOLDER, cache_lock, cache_problem
 from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
 from spectui.models.heap import return_freed_memory
-from spectui.models.registry import MODELS, ResolvedModel, converted_dir, gguf_dir, resolve
+from spectui.models.registry import MODELS, ResolvedModel, converted_dir, gguf_dir
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
 _DTYPE_ALIASES = {
@@ -57,8 +60,8 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
 # --- getting the files ------------------------------------------------------------------
 
 
-def model_folder(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
-    """The folder `name` runs from, fetching and converting it first if needed.
+def model_folder(model: ResolvedModel, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
+    """The folder `model` runs from, fetching and converting it first if needed.
 
     For a GGUF source (an index alias, a .gguf file) that is its converted folder in the cache:
     config, tokenizer and int8 weights, checked (spectui.models.integrity) before it is used;
@@ -66,36 +69,28 @@ def model_folder(name: str, progress: ProgressFn | None = None, *, keep_gguf: bo
     index model in the cache (by default it is deleted once converted: the pinned hash makes
     fetching it again safe).
     """
-    resolved = resolve(name)
-    if resolved.kind == "folder":
-        assert resolved.path is not None
-        return resolved.path
-    progress = for_model(progress, model_label(name))
-    if resolved.kind == "hub":
-        return _hub_folder(resolved, progress)
-    return _converted(_gguf_source(resolved, keep_gguf), progress)
+    if model.kind == "folder":
+        assert model.path is not None
+        return model.path
+    progress = for_model(progress, model.label)
+    if model.kind == "hub":
+        return _hub_folder(model, progress)
+    return _converted(_gguf_source(model, keep_gguf), progress)
 
 
-def ensure_local(name: str, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
-    """A Hugging Face folder with float weights for `name` (for vLLM, --dtype float32, training).
+def ensure_local(model: ResolvedModel, progress: ProgressFn | None = None, *, keep_gguf: bool = False) -> Path:
+    """A Hugging Face folder with float weights for `model` (for vLLM, --dtype float32, training).
 
     A GGUF source gets a float32 copy beside its int8 weights the first time one is asked for
     (its own progress stages say so); the engine's default, int8, never needs it.
     """
-    resolved = resolve(name)
-    if resolved.kind in ("folder", "hub"):
-        return model_folder(name, progress)
-    folder = model_folder(name, progress, keep_gguf=keep_gguf)
-    source = _gguf_source(resolved, keep_gguf)
-    report = for_model(progress, model_label(name) + " float32")
+    if model.kind in ("folder", "hub"):
+        return model_folder(model, progress)
+    folder = model_folder(model, progress, keep_gguf=keep_gguf)
+    source = _gguf_source(model, keep_gguf)
+    report = for_model(progress, model.label + " float32")
     return _built(folder / FLOAT32_FOLDER, source, "float32", report, lambda gguf, out: convert_gguf_float32(
         gguf, out, folder, alias=source.alias, source_sha256=source.sha256, progress=report))
-
-
-def model_label(name: str) -> str:
-    """How progress names a model: as typed, or a local file's or folder's name rather than
-    its whole path."""
-    return Path(name).name if Path(name).expanduser().exists() else name
 
 
 @dataclass(frozen=True)
@@ -241,7 +236,7 @@ class VocabCheck:
         return min(self.target_vocab_size, self.draft_vocab_size)
 
 
-def check_same_vocab(target: str, draft: str, progress: ProgressFn | None = None) -> VocabCheck:
+def check_same_vocab(target_model: ResolvedModel, draft_model: ResolvedModel, progress: ProgressFn | None = None) -> VocabCheck:
     """Refuse a draft whose token ids do not mean what the target's mean. Reads only config
     and tokenizer files, so it runs before any weights load.
 
@@ -251,8 +246,9 @@ def check_same_vocab(target: str, draft: str, progress: ProgressFn | None = None
     vocab_size may differ too (checkpoints pad the embedding differently), as long as each
     model's logits cover its tokenizer's ids.
     """
-    target_dir = model_folder(target, progress)
-    draft_dir = model_folder(draft, progress)
+    target_dir = model_folder(target_model, progress)
+    draft_dir = model_folder(draft_model, progress)
+    target, draft = target_model.name, draft_model.name
     target_vocab, draft_vocab = token_ids(target_dir), token_ids(draft_dir)
     target_width, draft_width = config_vocab_size(target_dir), config_vocab_size(draft_dir)
 
@@ -346,9 +342,9 @@ def _auto_tokenizer(folder: Path):
         raise ModelError(f"cannot load the tokenizer in {folder}: {_first_line(error)}") from None
 
 
-def load_tokenizer(name: str, progress: ProgressFn | None = None):
-    """The tokenizer of `name` (fetching/converting the model first if needed)."""
-    return _auto_tokenizer(model_folder(name, progress))
+def load_tokenizer(model: ResolvedModel, progress: ProgressFn | None = None):
+    """The tokenizer of `model` (fetching/converting it first if needed)."""
+    return _auto_tokenizer(model_folder(model, progress))
 
 
 def _check_device(device: str) -> None:
@@ -375,14 +371,14 @@ def _own_tensors(model) -> None:
                     module._buffers[name] = buffer.clone()
 
 
-def stores_int8(name: str, dtype: str, device: str) -> bool:
-    """Does `name` load from its converted int8 store (a GGUF source, int8 on CPU)?"""
-    return device == "cpu" and dtype in ("int8", "int8-dynamic") and resolve(name).kind in ("index", "gguf")
+def stores_int8(model: ResolvedModel, dtype: str, device: str) -> bool:
+    """Does `model` load from its converted int8 store (a GGUF source, int8 on CPU)?"""
+    return device == "cpu" and dtype in ("int8", "int8-dynamic") and model.kind in ("index", "gguf")
 
 
 @dataclass(frozen=True)
 class LoadRequest:
-    name: str
+    model: ResolvedModel
     dtype: str = "float32"
     tokenizer: bool = True  # a draft needs none: the target's is the pair's
 
@@ -395,12 +391,12 @@ def load_models(requests: list[LoadRequest], device: str = "cpu", progress: Prog
     by the cores, and the "load" stage counts the layers of both.
     """
     report = progress or no_progress
-    folders = [model_folder(request.name, progress) for request in requests]  # fetches, one after the other
-    stored = [stores_int8(r.name, resolve_dtype(r.dtype, device), device) for r in requests]
+    folders = [model_folder(request.model, progress) for request in requests]  # fetches, one after the other
+    stored = [stores_int8(r.model, resolve_dtype(r.dtype, device), device) for r in requests]
     results: list = [None] * len(requests)
     for index, request in enumerate(requests):
         if not stored[index]:
-            results[index] = load_model(request.name, request.dtype, device, progress)
+            results[index] = load_model(request.model, request.dtype, device, progress)
     indexes = [index for index, is_stored in enumerate(stored) if is_stored]
     if indexes:
         for index, model_and_tokenizer in zip(indexes, _load_stored(
@@ -452,8 +448,8 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
     return built
 
 
-def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
-    """(model, tokenizer) for `name`, in eval mode with gradients off, on `device`.
+def load_model(model: ResolvedModel, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
+    """(model, tokenizer) for `model`, in eval mode with gradients off, on `device`.
 
     dtype: auto or one of DTYPES. int8 is spectui.models.quantize's batch-invariant int8 with
     batch-invariant attention; int8-dynamic the same int8 weights with transformers' attention
@@ -463,18 +459,18 @@ def load_model(name: str, dtype: str = "float32", device: str = "cpu", progress:
     """
     concrete = resolve_dtype(dtype, device)
     _check_device(device)
-    if stores_int8(name, concrete, device):
-        folder = model_folder(name, progress)
-        return _load_stored([(folder, concrete, True)], for_model(progress, model_label(name)))[0]
-    return _load_float(name, concrete, device, progress)
+    if stores_int8(model, concrete, device):
+        folder = model_folder(model, progress)
+        return _load_stored([(folder, concrete, True)], for_model(progress, model.label))[0]
+    return _load_float(model, concrete, device, progress)
 
 
-def _load_float(name: str, concrete: str, device: str, progress: ProgressFn | None):
+def _load_float(resolved: ResolvedModel, concrete: str, device: str, progress: ProgressFn | None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    folder = ensure_local(name, progress)
-    report = for_model(progress, model_label(name))
+    folder = ensure_local(resolved, progress)
+    report = for_model(progress, resolved.label)
     tokenizer = _auto_tokenizer(folder)
     report("load", 0, 1)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from spectui.core import json_text
-from spectui.core.errors import ModelError
+from spectui.core.errors import ModelError, UsageError
 
 DEFAULT_TARGET = "qwen2.5-coder-1.5b"
 DEFAULT_DRAFT = "qwen2.5-coder-0.5b"
@@ -88,6 +88,49 @@ class ResolvedModel:
             return self.hub_id
         assert self.path is not None
         return self.path.name
+
+    @property
+    def label(self) -> str:
+        """How progress names the model: as typed, or a local file's or folder's name rather
+        than its whole path."""
+        return Path(self.name).name if self.kind in ("folder", "gguf") else self.name
+
+    @property
+    def preset_draft(self) -> "ResolvedModel | None":
+        """The draft the registry pairs with this model, if it was named by its alias (a hub id
+        typed out names the model alone) and the registry names one."""
+        spec = get_spec(self.name)
+        if spec is None or spec.default_draft is None:
+            return None
+        return alias_model(MODELS[spec.default_draft])
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """The models a command runs, resolved once where it read its options and passed down."""
+
+    target: ResolvedModel
+    draft: ResolvedModel | None = None  # --draft as given; None: the target's preset draft, if any
+
+    @property
+    def has_draft(self) -> bool:
+        """A draft was named, or the target has a preset one."""
+        return self.draft is not None or self.target.preset_draft is not None
+
+    def draft_model(self) -> ResolvedModel:
+        """The draft the draft method runs: the one named, else the target's preset one."""
+        draft = self.draft or self.target.preset_draft
+        if draft is None:
+            raise UsageError(
+                f"{self.target.name} has no preset draft model: pass --draft NAME (same tokenizer) or use --method ngram"
+            )
+        return draft
+
+
+def resolve_pair(target: str | None, draft: str | None) -> ModelPair:
+    """The target (the default one when none is named) and the draft, if named, resolved:
+    an unknown target is named as such before any question about its draft."""
+    return ModelPair(resolve(target or DEFAULT_TARGET), resolve(draft) if draft is not None else None)
 
 
 def _parts(stem: str, count: int, version: str, module: str) -> tuple[IndexPart, ...]:
@@ -204,9 +247,7 @@ def resolve(name: str) -> ResolvedModel:
         raise ModelError("empty model name: pass an alias (`spectui models` lists them), a folder, a .gguf or org/name")
     spec = get_spec(text)
     if spec is not None:
-        if spec.source == "index":
-            return ResolvedModel(text, "index", spec=spec)
-        return ResolvedModel(text, "hub", spec=spec, hub_id=spec.hub_id)
+        return alias_model(spec, text)
 
     path = Path(text).expanduser()
     if path.is_dir():
@@ -230,6 +271,13 @@ def resolve(name: str) -> ResolvedModel:
         f"unknown model {text!r}: {hint}(`spectui models` lists the aliases; "
         "a local folder, a .gguf file or a hub id org/name also work)"
     )
+
+
+def alias_model(spec: ModelSpec, name: str | None = None) -> ResolvedModel:
+    """A registry alias as a resolved model (nothing to look up: the registry knows it)."""
+    if spec.source == "index":
+        return ResolvedModel(name or spec.alias, "index", spec=spec)
+    return ResolvedModel(name or spec.alias, "hub", spec=spec, hub_id=spec.hub_id)
 
 
 def _looks_like_path(text: str) -> bool:

@@ -402,7 +402,7 @@ async def test_the_model_screen_swaps_the_engine_and_the_conversation_goes_on(ma
     first = PlanEngine([None, 1])
     built: list = []
 
-    def engine_factory_for(config):
+    def engine_factory_for(config, models):
         def build(progress):
             progress("loading", 1, 2)
             engine = PlanEngine([None, 2], name="embedded")

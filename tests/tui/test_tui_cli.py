@@ -129,36 +129,43 @@ def test_chat_engine_options_are_checked_before_the_app(tmp_path, monkeypatch):
 
 def test_chat_engines_come_from_the_factory(monkeypatch):
     from spectui.host.plan import engine_factory_for, engine_factory_for_k
+    from spectui.models.registry import resolve_pair
     from spectui.settings.config import ChatConfig
 
     built = []
-    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: built.append(options) or "engine")
+    monkeypatch.setattr("spectui.engines.factory.build_engine",
+                        lambda options, models, progress: built.append((options, models)) or "engine")
     config = ChatConfig(engine="server", server="http://gpu-box:8000", api_key="secret", k=3)
-    assert engine_factory_for(config)(None) == "engine"
-    assert (built[-1].engine, built[-1].server, built[-1].api_key) == ("server", "http://gpu-box:8000", "secret")
-    assert engine_factory_for_k(config) is None  # a server's k is the server's
-    vllm = ChatConfig(engine="vllm", tp=2, k=3)
-    engine_factory_for_k(vllm)(7)(None)
-    assert (built[-1].engine, built[-1].k, built[-1].tp) == ("vllm", 7, 2)
-    assert engine_factory_for_k(ChatConfig(engine="scripted")) is None
+    assert engine_factory_for(config, None)(None) == "engine"
+    options, _ = built[-1]
+    assert (options.engine, options.server, options.api_key) == ("server", "http://gpu-box:8000", "secret")
+    assert engine_factory_for_k(config, None) is None  # a server's k is the server's
+    vllm, models = ChatConfig(engine="vllm", tp=2, k=3), resolve_pair(None, None)
+    engine_factory_for_k(vllm, models)(7)(None)
+    options, built_models = built[-1]
+    assert (options.engine, options.k, options.tp) == ("vllm", 7, 2) and built_models is models
+    assert engine_factory_for_k(ChatConfig(engine="scripted"), None) is None
 
 
 def test_the_embedded_engine_runs_in_a_process_of_its_own_unless_asked_not_to(monkeypatch):
     from spectui.host.plan import engine_factory_for
+    from spectui.models.registry import resolve_pair
     from spectui.settings.config import ChatConfig
     from spectui.engines.factory import build_engine
 
     started = []
     monkeypatch.setattr("spectui.engines.process.ProcessEngine", lambda build, progress: started.append(build) or "proxy")
     monkeypatch.setattr("spectui.engines.factory.chosen_engine", lambda options: options.engine.replace("auto", "embedded"))
-    assert engine_factory_for(ChatConfig(engine="auto", model="smollm2-135m", k=5))(None) == "proxy"
+    smollm2 = resolve_pair("smollm2-135m", None)
+    assert engine_factory_for(ChatConfig(engine="auto", model="smollm2-135m", k=5), smollm2)(None) == "proxy"
     build = started[-1]
     assert build.func is build_engine and (build.args[0].model, build.args[0].k) == ("smollm2-135m", 5)
-    engine_factory_for(ChatConfig(engine="embedded", method="eagle", heads="/heads/eagle", tree_width=3))(None)
+    assert build.args[1] is smollm2  # the models travel to the engine's process resolved
+    engine_factory_for(ChatConfig(engine="embedded", method="eagle", heads="/heads/eagle", tree_width=3), smollm2)(None)
     assert (started[-1].args[0].heads, started[-1].args[0].tree_width) == ("/heads/eagle", 3)
-    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, progress: "in this process")
+    monkeypatch.setattr("spectui.engines.factory.build_engine", lambda options, models, progress: "in this process")
     monkeypatch.setenv("SPECTUI_ENGINE_PROCESS", "0")
-    assert engine_factory_for(ChatConfig(engine="embedded"))(None) == "in this process"
+    assert engine_factory_for(ChatConfig(engine="embedded"), smollm2)(None) == "in this process"
 
 
 def test_importing_the_cli_module_does_not_import_textual_or_torch():
@@ -227,7 +234,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
                 if thread.name == "spectui-load":
                     thread.join(10)
 
-    monkeypatch.setattr("spectui.host.plan.plan_for", lambda config: EnginePlan(build))
+    monkeypatch.setattr("spectui.host.plan.plan_for", lambda config, models: EnginePlan(build))
     monkeypatch.setattr("spectui.tui.app.SpectuiApp", App)
     assert run_chat({"engine": "scripted"}, history=False) == 0
     assert seen == {"loading": True, "status": "loading"}

@@ -50,9 +50,11 @@ async def test_embedded_reply_shows_engine_sources_and_gamma(make_app, tiny_engi
 async def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
     """SmolLM2 through the chat template, drafted by its own dynamic-int8 copy."""
     from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
-    inner = build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", method="draft", k=3))
+    inner = build_embedded_engine(EngineOptions(model="smollm2-135m", draft="smollm2-135m", method="draft", k=3),
+                                  resolve_pair("smollm2-135m", "smollm2-135m"))
     # On a fast CPU the whole reply can end before the pilot's key press lands: a short
     # pause per step keeps it streaming while the key is pressed.
     inner.proposer = SlowProposer(inner.proposer, 0.05)

@@ -22,7 +22,7 @@ async def test_the_model_screen_refuses_the_draft_method_for_a_target_without_a_
     from spectui.host import plan as plan_module
 
     built = []
-    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config: built.append(config) or factory_for(None))
+    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config, models: built.append(config) or factory_for(None))
     app = make_app(factory_for(PlanEngine([None, 1])), ChatConfig(engine="embedded", k=4))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -39,7 +39,7 @@ async def test_the_model_screen_refuses_the_draft_method_for_a_target_without_a_
 async def test_a_switch_that_fails_to_load_leaves_the_chat_on_its_engine(make_app, monkeypatch):
     from spectui.host import plan as plan_module
 
-    def failing_factory(config):
+    def failing_factory(config, models):
         def build(progress):
             raise RuntimeError("no weights for that model")
 
@@ -73,7 +73,7 @@ async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_
 
     release = threading.Event()
 
-    def failing_factory(config):
+    def failing_factory(config, models):
         def build(progress):
             release.wait(20)
             raise RuntimeError("no weights for that model")

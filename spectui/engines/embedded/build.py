@@ -1,10 +1,11 @@
-"""Build an embedded engine from CLI options: resolve, check, load, wire the proposer."""
+"""Build an embedded engine from CLI options and the models they named: check, load, wire the proposer."""
 
 from __future__ import annotations
 
 from spectui.settings.options import EngineOptions
 from spectui.core.engine import EngineInfo
 from spectui.core.errors import UsageError
+from spectui.models.registry import ModelPair, ResolvedModel
 
 
 def resolve_device(device: str) -> str:
@@ -17,60 +18,40 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def has_draft(target: str, draft: str | None) -> bool:
-    """A draft was named, or the target has a preset one."""
-    from spectui.models.registry import get_spec
-
-    spec = get_spec(target)
-    return draft is not None or (spec is not None and spec.default_draft is not None)
-
-
-def draft_for(target: str, draft: str | None) -> str:
-    from spectui.models.registry import get_spec
-
-    if not has_draft(target, draft):
-        raise UsageError(
-            f"{target} has no preset draft model: pass --draft NAME (same tokenizer) or use --method ngram"
-        )
-    return draft or get_spec(target).default_draft
-
-
-def plain_stand_in(options: EngineOptions, target_name: str) -> EngineOptions:
+def plain_stand_in(options: EngineOptions, models: ModelPair) -> EngineOptions:
     """Plain decoding needs no draft model: prompt lookup stands in (at k = 0 it drafts
     nothing, and the engine info says ngram should k be raised later)."""
-    if options.method == "draft" and options.k == 0 and not options.auto_k and not has_draft(target_name, options.draft):
+    if options.method == "draft" and options.k == 0 and not options.auto_k and not models.has_draft:
         from dataclasses import replace
 
         return replace(options, method="ngram")
     return options
 
 
-def build_embedded_engine(options: EngineOptions, progress=None, why_torch: str = ""):
+def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
-    from spectui.models.registry import DEFAULT_TARGET, resolve
 
-    target_name = options.model or DEFAULT_TARGET
-    resolve(target_name)  # an unknown name is named as such, before any draft question
+    target = models.target
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = None
-    options = plain_stand_in(options, target_name)
+    options = plain_stand_in(options, models)
     if options.method == "draft":
-        draft_name = draft_for(target_name, options.draft)
-        check_same_vocab(target_name, draft_name, progress)  # before any weights load; may fetch both
-    if options.method in ("medusa", "eagle"):
-        draft_name = heads_folder(options)
-    if options.method == "draft":
+        draft = models.draft_model()
+        draft_name = draft.name
+        check_same_vocab(target, draft, progress)  # before any weights load; may fetch both
         # Side by side: the two models' layers are packed in one pool of threads.
         (target_model, tokenizer), (draft_model, _) = load_models(
-            [LoadRequest(target_name, target_dtype),
-             LoadRequest(draft_name, draft_dtype(target_dtype, device), tokenizer=False)],
+            [LoadRequest(target, target_dtype),
+             LoadRequest(draft, draft_dtype(target_dtype, device), tokenizer=False)],
             device, progress)
         proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
     else:
-        target_model, tokenizer = load_model(target_name, target_dtype, device, progress)
+        if options.method in ("medusa", "eagle"):
+            draft_name = heads_folder(options)  # checked before the target's weights load
+        target_model, tokenizer = load_model(target, target_dtype, device, progress)
     if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
     elif options.method == "suffix":
@@ -78,11 +59,11 @@ def build_embedded_engine(options: EngineOptions, progress=None, why_torch: str 
 
         proposer = suffix_proposer(tokenizer, options.history_drafting)
     elif options.method != "draft":
-        proposer = load_proposer(options.method, draft_name, target_model, target_name, target_dtype, device,
-                                 options.tree_width, progress)
+        assert draft_name is not None
+        proposer = load_heads_proposer(options.method, draft_name, target_model, target.name, options.tree_width)
     info = EngineInfo(
         name="embedded",
-        target=target_name,
+        target=target.name,
         draft=draft_name,
         method=options.method,
         dtype=target_dtype,
@@ -92,19 +73,23 @@ def build_embedded_engine(options: EngineOptions, progress=None, why_torch: str 
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
 
 
-def load_proposer(method: str, draft_name: str, target_model, target_name: str, target_dtype: str, device: str,
-                  tree_width: int = 1, progress=None):
-    """The drafter that needs weights: a draft model, or medusa / eagle heads from a folder."""
-    if method == "draft":
-        from spectui.engines.embedded.proposers import DraftModelProposer
-        from spectui.models.load import load_model
+def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
+    """A draft model's drafter, its weights loaded beside the target's."""
+    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.models.load import load_model
 
-        draft_model, _ = load_model(draft_name, draft_dtype(target_dtype, device), device, progress)
-        return DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    draft_model, _ = load_model(draft, draft_dtype(target_dtype, device), device, progress)
+    return DraftModelProposer(draft_model, target_width=logit_width(target_model))
+
+
+def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: str, tree_width: int = 1):
+    """medusa / eagle heads from a folder of `spectui heads train`'s, checked against the target."""
+    from pathlib import Path
+
     from spectui.engines.embedded.head_proposers import head_proposer
     from spectui.heads.store import load_heads
 
-    heads, _ = load_heads(draft_name, target_model, target_name, kind=method)
+    heads, _ = load_heads(Path(heads_dir), target_model, target_name, kind=method)
     return head_proposer(heads, method, target_model, tree_width)
 
 

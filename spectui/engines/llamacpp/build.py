@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spectui.core.errors import ModelError, UsageError
+from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions
 
 
@@ -20,11 +21,11 @@ class Backend:
     why: str = ""  # why auto did not pick ggml, in a few words; "" when it did or was told
 
 
-def chosen_backend(options: EngineOptions) -> Backend:
+def chosen_backend(options: EngineOptions, models: ModelPair) -> Backend:
     """--backend auto: ggml on a CPU when libllama loads and the models have GGUFs, else torch."""
     if options.backend == "torch":
         return Backend("torch")
-    problem = ggml_problem(options)
+    problem = ggml_problem(options, models)
     if options.backend == "ggml":
         if problem:
             raise UsageError(f"--backend ggml: {problem}")
@@ -32,11 +33,9 @@ def chosen_backend(options: EngineOptions) -> Backend:
     return Backend("torch", problem) if problem else Backend("ggml")
 
 
-def ggml_problem(options: EngineOptions) -> str | None:
-    """Why these options cannot run on ggml, or None."""
-    from spectui.engines.embedded.build import draft_for, has_draft
+def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
+    """Why these options and models cannot run on ggml, or None."""
     from spectui.models.gguf_local import has_gguf
-    from spectui.models.registry import DEFAULT_TARGET, resolve
 
     if options.device.startswith(("cuda", "mps")):
         return f"--device {options.device} runs on torch"
@@ -44,13 +43,12 @@ def ggml_problem(options: EngineOptions) -> str | None:
         return f"--dtype {options.dtype} runs on torch"
     if options.method in ("medusa", "eagle"):
         return f"{options.method} heads run on torch"
-    target = options.model or DEFAULT_TARGET
-    names = [target]
-    if options.method == "draft" and has_draft(target, options.draft):
-        names.append(draft_for(target, options.draft))
-    for name in names:
-        if not has_gguf(resolve(name)):
-            return f"{name} has no GGUF"
+    runs = [models.target]
+    if options.method == "draft" and models.has_draft:
+        runs.append(models.draft_model())
+    for model in runs:
+        if not has_gguf(model):
+            return f"{model.name} has no GGUF"
     if options.device == "auto":
         from spectui.engines.vllm.build import cuda_present
 
@@ -61,24 +59,24 @@ def ggml_problem(options: EngineOptions) -> str | None:
     return library_problem()
 
 
-def build_ggml_engine(options: EngineOptions, progress=None):
-    from spectui.engines.embedded.build import draft_for, plain_stand_in
+def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
+    from spectui.engines.embedded.build import plain_stand_in
     from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
-    from spectui.models.registry import DEFAULT_TARGET
     from spectui.models.tokenizer_json import JsonTokenizer
 
     report = progress or no_progress
-    target_name = options.model or DEFAULT_TARGET
-    options = plain_stand_in(options, target_name)
-    target_gguf = local_gguf(target_name, report)
-    target_tokenizer = tokenizer_folder(target_name, target_gguf, report)
+    target_name = models.target.name
+    options = plain_stand_in(options, models)
+    target_gguf = local_gguf(models.target, report)
+    target_tokenizer = tokenizer_folder(models.target, target_gguf, report)
     draft_name = draft_gguf = None
     if options.method == "draft":
-        draft_name = draft_for(target_name, options.draft)
-        draft_gguf = local_gguf(draft_name, report)
-        check_same_tokens(target_name, target_tokenizer, draft_name, tokenizer_folder(draft_name, draft_gguf, report))
+        draft = models.draft_model()
+        draft_name = draft.name
+        draft_gguf = local_gguf(draft, report)
+        check_same_tokens(target_name, target_tokenizer, draft_name, tokenizer_folder(draft, draft_gguf, report))
     for_model(report, target_name)("load", 0, 1)
     engine = build_llamacpp_engine(
         target_gguf, JsonTokenizer(target_tokenizer), options.method, draft_gguf,

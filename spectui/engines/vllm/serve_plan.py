@@ -24,6 +24,7 @@ from spectui.engines.vllm.server_process import (
     run_argv,
     server_environment,
 )
+from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
 
 Note = Callable[[str], None]  # one line for the user (the command prints it on stderr)
@@ -50,26 +51,21 @@ class Launch:
     url: str
 
 
-def plan_serve(options: EngineOptions, host: str, port: int, *, print_only: bool,
+def plan_serve(options: EngineOptions, models: ModelPair, host: str, port: int, *, print_only: bool,
                note: Note) -> tuple[Plan, Launch | None]:
     """The plan, after every check that can fail before anything is converted or started; the
-    Launch too unless print_only (which neither looks for vLLM nor at the port)."""
-    from spectui.models.registry import DEFAULT_TARGET, resolve
-
-    target_name = options.model or DEFAULT_TARGET
-    resolve(target_name)  # an unknown name fails here, before anything is converted or started
-    draft_name = draft_model_name(options, target_name, note)
-    if draft_name is not None:
-        resolve(draft_name)
+    Launch too unless print_only (which neither looks for vLLM nor at the port). The models
+    were resolved where the options were read: an unknown name never got this far."""
+    draft = draft_model(options, models, note)
     from spectui.engines.vllm.args import VllmModels, serve_argv
 
     # The options' own errors (a method that needs --draft, a dtype vLLM lacks) come first too.
-    serve_argv(options, VllmModels(target_name, draft_name), host, port)
+    serve_argv(options, VllmModels(models.target.name, draft.name if draft is not None else None), host, port)
 
     launcher = None if print_only else find_launcher()
     if not print_only:
         check_port_free(host, port)
-    plan = make_plan(options, target_name, draft_name, host, port, note)
+    plan = make_plan(options, models.target, draft, host, port, note)
     return plan, (None if launcher is None else launch_for(plan, launcher, host, port))
 
 
@@ -80,48 +76,45 @@ def launch_for(plan: Plan, launcher: Launcher, host: str, port: int) -> Launch:
     return Launch(command, env, env_note, log_file_path(port), base_url(host, port))
 
 
-def draft_model_name(options: EngineOptions, target_name: str, note: Note) -> str | None:
-    """The draft (or heads) checkpoint to hand vLLM, as a spectui name; None when none is used."""
+def draft_model(options: EngineOptions, models: ModelPair, note: Note) -> ResolvedModel | None:
+    """The draft (or heads) checkpoint to hand vLLM; None when none is used."""
     if options.k == 0 or options.speculative_config is not None:
-        if options.draft is not None:
+        if models.draft is not None:
             note("--draft is not used with -k 0 or --speculative-config (put \"model\" in the JSON)")
         return None
     if options.method == "draft":
-        from spectui.engines.embedded.build import draft_for
-
-        return draft_for(target_name, options.draft)
+        return models.draft_model()
     if options.method == "ngram":
-        if options.draft is not None:
+        if models.draft is not None:
             note("--draft is not used with --method ngram")
         return None
-    return options.draft  # eagle/eagle3/medusa need it (args.py says so); mtp may have it
+    return models.draft  # eagle/eagle3/medusa need it (args.py says so); mtp may have it
 
 
-def make_plan(options: EngineOptions, target_name: str, draft_name: str | None, host: str, port: int,
+def make_plan(options: EngineOptions, target: ResolvedModel, draft: ResolvedModel | None, host: str, port: int,
               note: Note) -> Plan:
     """vLLM references for the models (converting index models), then the `vllm serve` argv."""
     from spectui.engines.vllm.args import VllmModels, serve_argv
 
     with _progress() as progress:
-        target_ref = vllm_model_ref(target_name, progress, note)
-        draft_ref = vllm_model_ref(draft_name, progress, note) if draft_name is not None else None
+        target_ref = vllm_model_ref(target, progress, note)
+        draft_ref = vllm_model_ref(draft, progress, note) if draft is not None else None
         options = _with_vllm_refs_in_json(options, progress, note)
     argv = serve_argv(options, VllmModels(target_ref, draft_ref), host, port)
-    served_name = _served_name(target_name)
+    served_name = _served_name(target)
     if served_name is not None:
         argv += ["--served-model-name", served_name]
     return Plan(argv=argv, target_ref=target_ref, draft_ref=draft_ref, served_model=served_name or target_ref)
 
 
-def vllm_model_ref(name: str, progress, note: Note) -> str:
-    """What vLLM loads for a spectui model name: a hub id or a local folder.
+def vllm_model_ref(resolved: ResolvedModel, progress, note: Note) -> str:
+    """What vLLM loads for a spectui model: a hub id or a local folder.
 
     Hub models (aliases or ids) stay ids: vLLM fetches them where it runs. Package-index
     models and .gguf files become the converted folder (vLLM does not load these GGUFs).
     """
-    from spectui.models.registry import converted_dir, read_marker, resolve
+    from spectui.models.registry import converted_dir, read_marker
 
-    resolved = resolve(name)
     if resolved.kind == "hub":
         assert resolved.hub_id is not None
         return resolved.hub_id
@@ -136,30 +129,28 @@ def vllm_model_ref(name: str, progress, note: Note) -> str:
         note(f"converting {resolved.path} to a folder vLLM can load (vLLM does not read this GGUF)")
     from spectui.models.load import ensure_local
 
-    return str(ensure_local(name, progress))
+    return str(ensure_local(resolved, progress))
 
 
 def _with_vllm_refs_in_json(options: EngineOptions, progress, note: Note) -> EngineOptions:
     """A spectui alias as "model" in --speculative-config becomes what vLLM can load."""
     from dataclasses import replace
 
-    from spectui.models.registry import get_spec
+    from spectui.models.registry import alias_model, get_spec
 
     if options.speculative_config is None:
         return options
     config = speculative_config_dict(options.speculative_config)
     name = config.get("model")
-    if not isinstance(name, str) or get_spec(name) is None:
+    spec = get_spec(name) if isinstance(name, str) else None
+    if spec is None:
         return options
-    config["model"] = vllm_model_ref(name, progress, note)
+    config["model"] = vllm_model_ref(alias_model(spec, name), progress, note)
     return replace(options, speculative_config=json.dumps(config))
 
 
-def _served_name(target_name: str) -> str | None:
+def _served_name(resolved: ResolvedModel) -> str | None:
     """Index models are served under their alias, not the long cache path."""
-    from spectui.models.registry import resolve
-
-    resolved = resolve(target_name)
     return resolved.spec.alias if resolved.kind == "index" and resolved.spec else None
 
 

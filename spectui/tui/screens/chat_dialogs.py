@@ -24,10 +24,13 @@ def open_model(chat) -> None:
     from spectui.host.plan import plan_for
     from spectui.tui.screens.model import ModelScreen, describe
 
-    def chosen(config) -> None:
-        if config is not None and config != chat.config:
+    def chosen(choice) -> None:
+        if choice is None:
+            return
+        config, models = choice  # the config and the models it names, resolved by the screen
+        if config != chat.config:
             chat.config_switching_to = config  # the chat's config once that engine is ready
-            chat.host.swap(plan_for(config), describe(config))
+            chat.host.swap(plan_for(config, models), describe(config))
 
     chat.app.push_screen(ModelScreen(chat.config), chosen)
 

@@ -97,14 +97,16 @@ class ModelScreen(ModalScreen):
         self.action_apply()
 
     def action_apply(self) -> None:
+        from spectui.engines.factory import models_to_run
         from spectui.host.plan import check_engine_choice
         from spectui.settings.config import check_values
 
         config = self.chosen()
         try:
             check_values(config)
-            check_engine_choice(config)
+            models = models_to_run(config.engine, config.model, config.draft)  # the one place they are resolved
+            check_engine_choice(config, models)
         except SpectuiError as error:
             self.query_one("#model-error", Static).update(Content(str(error)))
             return
-        self.dismiss(config)
+        self.dismiss((config, models))
