@@ -89,12 +89,12 @@ def llamacpp_child(model: str, tokens: int, rounds: int, threads: int) -> dict:
     from spectui.bench.runs import Arm
     from spectui.core.events import GenerationParams
     from spectui.models.load import ensure_local
-
     from spectui.models.registry import resolve
 
-    tokenizer = AutoTokenizer.from_pretrained(ensure_local(resolve(model)))
+    resolved = resolve(model)
+    tokenizer = AutoTokenizer.from_pretrained(ensure_local(resolved))
     runner = LlamaCppRunner(lambda messages: tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_dict=False), set(), gguf_for(model), None, threads)
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False), set(), gguf_for(resolved), None, threads)
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)
     replies = [runner.run(Arm("llamacpp", "none", 0), PROMPT, params, 0.0) for _ in range(rounds + 1)][1:]
     return {"speeds": [r.decode_tokens_per_s for r in replies], "first_token": [r.first_token_seconds for r in replies],
