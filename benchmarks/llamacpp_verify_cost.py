@@ -6,6 +6,8 @@ llama.cpp's kernels (spectui.engines.llamacpp) against that engine's own plain g
 
 Q8_0 and Q4_0 are made from the registry's Q4_K_M GGUF by llama.cpp's own quantizer (kept
 beside it in spectui's cache); Q4_0 is repacked for AVX2 by llama.cpp's CPU backend at load.
+The prefill column times one `--prefill`-token prompt from an empty cache (a first token's
+wait); "exact verify rows" is the widest batch whose logits equal one token at a time.
 Each batch is timed after the same prefilled prompt, rolled back between repeats; the
 median counts. `--spectui` adds the embedded engine's int8 plain speed on the same prompt.
 The Markdown starts with the command that wrote it.
@@ -29,15 +31,26 @@ MESSAGES = [{"role": "system", "content": "You are a coding assistant. Reply wit
 def gguf_variant(model: str, kind: str) -> Path:
     from spectui.bench.llamacpp import gguf_for
     from spectui.engines.llamacpp.lib import requantize
+    from spectui.models.registry import resolve
 
-    source = gguf_for(model)
+    source = gguf_for(resolve(model))
     return source if kind == "Q4_K_M" else requantize(source, kind, source.parent)
 
 
-def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats: int, threads: int | None) -> dict:
-    from spectui.engines.llamacpp.lib import LlamaModel
+def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats: int, threads: int | None,
+                 prefill: int) -> dict:
+    from spectui.engines.llamacpp.lib import LlamaModel, invariant_rows
 
     model = LlamaModel(path, threads=threads)
+    long_prompt = (prompt_ids * (prefill // len(prompt_ids) + 1))[:prefill]
+    prefill_runs = []
+    for _ in range(3):  # a time to first token's prefill: one batch of `prefill` tokens from an empty cache
+        model.clear()
+        started = time.perf_counter()
+        model.decode(long_prompt, 1)
+        prefill_runs.append(time.perf_counter() - started)
+    rows = invariant_rows(model).rows
+    model.clear()
     model.decode(prompt_ids, 1)
     base = len(prompt_ids)
     seconds = {}
@@ -51,7 +64,7 @@ def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats:
         seconds[n] = statistics.median(runs[1:])
     load = model.load_seconds
     model.close()
-    return {"load": load, "seconds": seconds}
+    return {"load": load, "seconds": seconds, "prefill": prefill / statistics.median(prefill_runs), "rows": rows}
 
 
 def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threads: int | None) -> dict:
@@ -119,6 +132,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=64, help="reply length for the engine's arms (0: skip them)")
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--prefill", type=int, default=400, help="prompt length whose prefill speed is timed")
     parser.add_argument("--spectui", action="store_true", help="add the embedded engine's plain speed")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
@@ -136,14 +150,14 @@ def main() -> None:
              f"Machine: {os.cpu_count()} CPUs; {args.model}, prompt {len(prompt_ids)} tokens, threads "
              f"{args.threads or 'all'}; medians of {args.repeats} batches after a warm-up. Engine arms: greedy, "
              f"{args.tokens} tokens, draft {args.draft or 'none'} (Q4_K_M); 'same as plain' compares token ids.", "",
-             "| quant | load s | plain tok/s (1/t(1)) | " + " | ".join(f"v({n})" for n in batches[1:]) +
+             f"| quant | load s | prefill tok/s ({args.prefill} tokens) | exact verify rows | plain tok/s (1/t(1)) | " + " | ".join(f"v({n})" for n in batches[1:]) +
              " | engine plain tok/s | draft k=4 tok/s (γ, same as plain) | ngram auto tok/s (γ, same as plain) |",
-             "|" + "---|" * (6 + len(batches) - 1)]
+             "|" + "---|" * (8 + len(batches) - 1)]
     for kind in [q.strip() for q in args.quants.split(",") if q.strip()]:
         path = gguf_variant(args.model, kind)
-        costs = verify_costs(path, prompt_ids, batches, args.repeats, args.threads)
+        costs = verify_costs(path, prompt_ids, batches, args.repeats, args.threads, args.prefill)
         t1 = costs["seconds"][1]
-        cells = [kind, f"{costs['load']:.2f}", f"{1 / t1:.2f}"] + [f"{costs['seconds'][n] / t1:.2f}" for n in batches[1:]]
+        cells = [kind, f"{costs['load']:.2f}", f"{costs['prefill']:.1f}", str(costs["rows"]), f"{1 / t1:.2f}"] + [f"{costs['seconds'][n] / t1:.2f}" for n in batches[1:]]
         if args.tokens:
             replies = engine_replies(path, draft, tokenizer, args.tokens, args.threads)
             plain = replies["plain"]
