@@ -68,7 +68,12 @@ def progress(stage, done, total):
         stages.append([stage, round(time.time() - launched, 2)])
 
 config = ChatConfig().with_overrides(**settings)
-engine = engine_factory_for(config)(progress)
+try:  # names resolved once, where the command reads them (after 27f6c2e)
+    from spectui.engines.factory import models_to_run
+    build = engine_factory_for(config, models_to_run(config.engine, config.model, config.draft))
+except ImportError:
+    build = engine_factory_for(config)
+engine = build(progress)
 ready = time.time()
 first_token = None
 for event in engine.stream([{"role": "user", "content": PROMPT}], GenerationParams(max_tokens=8),
