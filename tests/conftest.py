@@ -27,3 +27,15 @@ def tiny_target(tiny_tokenizer):
 def tiny_draft(tiny_tokenizer, tiny_target):
     """The target with noise added: it agrees often but not always (mixed acceptance)."""
     return make_tiny_draft(tiny_target)
+
+@pytest.fixture(scope="session")
+def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
+    """The tiny models saved as Hugging Face folders: `--model PATH` loads them like any model."""
+    folders = {}
+    for name, model in (("target", tiny_target), ("draft", tiny_draft)):
+        folder = tmp_path_factory.mktemp(name)
+        model.save_pretrained(folder)
+        tiny_tokenizer.save_pretrained(folder)
+        folders[name] = str(folder)
+    return folders
+

@@ -293,18 +293,6 @@ def test_tiny_models_sweep_k(tiny_engines):
 # --- the CLI --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
-    """The tiny models saved as Hugging Face folders: `--model PATH` loads them like any model."""
-    folders = {}
-    for name, model in (("target", tiny_target), ("draft", tiny_draft)):
-        folder = tmp_path_factory.mktemp(name)
-        model.save_pretrained(folder)
-        tiny_tokenizer.save_pretrained(folder)
-        folders[name] = str(folder)
-    return folders
-
-
 def invoke(*args):
     from spectui.cli.app import app
 

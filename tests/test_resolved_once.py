@@ -10,18 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 
-@pytest.fixture(scope="module")
-def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
-    """The tiny models saved as Hugging Face folders: `--model PATH` loads them like any model."""
-    folders = {}
-    for name, model in (("target", tiny_target), ("draft", tiny_draft)):
-        folder = tmp_path_factory.mktemp(name)
-        model.save_pretrained(folder)
-        tiny_tokenizer.save_pretrained(folder)
-        folders[name] = str(folder)
-    return folders
-
-
 @pytest.fixture
 def resolves(monkeypatch) -> Counter:
     """How often each name was resolved: the registry's resolve counted, wherever a module

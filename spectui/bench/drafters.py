@@ -142,11 +142,12 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
             engine.add_proposer(method, SuffixProposer(use_history=False), None)
             costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
             continue
-        name = models.draft_model().name if method == "draft" else str(heads[method])
+        draft = models.draft_model() if method == "draft" else None
+        name = draft.name if draft is not None else str(heads[method])
         gc.collect()
         before = resident_bytes()
-        if method == "draft":
-            proposer = load_draft_proposer(models.draft_model(), engine.target.model, engine.info.dtype,
+        if draft is not None:
+            proposer = load_draft_proposer(draft, engine.target.model, engine.info.dtype,
                                            engine.info.device, progress)
         else:
             proposer = load_heads_proposer(method, name, engine.target.model, target_name)
