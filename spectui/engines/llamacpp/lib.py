@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spectui.core.errors import UsageError
 
@@ -46,7 +47,7 @@ def library():
             from spectui.models.registry import cache_dir
 
             folder = loadable_library_dir(package_dir(), cache_dir() / "llamacpp" / f"lib-{__version__}")
-            lib = ffi.dlopen(str(folder / "libllama.so"))
+            lib: Any = ffi.dlopen(str(folder / "libllama.so"))  # its functions come from the CFFI declarations
             quiet = ffi.callback("void(enum ggml_log_level, const char *, void *)", lambda *args: None)
             lib.llama_log_set(quiet, ffi.NULL)
             lib.llama_backend_init()
