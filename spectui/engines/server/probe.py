@@ -4,7 +4,7 @@ from them), and vLLM's config with the method, draft and dtype, where it shows i
 from __future__ import annotations
 
 from spectui.core.events import K_MAX
-from spectui.engines.server import transport
+import spectui.engines.server.transport as transport
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
     SpecCounters,
