@@ -57,33 +57,23 @@ TABLES = (
 # so nothing is stored twice (a contentless table cannot make a snippet). Triggers keep the
 # index in step with every insert, update and delete, whoever writes (a chat, salvage, rm).
 TOKENIZER = "unicode61 remove_diacritics 2"
-SEARCH_TABLES = (
-    f"CREATE VIRTUAL TABLE message_search USING fts5(content, content='messages', content_rowid='id', tokenize='{TOKENIZER}')",
-    f"CREATE VIRTUAL TABLE title_search USING fts5(title, content='conversations', content_rowid='id', tokenize='{TOKENIZER}')",
-    """CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO message_search (rowid, content) VALUES (new.id, new.content);
-END""",
-    """CREATE TRIGGER message_search_update AFTER UPDATE OF content ON messages BEGIN
-    INSERT INTO message_search (message_search, rowid, content) VALUES ('delete', old.id, old.content);
-    INSERT INTO message_search (rowid, content) VALUES (new.id, new.content);
-END""",
-    """CREATE TRIGGER message_search_delete AFTER DELETE ON messages BEGIN
-    INSERT INTO message_search (message_search, rowid, content) VALUES ('delete', old.id, old.content);
-END""",
-    """CREATE TRIGGER title_search_insert AFTER INSERT ON conversations BEGIN
-    INSERT INTO title_search (rowid, title) VALUES (new.id, new.title);
-END""",
-    """CREATE TRIGGER title_search_update AFTER UPDATE OF title ON conversations BEGIN
-    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.id, old.title);
-    INSERT INTO title_search (rowid, title) VALUES (new.id, new.title);
-END""",
-    """CREATE TRIGGER title_search_delete AFTER DELETE ON conversations BEGIN
-    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.id, old.title);
-END""",
-    # What an older spectui saved is indexed now, in the same transaction.
-    "INSERT INTO message_search (message_search) VALUES ('rebuild')",
-    "INSERT INTO title_search (title_search) VALUES ('rebuild')",
-)
+
+
+def search_index(index: str, table: str, column: str) -> tuple[str, ...]:
+    """An external-content FTS5 index over table.column and the triggers that keep it in step;
+    what an older spectui saved is indexed now, in the same transaction."""
+    forget = f"INSERT INTO {index} ({index}, rowid, {column}) VALUES ('delete', old.id, old.{column});"
+    learn = f"INSERT INTO {index} (rowid, {column}) VALUES (new.id, new.{column});"
+    return (
+        f"CREATE VIRTUAL TABLE {index} USING fts5({column}, content='{table}', content_rowid='id', tokenize='{TOKENIZER}')",
+        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} BEGIN\n    {learn}\nEND",
+        f"CREATE TRIGGER {index}_update AFTER UPDATE OF {column} ON {table} BEGIN\n    {forget}\n    {learn}\nEND",
+        f"CREATE TRIGGER {index}_delete AFTER DELETE ON {table} BEGIN\n    {forget}\nEND",
+        f"INSERT INTO {index} ({index}) VALUES ('rebuild')",
+    )
+
+
+SEARCH_TABLES = search_index("message_search", "messages", "content") + search_index("title_search", "conversations", "title")
 
 # PRAGMA user_version of the history file -> the statements that bring the one before it
 # there. 0 is a new file (or one from before versions were kept): its tables are made.
