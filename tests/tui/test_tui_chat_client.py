@@ -356,16 +356,19 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         assert [m["content"] for m in chat.transcript.messages if m["role"] == "user"] == ["first", "the fix"]
 
 
-async def test_an_edit_is_dropped_when_the_box_is_emptied(make_app):
-    engine = PlanEngine([None])
+async def editing_the_last_turn(pilot):
+    """A chat with one turn ("keep me"), its message back in the box for editing (F12)."""
+    await ready(pilot)
+    await send(pilot, "keep me")
+    await reply_done(pilot)
+    await pilot.press("f12")
 
-    app = make_app(factory_for(engine))
+
+async def test_an_edit_is_dropped_when_the_box_is_emptied(make_app):
+    app = make_app(factory_for(PlanEngine([None])))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
+        await editing_the_last_turn(pilot)
         chat = app.chat_screen
-        await send(pilot, "keep me")
-        await reply_done(pilot)
-        await pilot.press("f12")
         chat.prompt.value = ""
         await pilot.pause()
         await send(pilot, "another")
@@ -376,15 +379,10 @@ async def test_an_edit_is_dropped_when_the_box_is_emptied(make_app):
 async def test_esc_drops_an_edit_and_the_box_empties(make_app):
     # In tmux, Esc after F12 left the edit on: the next message typed went after the old text
     # and replaced the last turn.
-    engine = PlanEngine([None])
-
-    app = make_app(factory_for(engine))
+    app = make_app(factory_for(PlanEngine([None])))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
+        await editing_the_last_turn(pilot)
         chat = app.chat_screen
-        await send(pilot, "keep me")
-        await reply_done(pilot)
-        await pilot.press("f12")
         assert chat.prompt.text == "keep me"
         await pilot.press("escape")
         assert chat.prompt.text == "" and "editing" not in chat.param_bar.plain
