@@ -103,6 +103,7 @@ class PlanEngine(Engine):
         self._gate = threading.Semaphore(0)
         self._next_id = 0
         self.closed = False
+        self.margin: float | None = None  # set: every T = 0 token says the target's top-two gap was this
 
     def release(self, steps: int = 1) -> None:
         for _ in range(steps):
@@ -144,6 +145,8 @@ class PlanEngine(Engine):
                 return
             k, temperature = self.k_and_temperature(control)
             step = self.make_step(index, accepted, k, temperature)
+            if self.margin is not None and temperature == 0:
+                step = replace(step, margins=(self.margin,) * len(step.token_ids))
             self.steps.append(step)
             reply_steps.append(step)
             yield step
@@ -311,13 +314,14 @@ class ClockedEngine(Engine):
     """
 
     def __init__(self, clock: VirtualClock, overheads: dict[str, list[float]] | None = None, diverge_at: int | None = None,
-                 slow_from_call: int | None = None, slowdown: float = 1.5):
+                 slow_from_call: int | None = None, slowdown: float = 1.5, promised: bool = True):
         self.clock = clock
         self.overheads = {path: list(values) for path, values in (overheads or {}).items()}
         self.diverge_at = diverge_at
         self.slow_from_call = slow_from_call
         self.slowdown = slowdown
-        self.info = fake_info("scripted", "draft", LIVE, draft=None, dtype="float32")
+        # promised: its kernels guarantee T = 0 identity, so a difference is a bug, not a near-tie
+        self.info = fake_info("scripted", "draft", replace(LIVE, greedy_identical=promised), draft=None, dtype="float32")
         self.calls: list[tuple[int, float]] = []
 
     def stream(self, messages, params, control):
@@ -338,7 +342,9 @@ class ClockedEngine(Engine):
             sources = [Source.DRAFT] * (count - 1) + [Source.BONUS if k else Source.TARGET]
             self.clock.now += step_seconds
             emitted += count
-            yield Step(tuple(ids), tuple(sources), "x" * count, drafted=tuple(ids[:k]), k=k, pieces=("x",) * count)
+            margins = tuple(0.0039 if emitted - count + i == self.diverge_at else 0.5 for i in range(count))
+            yield Step(tuple(ids), tuple(sources), "x" * count, drafted=tuple(ids[:k]), k=k, pieces=("x",) * count,
+                       margins=margins)
         yield Done("length", seconds=0.0, time_to_first_token=0.5)
 
     def token_at(self, position: int, k: int) -> int:

@@ -364,6 +364,20 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     assert result.exit_code == 1 and json.loads(result.stdout)["first_difference"] == 5
 
 
+def test_cli_reports_where_kernels_that_promise_nothing_left_the_plain_path(monkeypatch):
+    """bf16 and other kernels that do not promise identity: the near-tie is reported with its
+    position, both tokens and the plain path's top-two gap there, and it is not an error."""
+    import spectui.engines.embedded.build as build
+
+    monkeypatch.setattr(build, "build_embedded_engine",
+                        lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5, promised=False))
+    result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
+    assert result.exit_code == 0, result.stdout
+    said = " ".join(result.stdout.split())  # the console wraps the line
+    assert "left the plain path at token 5: 'x' where plain decoding wrote 'x', top-two gap 0.0039" in said
+    assert "broken" not in said
+
+
 # --- real weights -----------------------------------------------------------------------
 
 

@@ -181,8 +181,9 @@ class LlamaCppRunner:
         self.stop_ids = set(stop_ids)
         self.fit_to_free_cores = False
         before = resident_bytes()
-        self.target = LlamaModel(target_gguf, threads=threads)
-        self.draft = LlamaModel(draft_gguf, threads=threads) if draft_gguf is not None else None
+        # llama.cpp as it runs by default: the anchor, not spectui's batch-invariant settings
+        self.target = LlamaModel(target_gguf, threads=threads, batch_invariant=False)
+        self.draft = LlamaModel(draft_gguf, threads=threads, batch_invariant=False) if draft_gguf is not None else None
         after = resident_bytes()
         self.loaded = {
             "target_gguf": str(target_gguf), "draft_gguf": str(draft_gguf) if draft_gguf else None,

@@ -37,6 +37,10 @@ class Capabilities:
     # Which tokens were drafts is reported (a server that is not vLLM may not say: its replies
     # are plain target text, or counted as a whole)
     reports_speculation: bool = True
+    # At T = 0 a speculative reply is guaranteed token for token the plain one: the kernels
+    # compute a verify row bit for bit as a plain step (ggml, docs/ggml.md). Elsewhere a
+    # near-tie can flip (bf16, int8 dynamic, servers): replies are compared, not promised.
+    greedy_identical: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.live_controls, bool):  # Capabilities(live_controls=True): all of them

@@ -64,6 +64,9 @@ class Step:
     # colour without a tokenizer where it is shown; () when the engine could not split it.
     pieces: tuple[str, ...] = ()
     rejected_text: str = ""  # the rejected drafts as text, for the ghost view
+    # At T = 0, for each emitted token: the target's top logit minus its second (the margin a
+    # rounding difference would have to cross to flip it); () where the engine does not know.
+    margins: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):

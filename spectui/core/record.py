@@ -38,6 +38,7 @@ def step_record(step: Step) -> dict:
         "method": step.method,
         "exact": step.exact,
         "tree_nodes": step.tree_nodes,  # drafted nodes verified, for a tree step; None for a chain
+        "margins": [round(margin, 6) for margin in step.margins],  # T = 0: top-two logit gap per token
         "draft_seconds": step.draft_seconds,
         "verify_seconds": step.verify_seconds,
     }
@@ -107,4 +108,5 @@ def model_record(info: EngineInfo, k: int | None) -> dict:
         "dtype": info.dtype,
         "device": info.device,
         "exact_provenance": info.capabilities.exact_provenance,
+        "greedy_identical": info.capabilities.greedy_identical,
     }

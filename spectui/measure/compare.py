@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message, Step
+from spectui.core.safe_text import safe_line
 from spectui.core.stats import summarize
 from spectui.measure.run import Clock, Reply, reply_json, run_reply
 from spectui.measure.speed import median_or_none, paired_ratio
@@ -88,11 +89,47 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+@dataclass(frozen=True)
+class Divergence:
+    """Where a speculative reply left the plain one at T = 0, and how near a tie it was there."""
+
+    position: int
+    speculative: str  # the token each path wrote there, as text
+    baseline: str
+    gap: float | None  # the plain path's top logit minus its second there, where the engine says
+
+
+def divergence_text(comparison: Comparison) -> str:
+    """Where the replies parted: the token each wrote, and the plain path's top-two gap there."""
+    divergence = comparison.divergence()
+    if divergence is None:  # a run of one path differs from another run of the same path
+        return f"DIFFERENT at token {comparison.difference}: lossless decoding is broken"
+    where = (f"at token {divergence.position}: {safe_line(divergence.speculative)!r} "
+             f"where plain decoding wrote {safe_line(divergence.baseline)!r}")
+    gap = "" if divergence.gap is None else f", top-two gap {divergence.gap:.4g}"
+    if comparison.promised:
+        return f"DIFFERENT {where}{gap}: lossless decoding is broken"
+    return f"left the plain path {where}{gap} (a near-tie these kernels may round either way)"
+
+
+def token_texts(run: TimedRun) -> list[str]:
+    return [piece for step in run.reply.steps
+            for piece in (step.pieces if len(step.pieces) == len(step.token_ids) else map(str, step.token_ids))]
+
+
+def margins_of(run: TimedRun) -> list[float] | None:
+    steps = run.reply.steps
+    if not steps or any(len(step.margins) != len(step.token_ids) for step in steps):
+        return None
+    return [margin for step in steps for margin in step.margins]
+
+
 @dataclass
 class Comparison:
     runs: list[TimedRun]  # in the order they ran
     temperature: float
     auto_k: bool = False  # the speculative path chose k step by step (adaptive k), from its k
+    promised: bool = False  # the engine's kernels guarantee identity at T = 0 (greedy_identical)
 
     def of(self, path: str) -> list[TimedRun]:
         return [run for run in self.runs if run.path == path]
@@ -176,6 +213,23 @@ class Comparison:
             if position is not None:
                 return position
         return None
+
+    def divergence(self) -> Divergence | None:
+        """The first speculative run against the first baseline run: where they part, if they do."""
+        speculative, baseline = self.finished_of("speculative"), self.finished_of("baseline")
+        if self.temperature > 0 or not speculative or not baseline:
+            return None
+        spec_run, base_run = speculative[0], baseline[0]
+        position = first_difference(spec_run.reply.token_ids, base_run.reply.token_ids)
+        if position is None:
+            return None
+        spec_texts, base_texts, margins = token_texts(spec_run), token_texts(base_run), margins_of(base_run)
+        return Divergence(
+            position,
+            spec_texts[position] if position < len(spec_texts) else "(end)",
+            base_texts[position] if position < len(base_texts) else "(end)",
+            margins[position] if margins is not None and position < len(margins) else None,
+        )
 
     def median_run(self, path: str) -> TimedRun | None:
         """The run whose speed is the (lower) median of its path: the one to show in detail."""
@@ -344,7 +398,7 @@ def compare(
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
-    comparison = Comparison([], temperature, auto)
+    comparison = Comparison([], temperature, auto, engine.capabilities.greedy_identical)
     if warmup and not warm_up(engine, messages, params, k, temperature, kwargs.get("control_factory"),
                               kwargs.get("baseline"), auto):
         return comparison

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spectui.measure.compare import best_k
 from spectui.engines.scripted import ScriptedEngine
 from spectui.tui.screens.compare import CompareScreen
 
-from fake_engines import FixedKFactory, PlanEngine, factory_for
+from fake_engines import LIVE, FixedKFactory, PlanEngine, factory_for
 from tui_helpers import notices, ready, reply_done, send, wait_for
 
 SIZE = (120, 40)
@@ -99,7 +101,8 @@ async def test_k_change_starts_a_new_comparison_with_the_new_k(make_app):
 
 
 async def test_a_difference_at_temperature_zero_is_shown_as_an_error(make_app):
-    engine = PlanEngine([None, 2, 1])  # new token ids every reply: the two paths differ
+    # new token ids every reply: the two paths differ, on kernels that promise they would not
+    engine = PlanEngine([None, 2, 1], capabilities=replace(LIVE, greedy_identical=True))
 
     app = make_app(factory_for(engine))
     async with app.run_test(size=SIZE) as pilot:
@@ -107,6 +110,20 @@ async def test_a_difference_at_temperature_zero_is_shown_as_an_error(make_app):
         assert screen.comparison.identical is False
         assert "DIFFERENT at token 0" in plain(screen.result)
         assert screen.result.has_class("-problem")
+
+
+async def test_a_near_tie_is_reported_with_its_token_position_and_gap(make_app):
+    """Kernels that promise nothing (bf16): the identity line says where the speculative reply
+    left the plain one, both tokens, and how near a tie the plain path was there."""
+    engine = PlanEngine([None, 2, 1])
+    engine.margin = 0.0039
+
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_compare(pilot)
+        text = plain(screen.result)
+        assert "left the plain path at token 0:" in text and "where plain decoding wrote" in text
+        assert "top-two gap 0.0039" in text and "broken" not in text
 
 
 async def test_compare_prompt_opens_the_view_as_soon_as_the_engine_is_ready(make_app):

@@ -22,11 +22,13 @@ CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, m
 
 
 class EmbeddedEngine(Engine):
+    declared = CAPABILITIES  # a backend whose kernels promise more says so
+
     def __init__(self, target_model, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
         self.target = self.cached(target_model)
         self.tokenizer = tokenizer
         self.proposer = proposer
-        self.info = replace(info, capabilities=CAPABILITIES)
+        self.info = replace(info, capabilities=self.declared)
         self.stop_ids = stop_token_ids(tokenizer, getattr(target_model, "generation_config", None))
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}

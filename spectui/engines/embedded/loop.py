@@ -68,6 +68,7 @@ class Checked:
     drafted: list[int]  # a tree step's: the path it took and the first candidate it turned down
     verdict: Verdict
     tree_nodes: int | None = None  # drafted nodes a tree step verified
+    margins: tuple[float, ...] = ()  # T = 0: each emitted row's top-two logit gap
 
 
 def decode_steps(
@@ -179,7 +180,15 @@ def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[
 
 def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
     logits = target.logits(reply.token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
-    return Checked(draft.drafted, verify_rule(reply, draft, logits))
+    verdict = verify_rule(reply, draft, logits)
+    margins = top_two_gaps(logits[: verdict.num_accepted + 1]) if draft.temperature == 0.0 else ()
+    return Checked(draft.drafted, verdict, margins=margins)
+
+
+def top_two_gaps(rows: torch.Tensor) -> tuple[float, ...]:
+    """Each row's top logit minus its second: how near a tie the greedy choice was."""
+    top = rows.float().topk(2, dim=-1).values
+    return tuple((top[:, 0] - top[:, 1]).tolist())
 
 
 def verify_feeding(target: CachedModel, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
@@ -254,5 +263,6 @@ def emit(
         accepted_count=len(accepted) if stop_at is not None and stop_at + 1 < len(accepted) else None,
         auto=draft.auto,
         tree_nodes=checked.tree_nodes,
+        margins=checked.margins[: len(emitted)],
     )
     return step, finish_reason

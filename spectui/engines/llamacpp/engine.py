@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from dataclasses import replace
+
 from spectui.core.events import Done, GenerationParams, LiveControl, Step
-from spectui.engines.embedded.engine import EmbeddedEngine
+from spectui.engines.embedded.engine import CAPABILITIES, EmbeddedEngine
 
 if TYPE_CHECKING:
     import torch
@@ -80,6 +82,9 @@ def llama_draft_proposer(draft: LlamaCached, target_width: int):
 class LlamaCppEngine(EmbeddedEngine):
     """The embedded engine (its loop, pieces, adaptive k, method switch) with llama.cpp computing
     every forward."""
+
+    # Batch-invariant kernels (lib.LlamaModel) in verify pieces of proven width: T = 0 is identical.
+    declared = replace(CAPABILITIES, greedy_identical=True)
 
     def cached(self, target_model):
         from spectui.engines.llamacpp.lib import cached_invariant_rows

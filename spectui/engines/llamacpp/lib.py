@@ -18,6 +18,8 @@ from typing import Any
 from spectui.core.errors import UsageError
 
 INSTALL_HINT = "llama.cpp needs the llama-cpp-py-sync package: pip install 'spectui[llamacpp]'"
+FLASH_ATTENTION_ON = 1  # llama_flash_attn_type
+GGML_TYPE_BF16 = 30
 DEFAULT_CONTEXT = 8192  # the longest conversation workload's prompt and reply fit with room
 DEFAULT_BATCH = 512
 
@@ -73,10 +75,17 @@ def default_threads() -> int:
 
 
 class LlamaModel:
-    """One GGUF model and one context (one sequence) on the CPU."""
+    """One GGUF model and one context (one sequence) on the CPU.
+
+    batch_invariant: each row's attention is computed the same way whatever the batch width and
+    the cached length (docs/ggml.md, "Lossless at T = 0"). llama.cpp's default splits a single
+    row's attention over the threads once 512 cells are cached (flash decoding) and sums the
+    pieces in another order than a batch of rows: past ~256 cached tokens no verify row equalled
+    plain decoding. A value cache in bf16 (the keys stay f16) keeps every row on the one-row
+    path. The bench's llama.cpp anchor runs llama.cpp's defaults (False)."""
 
     def __init__(self, path: Path | str, context: int = DEFAULT_CONTEXT, threads: int | None = None,
-                 batch: int = DEFAULT_BATCH) -> None:
+                 batch: int = DEFAULT_BATCH, batch_invariant: bool = True) -> None:
         import numpy
 
         self._numpy = numpy
@@ -98,6 +107,10 @@ class LlamaModel:
         context_params.n_ubatch = batch
         context_params.n_threads = self.threads
         context_params.n_threads_batch = self.threads
+        if batch_invariant:
+            context_params.flash_attn_type = FLASH_ATTENTION_ON
+            context_params.type_v = GGML_TYPE_BF16
+        self.batch_invariant = batch_invariant
         self.context = self.lib.llama_init_from_model(self.model, context_params)
         if self.context == self.ffi.NULL:
             self.lib.llama_model_free(self.model)
@@ -261,7 +274,7 @@ def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
 
     stat = model.path.stat()
     key = hashlib.sha256(f"{model.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_library_version()}:"
-                         f"{_cpu_signature()}".encode()).hexdigest()[:24]
+                         f"{_cpu_signature()}:{model.batch_invariant}".encode()).hexdigest()[:24]
     path = cache_dir() / "llamacpp" / "verify-shape.json"
     try:
         known = json.loads(path.read_text())

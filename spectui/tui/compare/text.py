@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, best_k
+from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, best_k, divergence_text
 from spectui.tui.charts import bar
 
 
@@ -52,9 +52,9 @@ def result_text(comparison: Comparison) -> tuple[str, bool]:
     if identical is None:
         parts.append("T > 0: replies may differ")
     elif identical:
-        parts.append("token-identical ✓")
+        parts.append("token-identical ✓" if comparison.promised else "token-identical ✓ (measured: these kernels do not promise it)")
     else:
-        parts.append(f"DIFFERENT at token {comparison.difference}: lossless decoding is broken")
+        parts.append(divergence_text(comparison))
         return " · ".join(parts), True
     return " · ".join(parts), False
 

@@ -87,7 +87,8 @@ class CompareScreen(Screen):
         self.auto = host.live.auto and host.capabilities.live(AUTO)
         self.baseline = BaselineSide(host, self.fixed_k)  # the second engine, for a fixed k
         self.temperature = host.live.temperature
-        self.comparison = Comparison([], self.temperature, self.auto)
+        self.promised = host.capabilities.greedy_identical
+        self.comparison = Comparison([], self.temperature, self.auto, self.promised)
         self.sweep_points: list[SweepPoint] = []
         self.generation = 0  # bumped whenever settings change: stale results are dropped
         self.busy = False
@@ -251,7 +252,7 @@ class CompareScreen(Screen):
         """New k, T or method: forget the runs made with the old settings and run again,
         once the work in flight (cancelled) has stopped: runs must never overlap."""
         self.generation += 1
-        self.comparison = Comparison([], self.temperature, self.auto)
+        self.comparison = Comparison([], self.temperature, self.auto, self.promised)
         self.sweep.remove_class("-shown")
         for path, pane in self.panes.items():
             pane.end_run("waiting for its turn")
