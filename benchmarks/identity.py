@@ -1,0 +1,73 @@
+"""T = 0 identity on the proof corpus for the default models: every method at k 1, 2, 3, 4, 8
+and auto against the engine's own plain reply, replies up to 512 tokens, divergences counted,
+located (prompt, arm, token) and given the plain path's top-two logit gap there.
+
+    python benchmarks/identity.py --prompts 60 --tokens 512 --per-prompt 18 --markdown identity.md
+
+The suite's version (tests/test_lossless_corpus.py) runs SmolLM2 in minutes; this one runs the
+default target (qwen2.5-coder-1.5b, ggml) with the 0.5B draft, prompt lookup and suffix decoding.
+`--per-prompt` arms per prompt, taken in turn from the 18; 18 runs every arm on every prompt.
+The Markdown starts with the command that wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--draft", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--prompts", type=int, default=60)
+    parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument("--per-prompt", type=int, default=18)
+    parser.add_argument("--preamble", action="store_true", help="a ~270-token system prompt before each prompt")
+    parser.add_argument("--markdown", default=None)
+    args = parser.parse_args()
+
+    from spectui.bench.identity import arms, check_identity, corpus, rotating
+    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.models.registry import resolve_pair
+    from spectui.settings.options import EngineOptions
+
+    engine = build_ggml_engine(EngineOptions(model=args.model, method="draft", draft=args.draft),
+                               resolve_pair(args.model, args.draft))
+    engine.add_proposer("ngram", engine.with_method("ngram").proposer, None)
+    engine.add_proposer("suffix", SuffixProposer(use_history=False), None)
+    every_arm = arms(["draft", "ngram", "suffix"])
+    started = time.perf_counter()
+    result = check_identity(engine, corpus(args.prompts, preamble=args.preamble), rotating(every_arm, args.per_prompt),
+                            max_tokens=args.tokens, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    seconds = time.perf_counter() - started
+    engine.close()
+    divergences = result.divergences or []
+    lines = [
+        f"`python benchmarks/identity.py {shlex.join(sys.argv[1:])}`",
+        "",
+        f"{args.model} (ggml, {engine.info.backend}) drafted by {args.draft}, prompt lookup and suffix decoding: "
+        f"{result.replies} speculative replies, {result.tokens} tokens, {result.accepted} drafts accepted, "
+        f"in {seconds / 60:.1f} min.",
+        "",
+        "| | divergences |",
+        "|---|---|",
+        f"| replies that left the plain reply | **{len(divergences)}** of {result.replies} |",
+        "",
+    ]
+    if divergences:
+        lines += ["| prompt | arm | token | plain | speculative | top-two gap |", "|---|---|---|---|---|---|"]
+        lines += [f"| {d.prompt} | {d.arm} | {d.position} | {d.plain_token} | {d.drafted_token} | "
+                  f"{'–' if d.gap is None else f'{d.gap:.4g}'} |" for d in divergences]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as out:
+            out.write(text)
+
+
+if __name__ == "__main__":
+    main()
