@@ -90,12 +90,16 @@ def tokenizer_folder(model: ResolvedModel, gguf: Path, progress: ProgressFn | No
         return folder
     from spectui.models.cache import cache_lock
     from spectui.models.convert import quiet_transformers
+    from spectui.models.gguf_file import read_gguf
 
     report = for_model(progress, Path(model.name).name)
     with cache_lock(f"tokenizer-{folder.name}"):
         if all((folder / file).is_file() for file in TOKENIZER_FILES):
             return folder
         report("tokenizer", 0, 1)
+        # A file cut short or damaged is named as such here, not by a numpy or struct error from
+        # transformers' reader ("cannot reshape array of size ...").
+        read_gguf(gguf)
         partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
         with quiet_transformers(report):
             from transformers import AutoTokenizer
