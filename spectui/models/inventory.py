@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.models import cache
+import spectui.models.cache as cache
 from spectui.models.cache import tree_size
 from spectui.models.registry import cache_dir
 
