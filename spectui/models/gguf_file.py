@@ -52,15 +52,32 @@ class GgufFile:
 
 
 def read_gguf(path: Path) -> GgufFile:
+    """The file's metadata and tensor table; a ModelError in one line when it is not a whole GGUF
+    (cut short: where its header says it ends and where it does)."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(_header_bytes(handle))
+        size = path.stat().st_size
     except OSError as error:
         raise ModelError(f"cannot read {path}: {error.strerror or error}") from None
     try:
         return _parse(path, data)
-    except (struct.error, UnicodeDecodeError, ValueError, IndexError):
-        raise ModelError(f"{path.name} is not a readable GGUF file (damaged or cut short)") from None
+    except CutShort as error:
+        raise ModelError(f"{path} is cut short: its header says the file holds {error.expected:,} bytes, "
+                         f"it has {size:,}: download or copy it again") from None
+    except (struct.error, UnicodeDecodeError, ValueError, IndexError, KeyError) as error:
+        if isinstance(error, (struct.error, IndexError)) and len(data) == size:  # it ran out of file
+            raise ModelError(f"{path} is cut short: its header runs past the end of the file ({size:,} bytes): "
+                             "download or copy it again") from None
+        raise ModelError(f"{path} is not a readable GGUF file (damaged or cut short)") from None
+
+
+class CutShort(ValueError):
+    """The tensors the header lists end past the end of the file."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__(f"the tensors end at byte {expected:,}")
+        self.expected = expected
 
 
 def _header_bytes(handle) -> int:
@@ -94,13 +111,11 @@ def _parse(path: Path, data: bytes) -> GgufFile:
         entries.append((name, tuple(reversed(shape)), ggml_type, offset))
     alignment = int(metadata.get("general.alignment", _DEFAULT_ALIGNMENT))
     data_start = (position + alignment - 1) // alignment * alignment
-    size = path.stat().st_size
-    tensors = []
-    for name, shape, ggml_type, offset in entries:
-        nbytes = _byte_count(shape, ggml_type)
-        if data_start + offset + nbytes > size:
-            raise ValueError(f"tensor {name} past the end")
-        tensors.append(GgufTensor(name, shape, ggml_type, data_start + offset, nbytes))
+    tensors = [GgufTensor(name, shape, ggml_type, data_start + offset, _byte_count(shape, ggml_type))
+               for name, shape, ggml_type, offset in entries]
+    end = max((tensor.offset + tensor.nbytes for tensor in tensors), default=data_start)
+    if end > path.stat().st_size:
+        raise CutShort(end)
     return GgufFile(path, metadata, tuple(tensors))
 
 

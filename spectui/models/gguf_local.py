@@ -9,8 +9,10 @@ those with `tokenizers` alone (spectui.models.tokenizer_json).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from spectui.core.errors import ModelError
@@ -18,6 +20,10 @@ from spectui.models.fetch import ProgressFn, for_model
 from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir
 
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
+# Beside the record while llama.cpp loads the file, named for the loading process: one left by
+# a process that is gone means it died while loading (a SIGBUS on a damaged page, say), and the
+# next start hashes every byte, not the sample (which misses a flip between its blocks).
+LOADING_PREFIX = "loading-"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -37,19 +43,88 @@ def local_gguf(resolved: ResolvedModel, progress: ProgressFn | None = None) -> P
     assert resolved.spec is not None and resolved.spec.index is not None
     spec = resolved.spec
     folder = gguf_dir(spec.alias)
-    kept = _checked_record(folder, spec.index.sha256)
+    whole = crashed_while_loading(folder)
+    kept = _checked_record(folder, spec.index.sha256, whole)
     if kept is not None:
+        _clear_markers(folder, whole)
         return kept
     from spectui.models.cache import cache_lock
     from spectui.models.fetch import fetch_gguf
 
     with cache_lock(spec.alias):
-        kept = _checked_record(folder, spec.index.sha256)  # another process may have fetched it
+        kept = _checked_record(folder, spec.index.sha256, whole)  # another process may have fetched it
         if kept is not None:
+            _clear_markers(folder, whole)
             return kept
         path = fetch_gguf(spec, folder, for_model(progress, spec.alias))  # hashed whole
         _write_record(folder, path, spec.index.sha256)
+        _clear_markers(folder, whole)
     return path
+
+
+def crashed_while_loading(folder: Path) -> bool:
+    """A process died while llama.cpp loaded this folder's GGUF (its marker is still there)."""
+    return any(_left_by_the_dead(marker) for marker in folder.glob(LOADING_PREFIX + "*"))
+
+
+def _left_by_the_dead(marker: Path) -> bool:
+    try:
+        os.kill(int(marker.name.removeprefix(LOADING_PREFIX)), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, OSError):  # not a marker of ours; or a live process of another user
+        return False
+    return False
+
+
+def _clear_markers(folder: Path, crashed: bool) -> None:
+    """The file was hashed whole after a crash: the dead processes' markers have done their job."""
+    for marker in folder.glob(LOADING_PREFIX + "*") if crashed else ():
+        if _left_by_the_dead(marker):
+            with contextlib.suppress(OSError):
+                marker.unlink()
+
+
+@contextlib.contextmanager
+def loading_marker(resolved: ResolvedModel) -> Iterator[None]:
+    """Marks the cached GGUF of `resolved` as being loaded until the block ends (a user's own
+    .gguf has no record to check against: nothing is marked)."""
+    if resolved.kind != "index" or resolved.spec is None:
+        yield
+        return
+    marker = gguf_dir(resolved.spec.alias) / f"{LOADING_PREFIX}{os.getpid()}"
+    try:
+        marker.touch()
+    except OSError:  # a read-only cache: nothing to mark, nothing hashed later
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+
+
+def verify_gguf(folder: Path, progress=None) -> str | None:
+    """Every byte of the GGUF kept in `folder` against the sha256 recorded for it: None when all
+    match, else what is wrong (and the record is dropped: the next start fetches it again)."""
+    from spectui.models.integrity import full_problem
+    from spectui.models.registry import get_spec
+
+    try:
+        record = json.loads((folder / RECORD_FILE).read_text())
+        path, entry = Path(record["path"]), record["file"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "incomplete (its fetch did not finish)"
+    spec = get_spec(folder.name)
+    if spec is not None and spec.index is not None and record.get("sha256") != spec.index.sha256:
+        problem = "not the file this spectui pins (fetched by another version)"
+    else:
+        problem = full_problem(path.parent, {path.name: entry}, progress)
+    if problem is not None:
+        with contextlib.suppress(OSError):
+            (folder / RECORD_FILE).unlink()
+    return problem
 
 
 def is_kept(folder: Path) -> bool:
@@ -57,14 +132,16 @@ def is_kept(folder: Path) -> bool:
     return (folder / RECORD_FILE).is_file()
 
 
-def _checked_record(folder: Path, sha256: str) -> Path | None:
-    """The recorded GGUF if its record is for the pinned hash and a quick check passes."""
-    from spectui.models.integrity import quick_problem
+def _checked_record(folder: Path, sha256: str, whole: bool = False) -> Path | None:
+    """The recorded GGUF if its record is for the pinned hash and a quick check passes (with
+    `whole`, every byte hashed)."""
+    from spectui.models.integrity import full_problem, quick_problem
 
+    check = full_problem if whole else quick_problem
     try:
         record = json.loads((folder / RECORD_FILE).read_text())
         path = Path(record["path"])
-        if record["sha256"] != sha256 or quick_problem(path.parent, {path.name: record["file"]}) is not None:
+        if record["sha256"] != sha256 or check(path.parent, {path.name: record["file"]}) is not None:
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -90,12 +167,16 @@ def tokenizer_folder(model: ResolvedModel, gguf: Path, progress: ProgressFn | No
         return folder
     from spectui.models.cache import cache_lock
     from spectui.models.convert import quiet_transformers
+    from spectui.models.gguf_file import read_gguf
 
     report = for_model(progress, Path(model.name).name)
     with cache_lock(f"tokenizer-{folder.name}"):
         if all((folder / file).is_file() for file in TOKENIZER_FILES):
             return folder
         report("tokenizer", 0, 1)
+        # A file cut short or damaged is named as such here, not by a numpy or struct error from
+        # transformers' reader ("cannot reshape array of size ...").
+        read_gguf(gguf)
         partial = folder.with_name(f"{folder.name}.{os.getpid()}.partial")
         with quiet_transformers(report):
             from transformers import AutoTokenizer

@@ -8,6 +8,7 @@ Medusa/EAGLE heads and models without a GGUF.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from spectui.core.errors import ModelError, UsageError
@@ -63,7 +64,7 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
     from spectui.engines.embedded.build import plain_stand_in
     from spectui.engines.llamacpp.load import build_llamacpp_engine
     from spectui.models.fetch import for_model, no_progress
-    from spectui.models.gguf_local import local_gguf, tokenizer_folder
+    from spectui.models.gguf_local import loading_marker, local_gguf, tokenizer_folder
     from spectui.models.tokenizer_json import JsonTokenizer
 
     report = progress or no_progress
@@ -78,11 +79,12 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
         draft_gguf = local_gguf(draft, report)
         check_same_tokens(target_name, target_tokenizer, draft_name, tokenizer_folder(draft, draft_gguf, report))
     for_model(report, target_name)("load", 0, 1)
-    engine = build_llamacpp_engine(
-        target_gguf, JsonTokenizer(target_tokenizer), options.method, draft_gguf,
-        target_name=target_name, draft_name=draft_name,
-        lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
-    )
+    with loading_marker(models.target), loading_marker(models.draft_model()) if draft_gguf else nullcontext():
+        engine = build_llamacpp_engine(
+            target_gguf, JsonTokenizer(target_tokenizer), options.method, draft_gguf,
+            target_name=target_name, draft_name=draft_name,
+            lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
+        )
     for_model(report, target_name)("load", 1, 1)
     return engine
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
 import struct
 from pathlib import Path
 
@@ -155,27 +154,42 @@ def glibc_has_c23() -> bool:
 
 def loadable_library_dir(package_dir: Path, cache_dir: Path) -> Path:
     """The folder to load libllama from: the package's own, or on an older glibc a patched
-    copy of its libraries under cache_dir (made once, renamed into place when complete)."""
+    copy of its libraries under cache_dir: made once, checked against its record at each start
+    (rebuilt when it does not match) and loaded once in a child before this process maps it."""
+    from spectui.engines.llamacpp.library_copy import LibraryCopyError, copy_problem, probe_problem
+
     libraries = sorted(path for path in package_dir.iterdir() if ".so" in path.name and path.is_file())
-    if glibc_has_c23() or not any(needs_c23_glibc(path.read_bytes()) for path in libraries):
+    sources = {path.name: path.read_bytes() for path in libraries}
+    if glibc_has_c23() or not any(needs_c23_glibc(data) for data in sources.values()):
         return package_dir
     if platform.machine().lower() not in ("x86_64", "amd64"):
         raise ElfPatchError(f"its libraries need glibc 2.38 and spectui stands in for it on x86-64 only "
                             f"(this machine is {platform.machine()})")
-    if (cache_dir / "libllama.so").is_file():
-        return cache_dir
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir.with_name(cache_dir.name + ".lock")):
-        if (cache_dir / "libllama.so").is_file():  # another process made it while this one waited
-            return cache_dir
-        partial = cache_dir.with_name(cache_dir.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        for path in libraries:
-            data = path.read_bytes()
-            (partial / path.name).write_bytes(patch_c23_imports(data) if needs_c23_glibc(data) else data)
-        os.replace(partial, cache_dir)
+    with _locked(cache_dir.with_name(cache_dir.name + ".lock")):  # two chats starting at once: one copy
+        if copy_problem(cache_dir, sources) is not None:
+            _make_copy(cache_dir, sources)
+        problem = probe_problem(cache_dir)
+    if problem is not None:
+        raise LibraryCopyError(f"{problem}: run with --backend torch, or delete {cache_dir} to have it made again")
     return cache_dir
+
+
+def _make_copy(cache_dir: Path, sources: dict[str, bytes]) -> None:
+    from spectui.engines.llamacpp.library_copy import LibraryCopyError, copy_problem, write_copy
+
+    def patched(data: bytes) -> bytes:
+        return patch_c23_imports(data) if needs_c23_glibc(data) else data
+
+    try:
+        write_copy(cache_dir, sources, patched)
+    except OSError as error:
+        raise LibraryCopyError(f"cannot write the llama.cpp library copy in {cache_dir} "
+                               f"({error.strerror or error}): free space there, or run with --backend torch") from None
+    problem = copy_problem(cache_dir, sources)
+    if problem is not None:  # written but not read back as written: the disk, not the copy
+        raise LibraryCopyError(f"the llama.cpp library copy in {cache_dir} does not read back as written "
+                               f"({problem}): check that disk, or run with --backend torch")
 
 
 @contextlib.contextmanager
