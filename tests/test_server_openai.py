@@ -254,6 +254,23 @@ def test_a_bad_url_with_a_key_is_refused_without_showing_it():
     assert redacted(f"https://{KEY}@host/v1") == "https://***@host/v1"
 
 
+@pytest.mark.parametrize("key, problem", [
+    ("sk-0f3a9c\nsecond-line-7e21", "a line break"),  # a key file pasted with its newline
+    ("sk-0f3a9c-clé-7e21", "a non-ASCII character"),  # httpx failed with UnicodeEncodeError
+])
+def test_a_key_no_header_can_carry_is_refused_in_one_line_without_showing_it(key, problem, capfd):
+    fake = FakeOpenAI()
+    with fake_server(fake) as url:
+        result = generate(url, "--api-key", key)
+    captured = capfd.readouterr()
+    shown = result.output + captured.out + captured.err
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), shown
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and f"error: the API key has {problem}" in errors[0]
+    assert not fake.seen_paths  # refused before any request
+    assert "Traceback" not in shown and "0f3a9c" not in shown and "7e21" not in shown
+
+
 def test_requests_go_through_the_proxy_the_environment_names(monkeypatch):
     fake = FakeOpenAI()
     with fake_server(fake) as proxy:

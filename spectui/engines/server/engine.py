@@ -73,6 +73,10 @@ class ServerEngine(Engine):
             self.address = ServerAddress.parse(url)
         except ValueError as error:
             raise UsageError(f"--server: {error}") from None
+        problem = transport.api_key_problem(api_key) if api_key else None
+        if problem:  # refused before any request: the key is named by where it came from, never shown
+            raise UsageError(f"the API key has {problem}: a key is one line of ASCII "
+                             "(check --api-key, --api-key-file, SPECTUI_API_KEY or OPENAI_API_KEY)")
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout

@@ -106,6 +106,19 @@ def url_character_problem(text: str) -> str | None:
     return None
 
 
+def api_key_problem(key: str) -> str | None:
+    """What in `key` no HTTP header can carry (a line break, a non-ASCII character), in words
+    that never hold the key itself: it would fail deep in httpx, or print the key."""
+    for position, character in enumerate(key, 1):
+        if character in "\r\n":
+            return f"a line break (character {position})"
+        if ord(character) < 0x20 or ord(character) == 0x7F:
+            return f"a control character (U+{ord(character):04X}, character {position})"
+        if ord(character) > 0x7E:
+            return f"a non-ASCII character (character {position})"
+    return None
+
+
 def redacted(url: str) -> str:
     """`url` with any password (or lone user, which may be a key) and the values of its query
     string (`?api_key=…`) replaced by ***."""
