@@ -105,18 +105,14 @@ class Turns:
         screen.refresh_bar()
 
     def stop_editing(self) -> bool:
-        """Esc while editing: the box empties and the turn stays. False when nothing was edited."""
+        """Esc while editing: the box empties and the turn stays. False when nothing was edited.
+        Only Esc ends an edit: a box emptied to retype it is still the edit."""
         if self.editing is None:
             return False
         self.editing = None
         self.screen.prompt.value = ""
         self.screen.refresh_bar()
         return True
-
-    def box_changed(self) -> None:
-        if self.editing is not None and not self.screen.prompt.text.strip():
-            self.editing = None  # the box was emptied: the turn stays
-            self.screen.refresh_bar()
 
     def start_over(self) -> None:
         """A new chat: what streams is left to finish in the background, for its history row."""

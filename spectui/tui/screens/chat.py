@@ -153,9 +153,6 @@ class ChatScreen(Screen):
     def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
         self.turns.submit(event.text)
 
-    def on_text_area_changed(self) -> None:
-        self.turns.box_changed()
-
     def send_waiting(self) -> None:
         waiting = self.prompt.take_waiting()
         if waiting is not None:
