@@ -119,6 +119,7 @@ class Turns:
         screen = self.screen
         screen.give_back_waiting()
         self.editing = None
+        screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
         screen.prompt.recall.reset()
         screen.replies.detach()
         screen.scroll.remove_children()
