@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from spectui.core.engine import with_threads
 from spectui.core.events import Done, GenerationParams, LiveControl, Step
 from spectui.engines.embedded.engine import EmbeddedEngine
 
@@ -109,6 +110,7 @@ class LlamaCppEngine(EmbeddedEngine):
 
     def use_threads(self, threads: int) -> None:
         self.target.model.set_threads(threads)
+        self.info = with_threads(self.info, threads)
         draft = self._proposers.get("draft")
         if draft is not None:
             draft.draft.model.set_threads(threads)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo
+from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo, Kernels
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -104,6 +104,7 @@ class ServerEngine(Engine):
             method=method_name(config, self.server_k),
             dtype=dtype_name(vllm_config),
             device=self.address.host,
+            kernels=Kernels("server"),  # the server's own threads and library: not said over HTTP
             # The request names a temperature; k is the server's own, fixed when it started
             capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
                                       reply_controls=frozenset({TEMPERATURE})),
