@@ -190,6 +190,17 @@ def refusal(url: str, path: str, status: int, body: bytes) -> ServerRefused:
     return ServerRefused(f"the server at {url} answered HTTP {status} to {path}: {detail}", status)
 
 
+def html_page(url: str, path: str, response: httpx.Response) -> ServerError | None:
+    """A 200 that is a web page (Content-Type text/html): a captive portal, a proxy's login
+    page, or a web UI at that address; read as a stream it only "ended early"."""
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in ("text/html", "application/xhtml+xml"):
+        return None
+    return ServerError(f"the server at {url} answered {path} with an HTML page (Content-Type {kind}), not an "
+                       "OpenAI-compatible API: is the network asking you to sign in (a captive portal), "
+                       "or is the URL a web page's?")
+
+
 def error_message(body: bytes | str) -> str:
     """The message of an OpenAI/vLLM error body, on one line; "" when there is none."""
     try:
@@ -239,6 +250,9 @@ def get(
         raise ServerError(f"the server at {address.url} failed to answer {path}: {describe(error)}") from None
     if response.status_code != 200:
         raise refusal(address.url, path, response.status_code, body)
+    page = html_page(address.url, path, response)
+    if page is not None:
+        raise page
     return body
 
 
@@ -369,6 +383,11 @@ def open_stream(
             response.close()
             client.close()
         raise refusal(address.url, path, response.status_code, body)
+    page = html_page(address.url, path, response)
+    if page is not None:
+        response.close()
+        client.close()
+        raise page
     return Stream(client, response)
 
 
