@@ -373,7 +373,8 @@ async def test_an_edit_survives_an_emptied_box_and_replaces_the_turn(make_app):
         await editing_the_last_turn(pilot)
         chat = app.chat_screen
         await pilot.press("ctrl+u")
-        assert chat.prompt.text == "" and "editing your last message" in chat.param_bar.plain
+        # Set apart from the status word: it read "● ready editing your last message".
+        assert chat.prompt.text == "" and "● ready · editing your last message" in chat.param_bar.plain
         await pilot.press(*"fixed")
         await pilot.press("enter")
         await reply_done(pilot)

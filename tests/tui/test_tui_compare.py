@@ -12,6 +12,13 @@ from tui_helpers import notices, ready, reply_done, send, wait_for
 SIZE = (120, 40)
 
 
+def screen_lines(app) -> list[str]:
+    """The text of each line of the screen as a full redraw writes it."""
+    update = app.screen._compositor.render_update(full=True)
+    return ["".join(segment.text for strip in line for segment in strip if segment.control is None)
+            for line in update.strips]
+
+
 async def open_compare(pilot, prompt: str = "compare me") -> CompareScreen:
     await ready(pilot)
     await send(pilot, prompt)
@@ -143,6 +150,9 @@ async def test_f4_during_a_reply_opens_the_compare_view_once_the_reply_ends(make
         await wait_for(pilot, lambda: not screen.busy)
         assert screen.messages == [{"role": "user", "content": "compare me after"}]
         assert len(screen.comparison.finished_of("speculative")) == 1
+        # Its footer names what F4 does here: it said "f4 compare".
+        footer = screen_lines(app)[-1]
+        assert "f4 close" in footer and "compare" not in footer, footer
 
 
 async def test_quit_during_a_run_stops_it_before_the_engine_closes(make_app):
