@@ -50,6 +50,8 @@ class FakeOpenAI:
     last_extra: dict | None = None  # merged into the last chunk (timings, metrics, usage…)
     events: list[str] | None = None  # these `data:` payloads after the first chunk, not the reply
     models_body: str | None = None  # the /v1/models body as sent, in place of the listing
+    html_page: str | None = None  # a captive portal: this page, 200 text/html, to the paths in html_paths
+    html_paths: tuple[str, ...] = ("/v1/models", "/v1/chat/completions")
     withhold_headers: bool = False  # read the chat request, then answer nothing until stopped
     chat_requests: threading.Event = field(default_factory=threading.Event)  # set at each chat POST
     seen_auth: list = field(default_factory=list)
@@ -74,6 +76,9 @@ class Handler(BaseHTTPRequestHandler):
         self.fake.seen_auth.append(self.headers.get("Authorization"))
         if self.fake.require_auth is not None and self.headers.get("Authorization") != self.fake.require_auth:
             self._json(401, {"error": {"message": "missing or wrong key"}})
+            return False
+        if self.fake.html_page is not None and self._path() in self.fake.html_paths:
+            self._body(200, self.fake.html_page.encode(), "text/html; charset=utf-8")
             return False
         return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from spectui.core.events import Done, Source, Step
@@ -98,3 +99,47 @@ def test_every_step_of_the_scripted_engine_carries_its_words():
     assert all(step.pieces == tuple(engine.vocab[i] for i in step.token_ids) for step in steps)
     assert any(step.rejected_text for step in steps)
     assert all(step.rejected_text == engine.decode(step.rejected) for step in steps)
+
+
+# --- which kernels ran: the record names them (the bar said "ggml Q4_K_M · 2 threads", the record only the dtype)
+
+
+def test_generate_json_names_the_torch_kernels_threads_and_version(monkeypatch, tiny_target, tiny_tokenizer):
+    import torch
+
+    model = generate_json(monkeypatch, tiny_target, tiny_tokenizer)["model"]
+    assert model["dtype"] == "float32"
+    assert (model["backend"], model["threads"], model["library"], model["library_version"]) == (
+        "torch", torch.get_num_threads(), "torch", torch.__version__)
+
+
+def test_generate_takes_the_scripted_engine_and_its_record_says_so():
+    # `chat --engine scripted` ran; `generate --engine scripted` was refused as no engine.
+    from importlib.metadata import version
+
+    from spectui.cli.app import app
+
+    shown = CliRunner().invoke(app, ["generate", "hi", "--engine", "scripted", "--max-tokens", "6"])
+    assert shown.exit_code == 0, shown.output
+    assert "You asked" in shown.stdout and "k=4" in " ".join(shown.stderr.split())  # no auto k nobody asked for
+    result = CliRunner().invoke(app, ["generate", "hi", "--engine", "scripted", "--max-tokens", "6", "--json"])
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.stdout)["model"]
+    assert model["engine"] == "scripted" and model["k"] == 4
+    assert (model["backend"], model["threads"], model["library"], model["library_version"]) == (
+        "scripted", None, "spectui", version("spectui"))
+
+
+@pytest.mark.real_weights
+@pytest.mark.slow
+def test_generate_json_on_ggml_names_its_threads_and_the_library_version():
+    import llama_cpp_py_sync
+    from spectui.cli.app import app
+
+    result = CliRunner().invoke(app, ["generate", "Hi", "--json", "--model", "smollm2-135m", "--backend", "ggml",
+                                      "--method", "ngram", "--max-tokens", "4", "--engine", "embedded"])
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.stdout)["model"]
+    assert model["backend"] == "ggml" and model["library"] == "llama-cpp-py-sync"
+    assert model["library_version"] == llama_cpp_py_sync.__version__
+    assert isinstance(model["threads"], int) and model["threads"] >= 1 and model["dtype"]

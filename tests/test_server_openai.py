@@ -254,6 +254,40 @@ def test_a_bad_url_with_a_key_is_refused_without_showing_it():
     assert redacted(f"https://{KEY}@host/v1") == "https://***@host/v1"
 
 
+@pytest.mark.parametrize("key, problem", [
+    ("sk-0f3a9c\nsecond-line-7e21", "a line break"),  # a key file pasted with its newline
+    ("sk-0f3a9c-clé-7e21", "a non-ASCII character"),  # httpx failed with UnicodeEncodeError
+])
+def test_a_key_no_header_can_carry_is_refused_in_one_line_without_showing_it(key, problem, capfd):
+    fake = FakeOpenAI()
+    with fake_server(fake) as url:
+        result = generate(url, "--api-key", key)
+    captured = capfd.readouterr()
+    shown = result.output + captured.out + captured.err
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), shown
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and f"error: the API key has {problem}" in errors[0]
+    assert not fake.seen_paths  # refused before any request
+    assert "Traceback" not in shown and "0f3a9c" not in shown and "7e21" not in shown
+
+
+PORTAL = "<!DOCTYPE html><html><body><h1>Sign in to Hotel WiFi</h1></body></html>"
+
+
+@pytest.mark.parametrize("paths", [("/v1/chat/completions",), ("/v1/models", "/v1/chat/completions")],
+                         ids=["portal-after-sign-in-expired", "portal-from-the-start"])
+def test_an_html_page_answered_with_200_is_named_as_a_web_page(paths):
+    # A captive portal answers 200 text/html: the reply read "the stream ended early".
+    fake = FakeOpenAI(html_page=PORTAL, html_paths=paths)
+    with fake_server(fake) as url:
+        result = generate(url)
+    said = " ".join(result.stderr.split())  # rich wraps the line at 80 columns
+    assert result.exit_code != 0 and said.count("spectui: error:") == 1, result.output
+    error = said.partition("spectui: error:")[2]
+    assert f"answered {paths[0]} with an HTML page (Content-Type text/html)" in error and "captive portal" in error
+    assert "ended early" not in said and "Hotel" not in said and "Traceback" not in result.output
+
+
 def test_requests_go_through_the_proxy_the_environment_names(monkeypatch):
     fake = FakeOpenAI()
     with fake_server(fake) as proxy:

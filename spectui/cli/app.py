@@ -74,9 +74,10 @@ def generate(
 
     try:
         text, _ = read_prompt(prompt)
-        options = settings.engine_options()
-        code = run_generate(options, text, models=settings.models(options), system=settings["system"],
-                            as_json=as_json, plain=plain, raw=raw)
+        scripted = settings["engine"] == "scripted"  # the chat's demo engine: it drafts, and runs no models
+        options = settings.engine_options(method="draft") if scripted else settings.engine_options()
+        code = run_generate(options, text, models=None if scripted else settings.models(options),
+                            system=settings["system"], as_json=as_json, plain=plain, raw=raw, scripted=scripted)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

@@ -59,15 +59,21 @@ def engine_failure(error: Exception) -> SpectuiError:
 
 def run_generate(
     options: EngineOptions, prompt: str, models: ModelPair | None, system: str | None, as_json: bool,
-    plain: bool = False, raw: bool = False,
+    plain: bool = False, raw: bool = False, scripted: bool = False,
 ) -> int:
-    """One reply from the engine `options` choose, running `models` (resolved where the options were read)."""
+    """One reply from the engine `options` choose, running `models` (resolved where the options
+    were read); scripted: the chat's demo engine (`--engine scripted`), which runs no models."""
     from spectui.engines.factory import build_engine
 
     err = Console(stderr=True)
     out = Console(highlight=False)
-    with rich_progress() as progress:
-        engine = build_engine(options, models, progress=progress)
+    if scripted:
+        from spectui.engines.scripted import ScriptedEngine
+
+        engine = ScriptedEngine()
+    else:
+        with rich_progress() as progress:
+            engine = build_engine(options, models, progress=progress)
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     k = engine_k(engine, options.k)

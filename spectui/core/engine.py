@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
@@ -56,6 +56,28 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class Kernels:
+    """What computed the forwards, as a record names it so its numbers can be re-derived:
+    the backend ("ggml", "torch", "vllm", "server", "scripted"), the CPU threads it ran (None
+    where they are not this process's to say), and the library and its version."""
+
+    backend: str
+    threads: int | None = None
+    library: str | None = None
+    version: str | None = None
+
+
+def package_version(distribution: str) -> str | None:
+    """An installed distribution's version (None when it is not installed)."""
+    import importlib.metadata  # here: it costs start-up time that `spectui --help` need not pay
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     name: str  # "embedded", "vllm", "server", "scripted"
     target: str
@@ -67,6 +89,14 @@ class EngineInfo:
     # What computes the forwards and why, in a line ("ggml Q4_K_M · 2 threads",
     # "torch int8: libllama could not load: ..."); "" where the engine name says it all.
     backend: str = ""
+    kernels: Kernels | None = None  # the same, for the record (None: an engine that does not say)
+
+
+def with_threads(info: EngineInfo, threads: int) -> EngineInfo:
+    """`info` once the engine runs on `threads` CPU threads (its record says the threads that ran)."""
+    if info.kernels is None or info.kernels.threads == threads:
+        return info
+    return replace(info, kernels=replace(info.kernels, threads=threads))
 
 
 Progress = Callable[[str, int, int], None]  # progress(stage, done, total)

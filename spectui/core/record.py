@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import EngineInfo, Kernels
 from spectui.core.events import AutoChoice, Done, Source, Step
 from spectui.core.stats import per_position_acceptance
 
@@ -98,6 +98,15 @@ def reply_record(steps: Sequence[Step], done: Done | None, stats: dict,
     }
 
 
+def kernels_record(kernels: Kernels | None) -> dict:
+    """Which kernels ran: the bar says "ggml Q4_K_M · 2 threads", the record the same, and the
+    library's version (a number from another build of it is another number)."""
+    if kernels is None:
+        return {"backend": None, "threads": None, "library": None, "library_version": None}
+    return {"backend": kernels.backend, "threads": kernels.threads, "library": kernels.library,
+            "library_version": kernels.version}
+
+
 def model_record(info: EngineInfo, k: int | None) -> dict:
     return {
         "engine": info.name,
@@ -106,6 +115,7 @@ def model_record(info: EngineInfo, k: int | None) -> dict:
         "method": info.method,
         "k": k,
         "dtype": info.dtype,
+        **kernels_record(info.kernels),
         "device": info.device,
         "exact_provenance": info.capabilities.exact_provenance,
         "greedy_identical": info.capabilities.greedy_identical,

@@ -18,7 +18,7 @@ from dataclasses import replace
 from collections.abc import Iterator, Sequence
 
 from spectui.engines.adaptive import AdaptiveK
-from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo
+from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, Kernels, package_version
 from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
 
 SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
@@ -72,6 +72,7 @@ class ScriptedEngine(Engine):
             dtype="n/a",
             device="cpu",
             capabilities=Capabilities(live_controls=ALL_CONTROLS if live_k else frozenset()),
+            kernels=Kernels("scripted", None, "spectui", package_version("spectui")),  # no kernels: a script
         )
         self.encode(script)
 

@@ -143,7 +143,10 @@ SETTINGS: tuple[Setting, ...] = (
             ("--engine",), RUNS, choices=ENGINES,
             variants={CONFIG: {"choices": CHAT_ENGINES,
                                "help": "auto (vLLM when installed with a GPU, else embedded), embedded, vllm, "
-                                       "server, or scripted (a demo, no weights)."}}),
+                                       "server, or scripted (a demo, no weights)."},
+                      "generate": {"choices": CHAT_ENGINES,  # the chat's demo engine, headless too
+                                   "help": "auto (vLLM when installed with a GPU, else embedded), embedded, vllm, "
+                                           "server, or scripted (a demo, no weights)."}}),
     Setting("backend", str, "auto",
             "The embedded engine's kernels: auto (ggml on a CPU when libllama loads and the models have GGUFs, "
             "else torch), ggml or torch.",

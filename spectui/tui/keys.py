@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual.binding import Binding
 
 from spectui.settings.config import DEFAULT_KEYS, KEY_DESCRIPTIONS
@@ -70,8 +72,13 @@ def prompt_bindings() -> list[Binding]:
     return bindings(PROMPT)
 
 
+# The compare view's footer labels where they differ from the chat's: its key closes the view.
+COMPARE_LABELS = {"compare": "close"}
+
+
 def compare_bindings() -> list[Binding]:
-    return bindings(COMPARE)
+    return [replace(binding, description=COMPARE_LABELS.get(binding.id or "", binding.description))
+            for binding in bindings(COMPARE)]
 
 
 def app_bindings() -> list[Binding]:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from rich.cells import cell_len
 
 from spectui.tui.fences import CODE, OPEN, PROSE, THINK, FenceState, may_become_fence, opening_fence
+from spectui.tui.think_lines import ThinkLines
 
 _PIECES = re.compile(r"\n|\t|[^ \t\n]+| ")
 CODE_PAD = 1  # columns of the code block's background left and right of its text
@@ -66,6 +67,7 @@ class StyledWrapper:
         self.hidden = frozenset(hidden)
         self.lines: list[WrappedLine] = [WrappedLine()]
         self.fences = FenceState()
+        self.tags = ThinkLines()  # inline <think> tags put on lines of their own
         self.rewrapped_from: int | None = None
         self._start_line(PROSE)
 
@@ -76,6 +78,19 @@ class StyledWrapper:
     def append(self, text: str, kind: str) -> None:
         if kind in self.hidden:
             return
+        # Line by line where a tag may be: a line's code fence decides for the lines after it.
+        for line in text.splitlines(keepends=True) if "<" in text and "\n" in text else (text,):
+            for shown, shown_kind in self.tags.feed(line, kind, in_code=self.fences.fence is not None):
+                self._append(shown, shown_kind)
+
+    def flush(self) -> bool:
+        """Draw what was held as the start of a tag: the text ended (True if there was any)."""
+        held = self.tags.flush()
+        for text, kind in held:
+            self._append(text, kind)
+        return bool(held)
+
+    def _append(self, text: str, kind: str) -> None:
         if "\r" in text:
             text = text.replace("\r", "")
         for piece in _PIECES.findall(text):

@@ -364,16 +364,23 @@ async def editing_the_last_turn(pilot):
     await pilot.press("f12")
 
 
-async def test_an_edit_is_dropped_when_the_box_is_emptied(make_app):
-    app = make_app(factory_for(PlanEngine([None])))
+async def test_an_edit_survives_an_emptied_box_and_replaces_the_turn(make_app):
+    # F12, Ctrl+U, type, Enter: emptying the box ended the edit, so the message became a new
+    # turn and the old one stayed (on screen, in the model's context). Only Esc ends an edit.
+    engine = PlanEngine([None])
+    app = make_app(factory_for(engine))
     async with app.run_test(size=SIZE) as pilot:
         await editing_the_last_turn(pilot)
         chat = app.chat_screen
-        chat.prompt.value = ""
-        await pilot.pause()
-        await send(pilot, "another")
+        await pilot.press("ctrl+u")
+        # Set apart from the status word: it read "● ready editing your last message".
+        assert chat.prompt.text == "" and "● ready · editing your last message" in chat.param_bar.plain
+        await pilot.press(*"fixed")
+        await pilot.press("enter")
         await reply_done(pilot)
-        assert [m.text for m in chat.query(UserMessage)] == ["keep me", "another"]
+        assert [m.text for m in chat.query(UserMessage)] == ["fixed"] and len(chat.query(ReplyView)) == 1
+        assert engine.messages_seen[-1] == [{"role": "user", "content": "fixed"}]
+        assert [m["content"] for m in chat.transcript.messages if m["role"] == "user"] == ["fixed"]
 
 
 async def test_esc_drops_an_edit_and_the_box_empties(make_app):

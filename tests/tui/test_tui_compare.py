@@ -14,6 +14,13 @@ from tui_helpers import notices, ready, reply_done, send, wait_for
 SIZE = (120, 40)
 
 
+def screen_lines(app) -> list[str]:
+    """The text of each line of the screen as a full redraw writes it."""
+    update = app.screen._compositor.render_update(full=True)
+    return ["".join(segment.text for strip in line for segment in strip if segment.control is None)
+            for line in update.strips]
+
+
 async def open_compare(pilot, prompt: str = "compare me") -> CompareScreen:
     await ready(pilot)
     await send(pilot, prompt)
@@ -137,6 +144,32 @@ async def test_compare_prompt_opens_the_view_as_soon_as_the_engine_is_ready(make
         await wait_for(pilot, lambda: not screen.busy)
         assert screen.messages[-1] == {"role": "user", "content": "straight to compare"}
         assert len(screen.comparison.finished_of("speculative")) == 1
+
+
+async def test_f4_during_a_reply_opens_the_compare_view_once_the_reply_ends(make_app):
+    # It said "the compare view opens once it ends", and nothing opened.
+    engine = PlanEngine([None, 2, 1, None], gated=True)
+
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "compare me after")
+        await wait_for(pilot, lambda: len(engine.steps) == 1)
+        await pilot.press("f4")
+        await pilot.pause()
+        assert any("opens once it ends" in text for text in notices(app))
+        assert not isinstance(app.screen, CompareScreen)  # never beside a reply
+        engine.gated = False  # the compare view's runs stream straight through
+        engine.release(3)
+        await reply_done(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: not screen.busy)
+        assert screen.messages == [{"role": "user", "content": "compare me after"}]
+        assert len(screen.comparison.finished_of("speculative")) == 1
+        # Its footer names what F4 does here: it said "f4 compare".
+        footer = screen_lines(app)[-1]
+        assert "f4 close" in footer and "compare" not in footer, footer
 
 
 async def test_quit_during_a_run_stops_it_before_the_engine_closes(make_app):

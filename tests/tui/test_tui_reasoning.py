@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 
+import pytest
 from textual.widgets import Collapsible, Markdown
 
 from fake_engines import TextEngine, factory_for
@@ -17,6 +18,7 @@ from spectui.settings.config import ChatConfig
 from spectui.tui.fences import PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.widgets.token_view import REASONING_LABEL
+from spectui.tui.wrap import StyledWrapper
 from tui_helpers import notices, ready, reply_done, send, wait_for
 
 SIZE = (110, 36)
@@ -112,3 +114,40 @@ async def test_thinking_folded_while_it_streams_stays_folded(make_app):
         assert [block for block, _ in view.token_view.rendered_blocks()] == [THINK_OPEN, PROSE, PROSE]
         assert view.token_view.render_line(2).text.startswith("Four.")
         assert view.token_view.text.startswith("<think>\nTwo plus two.")  # the reply keeps it whole
+
+
+# A model that writes its tags inline, one of them split over two tokens: the view showed
+# "<think>Two plus two.</think>Four." as raw text.
+INLINE_THINKING = [
+    [("<th", T), ("ink>", T), ("Two", D), (" plus", D), (" two", B)],
+    [(".</think>", T)],
+    [("Four", D), (".", B)],
+]
+
+
+async def test_inline_thinking_tags_are_drawn_as_the_reasoning_block(make_app):
+    engine = TextEngine(INLINE_THINKING)
+    app = make_app(factory_for(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "2 + 2?")
+        await reply_done(pilot)
+        view = app.chat_screen.query_one(ReplyView)
+        blocks = [(block, "".join(text for text, _ in runs)) for block, runs in view.token_view.rendered_blocks()]
+        assert blocks == [(THINK_OPEN, REASONING_LABEL), (THINK, "Two plus two."), (THINK_CLOSE, ""), (PROSE, "Four.")]
+        assert view.token_view.text == "<think>Two plus two.</think>Four."  # the reply keeps what was written
+        assert "thinking γ" in str(view.note.render())
+
+
+@pytest.mark.parametrize("chunks, lines", [
+    ([("a <", "target")], [("prose", "a <")]),  # a reply that ends on what could start a tag
+    ([("x < y and </thin", "target"), ("g>", "target")], [("prose", "x < y and </thing>")]),
+    ([("```\nprint('<think>')\n```", "target")], [("open", "```"), ("code", "print('<think>')"), ("close", "```")]),
+    ([("ok <think>hm</think><think>", "target")],
+     [("prose", "ok "), ("think-open", "<think>"), ("think", "hm"), ("think-close", "</think>"), ("think-open", "<think>")]),
+])
+def test_only_whole_tags_outside_code_move_to_lines_of_their_own(chunks, lines):
+    wrapper = StyledWrapper(40)
+    wrapper.extend(chunks)
+    wrapper.flush()
+    assert [(line.block, line.text) for line in wrapper.lines[: wrapper.num_lines]] == lines

@@ -72,3 +72,30 @@ async def test_quitting_while_the_server_withholds_its_headers_is_prompt(make_ap
         fake.stop.set()
     assert app.host.engine is None  # closed: the reply's thread ended before the host's wait ran out
     assert seconds < 3, f"Ctrl+Q took {seconds:.1f} s"
+
+
+async def test_a_server_chat_is_recorded_with_the_k_the_server_runs(make_app, tmp_path):
+    # The chat's config says k 4; the server runs k 3 (its /metrics has three draft positions).
+    # History and its export said k 4.
+    from spectui.store import Store
+    from spectui.store.export import export_markdown
+
+    metrics = "vllm:spec_decode_num_drafts_total 0.0\n" + "".join(
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} 0.0\n' for p in range(3))
+    fake = FakeOpenAI(reply="one two three", metrics=metrics)
+    with fake_server(fake) as url:
+        config = ChatConfig(engine="server", server=url, k=4)
+        app = make_app(lambda progress: ServerEngine(url), config)
+        async with app.run_test(size=(110, 36)) as pilot:
+            await ready(pilot)
+            assert app.host.reported_k == 3, app.host.error
+            await send(pilot, "count")
+            await reply_done(pilot)
+            conversation_id = app.chat_screen.transcript.conversation_id
+    store = Store(tmp_path / "history.sqlite3")
+    conversation = store.load_conversation(conversation_id)
+    store.close()
+    reply = conversation.messages[-1]
+    assert conversation.settings["k"] == 3 and reply.settings["k"] == 3 and "auto_k" not in reply.settings
+    markdown = export_markdown(conversation)
+    assert "k 3" in markdown and "k 4" not in markdown

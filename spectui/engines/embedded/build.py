@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spectui.settings.options import EngineOptions
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import EngineInfo, Kernels
 from spectui.core.errors import UsageError
 from spectui.models.registry import ModelPair, ResolvedModel
 
@@ -69,8 +69,15 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
         dtype=target_dtype,
         device=device,
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
+        kernels=torch_kernels(),
     )
     return EmbeddedEngine(target_model, tokenizer, proposer, info)
+
+
+def torch_kernels() -> Kernels:
+    import torch
+
+    return Kernels("torch", torch.get_num_threads(), "torch", torch.__version__)
 
 
 def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):

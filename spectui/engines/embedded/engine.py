@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
-from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo
+from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, with_threads
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedModel
@@ -112,6 +112,7 @@ class EmbeddedEngine(Engine):
 
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
+        self.info = with_threads(self.info, threads)
 
     def settle(self, stop=lambda: False, progress=None) -> bool:
         """Join the int8 weights' load-time slices (spectui.models.quantize.settle_int8), the

@@ -13,10 +13,10 @@ exactly what plain decoding leaves.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dataclasses import replace
-
+from spectui.core.engine import with_threads
 from spectui.core.events import Done, GenerationParams, LiveControl, Step
 from spectui.engines.embedded.engine import CAPABILITIES, EmbeddedEngine
 
@@ -114,6 +114,7 @@ class LlamaCppEngine(EmbeddedEngine):
 
     def use_threads(self, threads: int) -> None:
         self.target.model.set_threads(threads)
+        self.info = with_threads(self.info, threads)
         draft = self._proposers.get("draft")
         if draft is not None:
             draft.draft.model.set_threads(threads)

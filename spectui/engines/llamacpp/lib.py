@@ -273,7 +273,7 @@ def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
     from spectui.models.registry import cache_dir
 
     stat = model.path.stat()
-    key = hashlib.sha256(f"{model.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_library_version()}:"
+    key = hashlib.sha256(f"{model.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{library_version()}:"
                          f"{_cpu_signature()}:{model.batch_invariant}".encode()).hexdigest()[:24]
     path = cache_dir() / "llamacpp" / "verify-shape.json"
     try:
@@ -297,7 +297,7 @@ def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
     return shape
 
 
-def _library_version() -> str:
+def library_version() -> str:
     from llama_cpp_py_sync import __version__
 
     return __version__

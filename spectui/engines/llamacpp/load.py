@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import EngineInfo, Kernels
 
 
 def _import_the_engine() -> None:
@@ -20,7 +20,7 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
     side by side, while torch (the loop's sampling) imports: libllama's calls release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spectui.engines.llamacpp.lib import LlamaModel, library
+    from spectui.engines.llamacpp.lib import LlamaModel, library, library_version
 
     if method == "draft" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
@@ -53,5 +53,6 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
         proposer = NgramProposer(*lookup) if lookup else NgramProposer()
     info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
                       dtype=target.weight_type, device="cpu",
-                      backend=f"ggml {target.weight_type} · {target.threads} threads")
+                      backend=f"ggml {target.weight_type} · {target.threads} threads",
+                      kernels=Kernels("ggml", target.threads, "llama-cpp-py-sync", library_version()))
     return LlamaCppEngine(target, tokenizer, proposer, info)

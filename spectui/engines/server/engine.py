@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo
+from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo, Kernels
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -73,6 +73,10 @@ class ServerEngine(Engine):
             self.address = ServerAddress.parse(url)
         except ValueError as error:
             raise UsageError(f"--server: {error}") from None
+        problem = transport.api_key_problem(api_key) if api_key else None
+        if problem:  # refused before any request: the key is named by where it came from, never shown
+            raise UsageError(f"the API key has {problem}: a key is one line of ASCII "
+                             "(check --api-key, --api-key-file, SPECTUI_API_KEY or OPENAI_API_KEY)")
         self.api_key = api_key
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -100,6 +104,7 @@ class ServerEngine(Engine):
             method=method_name(config, self.server_k),
             dtype=dtype_name(vllm_config),
             device=self.address.host,
+            kernels=Kernels("server"),  # the server's own threads and library: not said over HTTP
             # The request names a temperature; k is the server's own, fixed when it started
             capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
                                       reply_controls=frozenset({TEMPERATURE})),

@@ -106,6 +106,19 @@ def url_character_problem(text: str) -> str | None:
     return None
 
 
+def api_key_problem(key: str) -> str | None:
+    """What in `key` no HTTP header can carry (a line break, a non-ASCII character), in words
+    that never hold the key itself: it would fail deep in httpx, or print the key."""
+    for position, character in enumerate(key, 1):
+        if character in "\r\n":
+            return f"a line break (character {position})"
+        if ord(character) < 0x20 or ord(character) == 0x7F:
+            return f"a control character (U+{ord(character):04X}, character {position})"
+        if ord(character) > 0x7E:
+            return f"a non-ASCII character (character {position})"
+    return None
+
+
 def redacted(url: str) -> str:
     """`url` with any password (or lone user, which may be a key) and the values of its query
     string (`?api_key=…`) replaced by ***."""
@@ -177,6 +190,17 @@ def refusal(url: str, path: str, status: int, body: bytes) -> ServerRefused:
     return ServerRefused(f"the server at {url} answered HTTP {status} to {path}: {detail}", status)
 
 
+def html_page(url: str, path: str, response: httpx.Response) -> ServerError | None:
+    """A 200 that is a web page (Content-Type text/html): a captive portal, a proxy's login
+    page, or a web UI at that address; read as a stream it only "ended early"."""
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in ("text/html", "application/xhtml+xml"):
+        return None
+    return ServerError(f"the server at {url} answered {path} with an HTML page (Content-Type {kind}), not an "
+                       "OpenAI-compatible API: is the network asking you to sign in (a captive portal), "
+                       "or is the URL a web page's?")
+
+
 def error_message(body: bytes | str) -> str:
     """The message of an OpenAI/vLLM error body, on one line; "" when there is none."""
     try:
@@ -226,6 +250,9 @@ def get(
         raise ServerError(f"the server at {address.url} failed to answer {path}: {describe(error)}") from None
     if response.status_code != 200:
         raise refusal(address.url, path, response.status_code, body)
+    page = html_page(address.url, path, response)
+    if page is not None:
+        raise page
     return body
 
 
@@ -356,6 +383,11 @@ def open_stream(
             response.close()
             client.close()
         raise refusal(address.url, path, response.status_code, body)
+    page = html_page(address.url, path, response)
+    if page is not None:
+        response.close()
+        client.close()
+        raise page
     return Stream(client, response)
 
 

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from spectui.core.engine import EngineInfo
+from spectui.core.engine import EngineInfo, Kernels, package_version
 from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
 from spectui.core.errors import UsageError
 from spectui.models.registry import ModelPair, ResolvedModel
@@ -250,6 +250,7 @@ def build_vllm_engine(options: EngineOptions, models: ModelPair, progress=None):
         method=method if k else "none",
         dtype=kwargs["dtype"],
         device="cpu" if on_cpu else "cuda",
+        kernels=Kernels("vllm", None, "vllm", package_version("vllm")),
     )
     report("starting vLLM", 0, 1)
     log_start = log_size(log)

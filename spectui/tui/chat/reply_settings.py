@@ -16,10 +16,19 @@ def message_text(typed: str) -> str:
     return _LEADING_BLANK_LINES.sub("", typed.rstrip())
 
 
-def reply_settings(values: LiveValues, seed: int | None, info) -> dict:
-    """What a reply is made with: its history row's settings, and regenerate's."""
-    settings = {"k": values.k, "temperature": values.temperature, "seed": seed}
-    if values.auto:
+def engine_k(host) -> int | str | None:
+    """The k an engine that sets its own runs (a server's; "?" while it has not said it), which
+    history records in place of the chat's; None where the chat's k is what runs."""
+    if not host.k_from_engine:
+        return None
+    return host.reported_k if host.reported_k is not None else "?"
+
+
+def reply_settings(values: LiveValues, seed: int | None, info, own_k: int | str | None = None) -> dict:
+    """What a reply is made with: its history row's settings, and regenerate's. own_k: the
+    engine's own k (engine_k), recorded instead of the chat's, which it does not run."""
+    settings = {"k": values.k if own_k is None else own_k, "temperature": values.temperature, "seed": seed}
+    if values.auto and own_k is None:
         settings["auto_k"] = True
     if info is not None:
         settings["method"] = info.method

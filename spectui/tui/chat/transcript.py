@@ -18,14 +18,15 @@ from spectui.store import Conversation, StoredMessage
 ROLES = ("system", "user", "assistant")
 
 
-def settings_record(info, config, live) -> dict:
-    """What a conversation was started with, saved beside it in history."""
+def settings_record(info, config, live, own_k: int | str | None = None) -> dict:
+    """What a conversation was started with, saved beside it in history (own_k: the k an
+    engine that sets its own runs, a server's, in place of the chat's)."""
     return {
         "engine": info.name if info else config.engine,
         "target": info.target if info else config.model,
         "draft": info.draft if info else config.draft,
         "method": info.method if info else config.method,
-        "k": "auto" if live.auto else live.k,
+        "k": own_k if own_k is not None else "auto" if live.auto else live.k,
         "temperature": live.temperature,
         "max_tokens": config.max_tokens,
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from spectui.core.events import GenerationParams, LiveValues
-from spectui.tui.chat.reply_settings import describe_values, made_with, message_text, reply_settings
+from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
 from spectui.tui.chat.transcript import settings_record
 from spectui.tui.replay import stored_conversation
 from spectui.tui.session import SessionTracker
@@ -58,12 +58,14 @@ class Turns:
         if shown is None:
             screen.scroll.mount(UserMessage(text))
         screen.prompt.recall.add(text)
-        screen.transcript.add_user(text, settings_record(screen.host.info, screen.config, screen.host.live))
+        host = screen.host
+        screen.transcript.add_user(text, settings_record(host.info, screen.config, host.live, engine_k(host)))
         self.start_reply(screen.host.live.values, screen.config.seed)
 
     def start_reply(self, values: LiveValues, seed: int | None) -> None:
         screen = self.screen
-        config, transcript, settings = screen.config, screen.transcript, reply_settings(values, seed, screen.host.info)
+        config, transcript = screen.config, screen.transcript
+        settings = reply_settings(values, seed, screen.host.info, engine_k(screen.host))
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=seed,
                                   truncate=transcript.truncating)
         message_id = transcript.open_reply(settings)
@@ -105,7 +107,8 @@ class Turns:
         screen.refresh_bar()
 
     def stop_editing(self) -> bool:
-        """Esc while editing: the box empties and the turn stays. False when nothing was edited."""
+        """Esc while editing: the box empties and the turn stays. False when nothing was edited.
+        Only Esc ends an edit: a box emptied to retype it is still the edit."""
         if self.editing is None:
             return False
         self.editing = None
@@ -113,16 +116,12 @@ class Turns:
         self.screen.refresh_bar()
         return True
 
-    def box_changed(self) -> None:
-        if self.editing is not None and not self.screen.prompt.text.strip():
-            self.editing = None  # the box was emptied: the turn stays
-            self.screen.refresh_bar()
-
     def start_over(self) -> None:
         """A new chat: what streams is left to finish in the background, for its history row."""
         screen = self.screen
         screen.give_back_waiting()
         self.editing = None
+        screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
         screen.prompt.recall.reset()
         screen.replies.detach()
         screen.scroll.remove_children()

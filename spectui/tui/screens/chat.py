@@ -55,6 +55,7 @@ class ChatScreen(Screen):
         self.show_ghosts, self.markdown = config.ghosts, False
         self.stats_hidden = False  # by its key; a narrow terminal hides the panel too
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
+        self.compare_after_reply: list | None = None  # F4 during a reply: the view opens once it ends
         self.session = SessionTracker()
         self.last_reply = None
         self.config_switching_to = None  # the model screen's choice, while its engine loads
@@ -153,9 +154,6 @@ class ChatScreen(Screen):
     def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
         self.turns.submit(event.text)
 
-    def on_text_area_changed(self) -> None:
-        self.turns.box_changed()
-
     def send_waiting(self) -> None:
         waiting = self.prompt.take_waiting()
         if waiting is not None:
@@ -191,6 +189,7 @@ class ChatScreen(Screen):
         self.refresh_bar()
         self.refresh_panels()
         self.call_after_refresh(collect_between_replies)
+        self.call_after_refresh(dialogs.open_compare_after_reply, self)
 
     def on_engine_restarting(self, message: EngineRestarting) -> None:
         if self.replies.restarting(message):

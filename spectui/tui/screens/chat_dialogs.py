@@ -56,8 +56,16 @@ def open_compare(chat, messages: list[Message]) -> None:
     if chat.host.engine is None:
         chat.notify("The engine is not ready yet.")
     elif chat.replies.current is not None:
+        chat.compare_after_reply = list(messages)  # opened by open_compare_after_reply
         chat.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
     else:
         config = chat.config
         params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
         chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))
+
+
+def open_compare_after_reply(chat) -> None:
+    """The reply that F4 waited for has ended: the compare view opens now (a new chat forgets it)."""
+    messages, chat.compare_after_reply = chat.compare_after_reply, None
+    if messages is not None:
+        open_compare(chat, messages)

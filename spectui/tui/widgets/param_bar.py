@@ -17,6 +17,10 @@ STATUS_STYLES = {
     "failed": "bold $error",
 }
 
+# After these the detail finishes the word ("loading weights 40%", "waiting for the engine");
+# after the others it is a note of its own, set apart ("ready · editing your last message…").
+CONTINUED_BY_DETAIL = frozenset({"loading", "restarting", "waiting"})
+
 
 @dataclass(frozen=True)
 class BarState:
@@ -56,7 +60,7 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
         parts += [("  ·  ", "$text-muted"), (" ".join(toggles), "$secondary")]
     parts += [("  ·  ", "$text-muted"), (f"● {state.status}", STATUS_STYLES.get(state.status, "bold"))]
     if state.detail:
-        parts += [" ", (state.detail, "$text-muted")]
+        parts += [" " if state.status in CONTINUED_BY_DETAIL else (" · ", "$text-muted"), (state.detail, "$text-muted")]
     return parts
 
 

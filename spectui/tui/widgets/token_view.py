@@ -84,6 +84,8 @@ class TokenView(Widget):
         for wrapper in self._wrappers.values():
             wrapper.rewrapped_from = None
             wrapper.extend(visible)
+            if not self._streaming:  # no more text comes to finish a tag begun at the end
+                wrapper.flush()
         if shown is None or before is None or self._reasoning_folded:
             if self._reasoning_folded:  # the drawn lines are not the wrapper's: draw them anew
                 self._forget_lines()
@@ -114,6 +116,8 @@ class TokenView(Widget):
         if value != self._streaming:
             self._streaming = value
             self._reserved_height = 0
+            if not value and any([wrapper.flush() for wrapper in self._wrappers.values()]):
+                self._forget_lines()  # the reply ended on what looked like the start of a tag
             self.refresh(layout=True)  # a finished reply gives back its spare lines
 
     def _height(self, num_lines: int) -> int:
@@ -153,6 +157,8 @@ class TokenView(Widget):
             hidden = () if self._show_ghosts else ("ghost",)
             wrapper = StyledWrapper(width, hidden)
             wrapper.extend(shown_chunks(self.chunks))
+            if not self._streaming:
+                wrapper.flush()
             if len(self._wrappers) >= 2:  # keep the newest two widths
                 self._wrappers.pop(next(iter(self._wrappers)))
             self._wrappers[width] = wrapper
