@@ -31,6 +31,7 @@ def plain_stand_in(options: EngineOptions, models: ModelPair) -> EngineOptions:
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.embedded.static_kv import static_kv_wanted, use_static_caches
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
 
     target = models.target
@@ -70,7 +71,10 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
         device=device,
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
     )
-    return EmbeddedEngine(target_model, tokenizer, proposer, info)
+    engine = EmbeddedEngine(target_model, tokenizer, proposer, info)
+    if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
+        use_static_caches(engine, options.k, options.auto_k)
+    return engine
 
 
 def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
