@@ -57,10 +57,11 @@ def test_a_context_past_the_model_is_refused(tiny_target):
 
 
 def stream_tokens(engine, prompt_ids, k):
-    steps = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=40), Control(k=k))
+    steps = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=24), Control(k=k))
     return [t for event in steps if isinstance(event, Step) for t in event.token_ids]
 
 
+@pytest.mark.slow  # two tiny replies per path and k (about 30 s on a busy 2-core box)
 @pytest.mark.parametrize("method", ["draft", "ngram"])
 def test_the_loop_emits_the_same_tokens_with_and_without_the_static_path(tiny_target, tiny_draft, tiny_tokenizer, method):
     prompt_ids = tiny_tokenizer("def add(a, b):")["input_ids"]
