@@ -20,7 +20,8 @@ import spectui.engines.embedded.lean as lean
 from spectui.engines.embedded.cuda_graphs import WidthGraphs
 from spectui.engines.embedded.kv import common_prefix_len
 
-DEFAULT_CAPACITY = 4096  # tokens of context before the cache doubles (and graphs are re-captured)
+DEFAULT_CAPACITY = 2048  # tokens of context before the cache doubles (and graphs are re-captured);
+# every step attends over all of it (masked), so it is kept near what a chat uses
 
 
 def supports(model) -> bool:
