@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 import typer.main
@@ -32,7 +32,7 @@ def command_of(app: typer.Typer):  # noqa: ANN201 - click's, or typer's own copy
     return command
 
 
-def _unlabel_flags(command: object) -> None:
+def _unlabel_flags(command: Any) -> None:
     # Attributes, not isinstance: typer 0.29 carries its own copy of click's classes.
     # --help is made apart from the params, and kept once made (click 8.2+): make it here.
     help_option = command.get_help_option(typer.Context(command))

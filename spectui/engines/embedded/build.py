@@ -37,7 +37,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
     target = models.target
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
-    draft_name = None
+    draft_name = proposer = None  # every method below sets the proposer
     options = plain_stand_in(options, models)
     if options.method == "draft":
         draft = models.draft_model()

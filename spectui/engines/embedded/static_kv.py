@@ -187,7 +187,9 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None) ->
         engine.target = warmed(StaticCachedModel(engine.target.model, graphs=graphs), widths)
         switched.append("target")
     if isinstance(proposer, DraftModelProposer) and supports(proposer.draft.model):
-        proposer.draft = warmed(StaticCachedModel(proposer.draft.model, graphs=graphs, graph_widths=2), (1, 2))
+        # The proposer asks its draft for logits and resets only: CachedLogits, which this is.
+        draft = warmed(StaticCachedModel(proposer.draft.model, graphs=graphs, graph_widths=2), (1, 2))
+        proposer.draft = draft  # pyright: ignore[reportAttributeAccessIssue]
         switched.append("draft")
     return switched
 
