@@ -92,9 +92,24 @@ def kv_bytes_per_token(model) -> int:
     # where the linear layers are int8 and the embedding itself is stored in GGUF blocks.
     import torch
 
+    embedding = model.get_input_embeddings()
+    # The index goes where the embedding is: a CPU index into a CUDA embedding stops the bench.
     with torch.no_grad():
-        embedded = model.get_input_embeddings()(torch.zeros(1, 1, dtype=torch.long))
+        embedded = embedding(torch.zeros(1, 1, dtype=torch.long, device=device_of(embedding, model)))
     return 2 * layers * heads * head_dim * embedded.element_size()
+
+
+def device_of(*modules):
+    """The device of the first tensor any of the modules holds (CPU where none holds one: GGUF
+    blocks kept outside torch)."""
+    import itertools
+
+    import torch
+
+    for module in modules:
+        for tensor in itertools.chain(module.parameters(), module.buffers()):
+            return tensor.device
+    return torch.device("cpu")
 
 
 def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=None) -> dict[str, dict]:

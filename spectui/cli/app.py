@@ -9,12 +9,11 @@ from typing import Optional
 
 import typer
 
-from spectui.cli.common import fail, flags_without_metavar, help_when_bare
+from spectui.cli.common import command_of, fail, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
 from spectui.cli.prompt import ComparePromptArgument, PromptArgument, read_prompt
 from spectui.core.errors import SpectuiError, UsageError
 
-flags_without_metavar()
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",
     no_args_is_help=False,
@@ -236,7 +235,7 @@ def main() -> None:
     try:
         # Not standalone: a usage error (a bad choice, a missing argument) comes here as an
         # exception, to be one line like every other refusal instead of typer's boxed block.
-        code = app(standalone_mode=False, prog_name="spectui")
+        code = command_of(app)(standalone_mode=False, prog_name="spectui")
     except (KeyboardInterrupt, typer.Abort):
         typer.echo("spectui: interrupted", err=True)
         sys.exit(130)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
+import typer.main
 
 from spectui.core.safe_text import safe_line
 
@@ -22,13 +23,21 @@ def help_when_bare(ctx: typer.Context) -> None:
         typer.echo(ctx.get_help())
 
 
-def flags_without_metavar() -> None:
-    """typer labels every flag `<bool>` in --help although a flag takes no value: no label."""
-    from typer.core import TyperOption
+def command_of(app: typer.Typer):  # noqa: ANN201 - click's, or typer's own copy of it (0.29+)
+    """The click command behind `app`, its flags unlabelled. typer labels a flag `<bool>` in --help
+    from 0.28 on although a flag takes no value; an empty metavar (a public attribute of click's
+    parameters) drops the label on every typer version, where patching typer's internals broke."""
+    command = typer.main.get_command(app)
+    _unlabel_flags(command)
+    return command
 
-    labelled = TyperOption.display_type_rich
 
-    def display_type_rich(self, ctx):
-        return None if self.is_flag else labelled(self, ctx)
-
-    TyperOption.display_type_rich = display_type_rich
+def _unlabel_flags(command: Any) -> None:
+    # Attributes, not isinstance: typer 0.29 carries its own copy of click's classes.
+    # --help is made apart from the params, and kept once made (click 8.2+): make it here.
+    help_option = command.get_help_option(typer.Context(command))
+    for param in [*getattr(command, "params", ()), help_option]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _unlabel_flags(sub)

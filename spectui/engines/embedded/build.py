@@ -31,12 +31,13 @@ def plain_stand_in(options: EngineOptions, models: ModelPair) -> EngineOptions:
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
     from spectui.engines.embedded.engine import EmbeddedEngine
     from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.embedded.static_kv import static_kv_wanted, use_static_caches
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
 
     target = models.target
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
-    draft_name = None
+    draft_name = proposer = None  # every method below sets the proposer
     options = plain_stand_in(options, models)
     if options.method == "draft":
         draft = models.draft_model()
@@ -71,7 +72,10 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
         kernels=torch_kernels(),
     )
-    return EmbeddedEngine(target_model, tokenizer, proposer, info)
+    engine = EmbeddedEngine(target_model, tokenizer, proposer, info)
+    if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
+        use_static_caches(engine, options.k, options.auto_k)
+    return engine
 
 
 def torch_kernels() -> Kernels:
