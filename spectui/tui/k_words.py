@@ -31,6 +31,14 @@ def verify_words(k: int, slope: float | None) -> str:
     return f"a verify of {k + 1} costs {verify_cost(k, slope):.1f} steps here"
 
 
+def k_zero_short(data: PanelData) -> str | None:
+    """The k 0 reason in a few words, for the one-line summary; None unless adaptive k chose 0."""
+    auto = data.auto
+    if auto is None or auto.k != 0:
+        return None
+    return "k 0: nothing to copy yet" if auto.reason.startswith(NOTHING_TO_COPY) else "k 0: drafting does not pay here"
+
+
 def k_zero_words(data: PanelData, engine_slope: float | None = None) -> list[str]:
     """Why adaptive k chose k 0, and what would pay; nothing when it chose to draft."""
     auto = data.auto

@@ -8,6 +8,7 @@ k it comes from. Plain functions, no Textual.
 
 from __future__ import annotations
 
+from spectui.tui.k_words import k_zero_short
 from spectui.tui.session import PanelData
 
 LABEL, VALUE, NOTE = "label", "value", "note"
@@ -52,4 +53,5 @@ def summary_line(data: PanelData) -> list[tuple[str, str]]:
     lines = summary_lines(data)
     speed = [(figure, VALUE), (" vs plain ", LABEL), (f"{known} {basis}", NOTE)] if figure != "–" \
         else [("vs plain ", LABEL), (known, NOTE)]
-    return [*speed, (" · ", LABEL), *lines[2]]
+    why = k_zero_short(data)  # the panel's words for it are out of view
+    return [*speed, (" · ", LABEL), *lines[2], *([(" · ", LABEL), (why, NOTE)] if why else [])]

@@ -116,6 +116,10 @@ async def test_adaptive_k_at_0_says_why_in_words_and_what_would_pay(make_app):
         assert "Adaptive k k 0" in words
         assert "k 0: nothing to copy from yet" in words
         assert "What pays: a reply that copies text the model has seen: attach a file and ask for an edit." in words
+        await pilot.resize_terminal(80, 24)  # the panel steps aside: its one-line summary says it short
+        await wait_for(pilot, lambda: not chat.stats_panel.display)
+        await pilot.pause()
+        assert any("k 0: nothing to copy yet" in line for line in screen_lines(app))
 
     engine = StepsEngine(plain_steps("match 1: α 0.30, draft 0.00× target → k 0"), method="ngram")
     engine.measured_verify_slope = 0.425
