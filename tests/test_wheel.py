@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_wheel_ships_every_builtin_theme(tmp_path):
+def test_the_wheel_ships_every_builtin_theme_and_the_first_screens_example(tmp_path):
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -26,3 +26,4 @@ def test_the_wheel_ships_every_builtin_theme(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     themes = {Path(name).name for name in names if name.startswith("spectui/themes/") and name.endswith(".toml")}
     assert themes == {"dark.toml", "light.toml", "colorblind.toml"}
+    assert "spectui/examples/csv_tools.py" in names  # the first screen offers it to /file

@@ -51,7 +51,7 @@ def legend(look: Look) -> Text | None:
     styles = SOURCE_STYLES[look]
     return Text.assemble(
         ("accepted draft", styles[Source.DRAFT]), " · ",
-        ("recovered", styles[Source.RECOVERED]), " · ",
+        ("correction", styles[Source.RECOVERED]), " · ",
         ("bonus", styles[Source.BONUS]), " · ",
         ("target", styles[Source.TARGET]),
     )

@@ -109,6 +109,9 @@ class Engine:
     info: EngineInfo
     # The draft model's share of the engine's memory, where the engine knows it.
     draft_bytes: int | None = None
+    # v(k)'s slope (a verify of k drafts costs 1 + slope·k plain steps) where the engine timed
+    # it on this machine (ggml probes it once per GGUF and CPU); None: not measured.
+    measured_verify_slope: float | None = None
 
     @property
     def capabilities(self) -> Capabilities:

@@ -27,6 +27,10 @@ class Message(TypedDict):
     content: str
 
 
+# AutoChoice.reason of a plain step taken because prompt lookup found nothing to copy
+NOTHING_TO_COPY = "nothing to copy: a plain step"
+
+
 @dataclass(frozen=True)
 class AutoChoice:
     """Why adaptive k chose this step's k (spectui.engines.adaptive)."""

@@ -25,7 +25,7 @@ SCRIPT = """Speculative decoding lets a small **draft** model guess the next few
 large **target** model checks all of them in one forward pass.
 
 - Accepted drafts cost almost nothing: the target only verified them.
-- At the first rejected draft the target puts in its own token, the *recovered* one.
+- At the first rejected draft the target puts in its own token instead: a *correction*.
 - When every draft is accepted the target adds one more, the *bonus* token.
 
 The output is exactly what the target alone would have written; only the speed changes.

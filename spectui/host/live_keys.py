@@ -14,15 +14,21 @@ class LiveKeys:
     def step_k(self, delta: int) -> None:
         host, live = self.host, self.host.live
         k = min(max(live.k + delta, 0), K_MAX)
+        if k == live.k and not host.k_from_engine:
+            host.notice(f"k stays within 0..{K_MAX}")
+        else:
+            self.set_k(k)
+
+    def set_k(self, k: int) -> None:
+        """A fixed k (the keys', or the first screen's "watch it"): it ends adaptive k."""
+        host, live = self.host, self.host.live
         if host.k_from_engine:
             host.notice(k_not_sent(host))
-        elif k == live.k:
-            host.notice(f"k stays within 0..{K_MAX}")
         elif host.engine is not None and host.k_fixed_elsewhere:
             who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
             host.notice(f"{who} fixed k when it started (num_speculative_tokens); restart it to change k.")
-        else:
-            live.update(k=k, auto=False)  # a k chosen by hand ends adaptive k
+        elif (k, False) != (live.k, live.auto):
+            live.update(k=min(max(k, 0), K_MAX), auto=False)  # a k chosen by hand ends adaptive k
 
     def step_temperature(self, direction: int) -> None:
         live = self.host.live

@@ -418,8 +418,10 @@ async def test_long_reply_keeps_its_last_line_in_view(make_app):
     app = make_app(factory_for(engine), ChatConfig(k=4))
     async with app.run_test(size=(70, 20)) as pilot:
         await ready(pilot)
+        await pilot.press(app.first_key("stats"))  # the panel beside it: a narrow conversation, many lines
         await send(pilot, "long")
         chat = app.chat_screen
+        assert chat.stats_panel.display
         conversation = chat.scroll
         token_view = chat.query_one(ReplyView).token_view
         def last_line_on_screen() -> bool:

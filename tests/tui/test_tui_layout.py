@@ -69,16 +69,19 @@ async def test_each_dialog_fits_80_by_24_borders_and_all(make_app, binding_id):
         assert lines[region.bottom - 1][region.right - 1] == "╯", lines[region.bottom - 1]
 
 
-async def test_a_key_hides_and_shows_the_stats_panel(make_app):
+async def test_below_100_columns_the_panel_steps_aside_and_its_key_brings_it_back(make_app):
     app = make_app(scripted_engine_factory(), ChatConfig())
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         chat = app.chat_screen
+        assert not chat.stats_panel.display and chat.scroll.size.width >= 75
+        await pilot.press(app.first_key("stats"))
+        await pilot.pause()
         assert chat.stats_panel.display and chat.scroll.size.width < 50
         await pilot.press(app.first_key("stats"))
         await pilot.pause()
-        assert not chat.stats_panel.display and chat.scroll.size.width >= 75
-        await pilot.resize_terminal(100, 24)  # a resize does not bring it back unasked
+        assert not chat.stats_panel.display
+        await pilot.resize_terminal(160, 24)  # a resize does not bring it back unasked
         await pilot.pause()
         assert not chat.stats_panel.display
         await pilot.press(app.first_key("stats"))

@@ -67,8 +67,8 @@ def test_a_code_fence_streams_as_a_code_block_with_each_tokens_colour(snap_compa
 
 @pytest.mark.parametrize("width", [80, 160])
 def test_chat_screen_footer_and_panels_at_80_and_160_columns(snap_compare, width):
-    """The footer keeps F1, F2 and Ctrl+P and fits whole keys; at 80 the panel leaves the
-    conversation 40 columns."""
+    """The footer keeps F1, F2 and Ctrl+P and fits whole keys; at 80 the panel steps aside and
+    its summary shows as one line under the conversation."""
     assert snap_compare(chat_app("dark"), run_before=one_reply, terminal_size=(width, 24))
 
 

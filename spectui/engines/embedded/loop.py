@@ -14,7 +14,7 @@ from functools import partial
 
 import torch
 
-from spectui.core.events import AutoChoice, Done, GenerationParams, LiveControl, Source, Step
+from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, GenerationParams, LiveControl, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
 from spectui.engines.embedded.kv import CachedLogits, CachedModel
@@ -159,7 +159,7 @@ def draft_then_choose(proposer: Proposer, reply: Reply, plan: Draft, adaptive: A
     most = min(adaptive.k_max, reply.room)
     proposal = proposer.propose(reply.token_ids, most, plan.temperature, reply.params.top_p, reply.generator) if most > 0 else None
     if proposal is None or not proposal.drafted:
-        return replace(plan, k=0, auto=AutoChoice(0, 1.0, adaptive.realised, "nothing to copy: a plain step"))
+        return replace(plan, k=0, auto=AutoChoice(0, 1.0, adaptive.realised, NOTHING_TO_COPY))
     auto = adaptive.choose_for(proposal.evidence, plan.temperature)
     k = min(auto.k, most)
     return replace(plan, k=k, auto=auto, drafted=proposal.drafted[:k], p_draft=proposal.p_draft,

@@ -90,7 +90,7 @@ class LlamaCppEngine(EmbeddedEngine):
         from spectui.engines.llamacpp.lib import cached_invariant_rows
 
         shape = cached_invariant_rows(target_model)
-        self.verify_slope = shape.slope
+        self.verify_slope = self.measured_verify_slope = shape.slope
         cached: CachedLogits = LlamaCached(target_model, shape.rows)  # the checker holds it to the loop's contract
         return cached
 

@@ -4,7 +4,9 @@ Many terminals send Shift+Enter as a plain Enter (only those that speak the kitt
 protocol tell them apart), so Ctrl+J, which every terminal sends as its own byte, is the
 newline that always works. A paste arrives whole (bracketed paste), so a pasted block stays
 one message whatever newlines it holds. ↑ on the first line recalls this chat's earlier
-prompts, ↓ on the last line goes forward again.
+prompts, ↓ on the last line goes forward again. PageUp and PageDown scroll the conversation
+(the box is a few lines high: its own pages are rarely wanted), and Tab in the empty box
+goes to the first screen's suggestions while they are shown.
 
 A paste the terminal does not bracket arrives as one keystroke per character, and the text
 area re-wraps the whole line on every edit: 45 KB on one line took minutes. So characters
@@ -16,6 +18,8 @@ engine is ready; if the engine does not come, it is back in the box.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import events
 from textual.message import Message
 
@@ -26,6 +30,7 @@ from spectui.tui.widgets.conversation import UserMessage
 
 # xterm's modifyOtherKeys form of Shift+Enter, as Textual names it.
 SHIFT_ENTER_XTERM = "shift+\r"
+PAGE_KEYS = {"pageup": -1, "pagedown": 1}
 
 
 def keys_of(keys: dict[str, str], binding_id: str) -> set[str]:
@@ -43,6 +48,13 @@ class ChatPrompt(SafeTextArea):
             super().__init__()
             self.text = text
 
+    class Paged(Message):
+        """PageUp (-1) or PageDown (1) in the box: for the conversation to scroll."""
+
+        def __init__(self, direction: int) -> None:
+            super().__init__()
+            self.direction = direction
+
     def __init__(self, keys: dict[str, str], cursor_blink: bool = True) -> None:
         super().__init__(
             id="prompt", placeholder="Message the model · Enter sends · Ctrl+J new line · F1 help",
@@ -58,6 +70,7 @@ class ChatPrompt(SafeTextArea):
         self.recall = PromptRecall()
         self.waiting: UserMessage | None = None
         self._typed: list[str] = []  # characters typed in this burst, not yet in the text
+        self.empty_tab: Callable[[], bool] = lambda: False  # Tab in the empty box: True if it was taken
 
     @property
     def value(self) -> str:
@@ -111,6 +124,11 @@ class ChatPrompt(SafeTextArea):
                 return  # nothing further back: the text area moves to the line's start
         elif event.key == "down" and self.recall.browsing and self.cursor_location[0] == self.document.line_count - 1:
             self._show(self.recall.forward())
+        elif event.key in PAGE_KEYS:
+            self.post_message(self.Paged(PAGE_KEYS[event.key]))
+        elif event.key == "tab" and not self.text:
+            if not self.empty_tab():
+                return  # the focus moves on, as Tab does
         else:
             return  # the text area's turn
         event.stop()

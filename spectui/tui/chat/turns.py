@@ -40,6 +40,7 @@ class Turns:
         elif host.status == "failed" and host.engine is None:
             screen.notify(f"No engine: {host.error}", severity="error")
         elif host.engine is None:
+            screen.welcome.drop()
             screen.prompt.wait(text, screen.scroll)
             screen.refresh_bar()
         else:
@@ -55,6 +56,7 @@ class Turns:
             self.editing = None
             screen.transcript.drop_last("assistant")
             screen.transcript.drop_last("user")
+        screen.welcome.drop()  # the first screen goes with the first message
         if shown is None:
             screen.scroll.mount(UserMessage(text))
         screen.prompt.recall.add(text)

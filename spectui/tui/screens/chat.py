@@ -20,21 +20,23 @@ from spectui.store import Conversation
 import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.chat.copying import ReplyCopier
+from spectui.tui.chat.panel_place import PanelPlace
 from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.chat.transcript import Transcript
 from spectui.tui.chat.turns import Turns
+from spectui.tui.chat.welcome import Welcome
 from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
+from spectui.tui.k_words import engine_slope
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
 from spectui.tui.session import PanelData, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
-from spectui.tui.widgets.stats_panel import StatsPanel
+from spectui.tui.widgets.first_screen import FirstScreen
+from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 from spectui.tui.widgets.key_footer import KeyFooter
-
-NARROW_WIDTH = 70  # columns below which the stats panel is hidden (the conversation keeps >= 32)
 
 
 class ChatScreen(Screen):
@@ -53,7 +55,6 @@ class ChatScreen(Screen):
         super().__init__()
         self.host, self.config = host, config
         self.show_ghosts, self.markdown = config.ghosts, False
-        self.stats_hidden = False  # by its key; a narrow terminal hides the panel too
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.compare_after_reply: list | None = None  # F4 during a reply: the view opens once it ends
         self.session = SessionTracker()
@@ -64,10 +65,13 @@ class ChatScreen(Screen):
         self.prompt = ChatPrompt(config.keys, cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
+        self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.scroll)
         self.transcript = Transcript(store, config.system, lambda text: self.notify(text, severity="warning"))
         self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, config.keys)
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
         self.turns = Turns(self)
+        self.welcome = Welcome(self)
+        self.prompt.empty_tab = self.welcome.tab
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
@@ -75,6 +79,7 @@ class ChatScreen(Screen):
         with Horizontal(id="body"):
             with Vertical(id="main"):
                 yield self.scroll
+                yield self.panels.summary_line
                 yield self.prompt
             yield self.stats_panel
         yield KeyFooter(compact=True)
@@ -83,6 +88,8 @@ class ChatScreen(Screen):
         self.set_interval(1.0, self.tick, name="tick")
         if self._resume is not None:
             self.post_message(ShowConversation(self._resume))
+        else:
+            self.welcome.show()
         self.refresh_bar()
         self.prompt.focus()
 
@@ -101,9 +108,8 @@ class ChatScreen(Screen):
         memory = self.host.read_memory(self.session.engine_stats)
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
-        self.stats_panel.show(
-            panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status, reported)
-        )
+        self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
+                                    reported), engine_slope(self.host.engine))
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
@@ -112,13 +118,7 @@ class ChatScreen(Screen):
             self.refresh_bar()
 
     def on_resize(self, event) -> None:
-        self._place_stats(event.size.width)
-
-    def _place_stats(self, width: int) -> None:
-        # The panel keeps its 38 columns: below this width it would leave the conversation
-        # a sliver (18 columns at 60), so it steps aside until the terminal is wider.
-        self.stats_panel.display = width >= NARROW_WIDTH and not self.stats_hidden
-        self.scroll.end_if_following()  # a narrower conversation is taller: keep its end in view
+        self.panels.place(event.size.width)
 
     # what the engine host says
 
@@ -145,6 +145,7 @@ class ChatScreen(Screen):
         if event.swapped_to is not None and self.config_switching_to is not None:
             self.config, self.config_switching_to = self.config_switching_to, None
         self.send_waiting()
+        self.welcome.engine_ready()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
@@ -153,6 +154,12 @@ class ChatScreen(Screen):
 
     def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
         self.turns.submit(event.text)
+
+    def on_chat_prompt_paged(self, event: ChatPrompt.Paged) -> None:
+        self.scroll.scroll_page_up() if event.direction < 0 else self.scroll.scroll_page_down()
+
+    def on_first_screen_picked(self, event: FirstScreen.Picked) -> None:
+        self.welcome.picked(event.suggestion)
 
     def send_waiting(self) -> None:
         waiting = self.prompt.take_waiting()
@@ -223,8 +230,9 @@ class ChatScreen(Screen):
         self.refresh_bar()
 
     def action_toggle_stats(self) -> None:
-        self.stats_hidden = not self.stats_hidden
-        self._place_stats(self.size.width)
+        note = self.panels.toggle(self.size.width)
+        if note:
+            self.notify(note)
 
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown
@@ -248,6 +256,7 @@ class ChatScreen(Screen):
 
     def action_new_chat(self) -> None:
         self.turns.start_over()
+        self.welcome.show()
         self.refresh_bar()
         self.refresh_panels()
         self.prompt.focus()

@@ -16,7 +16,7 @@ from spectui.tui.widgets.token_view import TokenView
 LEGEND = [
     (" accepted draft ", "draft"),
     ("  ", "target"),
-    (" recovered ", "recovered"),
+    (" correction ", "recovered"),
     ("  ", "target"),
     (" bonus ", "bonus"),
     ("  ", "target"),
@@ -44,7 +44,7 @@ GLOSSARY = [
              "(v(0) = 1; from the timings at the k values measured)"),
     ("best k", "the k that maximises E(α,k) / (k·c + v(k)), the predicted speedup"),
     ("accepted draft", "drafted and kept"),
-    ("recovered", "the target's token at the first rejected draft"),
+    ("correction", "the target's own token at the first rejected draft (not an error)"),
     ("bonus", "the target's extra token after all k drafts were accepted"),
     ("target", "a plain target token (first token, k = 0)"),
 ]

@@ -1,17 +1,24 @@
-"""The live panel on the right: speculation, speed, memory and the theory line."""
+"""The live panel on the right: a summary always in view (speed against plain decoding, γ,
+tok/s), and under it, scrolling, speculation, speed, memory and the theory line."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 from rich.segment import Segment
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
+from textual.widgets import Static
 
 from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
+from spectui.tui.k_words import k_zero_words
 from spectui.tui.session import PanelData, Theory
+from spectui.tui.summary import summary_line, summary_lines
 
 # Roles, styled by the panel's component classes (theme variables in CSS): resolving
 # "$variable" styles span by span on every frame cost more than the rest of the frame.
@@ -25,7 +32,7 @@ def fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
-def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]]:
+def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) -> list[list[tuple[str, str] | str]]:
     """The panel as lines of (text, role) parts; kept apart from Textual for tests."""
     inner = max(16, width)
     chart = max(8, inner - 12)
@@ -50,7 +57,7 @@ def panel_lines(data: PanelData, width: int) -> list[list[tuple[str, str] | str]
     add([" ", (sparkline(data.alpha_series, inner - 2) or "–", SPARK)])
     add([])
     if data.auto is not None:
-        lines.extend(adaptive_lines(data, inner))
+        lines.extend(adaptive_lines(data, inner, engine_slope))
 
     add([("Speed", HEADING)])
     add([(" now     ", LABEL), (fmt(data.rate_now, ".1f"), VALUE), (" tok/s", LABEL)])
@@ -114,14 +121,17 @@ def tree_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]
     return [mean, [("         last step ", LABEL), (str(data.tree_nodes_last), VALUE)]]
 
 
-def adaptive_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]:
+def adaptive_lines(data: PanelData, inner: int, engine_slope: float | None = None) -> list[list[tuple[str, str] | str]]:
+    """Adaptive k's choices, its reason as it gave it, and at k 0 why in words and what would pay."""
     auto = data.auto
     top = max(data.k_series, default=0) or 1
+    words = [wrapped for text in k_zero_words(data, engine_slope) for wrapped in textwrap.wrap(text, inner - 1)]
     return [
         [("Adaptive k", HEADING), (f"  k {auto.k}", VALUE)],
         [(" k per step (0–", LABEL), (str(top), VALUE), (")", LABEL)],
         [" ", (sparkline([k / top for k in data.k_series], inner - 2) or "–", SPARK)],
         *([(" " + line, NOTE)] for line in textwrap.wrap(auto.reason, inner - 1)[:REASON_LINES]),
+        *([(" " + line, VALUE)] for line in words),
         [],
     ]
 
@@ -138,53 +148,41 @@ def memory_lines(memory: MemoryReading) -> list[list[tuple[str, str] | str]]:
     return lines
 
 
-class StatsPanel(Widget):
-    """Drawn line by line from cached strips: it changes every frame while a reply streams."""
+class PanelLines(Widget):
+    """Lines of (text, role) parts, drawn line by line from cached strips: the panel changes
+    every frame while a reply streams. Its height is its line count (the panel scrolls it)."""
 
-    COMPONENT_CLASSES = {f"statspanel--{role}" for role in ROLES}
+    COMPONENT_CLASSES = {f"panellines--{role}" for role in ROLES}
     DEFAULT_CSS = """
-    StatsPanel {
-        width: 38;
-        height: 1fr;
-        padding: 0 1;
-        background: $panel;
-        border-left: vkey $primary 40%;
-    }
-    StatsPanel > .statspanel--heading { color: $primary; text-style: bold; }
-    StatsPanel > .statspanel--label { color: $text-muted; }
-    StatsPanel > .statspanel--value { color: $foreground; text-style: bold; }
-    StatsPanel > .statspanel--note { color: $text-muted; text-style: italic; }
-    StatsPanel > .statspanel--bar { color: $success; }
-    StatsPanel > .statspanel--spark { color: $accent; }
+    PanelLines { height: auto; }
+    PanelLines > .panellines--heading { color: $primary; text-style: bold; }
+    PanelLines > .panellines--label { color: $text-muted; }
+    PanelLines > .panellines--value { color: $foreground; text-style: bold; }
+    PanelLines > .panellines--note { color: $text-muted; text-style: italic; }
+    PanelLines > .panellines--bar { color: $success; }
+    PanelLines > .panellines--spark { color: $accent; }
     """
 
-    def __init__(self, data: PanelData, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.data = data
         self.plain = ""
         self._lines: list[list[tuple[str, str | None]]] = []
         self._base_style = None  # self.rich_style walks the DOM: once per style change, not per line
 
-    def on_mount(self) -> None:
-        self.show(self.data)
-
-    def show(self, data: PanelData) -> None:
-        self.data = data
-        width = self.content_region.width if self.is_mounted and self.content_region.width else 34
-        lines = [
-            [part if isinstance(part, tuple) else (part, None) for part in line]
-            for line in panel_lines(data, width)
-        ]
+    def show(self, parts: Sequence[Sequence[tuple[str, str] | str]]) -> None:
+        lines = [[part if isinstance(part, tuple) else (part, None) for part in line] for line in parts]
         old, self._lines = self._lines, lines
         self.plain = "\n".join("".join(text for text, _ in line) for line in lines)
         if len(old) != len(lines):
-            self.refresh()
+            self.refresh(layout=True)
             return
         # Redraw only the rows that changed: Textual's per-line cost is most of a frame.
-        top = self.styles.gutter.top
-        changed = [Region(0, top + y, self.outer_size.width, 1) for y, line in enumerate(lines) if line != old[y]]
+        changed = [Region(0, y, self.outer_size.width, 1) for y, line in enumerate(lines) if line != old[y]]
         if changed:
             self.refresh(*changed)
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(self._lines)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -198,7 +196,62 @@ class StatsPanel(Widget):
         if y >= len(self._lines):
             return Strip.blank(width, base)
         segments = [
-            Segment(text, self.get_component_rich_style(f"statspanel--{role}") if role else base)
+            Segment(text, self.get_component_rich_style(f"panellines--{role}") if role else base)
             for text, role in self._lines[y]
         ]
         return Strip(segments).extend_cell_length(width, base).crop(0, width)
+
+
+class StatsPanel(Vertical):
+    """The summary's three lines, then the rest, which scrolls when the terminal is short."""
+
+    DEFAULT_CSS = """
+    StatsPanel {
+        width: 38;
+        height: 1fr;
+        padding: 0 0 0 1;
+        background: $panel;
+        border-left: vkey $primary 40%;
+    }
+    StatsPanel > #stats-summary { border-bottom: hkey $primary 30%; margin-right: 1; }
+    StatsPanel > VerticalScroll { height: 1fr; scrollbar-size-vertical: 1; }
+    StatsPanel > VerticalScroll > PanelLines { margin-right: 1; }
+    """
+
+    def __init__(self, data: PanelData, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.data = data
+        self.engine_slope: float | None = None  # the engine's own v(k) timing, for the k 0 words
+        self.summary = PanelLines(id="stats-summary")
+        self.body = PanelLines(id="stats-body")
+
+    def compose(self):
+        yield self.summary
+        with VerticalScroll(id="stats-scroll"):
+            yield self.body
+
+    def on_mount(self) -> None:
+        self.show(self.data)
+
+    @property
+    def plain(self) -> str:
+        return f"{self.summary.plain}\n{self.body.plain}"
+
+    def show(self, data: PanelData, engine_slope: float | None = None) -> None:
+        self.data = data
+        self.engine_slope = engine_slope if engine_slope is not None else self.engine_slope
+        width = self.body.content_region.width if self.body.is_mounted and self.body.content_region.width else 34
+        self.summary.show(summary_lines(data))
+        self.body.show(panel_lines(data, width, self.engine_slope))
+
+
+class SummaryLine(Static):
+    """The panel's summary in one line under the conversation, while the panel is put away."""
+
+    DEFAULT_CSS = """
+    SummaryLine { height: 1; margin: 0 1; color: $text-muted; }
+    """
+
+    def show(self, data: PanelData) -> None:
+        styles = {"label": "$text-muted", "value": "bold $foreground", "note": "italic $text-muted"}
+        self.update(Content.assemble(*((text, styles[role]) for text, role in summary_line(data))))

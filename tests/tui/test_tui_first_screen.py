@@ -1,0 +1,135 @@
+"""The first screen of an empty chat: the colours in the theme's own styles, three suggested
+starts (one edits a file shipped with spectui, at a fixed k with its cost here), gone with the
+first message; and adaptive k at 0 saying in words why, and what would pay."""
+
+from __future__ import annotations
+
+from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Source, Step
+from spectui.engines.scripted import scripted_engine_factory
+from spectui.settings.config import ChatConfig
+from spectui.tui.widgets.first_screen import EXAMPLE, WATCH_K, FirstScreen
+from spectui.tui.widgets.token_view import TokenView
+
+from fake_engines import StepsEngine, factory_for
+from test_tui_layout import screen_lines
+from tui_helpers import ready, reply_done, send, wait_for
+
+SIZE = (100, 40)
+
+
+def cards(app) -> list[FirstScreen]:
+    return list(app.chat_screen.query(FirstScreen))
+
+
+async def test_the_card_shows_in_an_empty_chat_goes_with_the_first_message_and_comes_back_for_a_new_one(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        text = "\n".join(screen_lines(app))
+        assert len(cards(app)) == 1 and "What the colours say" in text and "csv_tools.py" in text, text
+        await send(pilot, "What is speculative decoding?")
+        await reply_done(pilot)
+        assert cards(app) == [] and "What the colours say" not in "\n".join(screen_lines(app))
+        await pilot.press(app.first_key("new_chat"))
+        await wait_for(pilot, lambda: len(cards(app)) == 1)
+
+
+async def test_the_legend_draws_each_source_in_the_current_themes_style_under_one_name(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        legend = cards(app)[0].query(TokenView)
+        samples = [view.chunks[0] for view in legend]
+        assert [kind for _, kind in samples] == ["draft", "recovered", "bonus", "target", "ghost"]
+        assert [text.strip() for text, _ in samples][:3] == ["accepted draft", "correction", "bonus"]
+        for _ in app.theme_names():
+            style = legend.first().get_component_rich_style("tokenview--recovered")
+            assert style.color.triplet.hex == app.spectui_themes[app.theme].sources["recovered"].color.lower()
+            await pilot.press("ctrl+t")
+            await pilot.pause()
+
+
+async def test_tab_from_the_empty_box_and_enter_picks_the_file_edit_which_fills_the_box_and_sets_k(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await pilot.press(app.first_key("k_auto"))
+        assert app.host.live.auto
+        await pilot.press("tab")
+        assert cards(app)[0].list.has_focus
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.prompt.text != "")
+        assert chat.prompt.text == f"/file {EXAMPLE}\nadd type hints to this module, keep everything else, reply with the whole module"
+        assert chat.prompt.has_focus and EXAMPLE.is_file()
+        assert app.host.live.k == WATCH_K and not app.host.live.auto  # "watch it": a fixed k
+
+
+async def test_the_other_suggestions_fill_the_box_and_leave_k_alone(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await pilot.press("tab", "down", "down", "enter")
+        await wait_for(pilot, lambda: chat.prompt.text != "")
+        assert chat.prompt.text == "What is speculative decoding? Answer in three sentences."
+        assert app.host.live.k == 2
+
+
+def watch_line(app) -> str:
+    return next(line for line in screen_lines(app) if "watch it at k" in line)
+
+
+async def test_the_watch_it_k_says_its_measured_cost_or_that_it_is_not_measured(make_app):
+    engine = StepsEngine([])
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert "watch it at k 4: cost not yet measured" in watch_line(app)
+
+    engine = StepsEngine([])
+    engine.measured_verify_slope = 0.425  # as ggml times it at load
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "2.7" in watch_line(app))
+        assert "watch it at k 4: a verify of 5 costs 2.7 steps here" in watch_line(app)
+
+
+def plain_steps(reason: str) -> list[Step | Done]:
+    auto = AutoChoice(0, 1.0, None, reason)
+    return [Step((1,), (Source.TARGET,), " w1", k=0),
+            *(Step((i,), (Source.TARGET,), f" w{i}", k=0, auto=auto, verify_seconds=0.01) for i in range(2, 6)),
+            Done("stop", seconds=0.1)]
+
+
+async def test_adaptive_k_at_0_says_why_in_words_and_what_would_pay(make_app):
+    engine = StepsEngine(plain_steps(NOTHING_TO_COPY), method="ngram")
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=(120, 50)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        chat = app.chat_screen
+        chat.refresh_panels()
+        words = " ".join(chat.stats_panel.plain.split())
+        assert "Adaptive k k 0" in words
+        assert "k 0: nothing to copy from yet" in words
+        assert "What pays: a reply that copies text the model has seen: attach a file and ask for an edit." in words
+        await pilot.resize_terminal(80, 24)  # the panel steps aside: its one-line summary says it short
+        await wait_for(pilot, lambda: not chat.stats_panel.display)
+        await pilot.pause()
+        assert any("k 0: nothing to copy yet" in line for line in screen_lines(app))
+
+    engine = StepsEngine(plain_steps("match 1: α 0.30, draft 0.00× target → k 0"), method="ngram")
+    engine.measured_verify_slope = 0.425
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=(120, 50)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        chat = app.chat_screen
+        chat.refresh_panels()
+        words = " ".join(chat.stats_panel.plain.split())
+        assert "k 0: drafting costs more than it saves here; a verify of 5 costs 2.7 steps here." in words
+        assert "What pays:" in words
