@@ -127,3 +127,59 @@ def test_a_failed_write_leaves_the_old_file_whole(tmp_path, monkeypatch):
         write_user_file(path, "new", overwrite=True)
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["keep.md"]
+
+
+# `spectui history export -o PATH` through the writer: PATH.partial renamed over PATH once
+# turned /dev/full into a regular file and replaced an existing export without a word.
+
+
+@pytest.fixture
+def saved_id(tmp_path, monkeypatch) -> int:
+    from test_history_files import save_conversation
+
+    from spectui.store import Store
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
+    store = Store(folder / "history.sqlite3")
+    try:
+        return save_conversation(store, "hi", "there")
+    finally:
+        store.close()
+
+
+def export(*args: str):
+    from test_history_files import history
+
+    return history("export", *args)
+
+
+def test_export_onto_a_fifo_is_refused_in_one_line(saved_id, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = export(str(saved_id), "-o", str(fifo), "--force")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"spectui: error: cannot write {fifo}: a FIFO, not a regular file"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_export_onto_a_device_is_refused_and_the_device_stays(saved_id):
+    result = export(str(saved_id), "-o", "/dev/null", "--force")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["spectui: error: cannot write /dev/null: a device, not a regular file"]
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+def test_export_onto_an_existing_file_needs_force(saved_id, tmp_path):
+    out = tmp_path / "chat.md"
+    out.write_text("my notes")
+    refused = export(str(saved_id), "-o", str(out))
+    assert refused.exit_code == 2
+    assert refused.stderr.splitlines() == [
+        f"spectui: error: {out} exists: name a new file, or add --force to replace it"
+    ]
+    assert out.read_text() == "my notes"
+    forced = export(str(saved_id), "-o", str(out), "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert "there" in out.read_text()

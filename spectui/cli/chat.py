@@ -215,10 +215,11 @@ def history_export_command(
         ExportFormat.md, "--format", "-f",
         help="md: the conversation to read; json: the conversation with each reply's settings; jsonl: its per-step trace."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+    force: bool = typer.Option(False, "--force", help="Replace the --output file if it exists."),
 ) -> None:
     """Export a conversation as Markdown or JSON, or its trace as JSONL (one line per step).
     Turns replaced by regenerate or edit are left out, as the chat leaves them out."""
-    from spectui.core.files import write_text_atomically
+    from spectui.core.files import WouldOverwrite, reason, write_user_file
     from spectui.store import NoSuchConversation, Store, default_store_path
 
     path = default_store_path()
@@ -236,10 +237,12 @@ def history_export_command(
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        write_text_atomically(output, text)  # a full disk leaves no empty file behind
+    try:  # a regular file only, never replaced unasked; a full disk leaves no empty file behind
+        write_user_file(output, text, overwrite=force)
+    except WouldOverwrite:
+        fail(UsageError(f"{output} exists: name a new file, or add --force to replace it"))
     except OSError as error:
-        fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
+        fail(UsageError(f"cannot write {output}: {reason(error)}"))
     typer.echo(str(output), err=True)
 
 

@@ -164,9 +164,8 @@ def _write_partial(target: Path, payload: bytes, mode: int | None) -> Path:
     """A new file beside `target` holding `payload`, on the disk (fsync). Created 0666 less
     the umask, as any new file; given the old file's mode when one is replaced."""
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(descriptor, "wb") as out:
+        with open(partial, "xb") as out:  # "x": never a file that was already there
             out.write(payload)
             out.flush()
             if mode is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from textual.app import App
 
+from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_text
 from spectui.settings.config import ChatConfig
 from spectui.store import Conversation, Store, data_folder
@@ -174,9 +175,13 @@ class SpectuiApp(App):
         self.notify(f"Theme: {self.theme} (theme = \"{self.theme}\" in the config keeps it)")
 
     def action_screenshot(self) -> None:
+        from textual._files import generate_datetime_filename
+
         try:
             self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-            path = Path(self.save_screenshot(path=str(self.screenshot_dir))).resolve()
+            # a new, dated name, through the one safe writer: never onto a file already there
+            name = generate_datetime_filename(self.title, ".svg")
+            path = write_user_file(self.screenshot_dir / name, self.export_screenshot()).resolve()
         except OSError as error:
             self.notify(f"Screenshot not saved in {self.screenshot_dir}: {error.strerror or error}", severity="error")
             return
