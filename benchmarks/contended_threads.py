@@ -48,7 +48,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
         return llamacpp_child(model, tokens, rounds, int(policy.split("-")[1]))
     import torch
 
-    from spectui.core.events import Control, Done, GenerationParams
+    from spectui.core.events import Control, Done, GenerationParams, Prefill
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
@@ -71,6 +71,8 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
         for event in engine.stream(PROMPT, params, Control(0, 0.0)):
             if isinstance(event, Done):
                 break
+            if isinstance(event, Prefill):
+                continue
             if first is None:
                 first = time.perf_counter() - started
             count += len(event.token_ids)

@@ -69,7 +69,7 @@ def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats:
 
 def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threads: int | None) -> dict:
     """Plain greedy, then draft k=4 and prompt lookup with adaptive k, on spectui's loop."""
-    from spectui.core.events import Control, Done, GenerationParams
+    from spectui.core.events import Control, Done, GenerationParams, Prefill
     from spectui.engines.llamacpp.load import build_llamacpp_engine
 
     results = {}
@@ -89,6 +89,8 @@ def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threa
                 if event.finish_reason == "error":
                     raise RuntimeError(event.error)
                 break
+            if isinstance(event, Prefill):
+                continue
             first = first or time.perf_counter() - started
             steps.append(event)
         wall = time.perf_counter() - started
@@ -102,7 +104,7 @@ def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threa
 
 
 def spectui_plain(model: str, tokens: int) -> float:
-    from spectui.core.events import Control, Done, GenerationParams
+    from spectui.core.events import Control, Done, GenerationParams, Prefill
     from spectui.engines.embedded.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
@@ -116,6 +118,8 @@ def spectui_plain(model: str, tokens: int) -> float:
         for event in engine.stream(MESSAGES, GenerationParams(max_tokens=tokens, top_p=1.0, seed=0), Control(0, 0.0)):
             if isinstance(event, Done):
                 break
+            if isinstance(event, Prefill):
+                continue
             first = first or time.perf_counter() - started
             count += len(event.token_ids)
         speeds.append((count - 1) / (time.perf_counter() - started - first))

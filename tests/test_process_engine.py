@@ -292,3 +292,15 @@ if __name__ == "__main__":
     finally:
         parent.kill()
         os.close(told)
+
+
+def test_prefill_progress_crosses_over_before_the_steps(process_engine):
+    from spectui.core.events import Prefill
+
+    words = "w " * 150  # a prompt longer than the torch engine's prefill chunk (256), shorter than its context (512)
+    events = list(process_engine.stream([{"role": "user", "content": words}], GenerationParams(max_tokens=4),
+                                        Control(0, 0.0)))
+    progress = [event for event in events if isinstance(event, Prefill)]
+    assert progress and progress[0].done == 0 and events[: len(progress)] == progress
+    assert isinstance(events[-1], Done) and events[-1].finish_reason in ("stop", "length")
+    assert all(isinstance(event, Step) for event in events[len(progress):-1])

@@ -57,7 +57,7 @@ def cached(reply: Reply, folder: Path, identity: dict) -> Reply:
 
 def greedy_reply(engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Reply:
     """The engine's plain greedy reply, as text (what the chat would have shown)."""
-    from spectui.core.events import Control, Done, GenerationParams
+    from spectui.core.events import Control, Done, GenerationParams, Prefill
 
     def reply(messages: list[dict]) -> str:
         engine.forget_prompts()
@@ -67,7 +67,8 @@ def greedy_reply(engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Rep
                 if event.finish_reason == "error":
                     raise RuntimeError(f"writing a conversation's reply: {event.error}")
                 break
-            pieces.append(event.text)
+            if not isinstance(event, Prefill):
+                pieces.append(event.text)
         return "".join(pieces).strip()
 
     return reply

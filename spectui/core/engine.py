@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.core.errors import UsageError
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Event, GenerationParams, Message
 
 
 # What the panel and --json say for an engine whose capabilities.reports_speculation is False.
@@ -129,8 +129,9 @@ class Engine:
 
     def stream(
         self, messages: Sequence[Message], params: GenerationParams, control: Control
-    ) -> Iterator[Step | Done]:
-        """Yield one Step per target forward pass, then exactly one Done."""
+    ) -> Iterator[Event]:
+        """Yield one Step per target forward pass, then exactly one Done; before the first
+        Step, a long prompt's Prefill progress if the engine says it (a consumer may skip it)."""
         raise NotImplementedError
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:

@@ -92,6 +92,16 @@ class Step:
         return self.drafted[self.num_accepted :]
 
 
+@dataclass(frozen=True)
+class Prefill:
+    """A long prompt's prefill under way, before the reply's first Step: `done` of `total`
+    prompt tokens the engine had not cached. An engine may send none (a server, a short
+    prompt); a consumer that shows no progress skips it."""
+
+    done: int
+    total: int
+
+
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 
@@ -115,6 +125,10 @@ class Done:
     context_overflow: tuple[int, int] | None = None
     dropped_messages: int = 0  # the oldest messages left out so that the conversation fits
     stop_token_id: int | None = None  # the token that ended a "stop" reply (the last of token_ids)
+
+
+# What Engine.stream yields: Prefill progress (maybe), one Step per target forward, one Done.
+Event = Prefill | Step | Done
 
 
 @dataclass(frozen=True)

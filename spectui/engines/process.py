@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from spectui.core.engine import Engine, EngineInfo
 from spectui.core.errors import SpectuiError
-from spectui.core.events import Control, Done, GenerationParams, LiveControl, Message, Step
+from spectui.core.events import Control, Done, Event, GenerationParams, LiveControl, Message
 
 Build = Callable[..., object]  # build(progress) -> Engine; picklable (a module-level function or partial)
 
@@ -117,7 +117,8 @@ def serve(connection, values, build: Build) -> None:
             drafting = variant(method)
             drafting.use_threads(free_cores())
             for event in drafting.stream(messages, params, control):
-                connection.send(("step" if isinstance(event, Step) else "done", event))
+                # A Prefill crosses as a step does: the parent yields both as they come.
+                connection.send(("done" if isinstance(event, Done) else "step", event))
         except (BrokenPipeError, EOFError):
             break
         except Exception as error:
@@ -255,7 +256,7 @@ class ProcessEngine(Engine):
             raise SpectuiError(reply[1])
         return MethodView(self, process_info(reply[1]))
 
-    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
+    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Event]:
         return self.stream_method(self.info.method, messages, params, control)
 
     def set_restart_progress(self, progress) -> None:
@@ -265,7 +266,7 @@ class ProcessEngine(Engine):
 
     def stream_method(
         self, method: str, messages: Sequence[Message], params: GenerationParams, control: Control
-    ) -> Iterator[Step | Done]:
+    ) -> Iterator[Event]:
         with self._lock:
             if not self.alive:
                 # The last reply saw it die: this message starts it again, as promised then.

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from spectui.core.errors import UsageError
-from spectui.core.events import Done, GenerationParams, LiveControl, Message, Step
+from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message
 
 # End-of-turn markers of common chat templates. A converted generation config may list
 # only one of a model's markers (Qwen GGUFs keep <|im_end|> and drop <|endoftext|>).
@@ -92,7 +92,7 @@ def fit_prompt(
 
 def stream_conversation(
     engine, messages: Sequence[Message], params: GenerationParams, control: LiveControl, context_length: int | None
-) -> Iterator[Step | Done]:
+) -> Iterator[Event]:
     """`engine.stream_ids` on the conversation made to fit the model's context."""
     try:
         fitted = fit_prompt(

@@ -102,7 +102,7 @@ def engine_replies(
     drafting (lossless at T = 0: faster, not different). A prompt that leaves no room for
     the reply in the model's context is left out."""
     from spectui.core.errors import SpectuiError
-    from spectui.core.events import Control, Done, GenerationParams
+    from spectui.core.events import Control, Done, GenerationParams, Prefill
 
     sequences = []
     for done, workload in enumerate(workloads):
@@ -118,7 +118,8 @@ def engine_replies(
                     raise SpectuiError(f"writing the reply to {workload.name}: {event.error}")
                 sequences.append(list(event.prompt_token_ids) + reply)
                 break
-            reply += event.token_ids
+            if not isinstance(event, Prefill):
+                reply += event.token_ids
     progress("replies", len(workloads), len(workloads), {})
     return sequences
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from spectui.core.engine import Engine
 from spectui.core.errors import SpectuiError
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, GenerationParams, Message, Prefill, Step
 from spectui.core.record import model_record, reply_record
 from spectui.core.stats import ReplyStats, summarize
 from spectui.measure.speed import decode_tokens_per_s, tokens_per_s
@@ -124,9 +124,11 @@ def run_reply(
     control: Control,
     on_step: Callable[[Step, Reply], object] | None = None,
     clock: Clock = time.perf_counter,
+    on_prefill: Callable[[Prefill], object] | None = None,
 ) -> Reply:
     """Stream one reply to its Done, timing it on `clock`: on_step(step, reply) as each step
-    arrives (reply.arrivals[-1] is when). An engine's exception propagates to the caller."""
+    arrives (reply.arrivals[-1] is when), on_prefill(progress) as a long prompt prefills.
+    An engine's exception propagates to the caller."""
     reply = Reply(started=clock())
     stream = iter(engine.stream(messages, params, control))
     try:
@@ -137,6 +139,10 @@ def run_reply(
                     check_step(step)
                 reply.finish(event)
                 break
+            if isinstance(event, Prefill):
+                if on_prefill is not None:
+                    on_prefill(event)
+                continue
             check_step(event)
             reply.add(event, clock())
             if on_step is not None:

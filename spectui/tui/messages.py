@@ -54,6 +54,17 @@ class StepArrived:
     arrived: float
 
 
+@dataclass(frozen=True, slots=True)
+class PrefillArrived:
+    """A long prompt's prefill progress (spectui.core.events.Prefill), through the same inbox
+    as the steps: it is drawn before the reply's first step, never after it."""
+
+    reply_id: int
+    done: int
+    total: int
+    arrived: float
+
+
 class ReplyEnded(Message):
     """The stream ended: with its Done, or with an exception raised inside the engine.
 

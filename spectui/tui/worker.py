@@ -15,7 +15,7 @@ from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of
 from spectui.core.events import Control, GenerationParams, Message, Step
 from spectui.host.loading import throttled
 from spectui.measure.run import Reply, run_reply
-from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
+from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived, StoreFailed
 from spectui.core.pieces import step_pieces
 from spectui.store import RowId
 
@@ -56,13 +56,13 @@ def stream_reply(
     control: Control,
     reply_id: int,
     post: Post,
-    on_step: Callable[[StepArrived], object],
+    on_step: Callable[[StepArrived | PrefillArrived], object],
     clock: Callable[[], float] = time.monotonic,
     store=None,
     message_id: int | RowId | None = None,
 ) -> None:
-    """Run one reply to its end: each Step goes to on_step (the screen's inbox), then
-    exactly one ReplyEnded is posted, whatever happened."""
+    """Run one reply to its end: each Step goes to on_step (the screen's inbox), a long
+    prompt's prefill progress before them, then exactly one ReplyEnded is posted, whatever happened."""
     streamed: list[StepArrived] = []
     if engine.info.capabilities.restarts_itself:  # an engine in its own process, which may have to start again
         engine.set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
@@ -81,7 +81,8 @@ def stream_reply(
         on_step(streamed[-1])
 
     try:
-        reply = run_reply(engine, list(messages), params, control, arrived, clock)
+        reply = run_reply(engine, list(messages), params, control, arrived, clock,
+                          lambda progress: on_step(PrefillArrived(reply_id, progress.done, progress.total, clock())))
         done = reply.done
         if done is None:
             ended = ReplyEnded(reply_id, None, "the engine ended the reply without saying why", reply.ended)

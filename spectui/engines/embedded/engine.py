@@ -15,7 +15,7 @@ from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
-from spectui.core.events import Done, GenerationParams, LiveControl, Message, Step
+from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
 
 
 CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True)
@@ -71,7 +71,7 @@ class EmbeddedEngine(Engine):
 
     def stream(
         self, messages: Sequence[Message], params: GenerationParams, control: LiveControl
-    ) -> Iterator[Step | Done]:
+    ) -> Iterator[Event]:
         yield from stream_conversation(self, messages, params, control, self.context_length)
 
     @property
@@ -80,7 +80,7 @@ class EmbeddedEngine(Engine):
 
     def stream_ids(
         self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl
-    ) -> Iterator[Step | Done]:
+    ) -> Iterator[Event]:
         """The loop on raw prompt ids: no chat template (tests, benchmarks)."""
         detokenizer = IncrementalDetokenizer(self.tokenizer, list(prompt_ids))
         splitter = StepPieces(tokenizer_decoder(self.tokenizer), prompt_ids)

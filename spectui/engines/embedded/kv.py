@@ -53,6 +53,9 @@ class CachedModel:
         self.cache_argument = cache_argument(model)
         # transformers' forward only where lean cannot stand in for it, bit for bit
         self.lean = lean.supports(model)
+        # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop):
+        # on a CPU each is a fraction of a second, so a cancel is heard; a GPU takes big bites.
+        self.prefill_chunk = 256 if self.device.type == "cpu" else 2048
         self.reset()
 
     def reset(self) -> None:

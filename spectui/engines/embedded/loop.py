@@ -14,10 +14,10 @@ from functools import partial
 
 import torch
 
-from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, GenerationParams, LiveControl, Source, Step
+from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, GenerationParams, LiveControl, Prefill, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.kv import CachedLogits, CachedModel
+from spectui.engines.embedded.kv import CachedLogits, CachedModel, common_prefix_len
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.embedded.sampling import PositionDraws, sample, target_probs
 from spectui.engines.embedded.tree import verify_tree
@@ -80,7 +80,7 @@ def decode_steps(
     stop_ids: set[int],
     detokenizer: IncrementalDetokenizer,
     chooser: AdaptiveK | None = None,
-) -> Iterator[Step | Done]:
+) -> Iterator[Event]:
     """chooser: adaptive k, used while control.auto is on; it learns from every step (a
     reply's first holds the prompt's prefill, and it is told so)."""
     # Settled once: how the proposer drafts, and whether the target hands it its features.
@@ -93,6 +93,7 @@ def decode_steps(
         verify = partial(verify_chain, target)
     looks_first = proposer is not None and proposer.looks_first
     reply = start_reply(prompt_ids, params, target.device)
+    yield from prefill_in_chunks(target, prompt_ids, control)
     while not control.cancelled:
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
         if adaptive is not None and reply.finished:
@@ -112,6 +113,24 @@ def decode_steps(
             yield reply.done(finish_reason)
             return
     yield reply.done("cancelled")
+
+
+def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: LiveControl) -> Iterator[Prefill]:
+    """A prompt longer than the target's prefill_chunk goes into its cache a chunk at a time,
+    its progress said and a cancel heard between chunks (an 8k-token paste is minutes on a
+    CPU). Chunk ends sit at multiples of the chunk from the cached prefix on, the same for
+    every k; the last chunk runs in the first step, as a short prompt does whole."""
+    chunk = getattr(target, "prefill_chunk", None)
+    cached = common_prefix_len(getattr(target, "seen", ()), prompt_ids)
+    total = len(prompt_ids) - cached
+    if not chunk or total <= chunk:
+        return
+    yield Prefill(0, total)
+    for end in range(cached + chunk, len(prompt_ids), chunk):
+        if control.cancelled:
+            return
+        target.logits(prompt_ids[:end], num_rows=1)
+        yield Prefill(end - cached, total)
 
 
 def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device) -> Reply:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from spectui.core.engine import with_threads
-from spectui.core.events import Done, GenerationParams, LiveControl, Step
+from spectui.core.events import Done, Event, GenerationParams, LiveControl, Step
 from spectui.engines.embedded.engine import CAPABILITIES, EmbeddedEngine
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class LlamaCached:
     (a draft model, whose rounding changes acceptance, never the output)."""
 
     device = "cpu"
+    # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop): on
+    # 2 cores 64 tokens are about a second of a 1.5B model, so Esc is heard within one.
+    prefill_chunk = 64
 
     def __init__(self, model, rows: int | None = None) -> None:
         self.model = model
@@ -101,12 +104,12 @@ class LlamaCppEngine(EmbeddedEngine):
     def settle(self, stop=lambda: False, progress=None) -> bool:
         return True  # nothing put off: llama.cpp maps the GGUF as it is
 
-    def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl) -> Iterator[Step | Done]:
+    def stream_ids(self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl) -> Iterator[Event]:
         emitted = 0
         for event in super().stream_ids(prompt_ids, params, control):
             if isinstance(event, Step):
                 emitted += len(event.token_ids)
-            else:
+            elif isinstance(event, Done):
                 # Plain decoding never runs a reply's last token, nor drafts accepted past a stop
                 # token: the next prompt prefills them in one batch, which rounds its own way.
                 self.target.forget_after(len(prompt_ids) + max(0, emitted - 1))

@@ -20,7 +20,7 @@ from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
-from spectui.core.events import Control, Done, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, Event, GenerationParams, Message, Step
 from spectui.measure.metrics import MemoryReading
 
 FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
@@ -102,7 +102,7 @@ class VllmEngine(Engine):
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, messages)
 
-    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Step | Done]:
+    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Event]:
         yield from stream_conversation(self, messages, params, control, self.context_length)
 
     @property

@@ -41,6 +41,17 @@ def bar_status(host, reply, waiting: bool, note: str = "") -> tuple[str, str]:
     return status, detail or restart
 
 
+def prefill_detail(first: tuple[float, int], done: int, total: int, now: float) -> str:
+    """A long prompt's prefill: tokens done of all, and once two reports apart say it, the
+    rate and the time left. first: (when, done) of the first report."""
+    text = f"{done}/{total}"
+    seconds, tokens = now - first[0], done - first[1]
+    if seconds <= 0 or tokens <= 0:
+        return text
+    rate = tokens / seconds
+    return f"{text} · {rate:.0f} tok/s · {(total - done) / rate:.0f} s left"
+
+
 def engine_k_text(host) -> str | None:
     """What the bar says of k where the engine runs its own (a server): its word, or "?"."""
     if not host.k_from_engine:

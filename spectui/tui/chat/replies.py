@@ -1,9 +1,13 @@
 """The replies streaming into the conversation.
 
 Steps arrive from the reply's thread in `inbox`, which asks for a frame when they come (at
-most 30 a second) and the frame draws whatever is there in one go, so a fast stream costs
-one redraw per frame, keys stay responsive, and an idle screen does not wake. A reply left
-behind by a new chat keeps running in its thread: only its text is kept, for its history row.
+most 15 a second) and the frame draws whatever is there in one go, so a fast stream costs
+one redraw per frame, keys stay responsive, and an idle screen does not wake. A frame is
+paid from the same cores as the model's forwards: at 25 tokens a second on a CPU, a frame
+per token was 25 draws a second; 15 still read as a stream. A long prompt's prefill
+progress comes through the same inbox, so the bar says it before the first step.
+A reply left behind by a new chat keeps running in its thread: only its text is kept, for
+its history row.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from dataclasses import dataclass, field
 from spectui.core.events import Control, Done, GenerationParams, Message
 from spectui.core.pieces import display_chunks
 from spectui.store import APPROXIMATE_NOTE, RowId
+from spectui.tui.chat.bar import prefill_detail
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
-from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived
+from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived
 from spectui.tui.replay import problem_text, reply_summary
 from spectui.tui.session import ReplyTracker
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.worker import stream_reply
 
-PANEL_EVERY_FRAMES = 4  # numbers change faster than anyone reads them: ~8 updates a second
+STREAM_FRAME_SECONDS = 1 / 15
+PANEL_SECONDS = 0.25  # the panels while a reply streams: numbers change faster than anyone reads them
 
 
 @dataclass
@@ -35,6 +41,7 @@ class ActiveReply:
     settings: dict  # what it is made with (k, T, seed, method): its history row's, and regenerate's
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
+    prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
 
 
 @dataclass
@@ -76,9 +83,9 @@ class Replies:
         self.overflow_hint = f"{trim} resends it without the oldest turns, {new_chat} starts anew"
         self.current: ActiveReply | None = None
         self.detached: dict[int, DetachedReply] = {}
-        self.inbox: FrameInbox[StepArrived] = FrameInbox(screen, self.flush)
+        self.inbox: FrameInbox[StepArrived | PrefillArrived] = FrameInbox(screen, self.flush, STREAM_FRAME_SECONDS)
         self.next_id = 0
-        self._frames = 0
+        self._panels_drawn = float("-inf")  # on the host's clock
 
     @property
     def pending(self) -> bool:
@@ -107,25 +114,33 @@ class Replies:
         control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
         self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {})
 
-    def _drain(self) -> list[StepArrived]:
-        """Steps of the current reply, in order; a detached reply's only keep their text."""
-        batch = []
+    def _drain(self) -> tuple[list[StepArrived], list[PrefillArrived]]:
+        """Steps of the current reply, in order, and its prefill progress; a detached reply's
+        steps only keep their text."""
+        batch, progress = [], []
         current_id = self.current.reply_id if self.current is not None else None
         for arrived in self.inbox.take_all():
-            if arrived.reply_id == current_id:
+            if isinstance(arrived, PrefillArrived):
+                if arrived.reply_id == current_id:
+                    progress.append(arrived)
+            elif arrived.reply_id == current_id:
                 batch.append(arrived)
             elif arrived.reply_id in self.detached:
                 self.detached[arrived.reply_id].text.append(arrived.step.text)
-        return batch
+        return batch, progress
 
     def flush(self) -> None:
         if not self.inbox:
             return
-        batch = self._drain()
+        batch, progress = self._drain()
         current = self.current
-        if current is None or not batch:
+        if current is None:
             return
-        if current.status == "restarting":  # the engine is back: its steps are coming
+        if not batch:
+            if progress:
+                self._show_prefill(current, progress)
+            return
+        if current.status in ("restarting", "prefill"):  # the engine is back, the prompt is in: steps come
             current.status, current.detail = "streaming", ""
             self.redraw_bar()
         for arrived in batch:
@@ -135,9 +150,21 @@ class Replies:
         token_view.append_chunks(chunks_of(batch))
         if following:
             self.scroll.follow_text(token_view)
-        self._frames += 1
-        if self._frames % PANEL_EVERY_FRAMES == 0:
+        now = self.host.clock()
+        if now - self._panels_drawn >= PANEL_SECONDS:
+            self._panels_drawn = now
             self.redraw_panels()
+
+    def _show_prefill(self, current: ActiveReply, progress: list[PrefillArrived]) -> None:
+        """The bar: how far a long prompt's prefill is, its rate and the time left."""
+        if current.status == "cancelling":
+            return
+        if current.prefill_from is None:
+            current.prefill_from = (progress[0].arrived, progress[0].done)
+        last = progress[-1]
+        current.status = "prefill"
+        current.detail = prefill_detail(current.prefill_from, last.done, last.total, last.arrived)
+        self.redraw_bar()
 
     def restarting(self, message: EngineRestarting) -> bool:
         """The reply's engine process had ended and starts again: say so instead of streaming."""

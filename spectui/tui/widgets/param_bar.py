@@ -13,6 +13,7 @@ STATUS_STYLES = {
     "waiting": "bold $warning",  # a message waits for the engine to load
     "ready": "$success",
     "streaming": "bold $accent",
+    "prefill": "bold $accent",  # a long prompt on its way into the model's cache
     "cancelling": "$warning",
     "failed": "bold $error",
 }
