@@ -11,7 +11,7 @@ import typer
 
 from spectui.cli.common import fail, flags_without_metavar, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
-from spectui.cli.prompt import ComparePromptArgument, PromptArgument, read_prompt
+from spectui.cli.prompt import ComparePromptArgument, FilesOption, PromptArgument, read_prompt, with_files
 from spectui.core.errors import SpectuiError, UsageError
 
 flags_without_metavar()
@@ -58,6 +58,7 @@ def main_callback(
 def generate(
     prompt: PromptArgument = None,
     settings: Given = None,
+    files: FilesOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
     plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
     raw: bool = typer.Option(
@@ -74,6 +75,7 @@ def generate(
 
     try:
         text, _ = read_prompt(prompt)
+        text = with_files(files, text)
         options = settings.engine_options()
         code = run_generate(options, text, models=settings.models(options), system=settings["system"],
                             as_json=as_json, plain=plain, raw=raw)

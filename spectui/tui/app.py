@@ -42,6 +42,7 @@ class SpectuiApp(App):
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
         history_off: str | None = None,
+        attach: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -56,6 +57,7 @@ class SpectuiApp(App):
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.history_off = history_off  # why the chat runs without history (the store did not open)
+        self.attach = attach or []  # `spectui chat -f`: files for the first message
         self.chat_screen = None
         for theme in self.spectui_themes.values():
             self.register_theme(textual_theme(theme))
@@ -98,6 +100,8 @@ class SpectuiApp(App):
         self.chat_screen = ChatScreen(self.host, self.config, self.store, conversation=self.resume,
                                       compare_prompt=self.compare_prompt, cursor_blink=self.cursor_blink)
         self.push_screen(self.chat_screen)
+        if self.attach:
+            self.call_after_refresh(self.chat_screen.commands.attach, self.attach)
         self.host.start()  # if the command did not start it before the app
         self.host.attach(lambda: self.call_later(self.host.pump), self.set_timer)
 

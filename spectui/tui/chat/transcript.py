@@ -94,15 +94,19 @@ class Transcript:
 
     # adding
 
-    def add_user(self, text: str, settings: dict) -> None:
-        """Add the user's message; the chat's first one opens its conversation in the store."""
+    def add_user(self, text: str, settings: dict, title: str | None = None) -> None:
+        """Add the user's message; the chat's first one opens its conversation in the store
+        (titled `title` when the message's first line is not what it asks: a file's header)."""
         self.entries.append(Entry("user", text))
         self.overflowed = None
-        if self.conversation_id is None:
+        opens = self.conversation_id is None
+        if opens:
             self.conversation_id = self._write(lambda store: store.new_conversation(settings))
             for entry in self.entries[:-1]:  # the system message, if any
                 entry.row = self._save(entry)
         self.entries[-1].row = self._save(self.entries[-1])
+        if opens and title and title.strip() and self.conversation_id is not None:
+            self._write(lambda store: store.rename_conversation(self.conversation_id, title.strip().splitlines()[0][:80]))
 
     def open_reply(self, settings: dict) -> int | None:
         """The reply's row (empty until it ends), made with `settings`; returns its id."""
@@ -150,6 +154,12 @@ class Transcript:
             del self.entries[-2:]
             self.truncating = True
         return text
+
+    def rewrite(self, entry: Entry) -> None:
+        """An entry's text changed (a file dropped from its turn): its row follows."""
+        if entry.row is not None:
+            self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
+                                                           entry.error, entry.stats))
 
     # the store
 

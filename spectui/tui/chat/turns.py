@@ -32,7 +32,9 @@ class Turns:
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
         screen, host = self.screen, self.screen.host
-        text = message_text(typed)
+        text = screen.commands.intercept(message_text(typed))
+        if text is None:
+            return  # a command: done, never sent
         if screen.replies.current is not None:
             screen.notify("A reply is streaming; Esc cancels it.")
         elif screen.prompt.waiting is not None:
@@ -40,9 +42,11 @@ class Turns:
         elif host.status == "failed" and host.engine is None:
             screen.notify(f"No engine: {host.error}", severity="error")
         elif host.engine is None:
+            screen.commands.attach_mentioned(text)
             screen.prompt.wait(text, screen.scroll)
             screen.refresh_bar()
         else:
+            screen.commands.attach_mentioned(text)
             screen.prompt.clear()
             screen.send(text)
 
@@ -54,11 +58,14 @@ class Turns:
                 widget.remove()
             self.editing = None
             screen.transcript.drop_last("assistant")
-            screen.transcript.drop_last("user")
+            screen.commands.take_back_files(screen.transcript.drop_last("user"))
+        content, files = screen.commands.compose(text, before=shown)  # the waiting files join this turn
         if shown is None:
             screen.scroll.mount(UserMessage(text))
         screen.prompt.recall.add(text)
-        screen.transcript.add_user(text, settings_record(screen.host.info, screen.config, screen.host.live))
+        screen.transcript.add_user(content, settings_record(screen.host.info, screen.config, screen.host.live),
+                                   title=text if files else None)
+        screen.commands.files.mark_sent(files, screen.transcript.entries[-1])
         self.start_reply(screen.host.live.values, screen.config.seed)
 
     def start_reply(self, values: LiveValues, seed: int | None) -> None:
@@ -100,7 +107,7 @@ class Turns:
         if self._busy("edit your message"):
             return
         self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
-        screen.prompt.value = screen.transcript.entries[-2].content
+        screen.prompt.value = screen.commands.files.question(screen.transcript.entries[-2])  # its files go again
         screen.prompt.focus()
         screen.refresh_bar()
 
@@ -127,6 +134,8 @@ class Turns:
         screen.replies.detach()
         screen.scroll.remove_children()
         screen.transcript.start_over()
+        screen.commands.files.reset()
+        screen.commands.finder.clear()
         screen.session = SessionTracker()
         screen.last_reply = None
 
