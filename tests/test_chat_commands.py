@@ -152,3 +152,27 @@ def test_save_never_follows_into_a_fifo_or_a_device(tmp_path):
     with pytest.raises(saving.WouldOverwrite):
         saving.write_user_file(tmp_path / "there.txt", "new")
     assert (tmp_path / "there.txt").read_text() == "old"
+
+
+# ---------------------------------------------------------------- -f on the command line
+
+
+def test_generate_f_puts_the_files_ahead_of_the_prompt_and_a_bad_one_is_one_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    seen = []
+    monkeypatch.setattr("spectui.cli.generate.run_generate", lambda options, prompt, **kw: seen.append(prompt) or 0)
+    (tmp_path / "a.py").write_text("A = 1\n")
+    (tmp_path / "b.py").write_text("B = 2\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["generate", "-f", "a.py", "--file", "b.py", "explain"])
+    assert result.exit_code == 0, result.output
+    blocks = [attachments.block(attachments.read_attachment(name)) for name in ("a.py", "b.py")]
+    assert seen == [f"{blocks[0]}\n\n{blocks[1]}\n\nexplain"]
+    os.mkfifo(tmp_path / "pipe")
+    result = CliRunner().invoke(app, ["generate", "-f", "pipe", "-f", "*.rs", "explain"])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(seen) == 1 and len(lines) == 1
+    assert "*.rs: no file matches" in lines[0] and "pipe: a FIFO" in lines[0]

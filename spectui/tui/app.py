@@ -164,6 +164,12 @@ class SpectuiApp(App):
             open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
             self.push_screen(HistoryScreen(self.store, self.export_dir, open_id), self._open_conversation)
 
+    def export_conversation(self, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
+        """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""
+        from spectui.tui.screens.history import write_exports
+
+        return write_exports(self.store, conversation_id, folder)
+
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:
             self.chat_screen.post_message(ShowConversation(self.store.load_conversation(conversation_id)))

@@ -162,8 +162,6 @@ class ChatCommands:
         self.screen.host.live.update(temperature=round(min(temperature, TEMPERATURE_MAX), 2))
 
     def do_export(self, command: Command) -> None:
-        from spectui.tui.screens.history import write_exports
-
         screen, app = self.screen, self.screen.app
         conversation_id = screen.transcript.conversation_id
         if app.store is None or conversation_id is None:
@@ -172,7 +170,7 @@ class ChatCommands:
             return
         folder = Path(command.rest).expanduser() if command.rest else app.export_dir
         try:
-            written = write_exports(app.store, conversation_id, folder)
+            written = app.export_conversation(conversation_id, folder)
         except OSError as error:
             screen.notify(f"Not exported to {folder}: {error.strerror or error}", severity="error")
             return

@@ -46,7 +46,7 @@ def save_reply(screen, args: list[str], cwd=None) -> None:
 
 
 def confirm(screen, plan: SavePlan) -> None:
-    from spectui.tui.screens.save_confirm import SaveConfirmScreen
+    from spectui.tui.chat.save_confirm import SaveConfirmScreen
 
     def answered(write: bool | None) -> None:
         screen.scroll.note(save(plan) if write else f"{plan.path}: kept as it was, nothing written")
