@@ -176,3 +176,17 @@ def test_generate_f_puts_the_files_ahead_of_the_prompt_and_a_bad_one_is_one_line
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 2 and len(seen) == 1 and len(lines) == 1
     assert "*.rs: no file matches" in lines[0] and "pipe: a FIFO" in lines[0]
+
+
+def test_a_stored_turn_gives_back_its_files_and_question(tmp_path):
+    (tmp_path / "a.py").write_text("A = '```'\n")
+    (tmp_path / "b.txt").write_text("no newline at the end")
+    files = [attachments.read_attachment(name, tmp_path) for name in ("a.py", "b.txt")]
+    content = attachments.message_with(files, "compare them\n\nFile x · 1 B · 1 lines · sha256 0123456789ab")
+    found, question = attachments.split_blocks(content)
+    assert question == "compare them\n\nFile x · 1 B · 1 lines · sha256 0123456789ab"
+    assert [(a.name, a.text, a.short_hash) for a, _ in found] == [
+        ("a.py", "A = '```'\n", files[0].short_hash), ("b.txt", "no newline at the end\n", files[1].short_hash)]
+    assert [shown for _, shown in found] == [attachments.block(f) for f in files]
+    assert attachments.without(content, found[1][0], found[1][1]).startswith(attachments.block(files[0]) + "\n\ncompare")
+    assert attachments.split_blocks("just a question") == ([], "just a question")

@@ -23,6 +23,12 @@ ATTACHMENT_LIMIT = 512 * KB  # far above a source file anyone asks a small model
 CHARS_PER_TOKEN = 4  # the estimate where the engine gives no tokenizer on this side
 _AT_PATH = re.compile(r"(?:^|(?<=\s))@(\S+)")
 _BACKTICKS = re.compile(r"`{3,}")
+# A block as `block` writes it, read back from a stored turn (a resumed chat).
+_BLOCK = re.compile(
+    r"File (?P<name>[^\n]+?) · [^\n·]+ · \d+ lines · sha256 (?P<hash>[0-9a-f]{12})\n"
+    r"(?P<fence>`{3,})[^\n`]*\n(?P<body>(?:.*?\n)?)(?P=fence)(?:\n\n|\Z)",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -117,9 +123,23 @@ def message_with(attachments: list[Attachment], text: str) -> str:
     return "\n\n".join([*(block(a) for a in attachments), text]) if attachments else text
 
 
-def without(content: str, attachment: Attachment) -> str:
-    """The turn's text with the file's block taken out (`/drop`)."""
-    return content.replace(block(attachment) + "\n\n", "", 1).replace(block(attachment), "", 1)
+def without(content: str, attachment: Attachment, shown: str | None = None) -> str:
+    """The turn's text with the file's block (`shown`, else as `block` writes it) taken out (`/drop`)."""
+    written = shown if shown is not None else block(attachment)
+    return content.replace(written + "\n\n", "", 1).replace(written, "", 1)
+
+
+def split_blocks(content: str) -> tuple[list[tuple[Attachment, str]], str]:
+    """A stored user turn's files (each with its block's exact text) and what the user wrote:
+    the blocks `message_with` put at its start, read back."""
+    files: list[tuple[Attachment, str]] = []
+    position = 0
+    while (match := _BLOCK.match(content, position)) is not None:
+        body = match.group("body")
+        attachment = Attachment(match.group("name"), "", len(body.encode("utf-8")), match.group("hash"), body)
+        files.append((attachment, match.group(0).removesuffix("\n\n")))
+        position = match.end()
+    return files, content[position:]
 
 
 def changed_lines(old: str, new: str) -> tuple[int, int]:

@@ -73,9 +73,22 @@ async def test_a_file_goes_with_the_next_question_everywhere(make_app, tmp_path)
         assert MODULE in document["messages"][0]["content"]
         assert document["title"] == "add type hints"  # the question, not the file's header
     store = Store(tmp_path / "history.sqlite3")
-    stored = store.load_conversation(conversation_id).messages
+    conversation = store.load_conversation(conversation_id)
     store.close()
-    assert stored[0].content == sent
+    assert conversation.messages[0].content == sent
+    # resumed: the file is a folded block again, the question its own message, and it can be dropped
+    app = make_app(factory_for(engine), resume=conversation)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await wait_for(pilot, lambda: bool(chat.query(AttachmentView)))
+        assert chat.query_one(AttachmentView).text == MODULE
+        assert chat.query(UserMessage).first().text == "add type hints"
+        await send(pilot, "/drop rows.py")
+        assert notes(app)[-1].startswith("Dropped rows.py from the chat")
+        await send(pilot, "thanks")
+        await reply_done(pilot)
+        assert engine.messages_seen[-1][0]["content"] == "add type hints"
 
 
 def test_the_suffix_drafter_drafts_from_an_attached_file():

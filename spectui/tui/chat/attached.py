@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spectui.core.attachments import (
-    Attachment, changed_lines, estimate_tokens, expand, message_with, read_attachment, size_text, without,
+    Attachment, block, changed_lines, estimate_tokens, expand, message_with, read_attachment, size_text, split_blocks, without,
 )
 
 
@@ -20,6 +20,7 @@ from spectui.core.attachments import (
 class Sent:
     attachment: Attachment
     entry: object  # the transcript's Entry of the turn that carries it
+    shown: str  # the block's text in that turn
 
 
 def token_words(count: int) -> str:
@@ -68,7 +69,13 @@ class AttachedFiles:
         return message_with(files, text), files
 
     def mark_sent(self, files: list[Attachment], entry) -> None:
-        self.sent.extend(Sent(attachment, entry) for attachment in files)
+        self.sent.extend(Sent(attachment, entry, block(attachment)) for attachment in files)
+
+    def restore(self, entries) -> None:
+        """A resumed chat: the files its stored user turns carry."""
+        for entry in entries:
+            if entry.role == "user":
+                self.sent.extend(Sent(a, entry, shown) for a, shown in split_blocks(entry.content)[0])
 
     def of_turn(self, entry) -> list[Attachment]:
         return [s.attachment for s in self.sent if s.entry is entry]
@@ -76,8 +83,9 @@ class AttachedFiles:
     def question(self, entry) -> str:
         """What the user wrote in a turn, its files' blocks taken out (to edit it)."""
         content = entry.content
-        for attachment in self.of_turn(entry):
-            content = without(content, attachment)
+        for sent in self.sent:
+            if sent.entry is entry:
+                content = without(content, sent.attachment, sent.shown)
         return content
 
     def resend(self, entry) -> list[Attachment]:
@@ -104,7 +112,7 @@ class AttachedFiles:
             self.pending.remove(found)
             return found, f"Dropped {found.name}: it will not go with your next message"
         self.sent.remove(found)
-        found.entry.content = without(found.entry.content, found.attachment)
+        found.entry.content = without(found.entry.content, found.attachment, found.shown)
         return found, (f"Dropped {found.attachment.name} from the chat: the next reply reads the chat again "
                        f"from that turn (its cached prompt cannot be reused)")
 

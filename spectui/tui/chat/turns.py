@@ -144,7 +144,9 @@ class Turns:
         screen = self.screen
         self.start_over()
         screen.transcript.resume(conversation)
-        screen.prompt.recall.reset(entry.content for entry in screen.transcript.entries if entry.role == "user")
+        screen.commands.files.restore(screen.transcript.entries)
+        screen.prompt.recall.reset(screen.commands.files.question(entry) for entry in screen.transcript.entries
+                                   if entry.role == "user")
         widgets, trackers = stored_conversation(conversation, screen.replies.new_id, screen.show_ghosts)
         for tracker in trackers:
             screen.session.add_reply(tracker)
