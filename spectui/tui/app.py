@@ -168,6 +168,8 @@ class SpectuiApp(App):
         """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""
         from spectui.tui.screens.history import write_exports
 
+        if self.store is None:
+            raise OSError("history is off: nothing is stored to export")
         return write_exports(self.store, conversation_id, folder)
 
     def _open_conversation(self, conversation_id: int | None) -> None:

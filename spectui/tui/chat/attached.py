@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from spectui.core.attachments import (
     Attachment, block, changed_lines, estimate_tokens, expand, message_with, read_attachment, size_text, split_blocks, without,
 )
+from spectui.tui.chat.transcript import Entry
 
 
 @dataclass
 class Sent:
     attachment: Attachment
-    entry: object  # the transcript's Entry of the turn that carries it
+    entry: Entry  # the transcript's entry of the turn that carries it
     shown: str  # the block's text in that turn
 
 
