@@ -30,7 +30,7 @@ FLAGS = {
     "doctor": "--json=False",
     "generate": "--api-key$SPECTUI_API_KEY=None --api-key-file$SPECTUI_API_KEY_FILE=None --backend='auto' --device='auto' --draft/-d=None --draft-tp=None --dtype='auto' --engine='auto' --file/-f=None --gpu-memory-utilization=0.9 --heads=None --json=False --k/-k=4 --lookup-max=8 --lookup-min=1 --max-model-len=None --max-tokens=512 --method='auto' --model/-m=None --plain=False --raw=False --seed=0 --server=None --speculative-config=None --system=None --temperature/-t=0.0 --top-p=1.0 --tp=1 --tree-width=1 prompt=None",
     "heads train": "--device='cpu' --dtype='auto' --kind=None --lr=0.001 --max-new-tokens=128 --model/-m=None --num-heads=4 --out=None --seed=0 --steps=2000 --suite='train' --text=None --vocab-sample=4096",
-    "history export": "--format/-f='md' --output/-o=None conversation_id=None",
+    "history export": "--force=False --format/-f='md' --output/-o=None conversation_id=None",
     "history list": "--json=False",
     "history rename": "conversation_id=None title=None",
     "history rm": "--yes/-y=False conversation_id=None",

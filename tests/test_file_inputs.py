@@ -416,7 +416,7 @@ def full_disk_under(folder: Path, monkeypatch):
 
     def full_open(file, mode="r", *args, **kwargs):
         handle = real_open(file, mode, *args, **kwargs)
-        if "w" in mode and str(file).startswith(str(folder)):
+        if set(mode) & set("wxa") and str(file).startswith(str(folder)):
             return Full(handle)
         return handle
 

@@ -141,17 +141,38 @@ def run_chat(
             app = SpectuiApp(host, config, store, resume=conversation, compare_prompt=compare_prompt,
                              history_off=history_off, attach=attach)
             app.run()
+        if app.history_left:  # the turns a locked history did not take, and where they are
+            say_unsaved(app.history_left)
     finally:
         if store is not None:
             store.close()
-    code = app.return_code or 0
+    return leave(app.return_code or 0)
+
+
+def say_unsaved(line: str) -> None:
+    import contextlib
+
+    from spectui.core.safe_text import safe_line
+
+    with contextlib.suppress(OSError):  # the terminal may be gone; the file of turns is not
+        print(f"spectui: {safe_line(line)}", file=sys.stderr)
+
+
+def leave(code: int) -> int:
+    """The chat's exit code, or an end here and now when a thread would outlive the app: a
+    load or a forward pass (the interpreter would abort tearing down torch under it), or a
+    library's thread no one stops (an input thread spinning on a hung-up terminal kept the
+    process alive after the terminal was gone). Everything is saved by then."""
+    import contextlib
+    import threading
+
     from spectui.tui.worker import spectui_threads
 
-    if spectui_threads():
-        # A load or a forward pass that outlived the app: the interpreter would abort
-        # tearing down torch under it. Everything is saved; leave now.
-        sys.stdout.flush()
-        sys.stderr.flush()
+    stray = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if spectui_threads() or stray:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a terminal that is gone
+                stream.flush()
         os._exit(code)
     return code
 
@@ -221,10 +242,11 @@ def history_export_command(
         ExportFormat.md, "--format", "-f",
         help="md: the conversation to read; json: the conversation with each reply's settings; jsonl: its per-step trace."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+    force: bool = typer.Option(False, "--force", help="Replace the --output file if it exists."),
 ) -> None:
     """Export a conversation as Markdown or JSON, or its trace as JSONL (one line per step).
     Turns replaced by regenerate or edit are left out, as the chat leaves them out."""
-    from spectui.core.files import write_text_atomically
+    from spectui.core.files import WouldOverwrite, reason, write_user_file
     from spectui.store import NoSuchConversation, Store, default_store_path
 
     path = default_store_path()
@@ -242,10 +264,12 @@ def history_export_command(
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        write_text_atomically(output, text)  # a full disk leaves no empty file behind
+    try:  # a regular file only, never replaced unasked; a full disk leaves no empty file behind
+        write_user_file(output, text, overwrite=force)
+    except WouldOverwrite:
+        fail(UsageError(f"{output} exists: name a new file, or add --force to replace it"))
     except OSError as error:
-        fail(UsageError(f"cannot write {output}: {error.strerror or error}"))
+        fail(UsageError(f"cannot write {output}: {reason(error)}"))
     typer.echo(str(output), err=True)
 
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
+import shutil
 import stat
 from pathlib import Path
+
+from spectui.core.safe_text import safe_line
 
 KB = 1024
 MB = 1024 * KB
@@ -26,6 +30,16 @@ MODEL_JSON_LIMIT = 256 * MB  # a model's tokenizer.json: tens of MB for a large 
 
 class NotAFile(OSError):
     """A device, FIFO, socket or folder where a file was expected."""
+
+
+class WouldOverwrite(FileExistsError):
+    """A file is already there and the caller did not say to replace it."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(errno.EEXIST, "already exists", str(path))
+
+    def __str__(self) -> str:
+        return f"{safe_line(str(self.filename))} already exists; not overwriting it"
 
 
 class FileTooLarge(OSError):
@@ -96,3 +110,109 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
         with contextlib.suppress(OSError):
             partial.unlink()
         raise
+
+
+def write_user_file(path: Path | str, data: bytes | str, *, overwrite: bool = False, backup: bool = False) -> Path:
+    """Write `data` (str as UTF-8) to the file the user named and return the path written.
+
+    Regular files only: a device, FIFO, socket or folder is refused with NotAFile without
+    being opened (a FIFO would block, a device would take the bytes); a link is followed
+    only to a regular file (its target is written, the link kept). An existing file is
+    WouldOverwrite unless `overwrite`; `backup` keeps its old content as `<name>.bak`.
+    The bytes go to a temporary file beside the target, fsynced, then renamed over it:
+    a full disk or a kill leaves the old file whole, and the old file's mode is kept."""
+    target, existing = _writable_target(Path(path).expanduser())
+    if existing is not None and not overwrite:
+        raise WouldOverwrite(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    mode = stat.S_IMODE(existing.st_mode) if existing is not None else None
+    partial = _write_partial(target, payload, mode)
+    try:
+        if existing is not None and backup:
+            _keep_backup(target)
+        if existing is None:
+            _link_new(partial, target, path)
+        else:
+            os.replace(partial, target)
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+    _sync_folder(target.parent)
+    return target
+
+
+def _writable_target(path: Path) -> tuple[Path, os.stat_result | None]:
+    """The path to write (a link's target) and its stat if a regular file is there, else
+    NotAFile for anything that is not a regular file. Only stat: nothing is opened."""
+    try:
+        link = os.lstat(path)
+    except FileNotFoundError:
+        return path, None
+    target = Path(os.path.realpath(path)) if stat.S_ISLNK(link.st_mode) else path
+    try:
+        found = os.stat(target)
+    except FileNotFoundError:
+        raise NotAFile(errno.ENOENT, "a link to nothing, not a regular file", str(path)) from None
+    if stat.S_ISDIR(found.st_mode):
+        raise NotAFile(errno.EISDIR, "a folder, not a file", str(path))
+    if not stat.S_ISREG(found.st_mode):
+        raise NotAFile(errno.EINVAL, f"{_kind(found.st_mode)}, not a regular file", str(path))
+    return target, found
+
+
+def _write_partial(target: Path, payload: bytes, mode: int | None) -> Path:
+    """A new file beside `target` holding `payload`, on the disk (fsync). Created 0666 less
+    the umask, as any new file; given the old file's mode when one is replaced."""
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+    try:
+        with open(partial, "xb") as out:  # "x": never a file that was already there
+            out.write(payload)
+            out.flush()
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+    return partial
+
+
+def _link_new(partial: Path, target: Path, named: Path | str) -> None:
+    """Put `partial` at `target` only if nothing is there yet: a hard link fails when a file
+    appeared since the check, where a rename would replace it. Filesystems without hard
+    links fall back to the rename."""
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        raise WouldOverwrite(named) from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        os.replace(partial, target)
+
+
+def _keep_backup(target: Path) -> None:
+    """The old content as `<name>.bak` (an older one replaced): a hard link to the old file,
+    or a copy where links are not supported, put in place by rename."""
+    backup = target.with_name(target.name + ".bak")
+    staged = target.with_name(f".{target.name}.{secrets.token_hex(4)}.bak")
+    try:
+        try:
+            os.link(target, staged)
+        except OSError:
+            shutil.copy2(target, staged)
+        os.replace(staged, backup)
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink()
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync the folder so the rename itself survives a power cut (best effort)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)

@@ -1,7 +1,7 @@
 """A reply's code block written back to a file (`/save PATH [N]`): what would change (a
 unified diff against the file there), then the write, the old file kept as a backup. A
-device, a FIFO or a folder at the path is refused before anything is read or written.
-No textual here.
+device, a FIFO or a folder at the path is refused before anything is read or written
+(core.files.write_user_file, the one safe writer, writes). No textual here.
 """
 
 from __future__ import annotations
@@ -9,18 +9,13 @@ from __future__ import annotations
 import difflib
 import errno
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.core.files import MB, FileTooLarge, NotAFile, read_capped, reason, write_text_atomically
+from spectui.core.files import MB, FileTooLarge, NotAFile, read_capped, reason, write_user_file
 
 SAVE_COMPARE_LIMIT = 8 * MB  # an existing file larger than this is not diffed (nor overwritten)
-
-
-class WouldOverwrite(OSError):
-    """A file is there and overwrite was not asked for."""
 
 
 def _kind_problem(path: Path) -> NotAFile | None:
@@ -33,37 +28,6 @@ def _kind_problem(path: Path) -> NotAFile | None:
     what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
         "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
     return NotAFile(errno.EINVAL, f"{what}, not a regular file", str(path))
-
-
-def backup_path(path: Path) -> Path:
-    """`name.bak`, or the first `name.bak2`, `name.bak3`… not taken: no backup is overwritten."""
-    candidate, number = path.with_name(f"{path.name}.bak"), 1
-    while candidate.exists() or candidate.is_symlink():
-        number += 1
-        candidate = path.with_name(f"{path.name}.bak{number}")
-    return candidate
-
-
-def write_user_file(path: str | os.PathLike, data: str | bytes, *, overwrite: bool = False,
-                    backup: bool = False) -> Path:
-    """Write `data` at `path` (atomically); raises NotAFile at a device, FIFO or folder and
-    WouldOverwrite where a file is and `overwrite` is False. With `backup`, the file that was
-    there is renamed aside first. Returns the path written."""
-    target = Path(path).expanduser()
-    problem = _kind_problem(target)
-    if problem is not None:
-        raise problem
-    if target.exists() and not overwrite:
-        raise WouldOverwrite(errno.EEXIST, "a file is there", str(target))
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
-    if backup and target.exists():
-        aside = backup_path(target)
-        try:
-            os.link(target, aside)  # the old file's bytes stay as they are under the new name
-        except OSError:
-            shutil.copy2(target, aside)
-    write_text_atomically(target, text)
-    return target
 
 
 @dataclass(frozen=True)
@@ -103,7 +67,7 @@ def plan_save(path: str, text: str, cwd: str | os.PathLike | None = None) -> Sav
 
 def save(plan: SavePlan) -> str:
     """Write the plan (the old file kept beside it); the line that says what was done."""
-    aside = backup_path(plan.path) if plan.old is not None else None
+    aside = plan.path.with_name(plan.path.name + ".bak") if plan.old is not None else None
     try:
         written = write_user_file(plan.path, plan.text, overwrite=plan.old is not None, backup=plan.old is not None)
     except OSError as error:

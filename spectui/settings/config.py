@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from spectui.core.errors import UsageError
-from spectui.core.files import SETTINGS_FILE_LIMIT, FileTooLarge, NotAFile, read_capped
+from spectui.core.files import (
+    SETTINGS_FILE_LIMIT,
+    FileTooLarge,
+    NotAFile,
+    WouldOverwrite,
+    read_capped,
+    write_user_file,
+)
 from spectui.settings.checks import OptionError
 from spectui.settings.keymap import clash, key_problem, screens, split_keys
 from spectui.settings.options import EngineOptions, engine_options_from_values
@@ -194,11 +201,11 @@ def write_config(path: Path, text: str, force: bool = False) -> None:
     """`spectui config init`: write the file, refusing to overwrite one unless forced."""
     if path.is_dir():
         raise ConfigError(f"{path} is a folder, not a config file: move it away first")
-    if path.exists() and not force:
-        raise ConfigError(f"{path} exists (use --force to overwrite)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_user_file(path, text, overwrite=force)  # a regular file only, replaced atomically
+    except WouldOverwrite:
+        raise ConfigError(f"{path} exists (use --force to overwrite)") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot write it ({error.strerror or error}): {_ACCESS_ADVICE}") from None
 

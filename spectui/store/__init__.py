@@ -3,7 +3,8 @@
 records: what is read back, and the errors; schema: the tables, their upgrades and the search
 SQL; database: where the file lives and its one locked connection; history: Store, the
 conversations, messages and steps; salvaging: what still reads of a damaged file; export:
-Markdown, JSON and the JSONL trace. The modules import each other, never this face.
+Markdown, JSON and the JSONL trace; write_queue: the chat's writes on a thread of their
+own, so a lock held elsewhere never freezes the UI. The modules import each other, never this face.
 """
 
 from spectui.store.database import data_folder, default_store_path
@@ -20,13 +21,16 @@ from spectui.store.records import (
 )
 from spectui.store.salvaging import Salvaged, salvage
 from spectui.store.schema import SCHEMA_VERSION, fts5_available
+from spectui.store.write_queue import HistoryQueue, RowId
 
 __all__ = [
     "APPROXIMATE_NOTE",
     "SCHEMA_VERSION",
     "Conversation",
     "ConversationSummary",
+    "HistoryQueue",
     "NoSuchConversation",
+    "RowId",
     "Salvaged",
     "SearchHit",
     "Store",

@@ -11,11 +11,13 @@ from pathlib import Path
 
 from textual.app import App
 
+from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_text
 from spectui.settings.config import ChatConfig
-from spectui.store import Conversation, Store, data_folder
+from spectui.store import Conversation, HistoryQueue, Store, data_folder
 from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_themes, theme_errors, theme_variables
 from spectui.tui.heap import defer_full_collections
+from spectui.tui.history_watch import HistoryWatch
 from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
 from spectui.tui.theming import textual_theme, token_variables
@@ -47,7 +49,10 @@ class SpectuiApp(App):
         super().__init__()
         self.host = host
         self.config = config or ChatConfig()
-        self.store = store
+        self.store = store  # reads (the history screen) go straight to it
+        # the chat's writes: queued for a thread of their own, so a lock never freezes the UI
+        self.history = HistoryQueue(store) if store is not None else None
+        self.history_left: str | None = None  # at quit: the turns the locked history did not take
         self.resume = resume
         self._themes_given = themes is not None
         self.spectui_themes = themes if themes is not None else load_themes()
@@ -97,11 +102,14 @@ class SpectuiApp(App):
         if not self._themes_given:  # themes from the config dir: say which were skipped
             for problem in theme_errors():
                 self.notify(f"Theme skipped: {problem}", severity="warning", timeout=8)
-        self.chat_screen = ChatScreen(self.host, self.config, self.store, conversation=self.resume,
+        self.chat_screen = ChatScreen(self.host, self.config, self.history, conversation=self.resume,
                                       compare_prompt=self.compare_prompt, cursor_blink=self.cursor_blink)
         self.push_screen(self.chat_screen)
         if self.attach:
             self.call_after_refresh(self.chat_screen.commands.attach, self.attach)
+        if self.history is not None:
+            self.history_watch = HistoryWatch(self.history, self.notify)
+            self.set_interval(HistoryWatch.EVERY_S, self.history_watch.check)
         self.host.start()  # if the command did not start it before the app
         self.host.attach(lambda: self.call_later(self.host.pump), self.set_timer)
 
@@ -111,6 +119,8 @@ class SpectuiApp(App):
 
     def on_unmount(self) -> None:
         gc.set_threshold(*self._gc_thresholds)
+        if self.history is not None:  # a moment to save; what the lock keeps goes to a file
+            self.history_left = self.history.close()
         self.host.close(timeout=15.0)
 
     def _exit_on_signals(self) -> None:
@@ -124,6 +134,7 @@ class SpectuiApp(App):
         import sys
 
         loop = asyncio.get_running_loop()
+        resume_only_after_a_stop()
         hangup = () if sys.platform == "win32" else (signal.SIGHUP,)
         for signum in (signal.SIGINT, signal.SIGTERM, *hangup):
             try:
@@ -170,7 +181,16 @@ class SpectuiApp(App):
 
         if self.store is None:
             raise OSError("history is off: nothing is stored to export")
-        return write_exports(self.store, conversation_id, folder)
+        self.wait_for_history()
+        return write_exports(self.store, conversation_id, folder, overwrite=True)  # this chat's own, newer
+
+    def wait_for_history(self, timeout: float = 2.0) -> None:
+        """Wait (a moment at most) for the chat's queued history writes: an export reads them."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.history is not None and not self.history.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:
@@ -186,10 +206,42 @@ class SpectuiApp(App):
         self.notify(f"Theme: {self.theme} (theme = \"{self.theme}\" in the config keeps it)")
 
     def action_screenshot(self) -> None:
+        from textual._files import generate_datetime_filename
+
         try:
             self.screenshot_dir.mkdir(parents=True, exist_ok=True)
-            path = Path(self.save_screenshot(path=str(self.screenshot_dir))).resolve()
+            # a new, dated name, through the one safe writer: never onto a file already there
+            name = generate_datetime_filename(self.title, ".svg")
+            path = write_user_file(self.screenshot_dir / name, self.export_screenshot()).resolve()
         except OSError as error:
             self.notify(f"Screenshot not saved in {self.screenshot_dir}: {error.strerror or error}", severity="error")
             return
         self.notify(f"Saved {path}")
+
+
+def resume_only_after_a_stop() -> None:
+    """Textual's driver takes the terminal back on every SIGCONT. A terminal that hangs up
+    (a closed tab, a killed tmux, a dropped SSH) sends SIGCONT with its SIGHUP: taken back
+    while the app quits, the dead terminal got a new input thread that spun on it and kept
+    the process alive (20-65 % of a core). Resume only after a stop (Ctrl+Z's SIGTSTP)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGCONT") or threading.current_thread() is not threading.main_thread():
+        return
+    stop, resume = signal.getsignal(signal.SIGTSTP), signal.getsignal(signal.SIGCONT)
+    if not (callable(stop) and callable(resume)):
+        return  # no driver of a real terminal (tests): nothing to guard
+    stopped = threading.Event()
+
+    def on_stop(signum, frame) -> None:
+        stopped.set()
+        stop(signum, frame)
+
+    def on_resume(signum, frame) -> None:
+        if stopped.is_set():
+            stopped.clear()
+            resume(signum, frame)
+
+    signal.signal(signal.SIGTSTP, on_stop)
+    signal.signal(signal.SIGCONT, on_resume)

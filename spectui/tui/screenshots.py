@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from spectui.core.files import write_user_file
+
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
 # For a real model: a reply with code blocks, after a first reply (not shown) that warms the
@@ -55,7 +57,8 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
 
     def save(name: str) -> None:
         path = out / f"{name}{name_part}-{theme}.svg"
-        path.write_text(app.export_screenshot(title=f"spectui · {name} · {theme}"), encoding="utf-8")
+        # the pictures are remade on each run: replaced, but only ever as regular files
+        write_user_file(path, app.export_screenshot(title=f"spectui · {name} · {theme}"), overwrite=True)
         written.append(path)
 
     async with app.run_test(size=SIZE) as pilot:

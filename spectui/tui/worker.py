@@ -17,6 +17,7 @@ from spectui.host.loading import throttled
 from spectui.measure.run import Reply, run_reply
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived, StoreFailed
 from spectui.core.pieces import step_pieces
+from spectui.store import RowId
 
 Post = Callable[[object], object]
 
@@ -40,7 +41,7 @@ def restated_arrivals(
     return restated
 
 
-def save_restated(store, message_id: int, restated: Sequence[StepArrived], started: float) -> None:
+def save_restated(store, message_id: int | RowId, restated: Sequence[StepArrived], started: float) -> None:
     from spectui.store import StoredStep
 
     store.replace_steps(
@@ -58,7 +59,7 @@ def stream_reply(
     on_step: Callable[[StepArrived], object],
     clock: Callable[[], float] = time.monotonic,
     store=None,
-    message_id: int | None = None,
+    message_id: int | RowId | None = None,
 ) -> None:
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), then
     exactly one ReplyEnded is posted, whatever happened."""

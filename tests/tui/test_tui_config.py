@@ -125,10 +125,11 @@ def test_config_init_into_a_path_under_a_file_is_one_line(tmp_path, monkeypatch,
 
 
 def test_config_init_into_a_read_only_folder_is_one_line(tmp_path, monkeypatch, capsys):
-    def refuse(self, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(self))
+    def refuse(file, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr(type(tmp_path), "write_text", refuse)  # root ignores chmod: refuse as a read-only disk would
+    # root ignores chmod: the safe writer's open refuses as a read-only disk would
+    monkeypatch.setattr("spectui.core.files.open", refuse, raising=False)
     code, lines = init(monkeypatch, capsys, tmp_path)
     assert code == 2 and lines == [
         f"spectui: error: {tmp_path / 'config.toml'}: cannot write it (Permission denied): check its permissions, "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from spectui.core.attachments import at_paths, estimate_tokens
 from spectui.core.commands import Command, Literal, Unknown, help_lines, parse, parse_k, parse_temperature
+from spectui.core.errors import SpectuiError
 from spectui.core.events import TEMPERATURE_MAX
 from spectui.tui.chat.attached import AttachedFiles, Sent
 from spectui.tui.chat.find import Finder
@@ -163,6 +164,7 @@ class ChatCommands:
 
     def do_export(self, command: Command) -> None:
         screen, app = self.screen, self.screen.app
+        app.wait_for_history()  # the chat's rows may still wait in the history's queue
         conversation_id = screen.transcript.conversation_id
         if app.store is None or conversation_id is None:
             screen.notify("Nothing to export yet: the chat is saved once its first message is sent"
@@ -171,7 +173,8 @@ class ChatCommands:
         folder = Path(command.rest).expanduser() if command.rest else app.export_dir
         try:
             written = app.export_conversation(conversation_id, folder)
-        except OSError as error:
-            screen.notify(f"Not exported to {folder}: {error.strerror or error}", severity="error")
+        except (SpectuiError, OSError) as error:
+            why = (error.strerror or str(error)) if isinstance(error, OSError) else str(error)
+            screen.notify(f"Not exported to {folder}: {why}", severity="error")
             return
         self.say(["Exported this chat:", *(str(path) for path in written)])

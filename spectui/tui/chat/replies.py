@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from spectui.core.events import Control, Done, GenerationParams, Message
 from spectui.core.pieces import display_chunks
-from spectui.store import APPROXIMATE_NOTE
+from spectui.store import APPROXIMATE_NOTE, RowId
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
 from spectui.tui.messages import EngineRestarting, ReplyEnded, StepArrived
@@ -31,7 +31,7 @@ class ActiveReply:
     view: ReplyView
     tracker: ReplyTracker
     control: Control
-    message_id: int | None
+    message_id: int | RowId | None  # a RowId while the history's queue holds its write
     settings: dict  # what it is made with (k, T, seed, method): its history row's, and regenerate's
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
@@ -41,13 +41,13 @@ class ActiveReply:
 class DetachedReply:
     """A reply still running in its thread after a new chat: only its history row is kept."""
 
-    message_id: int | None
+    message_id: int | RowId | None  # a RowId while the history's queue holds its write
     text: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class EndedReply:
-    message_id: int | None
+    message_id: int | RowId | None  # a RowId while the history's queue holds its write
     content: str
     finish_reason: str
     error: str | None
@@ -88,7 +88,7 @@ class Replies:
         self.next_id += 1
         return self.next_id - 1
 
-    def start(self, messages: list[Message], params: GenerationParams, message_id: int | None, ghosts: bool,
+    def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
               values=None, settings: dict | None = None) -> None:
         """values: the LiveValues it starts from (default: the live ones)."""
         reply_id = self.new_id()

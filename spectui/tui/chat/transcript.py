@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from spectui.core.events import Message
 from spectui.core.reasoning import answer_of
-from spectui.store import Conversation, StoredMessage
+from spectui.store import Conversation, RowId, StoredMessage
 
 ROLES = ("system", "user", "assistant")
 
@@ -41,7 +41,7 @@ class Entry:
 
     role: str
     content: str
-    row: int | None = None
+    row: int | RowId | None = None  # a RowId while its write waits in the history's queue
     settings: dict = field(default_factory=dict)  # a reply's: k, temperature, auto_k, seed, method
     finish_reason: str = "stop"
     error: str | None = None
@@ -56,7 +56,8 @@ class Entry:
 
 class Transcript:
     """entries: what the next reply is asked to continue. A failed history write is a
-    warning (`warn`): the chat goes on without it."""
+    warning (`warn`): the chat goes on without it. The store is the chat's HistoryQueue
+    (writes return at once, ids as RowIds) or a plain Store."""
 
     def __init__(self, store, system: str | None, warn: Callable[[str], None]) -> None:
         self.store = store
@@ -67,11 +68,16 @@ class Transcript:
     def start_over(self) -> None:
         system = self.default_system
         self.entries: list[Entry] = [Entry("system", system)] if system else []
-        self.conversation_id: int | None = None
+        self.conversation: int | RowId | None = None  # None: not saved yet
         # The user's text of the last reply when it ended over the model's context.
         self.overflowed: str | None = None
         # Once the user chose it, every later reply of this chat drops its oldest turns to fit.
         self.truncating = False
+
+    @property
+    def conversation_id(self) -> int | None:
+        """The conversation's id in the history, once its write ran."""
+        return self.conversation.value if isinstance(self.conversation, RowId) else self.conversation
 
     @property
     def messages(self) -> list[Message]:
@@ -87,7 +93,7 @@ class Transcript:
         systems = [m for m in kept if m.role == "system"][-1:]  # the chat's prompt goes first
         self.entries = [Entry(m.role, m.content, m.id, m.settings, m.finish_reason or "interrupted", m.error, m.stats)
                         for m in systems + [m for m in kept if m.role != "system"]]
-        self.conversation_id = conversation.id
+        self.conversation = conversation.id
 
     def last(self, role: str) -> Entry | None:
         return self.entries[-1] if self.entries and self.entries[-1].role == role else None
@@ -99,20 +105,18 @@ class Transcript:
         (titled `title` when the message's first line is not what it asks: a file's header)."""
         self.entries.append(Entry("user", text))
         self.overflowed = None
-        opens = self.conversation_id is None
-        if opens:
-            self.conversation_id = self._write(lambda store: store.new_conversation(settings))
+        if self.conversation is None:
+            named = title.strip().splitlines()[0][:80] if title and title.strip() else ""
+            self.conversation = self._write(lambda store: store.new_conversation(settings, title=named))
             for entry in self.entries[:-1]:  # the system message, if any
                 entry.row = self._save(entry)
         self.entries[-1].row = self._save(self.entries[-1])
-        if opens and title and title.strip() and self.conversation_id is not None:
-            self._write(lambda store: store.rename_conversation(self.conversation_id, title.strip().splitlines()[0][:80]))
 
-    def open_reply(self, settings: dict) -> int | None:
+    def open_reply(self, settings: dict) -> int | RowId | None:
         """The reply's row (empty until it ends), made with `settings`; returns its id."""
-        if self.conversation_id is None:
+        if self.conversation is None:
             return None
-        return self._write(lambda store: store.add_message(self.conversation_id, "assistant", "", settings=settings))
+        return self._write(lambda store: store.add_message(self.conversation, "assistant", "", settings=settings))
 
     def add_reply(self, ended) -> None:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
@@ -143,7 +147,7 @@ class Transcript:
             self._supersede(old)
         if text:
             self.entries.insert(0, Entry("system", text))
-            if self.conversation_id is not None:
+            if self.conversation is not None:
                 self.entries[0].row = self._save(self.entries[0])
 
     def take_overflowed(self) -> str | None:
@@ -163,10 +167,10 @@ class Transcript:
 
     # the store
 
-    def _save(self, entry: Entry) -> int | None:
-        if self.conversation_id is None:
+    def _save(self, entry: Entry) -> int | RowId | None:
+        if self.conversation is None:
             return None
-        return self._write(lambda store: store.add_message(self.conversation_id, entry.role, entry.content))
+        return self._write(lambda store: store.add_message(self.conversation, entry.role, entry.content))
 
     def _supersede(self, entry: Entry) -> None:
         if entry.row is not None:

@@ -18,7 +18,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from spectui.core.errors import SpectuiError, one_line
-from spectui.core.files import write_text_atomically
+from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.core.safe_text import escaped_json
@@ -29,18 +29,26 @@ MATCH_STYLE = "bold reverse"
 NO_TITLE = "–"
 
 
-def write_exports(store: Store, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
-    """The conversation as Markdown and JSON, and its trace as JSONL, in `folder` (made if missing)."""
-    conversation = store.load_conversation(conversation_id)
+def export_paths(conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
+    """Where the three exports of a conversation go in `folder`."""
     folder = folder.expanduser().resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    markdown = folder / f"spectui-chat-{conversation_id}.md"
-    document = folder / f"spectui-chat-{conversation_id}.json"
-    trace = folder / f"spectui-chat-{conversation_id}.trace.jsonl"
-    # the CLI export's writer: a full disk leaves no empty or cut file behind
-    write_text_atomically(markdown, export_markdown(conversation))
-    write_text_atomically(document, escaped_json(export_json(conversation)))
-    write_text_atomically(trace, "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation)))
+    stem = f"spectui-chat-{conversation_id}"
+    return folder / f"{stem}.md", folder / f"{stem}.json", folder / f"{stem}.trace.jsonl"
+
+
+def write_exports(
+    store: Store, conversation_id: int, folder: Path, overwrite: bool = False
+) -> tuple[Path, Path, Path]:
+    """The conversation as Markdown and JSON, and its trace as JSONL, in `folder` (made if
+    missing). Through the one safe writer: regular files only, an existing one replaced only
+    with `overwrite` (the screen asks first), a full disk leaves no empty or cut file."""
+    conversation = store.load_conversation(conversation_id)
+    markdown, document, trace = export_paths(conversation_id, folder)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
+    write_user_file(markdown, export_markdown(conversation), overwrite=overwrite)
+    write_user_file(document, escaped_json(export_json(conversation)), overwrite=overwrite)
+    trace_lines = "".join(escaped_json(line) + "\n" for line in export_trace_jsonl(conversation))
+    write_user_file(trace, trace_lines, overwrite=overwrite)
     return markdown, document, trace
 
 
@@ -164,14 +172,29 @@ class HistoryScreen(Screen):
         def export(folder: str | None) -> None:
             if folder is None or not folder.strip():
                 return  # Esc, or nothing typed: nothing written
-            try:
-                markdown, document, trace = write_exports(self.store, conversation_id, Path(folder.strip()))
-            except (SpectuiError, OSError) as error:
-                self.notify(one_line(error), severity="error")
+            there = [path for path in export_paths(conversation_id, Path(folder.strip())) if path.exists()]
+            if not there:
+                self._write_exports(conversation_id, Path(folder.strip()), overwrite=False)
                 return
-            self.notify(f"Wrote {markdown.name}, {document.name} and {trace.name} in {markdown.parent}", timeout=10)
+            question = Text.assemble(
+                f"Replace {', '.join(path.name for path in there)} in ", Text(safe_line(str(there[0].parent))), "?"
+            )
+
+            def replace(yes: bool | None) -> None:
+                if yes:
+                    self._write_exports(conversation_id, Path(folder.strip()), overwrite=True)
+
+            self.app.push_screen(DeleteDialog(question, yes="Replace (y)"), replace)
 
         self.app.push_screen(ExportDialog(conversation_id, self.export_dir), export)
+
+    def _write_exports(self, conversation_id: int, folder: Path, overwrite: bool) -> None:
+        try:
+            markdown, document, trace = write_exports(self.store, conversation_id, folder, overwrite)
+        except (SpectuiError, OSError) as error:
+            self.notify(one_line(error), severity="error")
+            return
+        self.notify(f"Wrote {markdown.name}, {document.name} and {trace.name} in {markdown.parent}", timeout=10)
 
     def action_rename(self) -> None:
         conversation_id = self._selected_id()
@@ -274,7 +297,8 @@ class ExportDialog(ModalScreen[str | None]):
 
 
 class DeleteDialog(ModalScreen[bool]):
-    """A yes/no question: Y or the button confirms; N, Esc or the other button does not."""
+    """A yes/no question: Y or the button confirms; N, Esc or the other button does not.
+    Also asks before an export replaces files (`yes` names the action)."""
 
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n,escape", "answer(False)", "no")]
     DEFAULT_CSS = """
@@ -284,15 +308,16 @@ class DeleteDialog(ModalScreen[bool]):
     DeleteDialog Button { margin-right: 2; }
     """
 
-    def __init__(self, question: Text) -> None:
+    def __init__(self, question: Text, yes: str = "Delete (y)") -> None:
         super().__init__()
         self.question = question
+        self.yes_label = yes
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.question, id="question")
             with Horizontal():
-                yield Button("Delete (y)", variant="error", id="yes")
+                yield Button(self.yes_label, variant="error", id="yes")
                 yield Button("Keep (n)", id="no")
 
     def on_mount(self) -> None:
