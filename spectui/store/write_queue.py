@@ -86,12 +86,16 @@ class HistoryQueue:
     # the writes the chat makes
 
     def new_conversation(self, settings: dict, title: str = "") -> RowId:
-        return self._put(_Write("new_conversation", (settings, title), result=RowId(),
-                                turn={"conversation": "new", "settings": settings}))
+        made = RowId()
+        self._put(_Write("new_conversation", (settings, title), result=made,
+                         turn={"conversation": "new", "settings": settings}))
+        return made
 
     def add_message(self, conversation_id, role: str, content: str, settings: dict | None = None) -> RowId:
+        made = RowId()
         turn = {"conversation": conversation_id, "role": role, "content": content}
-        return self._put(_Write("add_message", (conversation_id, role, content, settings), result=RowId(), turn=turn))
+        self._put(_Write("add_message", (conversation_id, role, content, settings), result=made, turn=turn))
+        return made
 
     def finish_message(self, message_id, content: str, finish_reason: str, error: str | None = None,
                        stats: dict | None = None) -> None:
@@ -135,18 +139,17 @@ class HistoryQueue:
 
     # the thread
 
-    def _put(self, write: _Write) -> RowId | None:
+    def _put(self, write: _Write) -> None:
         with self._changed:
             if self._closing:
                 raise StoreError("history is closed")
             if write.method == "add_step":
                 if self._steps_pending >= self._step_limit:
                     self.dropped_steps += 1
-                    return None
+                    return
                 self._steps_pending += 1
             self._pending.append(write)
             self._changed.notify_all()
-        return write.result
 
     def _work(self) -> None:
         writer = None
