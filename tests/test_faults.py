@@ -43,7 +43,7 @@ def test_over_the_context_is_one_line_with_both_numbers():
     messages = chat("a " * 40, "b " * 40, "c " * 40)
     with pytest.raises(ContextOverflow) as caught:
         fit_prompt(words, messages, max_tokens=16, context_length=100)
-    assert str(caught.value) == "the conversation is 122 tokens; the model holds 100"
+    assert str(caught.value) == "the conversation is 122 tokens; the model holds 100 (23 too many to leave room for a reply)"
     assert (caught.value.prompt_tokens, caught.value.context_length) == (122, 100)
 
 
@@ -90,7 +90,8 @@ def test_the_engine_says_the_chat_is_over_its_context_and_resends_it_truncated(e
     assert steps == [] and done.finish_reason == "error"
     prompt_tokens, context = done.context_overflow
     assert context == 512 and prompt_tokens > 512
-    assert done.error == f"the conversation is {prompt_tokens:,} tokens; the model holds 512"
+    over = prompt_tokens - 511
+    assert done.error == f"the conversation is {prompt_tokens:,} tokens; the model holds 512 ({over:,} too many to leave room for a reply)"
 
     steps, done = stream(engine, messages, max_tokens=16, truncate=True)
     assert done.finish_reason in ("stop", "length") and done.dropped_messages == 2

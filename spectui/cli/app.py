@@ -11,7 +11,7 @@ import typer
 
 from spectui.cli.common import command_of, fail, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
-from spectui.cli.prompt import ComparePromptArgument, PromptArgument, read_prompt
+from spectui.cli.prompt import ComparePromptArgument, FilesOption, PromptArgument, read_prompt, with_files
 from spectui.core.errors import SpectuiError, UsageError
 
 app = typer.Typer(
@@ -57,6 +57,7 @@ def main_callback(
 def generate(
     prompt: PromptArgument = None,
     settings: Given = None,
+    files: FilesOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
     plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
     raw: bool = typer.Option(
@@ -73,6 +74,7 @@ def generate(
 
     try:
         text, _ = read_prompt(prompt)
+        text = with_files(files, text)
         scripted = settings["engine"] == "scripted"  # the chat's demo engine: it drafts, and runs no models
         options = settings.engine_options(method="draft") if scripted else settings.engine_options()
         code = run_generate(options, text, models=None if scripted else settings.models(options),

@@ -17,6 +17,7 @@ import typer
 
 from spectui.cli.common import fail, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.prompt import FilesOption, check_files
 from spectui.core.errors import SpectuiError, UsageError
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", invoke_without_command=True, callback=help_when_bare)
@@ -42,12 +43,15 @@ def chat_command(
     resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
     settings: Given = None,
     no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
+    files: FilesOption = None,
 ) -> None:
     """Chat in the terminal, every token coloured by where it came from.
 
-    Options not given take the config file's values (spectui config path)."""
+    Options not given take the config file's values (spectui config path). -f files go with
+    the first message, as /file attaches them."""
     try:
-        code = run_chat(settings.config_overrides(), resume=resume, conversation_id=conversation_id, history=not no_history)
+        code = run_chat(settings.config_overrides(), resume=resume, conversation_id=conversation_id, history=not no_history,
+                        attach=check_files(files))
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -98,9 +102,11 @@ def run_chat(
     conversation_id: int | None = None,
     history: bool = True,
     compare_prompt: str | None = None,
+    attach: list[str] | None = None,
 ) -> int:
     """Config file < CLI options; open history; start the engine; run the app.
-    compare_prompt opens the compare view on it as soon as the engine is ready."""
+    compare_prompt opens the compare view on it as soon as the engine is ready; attach: the
+    files (-f) that go with the first message."""
     from spectui.settings.config import load_config
     from spectui.store import default_store_path
 
@@ -133,7 +139,7 @@ def run_chat(
             from spectui.tui.app import SpectuiApp
 
             app = SpectuiApp(host, config, store, resume=conversation, compare_prompt=compare_prompt,
-                             history_off=history_off)
+                             history_off=history_off, attach=attach)
             app.run()
         if app.history_left:  # the turns a locked history did not take, and where they are
             say_unsaved(app.history_left)

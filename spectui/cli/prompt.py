@@ -31,6 +31,13 @@ def prompt_argument(command: str):
     ]
 
 
+FilesOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--file", "-f", metavar="PATH",
+                 help="Attach a file (its name, size, hash and text go into the message); repeatable, globs too.",
+                 show_default=False),
+]
+
 PromptArgument = prompt_argument("generate")
 ComparePromptArgument = prompt_argument("compare")
 STDIN_HINT = "spectui: reading the prompt from stdin; Ctrl+D ends it"
@@ -59,3 +66,24 @@ def read_stdin() -> str:
     except FileTooLarge as error:
         raise UsageError(f"the prompt on stdin is {error.strerror}: give a smaller file") from None
     return data.decode("utf-8", errors="replace").strip("\n")
+
+
+def with_files(patterns: list[str] | None, text: str) -> str:
+    """The message with the files -f names ahead of it, as the chat's /file attaches them; a
+    file that cannot be attached (missing, binary, a FIFO, too large) is one line and no run."""
+    if not patterns:
+        return text
+    from spectui.core.attachments import expand, message_with, read_attachment
+
+    paths, problems = expand(patterns)
+    read = [read_attachment(path) for path in paths]
+    problems += [item for item in read if isinstance(item, str)]
+    if problems:
+        raise UsageError(f"--file: {'; '.join(problems)}")
+    return message_with([item for item in read if not isinstance(item, str)], text)
+
+
+def check_files(patterns: list[str] | None) -> list[str]:
+    """The chat's -f files, checked before the app starts (the app attaches them)."""
+    with_files(patterns, "")
+    return list(patterns or [])

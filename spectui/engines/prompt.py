@@ -46,7 +46,9 @@ class ContextOverflow(UsageError):
         self.prompt_tokens = prompt_tokens
         self.context_length = context_length
         what = "the last message alone" if truncated else "the conversation"
-        super().__init__(f"{what} is {prompt_tokens:,} tokens; the model holds {context_length:,}")
+        over = prompt_tokens - context_length + 1  # a reply needs room for its first token
+        super().__init__(f"{what} is {prompt_tokens:,} tokens; the model holds {context_length:,} "
+                         f"({over:,} too many to leave room for a reply)")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ class SpectuiApp(App):
         cursor_blink: bool = True,
         compare_prompt: str | None = None,
         history_off: str | None = None,
+        attach: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.host = host
@@ -61,6 +62,7 @@ class SpectuiApp(App):
         self.cursor_blink = cursor_blink  # off for snapshot tests: a blink phase is not a regression
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.history_off = history_off  # why the chat runs without history (the store did not open)
+        self.attach = attach or []  # `spectui chat -f`: files for the first message
         self.chat_screen = None
         for theme in self.spectui_themes.values():
             self.register_theme(textual_theme(theme))
@@ -103,6 +105,8 @@ class SpectuiApp(App):
         self.chat_screen = ChatScreen(self.host, self.config, self.history, conversation=self.resume,
                                       compare_prompt=self.compare_prompt, cursor_blink=self.cursor_blink)
         self.push_screen(self.chat_screen)
+        if self.attach:
+            self.call_after_refresh(self.chat_screen.commands.attach, self.attach)
         if self.history is not None:
             self.history_watch = HistoryWatch(self.history, self.notify)
             self.set_interval(HistoryWatch.EVERY_S, self.history_watch.check)
@@ -170,6 +174,23 @@ class SpectuiApp(App):
         elif not isinstance(self.screen, HistoryScreen):
             open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
             self.push_screen(HistoryScreen(self.store, self.export_dir, open_id), self._open_conversation)
+
+    def export_conversation(self, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
+        """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""
+        from spectui.tui.screens.history import write_exports
+
+        if self.store is None:
+            raise OSError("history is off: nothing is stored to export")
+        self.wait_for_history()
+        return write_exports(self.store, conversation_id, folder, overwrite=True)  # this chat's own, newer
+
+    def wait_for_history(self, timeout: float = 2.0) -> None:
+        """Wait (a moment at most) for the chat's queued history writes: an export reads them."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.history is not None and not self.history.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:

@@ -2,7 +2,8 @@
 
 The commands are the key table's (spectui.settings.config): each bound action of the
 screen, the focused widget and the app appears under its description, with the keys that
-run it now (as remapped), so the palette also teaches the keys.
+run it now (as remapped), so the palette also teaches the keys. The chat's `/` commands are
+there too: one that needs nothing more runs, one that needs an argument waits in the box for it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from functools import partial
 
 from textual.app import SystemCommand
 
+from spectui.core.commands import COMMANDS, Command
 from spectui.settings.config import KEY_DESCRIPTIONS
 from spectui.tui.keys import ACTIONS, key_display
 
@@ -28,3 +30,20 @@ def palette_commands(app, screen, keys: dict[str, str]) -> Iterator[SystemComman
         title = f"{description[:1].upper()}{description[1:]} · {key_display(keys[binding_id])}"
         yield SystemCommand(title, f"keys.{binding_id} in the config file",
                             partial(app.run_action, active.binding.action, active.node))
+    yield from box_commands(screen)
+
+
+def box_commands(screen) -> Iterator[SystemCommand]:
+    """The message box's `/` commands, on a screen that has them (the chat)."""
+    commands = getattr(screen, "commands", None)
+    if commands is None:
+        return
+    for spec in COMMANDS:
+        needs_more = bool(spec.usage) and not spec.usage.startswith("[")
+        run = partial(_into_box, screen, spec.name) if needs_more else partial(commands.run, Command(spec.name))
+        yield SystemCommand(f"{spec.synopsis} · {spec.help}", "a command of the message box (/help lists them)", run)
+
+
+def _into_box(screen, name: str) -> None:
+    screen.prompt.value = f"/{name} "
+    screen.prompt.focus()

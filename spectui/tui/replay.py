@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spectui.core.attachments import split_blocks
 from spectui.core.events import Done, Step
 from spectui.core.reasoning import acceptance_apart_text
 from spectui.store import APPROXIMATE_NOTE, StoredMessage
 from spectui.tui.session import ReplyTracker
 from spectui.core.pieces import display_chunks
+from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage
 
 
@@ -62,7 +64,9 @@ def stored_conversation(conversation, new_id, show_ghosts: bool) -> tuple[list, 
         if stored.stats.get("superseded"):
             continue
         if stored.role == "user":
-            widgets.append(UserMessage(stored.content))
+            files, question = split_blocks(stored.content)  # attached files: folded blocks, as they were shown
+            widgets.extend(AttachmentView(attachment, f"≈{attachment.estimated_tokens:,} tokens") for attachment, _ in files)
+            widgets.append(UserMessage(question))
         elif stored.role == "assistant":
             view, tracker = stored_reply(stored, new_id(), show_ghosts)
             widgets.append(view)

@@ -68,6 +68,7 @@ class ChatPrompt(SafeTextArea):
         for key in taken:
             self._bindings.key_to_bindings.pop(key, None)
         self.recall = PromptRecall()
+        self.complete: Callable[[str], str | None] = lambda text: None  # Tab: the completed text, or None
         self.waiting: UserMessage | None = None
         self._typed: list[str] = []  # characters typed in this burst, not yet in the text
         self.empty_tab: Callable[[], bool] = lambda: False  # Tab in the empty box: True if it was taken
@@ -122,6 +123,9 @@ class ChatPrompt(SafeTextArea):
         elif event.key == "up" and self.cursor_location[0] == 0:
             if not self._show(self.recall.back(self.text)):
                 return  # nothing further back: the text area moves to the line's start
+        elif event.key == "tab" and self.cursor_location == self.document.end and \
+                (completed := self.complete(self.text)) is not None:
+            self.value = completed
         elif event.key == "down" and self.recall.browsing and self.cursor_location[0] == self.document.line_count - 1:
             self._show(self.recall.forward())
         elif event.key in PAGE_KEYS:

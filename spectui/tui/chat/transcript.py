@@ -101,12 +101,14 @@ class Transcript:
 
     # adding
 
-    def add_user(self, text: str, settings: dict) -> None:
-        """Add the user's message; the chat's first one opens its conversation in the store."""
+    def add_user(self, text: str, settings: dict, title: str | None = None) -> None:
+        """Add the user's message; the chat's first one opens its conversation in the store
+        (titled `title` when the message's first line is not what it asks: a file's header)."""
         self.entries.append(Entry("user", text))
         self.overflowed = None
         if self.conversation is None:
-            self.conversation = self._write(lambda store: store.new_conversation(settings))
+            named = title.strip().splitlines()[0][:80] if title and title.strip() else ""
+            self.conversation = self._write(lambda store: store.new_conversation(settings, title=named))
             for entry in self.entries[:-1]:  # the system message, if any
                 entry.row = self._save(entry)
         self.entries[-1].row = self._save(self.entries[-1])
@@ -157,6 +159,12 @@ class Transcript:
             del self.entries[-2:]
             self.truncating = True
         return text
+
+    def rewrite(self, entry: Entry) -> None:
+        """An entry's text changed (a file dropped from its turn): its row follows."""
+        if entry.row is not None:
+            self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
+                                                           entry.error, entry.stats))
 
     # the store
 

@@ -32,7 +32,9 @@ class Turns:
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
         screen, host = self.screen, self.screen.host
-        text = message_text(typed)
+        text = screen.commands.intercept(message_text(typed))
+        if text is None:
+            return  # a command: done, never sent
         if screen.replies.current is not None:
             screen.notify("A reply is streaming; Esc cancels it.")
         elif screen.prompt.waiting is not None:
@@ -41,9 +43,11 @@ class Turns:
             screen.notify(f"No engine: {host.error}", severity="error")
         elif host.engine is None:
             screen.welcome.drop()
+            screen.commands.attach_mentioned(text)
             screen.prompt.wait(text, screen.scroll)
             screen.refresh_bar()
         else:
+            screen.commands.attach_mentioned(text)
             screen.prompt.clear()
             screen.send(text)
 
@@ -55,13 +59,16 @@ class Turns:
                 widget.remove()
             self.editing = None
             screen.transcript.drop_last("assistant")
-            screen.transcript.drop_last("user")
+            screen.commands.take_back_files(screen.transcript.drop_last("user"))
         screen.welcome.drop()  # the first screen goes with the first message
+        content, files = screen.commands.compose(text, before=shown)  # the waiting files join this turn
         if shown is None:
             screen.scroll.mount(UserMessage(text))
         screen.prompt.recall.add(text)
         host = screen.host
-        screen.transcript.add_user(text, settings_record(host.info, screen.config, host.live, engine_k(host)))
+        screen.transcript.add_user(content, settings_record(host.info, screen.config, host.live, engine_k(host)),
+                                   title=text if files else None)
+        screen.commands.files.mark_sent(files, screen.transcript.entries[-1])
         self.start_reply(screen.host.live.values, screen.config.seed)
 
     def start_reply(self, values: LiveValues, seed: int | None) -> None:
@@ -104,7 +111,7 @@ class Turns:
         if self._busy("edit your message"):
             return
         self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
-        screen.prompt.value = screen.transcript.entries[-2].content
+        screen.prompt.value = screen.commands.files.question(screen.transcript.entries[-2])  # its files go again
         screen.prompt.focus()
         screen.refresh_bar()
 
@@ -128,6 +135,8 @@ class Turns:
         screen.replies.detach()
         screen.scroll.remove_children()
         screen.transcript.start_over()
+        screen.commands.files.reset()
+        screen.commands.finder.clear()
         screen.session = SessionTracker()
         screen.last_reply = None
 
@@ -136,7 +145,9 @@ class Turns:
         screen = self.screen
         self.start_over()
         screen.transcript.resume(conversation)
-        screen.prompt.recall.reset(entry.content for entry in screen.transcript.entries if entry.role == "user")
+        screen.commands.files.restore(screen.transcript.entries)
+        screen.prompt.recall.reset(screen.commands.files.question(entry) for entry in screen.transcript.entries
+                                   if entry.role == "user")
         widgets, trackers = stored_conversation(conversation, screen.replies.new_id, screen.show_ghosts)
         for tracker in trackers:
             screen.session.add_reply(tracker)

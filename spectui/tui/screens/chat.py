@@ -11,6 +11,7 @@ the last turn: on screen, in the transcript, and (superseded) in history.
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
@@ -19,6 +20,8 @@ from spectui.measure.run import prompt_messages
 from spectui.store import Conversation
 import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
+from spectui.tui.chat.commands import ChatCommands
+from spectui.tui.chat.completion import CommandHints, complete_box
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.panel_place import PanelPlace
 from spectui.tui.chat.prompt import ChatPrompt
@@ -40,7 +43,7 @@ from spectui.tui.widgets.key_footer import KeyFooter
 
 
 class ChatScreen(Screen):
-    BINDINGS = chat_bindings()
+    BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
     DEFAULT_CSS = """
     ChatScreen { layout: vertical; }
     ChatScreen #body { height: 1fr; }
@@ -48,6 +51,7 @@ class ChatScreen(Screen):
     ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
     ChatScreen #prompt { margin: 0 1; border: round $primary 40%; background: $surface; }
     ChatScreen #prompt:focus { border: round $primary; }
+    ChatScreen .-found { background: $warning 25%; }
     """
 
     def __init__(self, host, config, store=None, *, conversation: Conversation | None = None,
@@ -72,6 +76,9 @@ class ChatScreen(Screen):
         self.turns = Turns(self)
         self.welcome = Welcome(self)
         self.prompt.empty_tab = self.welcome.tab
+        self.commands = ChatCommands(self)  # the box's / commands and this chat's files
+        self.hints = CommandHints()
+        self.prompt.complete = lambda text: complete_box(text, self.commands.cwd)
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
@@ -80,6 +87,7 @@ class ChatScreen(Screen):
             with Vertical(id="main"):
                 yield self.scroll
                 yield self.panels.summary_line
+                yield self.hints
                 yield self.prompt
             yield self.stats_panel
         yield KeyFooter(compact=True)
@@ -160,6 +168,12 @@ class ChatScreen(Screen):
 
     def on_first_screen_picked(self, event: FirstScreen.Picked) -> None:
         self.welcome.picked(event.suggestion)
+
+    def on_text_area_changed(self) -> None:
+        self.hints.show(self.prompt.text)
+
+    def action_find_next(self, step: int) -> None:
+        self.commands.finder.step(step)
 
     def send_waiting(self) -> None:
         waiting = self.prompt.take_waiting()

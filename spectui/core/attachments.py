@@ -1,0 +1,179 @@
+"""Files the user brings into a chat: read safely, named, hashed, and written into the user's
+turn as a fenced block headed by the file's name, so the model (and the drafters, which draft
+from the prompt's tokens) see the file's text. No textual here.
+
+A file goes into the turn that follows its `/file` (before the question), never into an
+earlier turn: the prompt's beginning stays the same across follow-up questions, so the
+engine's KV cache keeps it and a follow-up does not prefill the file again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectui.core.files import KB, FileTooLarge, NotAFile, read_capped, reason, size_words
+
+ATTACHMENT_LIMIT = 512 * KB  # far above a source file anyone asks a small model about
+CHARS_PER_TOKEN = 4  # the estimate where the engine gives no tokenizer on this side
+_AT_PATH = re.compile(r"(?:^|(?<=\s))@(\S+)")
+_BACKTICKS = re.compile(r"`{3,}")
+# A block as `block` writes it, read back from a stored turn (a resumed chat).
+_BLOCK = re.compile(
+    r"File (?P<name>[^\n]+?) · [^\n·]+ · \d+ lines · sha256 (?P<hash>[0-9a-f]{12})\n"
+    r"(?P<fence>`{3,})[^\n`]*\n(?P<body>(?:.*?\n)?)(?P=fence)(?:\n\n|\Z)",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    name: str  # as the user named it (relative paths stay relative): how the chat calls it
+    path: str  # resolved, to tell a file attached twice
+    size: int  # bytes
+    sha256: str
+    text: str
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def num_lines(self) -> int:
+        return self.text.count("\n") + (0 if self.text.endswith("\n") or not self.text else 1)
+
+    @property
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(block(self))
+
+    def header(self) -> str:
+        return f"File {self.name} · {size_text(self.size)} · {self.num_lines} lines · sha256 {self.short_hash}"
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, round(len(text) / CHARS_PER_TOKEN))
+
+
+def size_text(size: int) -> str:
+    if size < KB:
+        return f"{size} B"
+    return f"{size / KB:.1f} KB" if size < 1024 * KB else f"{size / (1024 * KB):.1f} MB"
+
+
+def expand(patterns: list[str], cwd: str | os.PathLike | None = None) -> tuple[list[str], list[str]]:
+    """The paths the patterns name (globs expanded, sorted, each once) and one line per
+    pattern that names nothing."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    paths: list[str] = []
+    problems: list[str] = []
+    for pattern in patterns:
+        expanded = os.path.expanduser(pattern)
+        if glob.has_magic(expanded):
+            found = sorted(glob.glob(expanded, root_dir=base, recursive=True))
+            if not found:
+                problems.append(f"{pattern}: no file matches")
+            paths.extend(found)
+        else:
+            paths.append(expanded)
+    seen: set[str] = set()
+    return [p for p in paths if not (p in seen or seen.add(p))], problems
+
+
+def read_attachment(name: str, cwd: str | os.PathLike | None = None) -> Attachment | str:
+    """The file `name` as an attachment, or the one line that says why it is not one: a
+    folder, a device, a FIFO, a binary, an unreadable or a huge file (never read past the cap)."""
+    path = Path(cwd or Path.cwd()) / Path(name).expanduser()
+    try:
+        data = read_capped(path, ATTACHMENT_LIMIT)
+    except FileTooLarge:
+        return f"{name}: larger than {size_words(ATTACHMENT_LIMIT)}, not attached"
+    except IsADirectoryError:
+        return f"{name}: a folder, not attached (name its files, or a glob such as {name.rstrip('/')}/*.py)"
+    except NotAFile as error:
+        return f"{name}: {reason(error)}, not attached"
+    except FileNotFoundError:
+        return f"{name}: no such file"
+    except OSError as error:
+        return f"{name}: cannot read it ({reason(error)})"
+    if b"\0" in data:
+        return f"{name}: a binary file, not attached"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{name}: not UTF-8 text (a binary file?), not attached"
+    return Attachment(name, str(path.resolve()), len(data), hashlib.sha256(data).hexdigest(), text)
+
+
+def block(attachment: Attachment) -> str:
+    """The file as the model reads it: a header line and a fence longer than any in the file."""
+    longest = max((len(run) for run in _BACKTICKS.findall(attachment.text)), default=2)
+    fence = "`" * max(3, longest + 1)
+    language = Path(attachment.name).suffix.lstrip(".")
+    body = attachment.text if attachment.text.endswith("\n") or not attachment.text else attachment.text + "\n"
+    return f"{attachment.header()}\n{fence}{language}\n{body}{fence}"
+
+
+def message_with(attachments: list[Attachment], text: str) -> str:
+    """The user's turn: the files first (in the order attached), then what the user wrote."""
+    return "\n\n".join([*(block(a) for a in attachments), text]) if attachments else text
+
+
+def without(content: str, attachment: Attachment, shown: str | None = None) -> str:
+    """The turn's text with the file's block (`shown`, else as `block` writes it) taken out (`/drop`)."""
+    written = shown if shown is not None else block(attachment)
+    return content.replace(written + "\n\n", "", 1).replace(written, "", 1)
+
+
+def split_blocks(content: str) -> tuple[list[tuple[Attachment, str]], str]:
+    """A stored user turn's files (each with its block's exact text) and what the user wrote:
+    the blocks `message_with` put at its start, read back."""
+    files: list[tuple[Attachment, str]] = []
+    position = 0
+    while (match := _BLOCK.match(content, position)) is not None:
+        body = match.group("body")
+        attachment = Attachment(match.group("name"), "", len(body.encode("utf-8")), match.group("hash"), body)
+        files.append((attachment, match.group(0).removesuffix("\n\n")))
+        position = match.end()
+    return files, content[position:]
+
+
+def changed_lines(old: str, new: str) -> tuple[int, int]:
+    """Lines added and removed from `old` to `new`."""
+    added = removed = 0
+    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
+def at_paths(text: str) -> list[str]:
+    """The `@path` words of a message (a trailing comma or full stop is not the path's)."""
+    return [match.rstrip(".,;:!?)") for match in _AT_PATH.findall(text)]
+
+
+def path_completions(word: str, cwd: str | os.PathLike | None = None, limit: int = 50) -> list[str]:
+    """The paths `word` could grow into (folders end with /), for Tab after `@` or `/file`."""
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    folder, slash, start = word.rpartition("/")
+    head = folder + slash  # what the completions keep of the word
+    where = base / Path(head or ".").expanduser()
+    try:
+        entries = sorted(os.scandir(where), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.name.startswith(start) and (start.startswith(".") or not entry.name.startswith(".")):
+            found.append(f"{head}{entry.name}{'/' if entry.is_dir() else ''}")
+    return found[:limit]
+
+
+def common_start(words: list[str]) -> str:
+    return os.path.commonprefix(words) if words else ""

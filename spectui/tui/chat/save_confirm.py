@@ -1,0 +1,62 @@
+"""Before `/save` overwrites a file: the unified diff of what would change, and a yes or no.
+Y (or Enter) writes it, the old file kept as a backup; N or Esc writes nothing."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from spectui.core.safe_text import safe_text
+
+
+def diff_content(diff: str) -> Content:
+    """The diff's lines, added green and removed red, as plain text (never markup)."""
+    parts: list[tuple[str, str] | str] = []
+    for line in safe_text(diff).splitlines(keepends=True):
+        if line.startswith("+") and not line.startswith("+++"):
+            parts.append((line, "$success"))
+        elif line.startswith("-") and not line.startswith("---"):
+            parts.append((line, "$error"))
+        elif line.startswith("@@"):
+            parts.append((line, "$accent"))
+        else:
+            parts.append(line)
+    return Content.assemble(*parts)
+
+
+class SaveConfirmScreen(ModalScreen[bool]):
+    """Dismisses with True to write, False to leave the file as it is."""
+
+    BINDINGS = [
+        Binding("y,enter", "answer(True)", "write it", priority=True),
+        Binding("n,escape", "answer(False)", "keep the file", priority=True),
+    ]
+    DEFAULT_CSS = """
+    SaveConfirmScreen { align: center middle; }
+    SaveConfirmScreen > Vertical {
+        width: 100; max-width: 100%; height: auto; max-height: 90%; padding: 1 2;
+        background: $panel; border: round $primary;
+    }
+    SaveConfirmScreen #save-title { text-style: bold; color: $accent; margin-bottom: 1; }
+    SaveConfirmScreen VerticalScroll { height: auto; max-height: 24; }
+    SaveConfirmScreen #save-hint { color: $text-muted; margin-top: 1; }
+    """
+
+    def __init__(self, path: str, diff: str) -> None:
+        super().__init__()
+        self.path, self.diff = path, diff
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Content(safe_text(f"Overwrite {self.path}?")), id="save-title")
+            with VerticalScroll():
+                yield Static(diff_content(self.diff), id="save-diff")
+            yield Static("Y / Enter writes it (the old file is kept as a backup) · N / Esc keeps the file",
+                         id="save-hint")
+
+    def action_answer(self, write: bool) -> None:
+        self.dismiss(write)

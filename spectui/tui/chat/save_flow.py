@@ -1,0 +1,55 @@
+"""`/save PATH [N]`: the last reply's code block (or its Nth) written to PATH. A new file is
+written at once; an existing one only after its diff is shown and the user says yes, the
+old file kept as a backup (spectui.core.saving). A device, FIFO or folder is refused."""
+
+from __future__ import annotations
+
+from spectui.core.commands import parse_save
+from spectui.core.reasoning import split_reasoning
+from spectui.core.saving import SavePlan, plan_save, save
+from spectui.tui.fences import code_blocks
+
+
+def last_reply_text(screen) -> str | None:
+    reply = screen.transcript.last("assistant")
+    return reply.content if reply is not None else None
+
+
+def save_reply(screen, args: list[str], cwd=None) -> None:
+    try:
+        path, number = parse_save(args)
+    except ValueError as error:
+        screen.notify(str(error), severity="warning")
+        return
+    text = last_reply_text(screen)
+    if text is None:
+        screen.notify("No reply to save from yet.")
+        return
+    blocks = code_blocks(split_reasoning(text)[1])  # the answer's blocks, not its reasoning's
+    if not blocks:
+        screen.notify("The last reply has no code block to save.", severity="warning")
+        return
+    if number is not None and number > len(blocks):
+        screen.notify(f"The last reply has {len(blocks)} code block{'s' if len(blocks) != 1 else ''}, no block {number}.",
+                      severity="warning")
+        return
+    block = blocks[(number or len(blocks)) - 1]
+    plan = plan_save(path, block.text, cwd)
+    if isinstance(plan, str):
+        screen.scroll.note(plan, error=True)
+    elif plan.unchanged:
+        screen.scroll.note(f"{path} already holds that block: nothing written")
+    elif plan.old is None:
+        screen.scroll.note(save(plan))
+    else:
+        confirm(screen, plan)
+
+
+def confirm(screen, plan: SavePlan) -> None:
+    from spectui.tui.chat.save_confirm import SaveConfirmScreen
+
+    def answered(write: bool | None) -> None:
+        screen.scroll.note(save(plan) if write else f"{plan.path}: kept as it was, nothing written")
+        screen.prompt.focus()
+
+    screen.app.push_screen(SaveConfirmScreen(str(plan.path), plan.diff), answered)
