@@ -135,6 +135,12 @@ class Costs:
     def draft_ratio(self) -> float:
         return self.draft / self.verify(0)
 
+    def ceiling(self, k_max: int) -> float:
+        """The best any k > 0 could do over plain decoding, with every draft accepted: below 1
+        the costs alone rule drafting out, and no acceptance measured can change that."""
+        sure = [1.0] * k_max
+        return max(self.rate(k, sure, 1.0) for k in range(1, k_max + 1)) / self.rate(0, sure, 1.0)
+
     def rate(self, k: int, accept: list[float], offered: float) -> float:
         """Predicted tokens per second at k; offered: the chance drafts come at all."""
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
@@ -162,6 +168,7 @@ class AdaptiveK:
     leave_votes: int = 0  # drafting steps in a row that predicted plain decoding faster
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
+    new_reply: bool = False  # no step of this reply chose yet: the draft has just read the prompt
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
     # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own when it knows
     # it (ggml probes it at load), else a guess
@@ -218,6 +225,10 @@ class AdaptiveK:
             for seen in [self.seen, *(seen for _, seen in tables)]:
                 seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
+            self.new_reply = True
+            # the draft read the prompt with the target: the next drafting step's draft time is
+            # its own drafts', with no catch-up in it, and measures d
+            self.drafted_last_step = True
             # The reply's first drafting step may probe: the draft model read the prompt with
             # the target (decode_steps), so a probe costs one drafted token, no catch-up.
             self.probe_after = self.probe_wait()[0]
@@ -317,6 +328,9 @@ class AdaptiveK:
         every_rate = {} if costs is None else self.rates(costs, accept)
         if costs is None or not every_rate[0]:
             return self._measuring()
+        if costs.ceiling(self.k_max) < 1 + SWITCH_MARGIN:
+            return self._stepping_aside(costs, every_rate)
+        self.new_reply = False
         cheap = self.cheap_probe()
         # slow start guards against drafts that cost real time; a refused cheap one costs little
         cap = self.k_max if cheap else self.ramp
@@ -354,6 +368,17 @@ class AdaptiveK:
         elif best and rates[best] < plain_rate:
             held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
+
+    def _stepping_aside(self, costs: Costs, rates: dict[int, float]) -> AutoChoice:
+        """k = 0 at once when drafting cannot pay at any acceptance. Only the costs could change
+        that, so the one look is at a reply's first step, where the draft has just read the
+        prompt: one drafted token, no catch-up, and it measures d and V(1) again."""
+        probe, self.new_reply = self.new_reply, False
+        self.current_k, self.leave_votes, self.probing = 0, 0, probe
+        k = 1 if probe else 0
+        why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
+               f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
+        return AutoChoice(k, rates[k] / rates[0], self.realised, why)
 
     def _measuring(self) -> AutoChoice:
         """A step that drafts to measure what drafting costs; never at k = 0, which measures nothing."""
