@@ -135,6 +135,12 @@ class Costs:
     def draft_ratio(self) -> float:
         return self.draft / self.verify(0)
 
+    def leaving(self, wait: int) -> float:
+        """What stopping a draft model costs per step, in plain steps: coming back, at the
+        first probe after `wait` plain steps, it reads all their tokens in one forward."""
+        plain = self.verify(0)
+        return self.draft * self.verify(wait) / plain / (wait * self.step(plain))
+
     def ceiling(self, k_max: int) -> float:
         """The best any k > 0 could do over plain decoding, with every draft accepted: below 1
         the costs alone rule drafting out, and no acceptance measured can change that."""
@@ -226,9 +232,7 @@ class AdaptiveK:
                 seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
             self.new_reply = True
-            # the draft read the prompt with the target: the next drafting step's draft time is
-            # its own drafts', with no catch-up in it, and measures d
-            self.drafted_last_step = True
+            self.drafted_last_step = True  # the draft read the prompt: its next drafts' time is d, no catch-up
             # The reply's first drafting step may probe: the draft model read the prompt with
             # the target (decode_steps), so a probe costs one drafted token, no catch-up.
             self.probe_after = self.probe_wait()[0]
@@ -294,12 +298,7 @@ class AdaptiveK:
         return cost is not None and cost < CHEAP_PROBE
 
     def leaving_cost(self, costs: Costs) -> float:
-        """What stopping a draft model costs per step, in plain steps: coming back, at the
-        first probe, it reads the tokens of every plain step it sat out in one forward."""
-        wait = self.probe_wait()[0]
-        plain = costs.verify(0)
-        catch_up = costs.draft * costs.verify(wait) / plain
-        return catch_up / (wait * costs.step(plain))
+        return costs.leaving(self.probe_wait()[0])
 
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
@@ -329,7 +328,7 @@ class AdaptiveK:
         if costs is None or not every_rate[0]:
             return self._measuring()
         if costs.ceiling(self.k_max) < 1 + SWITCH_MARGIN:
-            return self._stepping_aside(costs, every_rate)
+            return stepping_aside(self, costs, every_rate)
         self.new_reply = False
         cheap = self.cheap_probe()
         # slow start guards against drafts that cost real time; a refused cheap one costs little
@@ -369,17 +368,6 @@ class AdaptiveK:
             held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
 
-    def _stepping_aside(self, costs: Costs, rates: dict[int, float]) -> AutoChoice:
-        """k = 0 at once when drafting cannot pay at any acceptance. Only the costs could change
-        that, so the one look is at a reply's first step, where the draft has just read the
-        prompt: one drafted token, no catch-up, and it measures d and V(1) again."""
-        probe, self.new_reply = self.new_reply, False
-        self.current_k, self.leave_votes, self.probing = 0, 0, probe
-        k = 1 if probe else 0
-        why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
-               f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
-        return AutoChoice(k, rates[k] / rates[0], self.realised, why)
-
     def _measuring(self) -> AutoChoice:
         """A step that drafts to measure what drafting costs; never at k = 0, which measures nothing."""
         k = self.current_k or START_K
@@ -416,3 +404,15 @@ class AdaptiveK:
                 self.declined[key] = 0
                 return AutoChoice(1, rates[1] / rates[0], self.realised, f"{why} → probe k 1")
         return AutoChoice(best, rates[best] / rates[0], self.realised, f"{why} → k {best}")
+
+
+def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) -> AutoChoice:
+    """k = 0 at once when drafting cannot pay at any acceptance. Only the costs could change
+    that, so the one look is at a reply's first step, where the draft has just read the
+    prompt: one drafted token, no catch-up, and it measures d and V(1) again."""
+    probe, chooser.new_reply = chooser.new_reply, False
+    chooser.current_k, chooser.leave_votes, chooser.probing = 0, 0, probe
+    k = 1 if probe else 0
+    why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
+           f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
+    return AutoChoice(k, rates[k] / rates[0], chooser.realised, why)
