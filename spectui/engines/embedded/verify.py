@@ -64,9 +64,9 @@ def verify_sampled(
     if p_draft.shape[-1] != vocab:
         raise ValueError(f"p_draft has {p_draft.shape[-1]} columns, p_target has {vocab}")
     ops = ops_of(p_target)
-    p_draft = ops.like(p_draft, p_target)
+    draft_rows = ops.like(p_draft, p_target)
     rows, ids = list(range(k)), list(drafted)
-    target_of_draft, draft_of_draft = p_target[rows, ids], p_draft[rows, ids]
+    target_of_draft, draft_of_draft = p_target[rows, ids], draft_rows[rows, ids]
 
     # Keep draft i when u < p_target/p_draft, written without the division: a draft the
     # proposer gave probability 0 is still kept if the target likes it, and 0/0 rejects.
@@ -74,7 +74,7 @@ def verify_sampled(
     accepted = (uniforms * draft_of_draft < target_of_draft).tolist()
     for i in range(k):
         if not accepted[i]:
-            residual = _residual(p_target[i], p_draft[i])
+            residual = _residual(p_target[i], draft_rows[i])
             return Verdict(i, sample(residual, generator), Source.RECOVERED)
     return Verdict(k, sample(p_target[k], generator), _source_after_all_accepted(k))
 
