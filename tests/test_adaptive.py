@@ -508,3 +508,25 @@ def test_a_declined_match_is_looked_at_as_rarely_as_its_verify_cost_asks(verify_
         chooser.observe(step, evidence=1 if k else None)
     probes = [chooser.choose_for(1, 0.0).k for _ in range(60)]
     assert set(probes) <= {0, 1} and looks[0] <= probes.count(1) <= looks[1], probes
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.9, 1.0])
+def test_a_draft_whose_measured_costs_cannot_pay_settles_at_k0_with_bounded_probes(alpha):
+    # ggml's draft model on a 2-core CPU (issue 50): a drafted token costs c 0.7 of a plain
+    # step and a verify of 5 tokens 2.7 plain steps (slope 0.34). Even with every draft accepted
+    # no k beats plain decoding, (k + 1) / (1 + 1.04 k) < 1, so auto k must step aside at any
+    # acceptance, say why, and its probes must cost a bounded share of each reply.
+    rng = random.Random(11)
+    chooser, choices, replies, length = AdaptiveK(prior_verify_slope=0.34), [], 8, 60
+    for _ in range(replies):
+        new_reply(chooser)
+        for _ in range(length):
+            choice = chooser.choose()
+            chooser.observe(simulated_step(choice.k, alpha, 0.07, 0.1, 0.34, rng))
+            choices.append(choice)
+    late = [choice.k for choice in choices[length * 2:]]
+    assert Counter(late)[0] >= 0.97 * len(late), Counter(late)
+    # what the probes cost: every drafted step's time over a plain step's, in plain steps
+    extra = sum(0.7 * k + 0.34 * k for k in late)
+    assert extra <= 0.03 * len(late), extra
+    assert "no k pays" in choices[-1].reason and choices[-1].k == 0, choices[-1].reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import pytest
 import torch
 
@@ -154,3 +155,53 @@ def test_a_draw_at_the_very_top_of_the_distribution_lands_on_the_last_token_with
     cumulative = torch.cumsum(torch.tensor([0.2, 0.0, 0.8, 0.0, 0.0], dtype=torch.float64), 0)
     assert [_first_above(cumulative, value) for value in (0.0, 0.19, 0.2, 0.99)] == [0, 0, 2, 2]
     assert _first_above(cumulative, 1.0) == 2  # rounding left the draw at the total: not a zero
+
+
+# ---------------------------------------------------------------- the same functions on numpy (ggml)
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9), (1.3, 0.5), (0.5, 0.05)])
+def test_numpy_rows_get_the_probabilities_torch_gives(temperature, top_p):
+    logits = torch.randn(3, 300, generator=torch.Generator().manual_seed(8)) * 3
+    on_torch = target_probs(logits, temperature, top_p)
+    on_numpy = target_probs(logits.numpy(), temperature, top_p)
+    assert isinstance(on_numpy, numpy.ndarray) and on_numpy.dtype == numpy.float32
+    assert numpy.allclose(on_numpy, on_torch.numpy(), atol=1e-6)
+    assert ((on_numpy > 0) == (on_torch.numpy() > 0)).all()  # the same nucleus
+
+
+def test_numpy_top_p_ties_break_by_lowest_id():
+    probs = target_probs(numpy.zeros(6, dtype=numpy.float32), 1.0, 0.5)
+    assert set(numpy.nonzero(probs)[0].tolist()) == {0, 1, 2}
+
+
+def test_numpy_sample_follows_the_distribution_across_blocks_and_never_draws_a_zero():
+    probs = numpy.zeros(2500, dtype=numpy.float32)
+    named = {0: 0.1, 1023: 0.2, 1024: 0.3, 2047: 0.15, 2499: 0.05}
+    for token, mass in named.items():
+        probs[token] = mass
+    probs[1100:1200] = 0.2 / 100
+    stream = numpy.random.Generator(numpy.random.PCG64(4))
+    draws = 20_000
+    counts = {token: 0 for token in named} | {"spread": 0}
+    for _ in range(draws):
+        token = sample(probs, stream)
+        assert probs[token] > 0, token
+        counts[token if token in named else "spread"] += 1
+    expected = named | {"spread": 0.2}
+    statistic = sum((counts[key] - draws * p) ** 2 / (draws * p) for key, p in expected.items())
+    assert statistic < 20.515, counts  # chi-square, 5 degrees of freedom, p = 0.001
+
+
+def test_numpy_seeded_sampling_reproduces_and_the_top_edge_lands_on_mass():
+    from spectui.engines.embedded.sampling import _first_above
+
+    probs = target_probs(numpy.random.default_rng(3).normal(size=50).astype(numpy.float32), 1.0, 1.0)
+
+    def draws(seed: int) -> list[int]:
+        stream = numpy.random.Generator(numpy.random.PCG64(seed))
+        return [sample(probs, stream) for _ in range(40)]
+
+    assert draws(11) == draws(11) and draws(11) != draws(12)
+    cumulative = numpy.cumsum(numpy.array([0.2, 0.0, 0.8, 0.0, 0.0]))
+    assert [_first_above(cumulative, value) for value in (0.0, 0.19, 0.2, 0.99, 1.0)] == [0, 0, 2, 2, 2]

@@ -292,3 +292,33 @@ def test_one_hot_target_makes_sampling_greedy(case, point_mass):
     generator = torch.Generator().manual_seed(seed)
     sampled = verify_sampled(drafted, one_hot, None if point_mass else p_draft, generator)
     assert sampled == verify_greedy(drafted, one_hot)
+
+
+# ---------------------------------------------------------------- the same rules on numpy rows (ggml)
+
+
+def on_numpy(seed: int) -> Rule:
+    """verify_sampled given numpy rows and a numpy stream, as on the ggml backend (no torch)."""
+    import numpy
+
+    stream = numpy.random.Generator(numpy.random.PCG64(seed))
+
+    def rule(drafted, p_target, p_draft, generator) -> Verdict:
+        return verify_sampled(drafted, p_target.numpy(), None if p_draft is None else p_draft.numpy(), stream)
+
+    return rule
+
+
+@pytest.mark.parametrize(("k", "point_mass"), [(1, False), (3, False), (2, True)])
+def test_on_numpy_rows_sampled_output_follows_the_target_distribution(k, point_mass):
+    pairs = simulate_first_two(on_numpy(k), k, 4_000, point_mass=point_mass)
+    assert first_token_statistic(pairs) < CHI2_CRITICAL_0_001[VOCAB - 1]
+    assert joint_statistic(pairs) < CHI2_CRITICAL_0_001[VOCAB * VOCAB - 1]
+
+
+def test_on_numpy_rows_greedy_gives_what_torch_gives():
+    for argmaxes, drafted in (([1, 2, 3, 4], [1, 2, 3]), ([1, 2, 3], [1, 5]), ([0, 0], [0]), ([3], [])):
+        logits = one_hot_logits(argmaxes)
+        assert verify_greedy(drafted, logits.numpy()) == verify_greedy(drafted, logits)
+    ties = torch.zeros(1, VOCAB)
+    assert verify_greedy([], ties.numpy()).next_token == 0

@@ -135,6 +135,18 @@ class Costs:
     def draft_ratio(self) -> float:
         return self.draft / self.verify(0)
 
+    def leaving(self, wait: int) -> float:
+        """What stopping a draft model costs per step, in plain steps: coming back, at the
+        first probe after `wait` plain steps, it reads all their tokens in one forward."""
+        plain = self.verify(0)
+        return self.draft * self.verify(wait) / plain / (wait * self.step(plain))
+
+    def ceiling(self, k_max: int) -> float:
+        """The best any k > 0 could do over plain decoding, with every draft accepted: below 1
+        the costs alone rule drafting out, and no acceptance measured can change that."""
+        sure = [1.0] * k_max
+        return max(self.rate(k, sure, 1.0) for k in range(1, k_max + 1)) / self.rate(0, sure, 1.0)
+
     def rate(self, k: int, accept: list[float], offered: float) -> float:
         """Predicted tokens per second at k; offered: the chance drafts come at all."""
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
@@ -162,6 +174,7 @@ class AdaptiveK:
     leave_votes: int = 0  # drafting steps in a row that predicted plain decoding faster
     drafted_last_step: bool = False
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
+    new_reply: bool = False  # no step of this reply chose yet: the draft has just read the prompt
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
     # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own when it knows
     # it (ggml probes it at load), else a guess
@@ -218,6 +231,8 @@ class AdaptiveK:
             for seen in [self.seen, *(seen for _, seen in tables)]:
                 seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
+            self.new_reply = True
+            self.drafted_last_step = True  # the draft read the prompt: its next drafts' time is d, no catch-up
             # The reply's first drafting step may probe: the draft model read the prompt with
             # the target (decode_steps), so a probe costs one drafted token, no catch-up.
             self.probe_after = self.probe_wait()[0]
@@ -283,12 +298,7 @@ class AdaptiveK:
         return cost is not None and cost < CHEAP_PROBE
 
     def leaving_cost(self, costs: Costs) -> float:
-        """What stopping a draft model costs per step, in plain steps: coming back, at the
-        first probe, it reads the tokens of every plain step it sat out in one forward."""
-        wait = self.probe_wait()[0]
-        plain = costs.verify(0)
-        catch_up = costs.draft * costs.verify(wait) / plain
-        return catch_up / (wait * costs.step(plain))
+        return costs.leaving(self.probe_wait()[0])
 
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
@@ -317,6 +327,9 @@ class AdaptiveK:
         every_rate = {} if costs is None else self.rates(costs, accept)
         if costs is None or not every_rate[0]:
             return self._measuring()
+        if costs.ceiling(self.k_max) < 1 + SWITCH_MARGIN:
+            return stepping_aside(self, costs, every_rate)
+        self.new_reply = False
         cheap = self.cheap_probe()
         # slow start guards against drafts that cost real time; a refused cheap one costs little
         cap = self.k_max if cheap else self.ramp
@@ -391,3 +404,15 @@ class AdaptiveK:
                 self.declined[key] = 0
                 return AutoChoice(1, rates[1] / rates[0], self.realised, f"{why} → probe k 1")
         return AutoChoice(best, rates[best] / rates[0], self.realised, f"{why} → k {best}")
+
+
+def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) -> AutoChoice:
+    """k = 0 at once when drafting cannot pay at any acceptance. Only the costs could change
+    that, so the one look is at a reply's first step, where the draft has just read the
+    prompt: one drafted token, no catch-up, and it measures d and V(1) again."""
+    probe, chooser.new_reply = chooser.new_reply, False
+    chooser.current_k, chooser.leave_votes, chooser.probing = 0, 0, probe
+    k = 1 if probe else 0
+    why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
+           f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
+    return AutoChoice(k, rates[k] / rates[0], chooser.realised, why)

@@ -10,7 +10,6 @@ from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
 from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, with_threads
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.kv import CachedModel
 from spectui.engines.embedded.loop import decode_steps
 from spectui.engines.embedded.proposers import Proposer
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
@@ -39,7 +38,10 @@ class EmbeddedEngine(Engine):
 
     @staticmethod
     def cached(target_model):
-        """The target as the loop drives it: told which tokens it has seen, asked for logits."""
+        """The target as the loop drives it: told which tokens it has seen, asked for logits
+        (torch only here: the ggml engine's LlamaCached needs none)."""
+        from spectui.engines.embedded.kv import CachedModel
+
         return CachedModel(target_model)
 
     def with_method(self, method: str) -> "EmbeddedEngine":

@@ -9,19 +9,13 @@ same operation, and no caller does cache arithmetic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 
 import spectui.engines.embedded.lean as lean
+from spectui.engines.embedded.cached import CachedLogits, common_prefix_len
 
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+__all__ = ["CachedLogits", "CachedModel", "cache_argument", "common_prefix_len"]
 
 
 def cache_argument(model: torch.nn.Module) -> str:
@@ -34,19 +28,9 @@ def cache_argument(model: torch.nn.Module) -> str:
     return "cache" if "cache" in parameters else "past_key_values"
 
 
-class CachedLogits(Protocol):
-    """What the loop asks of a model with its KV cache: CachedModel (torch) and
-    spectui.engines.llamacpp.engine.LlamaCached (libllama) both give it."""
-
-    @property
-    def device(self) -> torch.device | str: ...
-
-    def reset(self) -> None: ...
-
-    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor: ...
-
-
 class CachedModel:
+    arrays = "torch"  # what logits returns (spectui.engines.embedded.cached.CachedLogits)
+
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.device = next(model.parameters()).device

@@ -12,15 +12,13 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-import torch
-
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, GenerationParams, LiveControl, Prefill, Source, Step
 from spectui.engines.adaptive import AdaptiveK
+from spectui.engines.embedded.arrays import ops_of
+from spectui.engines.embedded.cached import CachedLogits, common_prefix_len
 from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.kv import CachedLogits, CachedModel, common_prefix_len
 from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.embedded.sampling import PositionDraws, sample, target_probs
-from spectui.engines.embedded.tree import verify_tree
+from spectui.engines.embedded.sampling import Array, Generator, PositionDraws, sample, target_probs
 from spectui.engines.embedded.verify import Verdict, verify_copies, verify_greedy, verify_sampled
 
 
@@ -31,7 +29,7 @@ class Reply:
     prompt_ids: tuple[int, ...]
     params: GenerationParams
     token_ids: list[int]
-    generator: torch.Generator | None  # a draft model's draws, and its rejection rule's
+    generator: Generator | None  # a draft model's draws, and its rejection rule's
     draws: PositionDraws  # the target's own draws, keyed by position
     started: float = field(default_factory=time.perf_counter)
     num_generated: int = 0
@@ -57,7 +55,7 @@ class Draft:
     temperature: float
     auto: AutoChoice | None = None
     drafted: list[int] = field(default_factory=list)
-    p_draft: torch.Tensor | None = None  # None: point masses (prompt lookup, a tree) or T = 0
+    p_draft: Array | None = None  # None: point masses (prompt lookup, a tree) or T = 0
     parents: list[int] | None = None  # a draft tree's shape (spectui.engines.embedded.tree)
     evidence: Hashable | None = None
     method: str = ""
@@ -86,13 +84,15 @@ def decode_steps(
     # Settled once: how the proposer drafts, and whether the target hands it its features.
     propose = no_drafts if proposer is None else partial(propose_step, proposer)
     if proposer is not None and proposer.needs_hidden:
+        from spectui.engines.embedded.kv import CachedModel
+
         if not isinstance(target, CachedModel):  # heads read a torch model's hidden states
             raise TypeError(f"{type(proposer).__name__} needs the target's hidden states: {type(target).__name__} has none")
         verify = partial(verify_feeding, target, proposer)
     else:
         verify = partial(verify_chain, target)
     looks_first = proposer is not None and proposer.looks_first
-    reply = start_reply(prompt_ids, params, target.device)
+    reply = start_reply(prompt_ids, params, target.device, getattr(target, "arrays", "torch"))
     yield from prefill_in_chunks(target, prompt_ids, control)
     while not control.cancelled:
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
@@ -133,9 +133,11 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
         yield Prefill(end - cached, total)
 
 
-def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device) -> Reply:
-    generator = torch.Generator(device=device).manual_seed(params.seed) if params.seed is not None else None
-    return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, PositionDraws(params.seed, device))
+def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device, arrays: str = "torch") -> Reply:
+    """arrays: the kind of rows the target returns ("numpy" on ggml), so of the draws too."""
+    draws = PositionDraws(params.seed, device, arrays)
+    generator = draws.ops.generator(params.seed, device) if params.seed is not None else None
+    return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, draws)
 
 
 def plan_step(reply: Reply, control: LiveControl, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
@@ -200,19 +202,16 @@ def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[
 def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
     logits = target.logits(reply.token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
     verdict = verify_rule(reply, draft, logits)
-    margins = top_two_gaps(logits[: verdict.num_accepted + 1]) if draft.temperature == 0.0 else ()
+    # T = 0: how near a tie each emitted row was (the compare view's report of a divergence)
+    margins = tuple(ops_of(logits).top_two_gaps(logits[: verdict.num_accepted + 1])) if draft.temperature == 0.0 else ()
     return Checked(draft.drafted, verdict, margins=margins)
 
 
-def top_two_gaps(rows: torch.Tensor) -> tuple[float, ...]:
-    """Each row's top logit minus its second: how near a tie the greedy choice was."""
-    top = rows.float().topk(2, dim=-1).values
-    return tuple((top[:, 0] - top[:, 1]).tolist())
-
-
-def verify_feeding(target: CachedModel, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
+def verify_feeding(target, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
     """Verify a chain or a tree and hand the proposer the target's features, for a proposer
-    that drafts from them (Medusa, EAGLE)."""
+    that drafts from them (Medusa, EAGLE: torch only, a CachedModel)."""
+    from spectui.engines.embedded.tree import verify_tree
+
     token_ids = reply.token_ids
     if draft.parents is not None:
         drafted, verdict, hidden, first_position = verify_tree(
@@ -231,7 +230,7 @@ def verify_feeding(target: CachedModel, proposer: Proposer, reply: Reply, draft:
     return checked
 
 
-def verify_rule(reply: Reply, draft: Draft, target_logits: torch.Tensor) -> Verdict:
+def verify_rule(reply: Reply, draft: Draft, target_logits: Array) -> Verdict:
     """Greedy at T = 0; at T > 0 the rejection rule for the draft's kind."""
     if draft.temperature == 0.0:
         return verify_greedy(draft.drafted, target_logits)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from spectui.engines.embedded.kv import CachedModel
+from spectui.engines.embedded.arrays import ops_of
 from spectui.engines.embedded.ngram import lookup_ngram
 from spectui.settings.options import LOOKUP_MAX
-from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.embedded.sampling import Array, Generator, sample, target_probs
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -18,7 +20,7 @@ class Proposal:
     drafted: list[int]
     # Distributions the drafts were sampled from, [len(drafted), V]; None when the
     # proposer is deterministic (a point mass on each drafted id) or at T = 0.
-    p_draft: torch.Tensor | None
+    p_draft: Array | None
     # A draft tree (deterministic candidates, p_draft None): the parent of each drafted
     # id, -1 for the context's last token; None for a chain. See spectui.engines.embedded.tree.
     parents: list[int] | None = None
@@ -47,7 +49,7 @@ class Proposer:
         k: int,
         temperature: float,
         top_p: float,
-        generator: torch.Generator | None,
+        generator: Generator | None,
     ) -> Proposal:
         """Up to k drafts for what follows token_ids; a proposer that stops_early also takes
         stop_below=floor."""
@@ -70,6 +72,8 @@ class DraftModelProposer(Proposer):
     stops_early = True
 
     def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
+        from spectui.engines.embedded.kv import CachedModel
+
         self.draft = CachedModel(draft_model)
         # Draft and target may pad their vocabularies differently (the shared ids mean the
         # same tokens). The draft never proposes an id the target lacks, and gives the
@@ -87,19 +91,21 @@ class DraftModelProposer(Proposer):
         probabilities for its drafts (the chain's confidence) falls below it: the draft's
         probability is a fair guess of acceptance (docs/adaptive-k.md)."""
         drafted: list[int] = []
-        rows: list[torch.Tensor] = []
+        rows: list = []
         context = list(token_ids)
         chain = 1.0
+        ops = None
         for _ in range(k):
             logits = self.draft.logits(context, num_rows=1)[0][: self.target_width]
+            ops = ops or ops_of(logits)
             if temperature == 0.0:
-                token = int(torch.argmax(logits))
+                token = int(logits.argmax())
                 if stop_below:
-                    chain *= float(torch.exp(logits[token] - torch.logsumexp(logits, dim=0)))
+                    chain *= ops.prob_of(logits, token)
             else:
                 p_draft = target_probs(logits, temperature, top_p)
                 if self.target_width and p_draft.shape[0] < self.target_width:
-                    p_draft = torch.nn.functional.pad(p_draft, (0, self.target_width - p_draft.shape[0]))
+                    p_draft = ops.pad_columns(p_draft, self.target_width)
                 rows.append(p_draft)
                 token = sample(p_draft, generator)
                 chain *= float(p_draft[token])
@@ -107,7 +113,7 @@ class DraftModelProposer(Proposer):
             context.append(token)
             if chain < stop_below:
                 break
-        return Proposal(drafted, torch.stack(rows) if rows else None)
+        return Proposal(drafted, ops.stack(rows) if rows and ops else None)
 
 
 class NgramProposer(Proposer):

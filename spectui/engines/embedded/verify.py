@@ -12,7 +12,8 @@ Two rules, one per sampling mode:
   keyed by position, that reply is the same whatever k.
 
 Row i of the target's tensors is its prediction for the position of draft i; row k comes
-after all k drafts, which is where the bonus token is drawn.
+after all k drafts, which is where the bonus token is drawn. The rules take numpy rows (the
+ggml backend) or torch tensors alike (spectui.engines.embedded.arrays).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
-from spectui.engines.embedded.sampling import Draws, sample
+from spectui.engines.embedded.arrays import ops_of
+from spectui.engines.embedded.sampling import Array, Draws, Generator, sample
 from spectui.core.events import Source
 
 # Below this a residual is rounding noise: both rows agree and no token is left to recover.
@@ -36,10 +36,10 @@ class Verdict:
     next_source: Source  # RECOVERED after a rejection, BONUS if all k passed, TARGET if k == 0
 
 
-def verify_greedy(drafted: Sequence[int], target_logits: torch.Tensor) -> Verdict:
+def verify_greedy(drafted: Sequence[int], target_logits: Array) -> Verdict:
     k = len(drafted)
     _check_rows("target_logits", target_logits, k + 1)
-    predicted = target_logits.argmax(dim=-1).tolist()
+    predicted = target_logits.argmax(-1).tolist()
     for i, draft in enumerate(drafted):
         if predicted[i] != draft:
             return Verdict(i, predicted[i], Source.RECOVERED)
@@ -48,9 +48,9 @@ def verify_greedy(drafted: Sequence[int], target_logits: torch.Tensor) -> Verdic
 
 def verify_sampled(
     drafted: Sequence[int],
-    p_target: torch.Tensor,
-    p_draft: torch.Tensor | None,
-    generator: torch.Generator | None,
+    p_target: Array,
+    p_draft: Array | None,
+    generator: Generator | None,
 ) -> Verdict:
     """p_draft is None for a deterministic proposer (n-gram): a point mass on each draft,
     verified by verify_copies with every row drawn from `generator`."""
@@ -63,24 +63,23 @@ def verify_sampled(
     _check_rows("p_draft", p_draft, k)
     if p_draft.shape[-1] != vocab:
         raise ValueError(f"p_draft has {p_draft.shape[-1]} columns, p_target has {vocab}")
-    device = p_target.device
-    p_draft = p_draft.to(device=device, dtype=p_target.dtype)
-    rows = torch.arange(k, device=device)
-    ids = torch.tensor(drafted, dtype=torch.long, device=device)
-    target_of_draft, draft_of_draft = p_target[rows, ids], p_draft[rows, ids]
+    ops = ops_of(p_target)
+    draft_rows = ops.like(p_draft, p_target)
+    rows, ids = list(range(k)), list(drafted)
+    target_of_draft, draft_of_draft = p_target[rows, ids], draft_rows[rows, ids]
 
     # Keep draft i when u < p_target/p_draft, written without the division: a draft the
     # proposer gave probability 0 is still kept if the target likes it, and 0/0 rejects.
-    uniforms = torch.rand(k, generator=generator, device=device, dtype=p_target.dtype)
+    uniforms = ops.uniforms(generator, k, p_target)
     accepted = (uniforms * draft_of_draft < target_of_draft).tolist()
     for i in range(k):
         if not accepted[i]:
-            residual = _residual(p_target[i], p_draft[i])
+            residual = _residual(p_target[i], draft_rows[i])
             return Verdict(i, sample(residual, generator), Source.RECOVERED)
     return Verdict(k, sample(p_target[k], generator), _source_after_all_accepted(k))
 
 
-def verify_copies(drafted: Sequence[int], p_target: torch.Tensor, draws: Draws) -> Verdict:
+def verify_copies(drafted: Sequence[int], p_target: Array, draws: Draws) -> Verdict:
     """Drafts that are point masses (prompt lookup), at T > 0: the target draws its own token
     x_i ~ p_target[i] from draws(i), and draft i is kept while it equals x_i.
 
@@ -98,9 +97,9 @@ def verify_copies(drafted: Sequence[int], p_target: torch.Tensor, draws: Draws) 
     return Verdict(k, sample(p_target[k], draws(k)), _source_after_all_accepted(k))
 
 
-def _residual(target_row: torch.Tensor, draft_row: torch.Tensor) -> torch.Tensor:
+def _residual(target_row: Array, draft_row: Array) -> Array:
     """norm(max(0, p_target - p_draft)): the target's mass the draft did not already cover."""
-    residual = torch.clamp(target_row - draft_row, min=0.0)
+    residual = (target_row - draft_row).clip(min=0.0)
     total = float(residual.sum())
     if total < _RESIDUAL_EPS:
         # Only rounding is left (the rows agree up to float error): draw from the target.
@@ -117,6 +116,6 @@ def _check_ids(drafted: Sequence[int], vocab: int) -> None:
         raise ValueError(f"drafted ids {list(drafted)} out of range for a vocabulary of {vocab}")
 
 
-def _check_rows(name: str, tensor: torch.Tensor, rows: int) -> None:
-    if tensor.dim() != 2 or tensor.shape[0] != rows:
+def _check_rows(name: str, tensor: Array, rows: int) -> None:
+    if len(tensor.shape) != 2 or tensor.shape[0] != rows:
         raise ValueError(f"{name} must have shape [{rows}, V], got {tuple(tensor.shape)}")

@@ -7,7 +7,8 @@ LlamaCached gives a LlamaModel the interface the loop expects of a model with a 
 logits of the last rows; the common prefix stays cached, the rest is rolled back and run.
 T = 0 stays lossless because a verify never holds more tokens than the target's kernels
 compute bit for bit as one at a time (lib.invariant_rows), and a reply leaves in the cache
-exactly what plain decoding leaves.
+exactly what plain decoding leaves. Its rows are numpy arrays: the loop samples and verifies
+them with numpy (spectui.engines.embedded.arrays), so this engine never imports torch.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from typing import TYPE_CHECKING
 
 from spectui.core.engine import with_threads
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Step
+from spectui.engines.embedded.cached import common_prefix_len
 from spectui.engines.embedded.engine import CAPABILITIES, EmbeddedEngine
 
 if TYPE_CHECKING:
-    import torch
+    import numpy
 
-    from spectui.engines.embedded.kv import CachedLogits
+    from spectui.engines.embedded.cached import CachedLogits
 
 
 class LlamaCached:
@@ -34,6 +36,7 @@ class LlamaCached:
     (a draft model, whose rounding changes acceptance, never the output)."""
 
     device = "cpu"
+    arrays = "numpy"  # logits are numpy rows: the loop's rules run on numpy, torch never loads
     # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop): on
     # 2 cores 64 tokens are about a second of a 1.5B model, so Esc is heard within one.
     prefill_chunk = 64
@@ -47,11 +50,8 @@ class LlamaCached:
         self.model.clear()
         self.seen = []
 
-    def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> numpy.ndarray:
         import numpy
-        import torch
-
-        from spectui.engines.embedded.kv import common_prefix_len
 
         keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
         self.model.keep(keep)
@@ -62,7 +62,7 @@ class LlamaCached:
             pieces = [tail[start:start + self.rows] for start in range(0, len(tail), self.rows)]
             rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
         self.seen = list(token_ids)
-        return torch.from_numpy(rows)
+        return rows
 
     def forget_after(self, length: int) -> None:
         """Keep only the first `length` tokens cached."""

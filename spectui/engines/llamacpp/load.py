@@ -1,6 +1,6 @@
-"""Loading the llama.cpp engine: the GGUFs map and repack while torch (the loop's sampling)
-imports on another thread, since libllama's calls release the GIL. No torch at import here:
-the engine module that needs it is what the second thread imports."""
+"""Loading the llama.cpp engine: the target's and the draft's GGUFs map and repack side by side
+(libllama's calls release the GIL). Nothing here imports torch: the loop samples and verifies
+llama.cpp's rows with numpy (spectui.engines.embedded.arrays)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from pathlib import Path
 from spectui.core.engine import EngineInfo, Kernels
 
 
-def _import_the_engine() -> None:
-    import spectui.engines.llamacpp.engine  # noqa: F401 (torch with it: a second and a half of a start)
-
-
 def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
                           threads: int | None = None, target_name: str = "", draft_name: str | None = None,
                           lookup: tuple[int, int] | None = None, history_drafting: bool = False):
     """An engine whose target (and draft, for method "draft") run on llama.cpp. The models load
-    side by side, while torch (the loop's sampling) imports: libllama's calls release the GIL."""
+    side by side: libllama's calls release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
     from spectui.engines.llamacpp.lib import LlamaModel, library, library_version
@@ -25,15 +21,13 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
     if method == "draft" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
     library()  # once, before the threads share it
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        engine_imported = pool.submit(_import_the_engine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
         pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" and draft_gguf else None
         loaded = []
         try:
             loaded.append(LlamaModel(target_gguf, threads=threads))
             if pending_draft is not None:
                 loaded.append(pending_draft.result())
-            engine_imported.result()
         except BaseException:  # whichever model did load is closed
             if pending_draft is not None and pending_draft.exception() is None and pending_draft.result() not in loaded:
                 loaded.append(pending_draft.result())
