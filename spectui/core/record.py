@@ -38,7 +38,7 @@ def step_record(step: Step) -> dict:
         "method": step.method,
         "exact": step.exact,
         "tree_nodes": step.tree_nodes,  # drafted nodes verified, for a tree step; None for a chain
-        "margins": [round(margin, 6) for margin in step.margins],  # T = 0: top-two logit gap per token
+        "margins": list(step.margins),  # T = 0: each token's top-two logit gap
         "draft_seconds": step.draft_seconds,
         "verify_seconds": step.verify_seconds,
     }
@@ -75,6 +75,7 @@ def step_from_record(record: dict) -> Step:
         tree_nodes=record["tree_nodes"],
         pieces=tuple(record["pieces"]),
         rejected_text=record["rejected_text"],
+        margins=tuple(record.get("margins", ())),
     )
 
 

@@ -224,6 +224,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
 
     class App:
         return_code = 0
+        history_left = None  # every turn saved
 
         def __init__(self, host, config, store, **options):
             seen["loading"] = building.wait(10)  # no app yet, no loop: the host began on its own

@@ -42,17 +42,20 @@ from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 from spectui.tui.widgets.key_footer import KeyFooter
 
 
+CHAT_CSS = """
+ChatScreen { layout: vertical; }
+ChatScreen #body { height: 1fr; }
+ChatScreen #main { width: 1fr; height: 1fr; }
+ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
+ChatScreen #prompt { margin: 0 1; border: round $primary 40%; background: $surface; }
+ChatScreen #prompt:focus { border: round $primary; }
+ChatScreen .-found { background: $warning 25%; }
+"""
+
+
 class ChatScreen(Screen):
     BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
-    DEFAULT_CSS = """
-    ChatScreen { layout: vertical; }
-    ChatScreen #body { height: 1fr; }
-    ChatScreen #main { width: 1fr; height: 1fr; }
-    ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
-    ChatScreen #prompt { margin: 0 1; border: round $primary 40%; background: $surface; }
-    ChatScreen #prompt:focus { border: round $primary; }
-    ChatScreen .-found { background: $warning 25%; }
-    """
+    DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
 
     def __init__(self, host, config, store=None, *, conversation: Conversation | None = None,
                  compare_prompt: str | None = None, cursor_blink: bool = True) -> None:
