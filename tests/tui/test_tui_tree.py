@@ -30,11 +30,11 @@ async def test_tree_steps_show_their_candidates_per_step_and_the_method(make_app
         engine.release()  # the first tree step
         await wait_for(pilot, lambda: panel.data.tree_nodes_last == 9)
         await pilot.pause()
-        lines = drawn_lines(panel)
+        lines = drawn_lines(panel.body)  # below the panel's summary lines
         assert "\n tree    9.0 candidates/step\n         last step 9\n" in "\n".join(lines), lines
         engine.release(2)
         await reply_done(pilot)
-        lines = drawn_lines(panel)
+        lines = drawn_lines(panel.body)  # below the panel's summary lines
         # The panel's default width: the last step's count goes under the mean.
         assert "\n tree    12.0 candidates/step\n         last step 15\n" in "\n".join(lines), lines
         assert panel.data.tree_nodes_mean == 12.0

@@ -20,7 +20,7 @@ STATUS_STYLES = {
 
 # After these the detail finishes the word ("loading weights 40%", "waiting for the engine");
 # after the others it is a note of its own, set apart ("ready · editing your last message…").
-CONTINUED_BY_DETAIL = frozenset({"loading", "restarting", "waiting"})
+CONTINUED_BY_DETAIL = frozenset({"loading", "restarting", "waiting", "prefill"})  # "● prefill 512/2048 · …"
 
 
 @dataclass(frozen=True)
