@@ -189,3 +189,16 @@ def test_a_stored_turn_gives_back_its_files_and_question(tmp_path):
     assert [shown for _, shown in found] == [attachments.block(f) for f in files]
     assert attachments.without(content, found[1][0], found[1][1]).startswith(attachments.block(files[0]) + "\n\ncompare")
     assert attachments.split_blocks("just a question") == ([], "just a question")
+
+
+def test_a_file_command_with_a_request_below_attaches_then_sends_the_request():
+    """The first screen's suggestion: `/file PATH` on its first line, the request below it."""
+    from spectui.tui.chat.commands import file_then_message
+
+    command = commands.parse("/file /tmp/csv_tools.py\nadd type hints to this module,\nkeep the rest")
+    assert isinstance(command, Command)
+    assert file_then_message(command) == (Command("file", "/tmp/csv_tools.py"),
+                                           "add type hints to this module,\nkeep the rest")
+    assert file_then_message(Command("file", "a.py b.py")) == (Command("file", "a.py b.py"), None)
+    system = Command("system", "line one\nline two")  # other commands keep their lines
+    assert file_then_message(system) == (system, None)

@@ -38,8 +38,9 @@ class ChatCommands:
             self.screen.notify(parsed.message, severity="warning")
             return None  # the line stays in the box, to be put right
         self.screen.prompt.clear()
-        self.run(parsed)
-        return None
+        command, message = file_then_message(parsed)
+        self.run(command)
+        return message
 
     def run(self, command: Command) -> None:
         getattr(self, f"do_{command.name}")(command)
@@ -178,3 +179,12 @@ class ChatCommands:
             screen.notify(f"Not exported to {folder}: {why}", severity="error")
             return
         self.say(["Exported this chat:", *(str(path) for path in written)])
+
+
+def file_then_message(command: Command) -> tuple[Command, str | None]:
+    """`/file PATH…` on the first line and a request below it (the first screen's suggestion):
+    the files are attached and the lines below go to the model with them."""
+    if command.name != "file" or "\n" not in command.rest:
+        return command, None
+    paths, _, message = command.rest.partition("\n")
+    return Command(command.name, paths.strip()), message.strip() or None
