@@ -32,6 +32,16 @@ def supports(model) -> bool:
     )
 
 
+def rms_norm(norm, x: "torch.Tensor") -> "torch.Tensor":
+    """The model's RMSNorm as transformers computes it (in float32, then back to x's dtype)."""
+    import torch
+
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * x.to(dtype)
+
+
 def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 1) -> "torch.Tensor":
     """Logits [1, logits_to_keep, V] for the last positions of input_ids [1, n], which the
     cache (a DynamicCache holding the positions before them) then holds too."""
@@ -56,18 +66,12 @@ def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 
         mask = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device).tril(past)[None, None]
     causal = sdpa and n > 1 and not past
 
-    def rms(norm, x):
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-        return norm.weight * x.to(dtype)
-
     def rotate(x):
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
     for index, layer in enumerate(inner.layers):
         attn, mlp = layer.self_attn, layer.mlp
-        x = rms(layer.input_layernorm, hidden)
+        x = rms_norm(layer.input_layernorm, hidden)
         shape = (1, n, -1, head_dim)
         q = rotate(attn.q_proj(x).view(shape).transpose(1, 2))
         k = rotate(attn.k_proj(x).view(shape).transpose(1, 2))
@@ -80,6 +84,6 @@ def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 
         else:
             out, _ = attention(attn, q, k, v, None, scaling=attn.scaling)
         hidden = hidden + attn.o_proj(out.reshape(1, n, -1))
-        x = rms(layer.post_attention_layernorm, hidden)
+        x = rms_norm(layer.post_attention_layernorm, hidden)
         hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
-    return model.lm_head(rms(inner.norm, hidden[:, -logits_to_keep:]))
+    return model.lm_head(rms_norm(inner.norm, hidden[:, -logits_to_keep:]))

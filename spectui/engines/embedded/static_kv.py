@@ -70,18 +70,12 @@ def static_forward(model, kv: StaticKV, input_ids: torch.Tensor, positions: torc
     # earlier tokens of this very forward; stale slots past it are masked.
     mask = (kv.slots.unsqueeze(0) <= positions.unsqueeze(1))[None, None]
 
-    def rms(norm, x):
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-        return norm.weight * x.to(dtype)
-
     def rotate(x):
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
     for index, layer in enumerate(inner.layers):
         attn, mlp = layer.self_attn, layer.mlp
-        x = rms(layer.input_layernorm, hidden)
+        x = lean.rms_norm(layer.input_layernorm, hidden)
         shape = (1, n, -1, head_dim)
         q = rotate(attn.q_proj(x).view(shape).transpose(1, 2))
         k = rotate(attn.k_proj(x).view(shape).transpose(1, 2))
@@ -93,9 +87,9 @@ def static_forward(model, kv: StaticKV, input_ids: torch.Tensor, positions: torc
             q, keys, values, attn_mask=mask, scale=attn.scaling, enable_gqa=q.shape[1] != keys.shape[1]
         ).transpose(1, 2)
         hidden = hidden + attn.o_proj(out.reshape(1, n, -1))
-        x = rms(layer.post_attention_layernorm, hidden)
+        x = lean.rms_norm(layer.post_attention_layernorm, hidden)
         hidden = hidden + mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
-    return model.lm_head(rms(inner.norm, hidden))
+    return model.lm_head(lean.rms_norm(inner.norm, hidden))
 
 
 class StaticCachedModel:
