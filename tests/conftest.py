@@ -39,3 +39,20 @@ def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
         folders[name] = str(folder)
     return folders
 
+
+@pytest.fixture(scope="module")
+def smollm2_ggml():
+    """SmolLM2 on ggml drafting for itself (every draft accepted), with prompt lookup and suffix
+    decoding over the same target: every method on one loaded model."""
+    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.models.registry import resolve_pair
+    from spectui.settings.options import EngineOptions
+
+    pytest.importorskip("llama_cpp_py_sync")
+    engine = build_ggml_engine(EngineOptions(model="smollm2-135m", method="draft", draft="smollm2-135m"),
+                               resolve_pair("smollm2-135m", "smollm2-135m"))
+    engine.add_proposer("ngram", engine.with_method("ngram").proposer, None)
+    engine.add_proposer("suffix", SuffixProposer(use_history=False), None)
+    yield engine
+    engine.close()

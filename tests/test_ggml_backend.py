@@ -31,27 +31,13 @@ def reply_tokens(engine, messages, control, max_tokens=48):
 # ---------------------------------------------------------------- T = 0 on real weights
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    from spectui.engines.llamacpp.build import build_ggml_engine
-
-    engine = build_ggml_engine(EngineOptions(model="smollm2-135m", method="draft", draft="smollm2-135m"),
-                               resolve_pair("smollm2-135m", "smollm2-135m"))
-    engine.add_proposer("ngram", engine.with_method("ngram").proposer, None)
-    from spectui.engines.embedded.suffix import SuffixProposer
-
-    engine.add_proposer("suffix", SuffixProposer(use_history=False), None)
-    yield engine
-    engine.close()
-
-
 @pytest.mark.real_weights
 @pytest.mark.parametrize("method", ["draft", "ngram", "suffix"])
-def test_every_k_writes_the_engines_own_plain_greedy_reply(smollm2, method):
-    plain_engine = smollm2.with_method("ngram")
+def test_every_k_writes_the_engines_own_plain_greedy_reply(smollm2_ggml, method):
+    plain_engine = smollm2_ggml.with_method("ngram")
     plain_engine.forget_prompts()
     plain, _ = reply_tokens(plain_engine, MESSAGES, Control(0, 0.0))
-    drafting = smollm2.with_method(method)
+    drafting = smollm2_ggml.with_method(method)
     accepted = 0
     for control in (Control(1, 0.0), Control(4, 0.0), Control(8, 0.0), Control(4, 0.0, auto=True)):
         drafting.forget_prompts()
@@ -63,12 +49,12 @@ def test_every_k_writes_the_engines_own_plain_greedy_reply(smollm2, method):
 
 
 @pytest.mark.real_weights
-def test_a_second_turn_is_lossless_after_drafts_accepted_past_the_stop_token(smollm2):
+def test_a_second_turn_is_lossless_after_drafts_accepted_past_the_stop_token(smollm2_ggml):
     """The next prompt prefills the reply's last token in a batch; a cache that kept it from a
     verify (rounded one way) would give the second reply other logits than plain decoding."""
     plains, drafted = [], []
-    for engine, control, out in ((smollm2.with_method("ngram"), Control(0, 0.0), plains),
-                                 (smollm2.with_method("ngram"), Control(8, 0.0), drafted)):
+    for engine, control, out in ((smollm2_ggml.with_method("ngram"), Control(0, 0.0), plains),
+                                 (smollm2_ggml.with_method("ngram"), Control(8, 0.0), drafted)):
         engine.forget_prompts()
         first, _ = reply_tokens(engine, MESSAGES, control, max_tokens=96)
         history = MESSAGES + [{"role": "assistant", "content": engine.tokenizer.decode(first, skip_special_tokens=True)}]

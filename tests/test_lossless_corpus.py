@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy
 import pytest
 
-from spectui.models.registry import resolve, resolve_pair
-from spectui.settings.options import EngineOptions
+from spectui.models.registry import resolve
 
 pytest.importorskip("llama_cpp_py_sync")
 
@@ -43,23 +42,9 @@ def test_verify_rows_equal_plain_steps_past_512_cached_cells():
         model.close()
 
 
-@pytest.fixture(scope="module")
-def smollm2_every_method():
-    from spectui.engines.embedded.suffix import SuffixProposer
-    from spectui.engines.llamacpp.build import build_ggml_engine
-
-    # SmolLM2 drafting for itself: every draft accepted, so every verify runs at its full width
-    engine = build_ggml_engine(EngineOptions(model="smollm2-135m", method="draft", draft="smollm2-135m"),
-                               resolve_pair("smollm2-135m", "smollm2-135m"))
-    engine.add_proposer("ngram", engine.with_method("ngram").proposer, None)
-    engine.add_proposer("suffix", SuffixProposer(use_history=False), None)
-    yield engine
-    engine.close()
-
-
 @pytest.mark.real_weights
 @pytest.mark.slow
-def test_every_method_at_every_k_writes_the_plain_reply_on_the_proof_corpus(smollm2_every_method):
+def test_every_method_at_every_k_writes_the_plain_reply_on_the_proof_corpus(smollm2_ggml):
     from spectui.bench.identity import arms, check_identity, corpus, rotating
 
     """60 prompts of five kinds after a ~270-token system prompt, so every token is decoded past
@@ -69,9 +54,9 @@ def test_every_method_at_every_k_writes_the_plain_reply_on_the_proof_corpus(smol
     every_arm = arms(["draft", "ngram", "suffix"])  # k 1, 2, 3, 4, 8 and auto: 18 arms
     prompts = corpus(60, preamble=True)
     assert len({prompt.kind for prompt in prompts}) == 5
-    assert len(smollm2_every_method.prompt_ids(prompts[0].messages)) > 256
-    result = check_identity(smollm2_every_method, prompts, rotating(every_arm, 1), max_tokens=48)
+    assert len(smollm2_ggml.prompt_ids(prompts[0].messages)) > 256
+    result = check_identity(smollm2_ggml, prompts, rotating(every_arm, 1), max_tokens=48)
     assert result.replies == 60 and result.tokens > 60 * 32
     assert result.accepted > result.tokens // 5  # the drafters did draft
-    assert smollm2_every_method.capabilities.greedy_identical
+    assert smollm2_ggml.capabilities.greedy_identical
     assert result.divergences == [], result.divergences[:5]
