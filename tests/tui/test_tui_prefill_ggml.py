@@ -28,9 +28,9 @@ def smollm2_ggml():
     model = engine.target.model
     original = model.decode
 
-    def counted(tokens, rows):
+    def counted(tokens, rows, stop=None):
         decoded.append(len(tokens))
-        return original(tokens, rows)
+        return original(tokens, rows, stop)
 
     model.decode = counted
     engine.decoded = decoded
