@@ -8,6 +8,8 @@ import pytest
 
 from spectui.core.events import Control, Done, GenerationParams, Prefill, Step
 
+from tiny_gguf import count_decodes
+
 pytest.importorskip("llama_cpp_py_sync")
 
 PARAMS = GenerationParams(max_tokens=6, top_p=1.0, seed=0)
@@ -27,16 +29,7 @@ def engine(tiny_gguf, tiny_tokenizer):
 
     engine = build_llamacpp_engine(tiny_gguf, tiny_tokenizer, "ngram", threads=1)
     engine.stop_ids = set()  # a random model may write its stop token at once: these replies run to max_tokens
-    decoded: list[int] = []  # tokens per llama_decode batch the target ran
-    model = engine.target.model
-    original = model.decode
-
-    def counted(tokens, rows, stop=None):
-        decoded.append(len(tokens))
-        return original(tokens, rows, stop)
-
-    model.decode = counted
-    engine.decoded = decoded
+    engine.decoded = count_decodes(engine)  # tokens per llama_decode batch the target ran
     yield engine
     engine.close()
 
