@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spectui.bench.workloads import CONVERSATION_REPLY_MAX_TOKENS, Workload
+from spectui.core.engine import Engine
 
 Reply = Callable[[list[dict]], str]  # the chat so far -> the model's reply to its last turn
 
@@ -55,14 +56,15 @@ def cached(reply: Reply, folder: Path, identity: dict) -> Reply:
     return remembered
 
 
-def greedy_reply(engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Reply:
+def greedy_reply(engine: Engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Reply:
     """The engine's plain greedy reply, as text (what the chat would have shown)."""
-    from spectui.core.events import Control, Done, GenerationParams, Prefill
+    from spectui.core.events import Control, Done, GenerationParams, Message, Prefill
 
     def reply(messages: list[dict]) -> str:
         engine.forget_prompts()
         pieces = []
-        for event in engine.stream(messages, GenerationParams(max_tokens=max_tokens, top_p=1.0, seed=0), Control(0, 0.0)):
+        chat = [Message(**message) for message in messages]
+        for event in engine.stream(chat, GenerationParams(max_tokens=max_tokens, top_p=1.0, seed=0), Control(0, 0.0)):
             if isinstance(event, Done):
                 if event.finish_reason == "error":
                     raise RuntimeError(f"writing a conversation's reply: {event.error}")
@@ -74,7 +76,7 @@ def greedy_reply(engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Rep
     return reply
 
 
-def fill_case_replies(cases: list, engine) -> list:
+def fill_case_replies(cases: list, engine: Engine) -> list:
     """The bench's cases with their conversations' earlier replies written by the engine's
     target (cached under spectui's cache folder, per model and dtype)."""
     from spectui.models.registry import cache_dir

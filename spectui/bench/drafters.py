@@ -12,6 +12,7 @@ import gc
 from pathlib import Path
 
 from spectui.core.errors import UsageError
+from spectui.models.fetch import ProgressFn
 from spectui.models.registry import ModelPair
 from spectui.settings.options import HEAD_METHODS
 
@@ -112,7 +113,7 @@ def device_of(*modules):
     return torch.device("cpu")
 
 
-def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=None) -> dict[str, dict]:
+def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
     from spectui.engines.embedded.suffix import SuffixProposer
     from spectui.engines.llamacpp.build import check_same_tokens
@@ -142,7 +143,8 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=No
     return costs
 
 
-def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
+def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path],
+                 progress: ProgressFn | None = None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
     from spectui.engines.embedded.build import load_draft_proposer, load_heads_proposer
     from spectui.engines.embedded.suffix import SuffixProposer

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spectui.core.engine import Engine
 from spectui.core.events import Control, Done, GenerationParams, Message, Step
 
 CODE = ["parses a CSV file into a list of dictionaries", "merges two sorted lists", "validates an email address",
@@ -115,7 +116,7 @@ class IdentityResult:
         self.divergences = self.divergences or []
 
 
-def reply(engine, messages: Sequence[Message], control: Control, max_tokens: int) -> tuple[list[int], list[float], int]:
+def reply(engine: Engine, messages: Sequence[Message], control: Control, max_tokens: int) -> tuple[list[int], list[float], int]:
     """Token ids, their T = 0 margins and the drafts accepted, for one reply from a clean cache."""
     engine.forget_prompts()
     steps: list[Step] = []
@@ -129,7 +130,7 @@ def reply(engine, messages: Sequence[Message], control: Control, max_tokens: int
     return tokens, margins, sum(step.num_accepted for step in steps)
 
 
-def check_identity(engine, prompts: Sequence[CorpusPrompt], arm_schedule: Callable[[int], Sequence[Arm]],
+def check_identity(engine: Engine, prompts: Sequence[CorpusPrompt], arm_schedule: Callable[[int], Sequence[Arm]],
                    max_tokens: int = 512, progress: Callable[[str], None] = lambda line: None) -> IdentityResult:
     """Each prompt's plain reply (k = 0), then the arms `arm_schedule(i)` gives prompt i, each
     compared token for token with it."""

@@ -27,7 +27,7 @@ def engine_for(engine: Engine, arm: Arm) -> Engine:
 
 
 def run_engine(
-    engine,
+    engine: Engine,
     arm: Arm,
     messages: Sequence[Message],
     params: GenerationParams,

@@ -11,7 +11,7 @@ from pathlib import Path
 from spectui.bench.plan import METHODS, RUNNERS, BenchOptions, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
 from spectui.bench.workloads import ALL_CATEGORIES, suite
-from spectui.core.engine import Engine
+from spectui.core.engine import Engine, Progress
 from spectui.core.errors import SpectuiError
 from spectui.core.events import K_MAX
 from spectui.models.registry import ModelPair
@@ -29,7 +29,7 @@ def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
     return items
 
 
-def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions, progress) -> tuple[dict, list, dict]:
+def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions, progress: Progress) -> tuple[dict, list, dict]:
     """{runner name: callable(arm, messages, params, temperature)}, the engines to close and
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters

@@ -11,7 +11,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -19,6 +19,9 @@ from spectui.cli.common import fail, help_when_bare
 from spectui.cli.engine_options import Given, takes_settings
 from spectui.cli.prompt import FilesOption, check_files
 from spectui.core.errors import SpectuiError, UsageError
+
+if TYPE_CHECKING:  # the store loads when the chat opens it
+    from spectui.store import Conversation, Store
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", invoke_without_command=True, callback=help_when_bare)
 history_app = typer.Typer(
@@ -69,7 +72,7 @@ def check_theme(name: str) -> None:
         raise UsageError(f"no theme {name!r}: known are {', '.join(sorted(known))} (and .toml files in {user_themes_dir()})")
 
 
-def open_history(path, must: bool):
+def open_history(path: Path, must: bool) -> tuple[Store | None, str | None]:
     """(the store, None), or (None, why) when it cannot be opened and the chat can run
     without it (a read-only folder, a damaged file): the app says so. --resume needs it."""
     from spectui.store import Store, StoreError
@@ -82,7 +85,7 @@ def open_history(path, must: bool):
         return None, str(error)
 
 
-def resumed_conversation(store, conversation_id: int | None):
+def resumed_conversation(store: Store, conversation_id: int | None) -> Conversation:
     """The conversation --resume names (else the latest); the store is closed if there is none."""
     from spectui.store import StoreError
 
@@ -125,7 +128,8 @@ def run_chat(
         raise UsageError("--resume needs history (drop --no-history)")
     require_terminal()  # after the command line's mistakes, before the history file is made
     store, history_off = open_history(default_store_path(), must=resume) if history else (None, None)
-    conversation = resumed_conversation(store, conversation_id) if resume else None
+    # must=resume: a store that did not open has already failed the command
+    conversation = resumed_conversation(store, conversation_id) if resume and store is not None else None
 
     from spectui.host.host import EngineHost
     from spectui.host.live import live_from_config

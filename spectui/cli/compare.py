@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from spectui.cli.generate import engine_k
-from spectui.core.engine import AUTO
+from spectui.core.engine import AUTO, Progress
 from spectui.measure.compare import Comparison, TimedRun, compare, divergence_text
 from spectui.core.events import GenerationParams
 from spectui.models.fetch import rich_progress
@@ -25,7 +25,7 @@ def check_compare_options(runs: int) -> None:
         raise OptionError("runs", f"runs must be from 1 to {RUNS_MAX}, got {runs}")
 
 
-def build_pair(options: EngineOptions, models: ModelPair | None, baseline_server: str | None, progress=None):
+def build_pair(options: EngineOptions, models: ModelPair | None, baseline_server: str | None, progress: Progress | None = None):
     """(speculative engine, baseline engine or None when the engine runs k = 0 itself).
 
     vLLM fixes k when it starts, so its baseline is a second engine: the same model with no

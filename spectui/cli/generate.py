@@ -11,14 +11,14 @@ import spectui.cli.render as render
 from spectui.settings.options import EngineOptions
 from spectui.models.fetch import rich_progress
 from spectui.models.registry import ModelPair
-from spectui.core.engine import K
+from spectui.core.engine import K, Engine
 from spectui.core.errors import REPLY_ADVICE, SpectuiError, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
 from spectui.core.reasoning import acceptance_apart_text
-from spectui.measure.run import prompt_messages, reply_json, run_reply
+from spectui.measure.run import MeasuredReply, prompt_messages, reply_json, run_reply
 
 
-def engine_k(engine, asked: int) -> int | None:
+def engine_k(engine: Engine, asked: int) -> int | None:
     """The k a reply runs: the engine's own where it fixed one at start (vLLM, a server), the
     one asked for where the engine takes it, None where a server runs a k it does not say."""
     if engine.fixed_k is not None:
@@ -26,7 +26,7 @@ def engine_k(engine, asked: int) -> int | None:
     return asked if engine.info.capabilities.honours(K) else None
 
 
-def summary_line(reply, k: int, engine) -> str:
+def summary_line(reply: MeasuredReply, k: int, engine: Engine) -> str:
     stats = reply.stats
     gamma = f"{stats.gamma:.2f}" if stats.gamma is not None else "–"
     tau = f"{stats.tau:.2f}" if stats.tau is not None else "–"

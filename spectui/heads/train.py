@@ -16,6 +16,7 @@ from typing import Protocol
 
 import torch
 
+from spectui.core.engine import Engine
 from spectui.core.events import Message
 
 MAX_SEQUENCE_TOKENS = 256  # one training example; longer replies and texts are cut to crops
@@ -95,7 +96,7 @@ def cached_replies(path: Path, write: Callable[[], list[list[int]]]) -> list[lis
 
 
 def engine_replies(
-    engine, workloads: Sequence[TrainingPrompt], max_new_tokens: int, progress: ProgressFn = _no_progress
+    engine: Engine, workloads: Sequence[TrainingPrompt], max_new_tokens: int, progress: ProgressFn = _no_progress
 ) -> list[list[int]]:
     """Each workload prompt followed by the target's greedy reply, written by spectui's own
     engine as it will run with the heads: the target in the engine's dtype, prompt lookup

@@ -4,19 +4,20 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
+from spectui.core.engine import Engine
 from spectui.core.errors import UsageError
+from spectui.host.plan import Build
 from spectui.host.uses import start_thread
 
 
 class Baseline:
-    def __init__(self, build: Callable | None) -> None:
+    def __init__(self, build: Build | None) -> None:
         self.build = build
-        self._engine = None
+        self._engine: Engine | None = None
         self._lock = threading.Lock()
 
-    def engine(self, engine_name: str):
+    def engine(self, engine_name: str) -> Engine:
         """Built in the caller's thread (it can take a minute)."""
         with self._lock:
             if self._engine is None:
@@ -28,7 +29,7 @@ class Baseline:
                 self._engine = self.build(lambda stage, done, total: None)
             return self._engine
 
-    def take(self):
+    def take(self) -> Engine | None:
         with self._lock:
             engine, self._engine = self._engine, None
         return engine

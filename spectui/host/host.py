@@ -25,15 +25,16 @@ from spectui.host.debounce import Debounce, SetTimer
 from spectui.host.live_keys import LiveKeys
 from spectui.host.loading import LoadFailed, Loaded, close_all, load, loading_text
 from spectui.host.mail import HostMail
-from spectui.host.memory import engine_memory
+from spectui.host.memory import MemoryProbe, engine_memory
 from spectui.host.messages import (
     EngineFailed, EngineReady, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
     SwapPlanned,
 )
 from spectui.host.notes import failure_text, ready_note
-from spectui.host.plan import EnginePlan
+from spectui.host.plan import Build, EnginePlan
 from spectui.host.switch import Fallback, fallback_for
 from spectui.host.uses import Released, Uses, start_thread
+from spectui.measure.metrics import MemoryReading
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
 ENGINE_LABELS = {"vllm": "vLLM"}
@@ -46,7 +47,7 @@ class EngineHost:
         live: LiveSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
-        memory_probe=None,
+        memory_probe: MemoryProbe | None = None,
         debounce_s: float = RESTART_DEBOUNCE_S,
         set_timer: SetTimer | None = None,
     ) -> None:
@@ -82,10 +83,10 @@ class EngineHost:
             self.loading_since = self.clock()
             start_thread(lambda: load(self.plan.build, self.mail.arrive, self.clock), "spectui-load")
 
-    def listen(self, listener: Callable[[HostMessage], None]) -> Callable[[], None]:
+    def listen(self, listener: Callable[[HostMessage], object]) -> Callable[[], None]:
         return self.mail.listen(listener)
 
-    def attach(self, wake: Callable[[], None], set_timer: SetTimer | None = None) -> None:
+    def attach(self, wake: Callable[[], object], set_timer: SetTimer | None = None) -> None:
         """wake(), from any thread, must lead to pump() on the owner's thread; set_timer
         (delay, callback) runs callback there after delay, unless the host was given its own."""
         self.mail.wake = wake
@@ -136,11 +137,11 @@ class EngineHost:
         """The k an engine that sets its own k says it runs (None: not said)."""
         return self.engine.fixed_k if self.engine is not None else None
 
-    def read_memory(self, engine_stats: dict | None = None):
+    def read_memory(self, engine_stats: dict | None = None) -> MemoryReading | None:
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
 
-    def _ready(self, engine, seconds: float) -> None:
+    def _ready(self, engine: Engine, seconds: float) -> None:
         restarted_k, self.restarting_k = self.restarting_k, None
         swapped_to, self.swapping_to = self.swapping_to, None
         self.fallback = None  # the loader closed an engine it kept open, once the new one was built
@@ -226,7 +227,7 @@ class EngineHost:
             started = RestartStarted(k, f"Restarting {self.label} with k = {k}: the conversation stays…")
             self._load(self.plan.build_for_k(k), started, (self.engine,))
 
-    def _load(self, build, started: RestartStarted, closed_first: tuple = (), kept: tuple = ()) -> None:
+    def _load(self, build: Build, started: RestartStarted, closed_first: tuple = (), kept: tuple = ()) -> None:
         """Load another engine in place of this one, closing `closed_first` before it is built
         and `kept` after (a failed build goes back to it)."""
         self.engine, self.status, self.loading_detail, self.loading_since = None, "loading", "", self.clock()
@@ -253,19 +254,18 @@ class EngineHost:
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
         self._load(build, RestartStarted(None, f"Switching to {what}: the conversation stays…"), closed_first, kept)
 
-    def start_reply(self, name: str, run: Callable[[object, Control], None], values: LiveValues | None = None) -> Control:
+    def start_reply(self, name: str, run: Callable[[Engine, Control], None], values: LiveValues | None = None) -> Control:
         """run(engine, control) in a thread named `name`; the control starts from `values`
         (default: the live ones) and reads the live settings where the engine reads them
         between steps. Returns it, to cancel the reply."""
         engine, start = self.engine, values or self.live.values
-        if self.capabilities.live_controls:  # any of them: the reply reads the live settings
-            control = Control.reading(self.live, start)
-        else:  # fixed when the reply starts: a key press waits for the next reply
-            control = Control(start.k, start.temperature, start.auto)
+        assert engine is not None, "a reply starts once the engine is ready"
+        control = (Control.reading(self.live, start) if engine.capabilities.live_controls  # any: read between steps
+                   else Control(start.k, start.temperature, start.auto))  # fixed at the start: a key waits for the next reply
         self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
         return control
 
-    def baseline_engine(self):
+    def baseline_engine(self) -> Engine:
         """The compare view's k = 0 engine, where this one fixes k: built once, in the caller's thread."""
         return self.baseline.engine(self.info.name)
 

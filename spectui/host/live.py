@@ -6,10 +6,15 @@ spectui.core.events, so that an engine's Control can read them from below the ho
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spectui.core.events import LiveSettings
 
+if TYPE_CHECKING:
+    from spectui.settings.config import ChatConfig
 
-def live_from_config(config) -> LiveSettings:
+
+def live_from_config(config: ChatConfig) -> LiveSettings:
     from spectui.settings.options import parse_k
 
     k, auto = parse_k(config.k)

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from spectui.core.engine import AUTO
+from typing import TYPE_CHECKING, Protocol
+
+from spectui.core.engine import AUTO, EngineInfo
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP
+
+if TYPE_CHECKING:  # the host holds its keys: a type-only import, no cycle when the code runs
+    from spectui.host.host import EngineHost
+
+
+class KAdvice(Protocol):
+    """What the panel's theory says of k (spectui.tui.session.Theory), as far as the keys read it."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def best_k(self) -> int | None: ...  # None until v(k) is measured at two k
+    @property
+    def best_speedup(self) -> float | None: ...
+    @property
+    def missing(self) -> str: ...
 
 
 class LiveKeys:
-    def __init__(self, host) -> None:
+    def __init__(self, host: EngineHost) -> None:
         self.host = host
         self._k_offer: int | None = None  # a recommended k waiting for the second key press
 
@@ -25,8 +45,7 @@ class LiveKeys:
         if host.k_from_engine:
             host.notice(k_not_sent(host))
         elif host.engine is not None and host.k_fixed_elsewhere:
-            who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
-            host.notice(f"{who} fixed k when it started (num_speculative_tokens); restart it to change k.")
+            host.notice(f"{engine_words(host.engine.info)} fixed k when it started (num_speculative_tokens); restart it to change k.")
         elif (k, False) != (live.k, live.auto):
             live.update(k=min(max(k, 0), K_MAX), auto=False)  # a k chosen by hand ends adaptive k
 
@@ -35,19 +54,19 @@ class LiveKeys:
         temperature = min(max(live.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX)
         live.update(temperature=round(temperature, 2))
 
-    def toggle_auto(self, theory) -> None:
+    def toggle_auto(self, theory: KAdvice | None) -> None:
         """Adaptive k on or off. An engine that cannot follow it step by step gets the k the
         same model picks from what was measured (`theory`), restarted with on a second press."""
         host, live = self.host, self.host.live
-        if host.engine is not None and not host.capabilities.live(AUTO):
-            self._recommend_k(theory)
+        if host.engine is not None and not host.engine.capabilities.live(AUTO):
+            self._recommend_k(host.engine.info.name, theory)
             return
         live.update(auto=not live.auto)
         host.notice("Adaptive k: on, from the next step" if live.auto else f"Adaptive k: off, k = {live.k}")
 
-    def _recommend_k(self, theory) -> None:
+    def _recommend_k(self, name: str, theory: KAdvice | None) -> None:
+        """name: the engine's, which fixes k when it starts."""
         host, k = self.host, self.host.live.k
-        name = host.info.name
         if theory is None:
             host.notice(f"The {name} engine fixes k when it starts; after a reply with drafts, "
                         f"this key recommends a k from the measured acceptance.")
@@ -67,9 +86,15 @@ class LiveKeys:
                         f"predicted against ×{theory.speedup:.2f} for the last reply (k = {k}); {restart}.")
 
 
-def k_not_sent(host) -> str:
+def k_not_sent(host: EngineHost) -> str:
     """Why a k key does nothing on an engine that runs its own k (a server)."""
-    who = "The server" if host.info.name == "server" else f"The {host.info.name} engine"
     k = host.reported_k
     runs = f"runs k = {k}" if k is not None else "does not say which k it runs"
-    return f"{who} {runs}, set when it started (num_speculative_tokens): spectui cannot send k."
+    return f"{engine_words(host.info)} {runs}, set when it started (num_speculative_tokens): spectui cannot send k."
+
+
+def engine_words(info: EngineInfo | None) -> str:
+    """The engine as a sentence starts with it: the server, the vllm engine (None: not loaded yet)."""
+    if info is None:
+        return "The engine"
+    return "The server" if info.name == "server" else f"The {info.name} engine"

@@ -12,11 +12,11 @@ from spectui.host.messages import HostMessage
 
 class HostMail:
     def __init__(self) -> None:
-        self._listeners: list[Callable[[HostMessage], None]] = []
+        self._listeners: list[Callable[[HostMessage], object]] = []
         self._arrivals: queue.SimpleQueue = queue.SimpleQueue()
-        self.wake: Callable[[], None] | None = None  # set by the owner: leads to its pump()
+        self.wake: Callable[[], object] | None = None  # set by the owner: leads to its pump()
 
-    def listen(self, listener: Callable[[HostMessage], None]) -> Callable[[], None]:
+    def listen(self, listener: Callable[[HostMessage], object]) -> Callable[[], None]:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -24,7 +24,7 @@ class HostMail:
         for listener in list(self._listeners):
             listener(message)
 
-    def arrive(self, item) -> None:
+    def arrive(self, item: object) -> None:
         """From any thread: keep `item` for the owner's thread and wake it."""
         self._arrivals.put(item)
         wake = self.wake

@@ -3,16 +3,21 @@ with the draft's share when the engine says it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+from spectui.core.engine import Capabilities, Engine
 from spectui.measure.metrics import MemoryReading, read_memory
 
+MemoryProbe = Callable[[str], MemoryReading | None]  # device -> a reading of its memory
 
-def engine_memory(engine, capabilities, probe, engine_stats: dict) -> MemoryReading | None:
+
+def engine_memory(engine: Engine | None, capabilities: Capabilities | None, probe: MemoryProbe | None,
+                  engine_stats: dict) -> MemoryReading | None:
     """engine None: the probe's reading of this process. The draft's share comes from an
     int attribute `draft_bytes` or a "draft_bytes" entry in the last Done.engine_stats."""
     reading = None
-    if engine is not None and capabilities.memory:
+    if engine is not None and capabilities is not None and capabilities.memory:
         try:
             reading = engine.memory()  # vLLM: its pool, its engine processes
         except Exception:  # a panel number is not worth an error: the generic probe answers

@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from spectui.core.engine import Engine
+from spectui.core.engine import Engine, Progress
 from spectui.models.registry import ModelPair
 
-Progress = Callable[[str, int, int], None]
+if TYPE_CHECKING:  # the settings load where an engine is built, not when the chat starts
+    from spectui.settings.config import ChatConfig
+    from spectui.settings.options import EngineOptions
+
 Build = Callable[[Progress], Engine]  # runs in a thread
 
 # Engines rebuilt with a new k when k is fixed at start (a server's k is the server's).
@@ -28,21 +32,21 @@ class EnginePlan:
     build_baseline: Build | None = None  # the compare view's k = 0 engine, where k is fixed
 
 
-def plan_for(config, models: ModelPair | None) -> EnginePlan:
+def plan_for(config: ChatConfig, models: ModelPair | None) -> EnginePlan:
     """The plan for the chat's config and the models it names, resolved where the config was
     read (None for an engine that names no models of spectui's: a server, the demo)."""
     return EnginePlan(engine_factory_for(config, models), engine_factory_for_k(config, models),
                       baseline_factory_for(config, models))
 
 
-def engine_factory_for(config, models: ModelPair | None) -> Build:
+def engine_factory_for(config: ChatConfig, models: ModelPair | None) -> Build:
     """build(progress) -> Engine for the configured engine."""
     if config.engine == "scripted":
         from spectui.engines.scripted import scripted_engine_factory
 
         return scripted_engine_factory(step_delay=0.03)
 
-    def build(progress):
+    def build(progress: Progress) -> Engine:
         from spectui.engines.factory import build_engine, chosen_engine
         from spectui.settings.config import engine_options
 
@@ -64,7 +68,7 @@ def engine_in_process() -> bool:
     return os.environ.get("SPECTUI_ENGINE_PROCESS", "1") != "0"
 
 
-def engine_factory_for_k(config, models: ModelPair | None) -> Callable[[int], Build] | None:
+def engine_factory_for_k(config: ChatConfig, models: ModelPair | None) -> Callable[[int], Build] | None:
     """k -> build, for engines that take k when they start (vLLM); None where a new k
     cannot come from a rebuild."""
     if config.engine not in RESTARTS_FOR_K:
@@ -78,7 +82,7 @@ def baseline_share(gpu_memory_utilization: float) -> float:
     return round(max(0.05, min(gpu_memory_utilization, 0.95 - gpu_memory_utilization)), 2)
 
 
-def baseline_factory_for(config, models: ModelPair | None) -> Build | None:
+def baseline_factory_for(config: ChatConfig, models: ModelPair | None) -> Build | None:
     """build for the compare view's baseline (k = 0) where the chat's engine fixes k at
     start: a --baseline-server, or a second vLLM engine without a speculative_config."""
     if config.baseline_server:
@@ -95,7 +99,7 @@ def baseline_factory_for(config, models: ModelPair | None) -> Build | None:
 CHECKS_MODEL_NAMES = ("auto", "embedded", "vllm")
 
 
-def check_engine_choice(config, models: ModelPair | None) -> None:
+def check_engine_choice(config: ChatConfig, models: ModelPair | None) -> None:
     """What can be refused before an engine loads is refused here, as one line (a
     spectui.core.errors exception), not as a failed load: `spectui chat` checks its options
     with it, the model screen what the user chose. The names were resolved (and an unknown
@@ -123,7 +127,7 @@ def check_engine_choice(config, models: ModelPair | None) -> None:
             )
 
 
-def settled_config(config):
+def settled_config(config: ChatConfig) -> ChatConfig:
     """The chat's config with --method auto made concrete (engines/factory.py settled_method):
     the live k starts as auto where auto picks suffix, so the bar and keys say what runs."""
     if config.method != "auto" or config.engine == "scripted":
@@ -135,7 +139,7 @@ def settled_config(config):
     return replace(config, method=options.method, k="auto" if options.auto_k else config.k)
 
 
-def check_draft_named(options, models: ModelPair) -> None:
+def check_draft_named(options: EngineOptions, models: ModelPair) -> None:
     """The draft method needs a draft: named, or the target's preset one (k = 0 drafts nothing)."""
     if options.method != "draft" or not (options.k or options.auto_k):
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spectui.core.engine import Engine
+from spectui.core.engine import Engine, EngineInfo
 from spectui.host.baseline import Baseline
 from spectui.host.plan import EnginePlan
 
@@ -23,7 +23,7 @@ class Fallback:
     baseline: Baseline | None = None
 
 
-def keeps_open(engine) -> bool:
+def keeps_open(engine: Engine | None) -> bool:
     """The engine may stay open while another loads: it holds no device memory pool."""
     if engine is None:
         return False
@@ -31,14 +31,14 @@ def keeps_open(engine) -> bool:
     return not capabilities.exclusive_device and not engine.info.device.startswith(("cuda", "mps", "xpu"))
 
 
-def described(info) -> str:
+def described(info: EngineInfo) -> str:
     """An engine in the model screen's words, from what it says of itself."""
     method = f" ({info.method})" if info.method and info.method != "none" else ""
     return f"{info.target}{method} · {info.name}"
 
 
 
-def fallback_for(engine, plan: EnginePlan, baseline: Baseline, engine_k: int) -> Fallback | None:
+def fallback_for(engine: Engine | None, plan: EnginePlan, baseline: Baseline, engine_k: int) -> Fallback | None:
     """What a switch from `engine` goes back to: nothing after a failed load (nothing ran)."""
     if engine is None:
         return None

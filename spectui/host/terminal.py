@@ -12,7 +12,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spectui.settings.config import ChatConfig
 
 
 def start_process_helpers() -> None:
@@ -56,7 +61,7 @@ def terminal_for_app_only(log: Path) -> Iterator[None]:
             setattr(sys, name, stream)
 
 
-def engine_terminal(config):
+def engine_terminal(config: ChatConfig) -> AbstractContextManager[None]:
     """While the app runs, engine processes (the embedded engine's, vLLM's) print to a log,
     not over the screen."""
     if config.engine not in ("auto", "embedded", "vllm"):

@@ -60,7 +60,7 @@ class Uses:
         self._uses.append(use)
         return use
 
-    def start_work(self, name: str, body: Callable[[], None], stop=None, reply: bool = False) -> Use:
+    def start_work(self, name: str, body: Callable[[], None], stop: Callable[[], None] | None = None, reply: bool = False) -> Use:
         """Run body() in a thread named `name`, held until it returns."""
         use = self.hold(name, stop)
         use.reply = reply

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from spectui.core.errors import ModelError
 from spectui.models.fetch import ProgressFn, for_model
+from spectui.models.integrity import ByteProgress
 from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir
 
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
@@ -105,7 +106,7 @@ def loading_marker(resolved: ResolvedModel) -> Iterator[None]:
             marker.unlink()
 
 
-def verify_gguf(folder: Path, progress=None) -> str | None:
+def verify_gguf(folder: Path, progress: ByteProgress | None = None) -> str | None:
     """Every byte of the GGUF kept in `folder` against the sha256 recorded for it: None when all
     match, else what is wrong (and the record is dropped: the next start fetches it again)."""
     from spectui.models.integrity import full_problem

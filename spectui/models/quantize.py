@@ -33,7 +33,7 @@ but without VNNI it runs 20-100x slower than fbgemm here, slower than fp32.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from spectui.core.errors import UsageError
@@ -227,7 +227,8 @@ def _int8_linear_class():
     return Int8Linear
 
 
-def settle_int8(models: Iterable["nn.Module"], stop=lambda: False, progress=None) -> bool:
+def settle_int8(models: Iterable["nn.Module"], stop: Callable[[], bool] = lambda: False,
+                progress: Callable[[int, int], None] | None = None) -> bool:
     """Join the load-time slices of every Int8Linear in `models` (see SETTLED_ROWS), one join
     at a time, until stop() is true; True once all are joined. Bitwise the same outputs.
     progress(layers settled, layers) after each layer."""

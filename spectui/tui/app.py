@@ -7,9 +7,16 @@ engine; the app hands it the loop (a wake-up, timers) and closes it on the way o
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
 
-from textual.app import App
+from rich.console import RenderableType
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
 
 from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_text
@@ -22,6 +29,9 @@ from spectui.tui.keys import app_bindings, remapped
 from spectui.tui.messages import ShowConversation
 from spectui.tui.theming import textual_theme, token_variables
 
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
+
 
 class SpectuiApp(App):
     TITLE = "spectui"
@@ -33,7 +43,7 @@ class SpectuiApp(App):
 
     def __init__(
         self,
-        host,
+        host: EngineHost,
         config: ChatConfig | None = None,
         store: Store | None = None,
         *,
@@ -75,7 +85,8 @@ class SpectuiApp(App):
         variables.update(token_variables(self.current_theme, variables, self.no_color))
         return variables
 
-    def notify(self, message: str, *, title: str = "", severity="information", timeout=None, markup: bool = True) -> None:
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
         """Toasts carry errors from servers and files: shown as text, never as markup ("[/]"
         would raise) and never with raw controls."""
         super().notify(safe_text(message), title=safe_text(title), severity=severity, timeout=timeout, markup=False)
@@ -113,9 +124,9 @@ class SpectuiApp(App):
         self.host.start()  # if the command did not start it before the app
         self.host.attach(lambda: self.call_later(self.host.pump), self.set_timer)
 
-    def exit(self, *args, **kwargs) -> None:
+    def exit(self, result: object = None, return_code: int = 0, message: RenderableType | None = None) -> None:
         self.host.drop_restart()  # the screens let the engine go as they close: no restart then
-        super().exit(*args, **kwargs)
+        super().exit(result, return_code, message)
 
     def on_unmount(self) -> None:
         gc.set_threshold(*self._gc_thresholds)
@@ -142,13 +153,13 @@ class SpectuiApp(App):
             except (RuntimeError, NotImplementedError, ValueError):
                 return  # not the main thread (tests), or a platform without loop signal handlers
 
-    def get_system_commands(self, screen):
+    def get_system_commands(self, screen: Screen) -> Iterator[SystemCommand]:
         from spectui.tui.palette import palette_commands
 
         yield from super().get_system_commands(screen)
         yield from palette_commands(self, screen, self.config.keys)
 
-    def get_key_display(self, binding) -> str:
+    def get_key_display(self, binding: Binding) -> str:
         if binding.id != "newline":
             return super().get_key_display(binding)
         keys = self.config.keys["newline"].split(",")  # all: many terminals send Shift+Enter as Enter
@@ -234,11 +245,11 @@ def resume_only_after_a_stop() -> None:
         return  # no driver of a real terminal (tests): nothing to guard
     stopped = threading.Event()
 
-    def on_stop(signum, frame) -> None:
+    def on_stop(signum: int, frame: FrameType | None) -> None:
         stopped.set()
         stop(signum, frame)
 
-    def on_resume(signum, frame) -> None:
+    def on_resume(signum: int, frame: FrameType | None) -> None:
         if stopped.is_set():
             stopped.clear()
             resume(signum, frame)

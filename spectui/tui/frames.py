@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from textual.message_pump import MessagePump
+
 FRAME_SECONDS = 1 / 30
 
 T = TypeVar("T")
@@ -24,7 +26,7 @@ class FrameInbox(Generic[T]):
 
     def __init__(
         self,
-        screen,
+        screen: MessagePump,
         draw: Callable[[], None],
         frame_seconds: float = FRAME_SECONDS,
         clock: Callable[[], float] = time.monotonic,

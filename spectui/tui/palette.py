@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
+from textual.screen import Screen
 
 from spectui.core.commands import COMMANDS, Command
 from spectui.settings.config import KEY_DESCRIPTIONS
 from spectui.tui.keys import ACTIONS, key_display
+from spectui.tui.screens.chat import ChatScreen
 
 
-def palette_commands(app, screen, keys: dict[str, str]) -> Iterator[SystemCommand]:
+def palette_commands(app: App, screen: Screen, keys: dict[str, str]) -> Iterator[SystemCommand]:
     """One command per key-table action bound on `screen` (or its focused widget, or the app)."""
     seen: set[str] = set()
     for active in screen.active_bindings.values():
@@ -33,17 +35,17 @@ def palette_commands(app, screen, keys: dict[str, str]) -> Iterator[SystemComman
     yield from box_commands(screen)
 
 
-def box_commands(screen) -> Iterator[SystemCommand]:
+def box_commands(screen: Screen) -> Iterator[SystemCommand]:
     """The message box's `/` commands, on a screen that has them (the chat)."""
-    commands = getattr(screen, "commands", None)
-    if commands is None:
+    if not isinstance(screen, ChatScreen):
         return
+    commands = screen.commands
     for spec in COMMANDS:
         needs_more = bool(spec.usage) and not spec.usage.startswith("[")
         run = partial(_into_box, screen, spec.name) if needs_more else partial(commands.run, Command(spec.name))
         yield SystemCommand(f"{spec.synopsis} · {spec.help}", "a command of the message box (/help lists them)", run)
 
 
-def _into_box(screen, name: str) -> None:
+def _into_box(screen: ChatScreen, name: str) -> None:
     screen.prompt.value = f"/{name} "
     screen.prompt.focus()

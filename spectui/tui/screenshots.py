@@ -14,8 +14,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.core.files import write_user_file
+
+if TYPE_CHECKING:  # loaded when the pictures are taken
+    from textual.pilot import Pilot
+
+    from spectui.host.plan import Build
+    from spectui.settings.config import ChatConfig
+    from spectui.tui.app import SpectuiApp
+    from spectui.tui.screens.chat import ChatScreen
+    from spectui.tui.screens.compare import CompareScreen
 
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
@@ -33,7 +43,7 @@ def fixed_memory(device: str):
     return MemoryReading("RSS", 812 * 2**20, 16 * 2**30, "psutil")
 
 
-async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+async def _wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():
@@ -42,15 +52,27 @@ async def _wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0)
         await pilot.pause(0.05)
 
 
-async def _reply(pilot, chat, prompt: str) -> None:
+async def _reply(pilot: Pilot, chat: ChatScreen, prompt: str) -> None:
     """Send `prompt` and wait for its reply to end."""
     chat.prompt.value = prompt
     await pilot.press("enter")
     await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
 
 
-async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS, label: str = "",
-                 warm_up: str | None = None, ghosts: bool = True) -> list[Path]:
+def _chat_of(app: SpectuiApp) -> ChatScreen:
+    assert app.chat_screen is not None, "the app mounts its chat screen as it starts"
+    return app.chat_screen
+
+
+def _compare_of(app: SpectuiApp) -> CompareScreen:
+    from spectui.tui.screens.compare import CompareScreen
+
+    assert isinstance(app.screen, CompareScreen), "the compare key opens the compare view"
+    return app.screen
+
+
+async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], prompts: tuple[str, ...] = PROMPTS,
+                 label: str = "", warm_up: str | None = None, ghosts: bool = True) -> list[Path]:
     """ghosts: the chat picture shows the rejected drafts (a real model's reads better without)."""
     written: list[Path] = []
     name_part = f"-{label}" if label else ""
@@ -64,7 +86,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
     async with app.run_test(size=SIZE) as pilot:
         app.theme = theme
         await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
-        chat = app.chat_screen
+        chat = _chat_of(app)
         if warm_up is not None:
             await _reply(pilot, chat, warm_up)
             await pilot.press(app.first_key("new_chat"))
@@ -90,7 +112,7 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
             await pilot.press("escape")
         if "compare" in screens:
             await pilot.press(app.first_key("compare"))
-            compare = app.screen
+            compare = _compare_of(app)
             await _wait_for(pilot, lambda: not compare.busy, 600)
             await pilot.press(app.first_key("sweep"))
             await _wait_for(pilot, lambda: not compare.busy and len(compare.sweep_points) == 9, 600)
@@ -112,10 +134,10 @@ async def _shoot(app, theme: str, out: Path, screens: list[str], prompts=PROMPTS
 
 def take_screenshots(
     out: Path,
-    engine_factory=None,
+    engine_factory: Build | None = None,
     themes: list[str] | None = None,
     screens: list[str] | None = None,
-    config=None,
+    config: ChatConfig | None = None,
 ) -> list[Path]:
     """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written.
 

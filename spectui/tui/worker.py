@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from textual.message import Message as TextualMessage
+
 from spectui.core.engine import Engine
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Message, Step
@@ -17,9 +19,9 @@ from spectui.host.loading import throttled
 from spectui.measure.run import MeasuredReply, run_reply
 from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived, StoreFailed
 from spectui.core.pieces import step_pieces
-from spectui.store import RowId
+from spectui.store import HistoryQueue, RowId
 
-Post = Callable[[object], object]
+Post = Callable[[TextualMessage], object]  # a screen's post_message, from the reply's thread
 
 
 def spectui_threads() -> list[threading.Thread]:
@@ -41,7 +43,7 @@ def restated_arrivals(
     return restated
 
 
-def save_restated(store, message_id: int | RowId, restated: Sequence[StepArrived], started: float) -> None:
+def save_restated(store: HistoryQueue, message_id: int | RowId, restated: Sequence[StepArrived], started: float) -> None:
     from spectui.store import StoredStep
 
     store.replace_steps(
@@ -58,7 +60,7 @@ def stream_reply(
     post: Post,
     on_step: Callable[[StepArrived | PrefillArrived], object],
     clock: Callable[[], float] = time.monotonic,
-    store=None,
+    store: HistoryQueue | None = None,
     message_id: int | RowId | None = None,
 ) -> None:
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), a long

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from spectui.tui.widgets.param_bar import BarState
 
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
+    from spectui.settings.config import ChatConfig
 
-def engine_status(host) -> tuple[str, str]:
+
+class ReplyState(Protocol):
+    """The streaming reply as the bar reads it (replies.ActiveReply)."""
+
+    status: str
+    detail: str
+
+
+def engine_status(host: EngineHost) -> tuple[str, str]:
     """The engine's state word and the detail after it, with no reply in the way."""
     if host.restarting_k is not None:
         return "restarting", f"{host.label} with k = {host.restarting_k} · {host.loading_text}"
@@ -20,7 +33,7 @@ def engine_status(host) -> tuple[str, str]:
     return "ready", ""
 
 
-def pending_restart(host, replying: bool) -> str:
+def pending_restart(host: EngineHost, replying: bool) -> str:
     when = "after this reply" if replying else "in a moment"
     if host.wanted_swap is not None:
         return f"switches to {host.wanted_swap[1]} {when}"
@@ -29,7 +42,7 @@ def pending_restart(host, replying: bool) -> str:
     return f"{host.label} restarts with k = {host.wanted_k} {when}"
 
 
-def bar_status(host, reply, waiting: bool, note: str = "") -> tuple[str, str]:
+def bar_status(host: EngineHost, reply: ReplyState | None, waiting: bool, note: str = "") -> tuple[str, str]:
     """reply: the streaming one (status, detail) or None; waiting: a message waits for the
     engine; note: the chat's own state (an edit under way), said when nothing else is."""
     restart = pending_restart(host, reply is not None) or note
@@ -52,14 +65,15 @@ def prefill_detail(first: tuple[float, int], done: int, total: int, now: float) 
     return f"{text} · {rate:.0f} tok/s · {(total - done) / rate:.0f} s left"
 
 
-def engine_k_text(host) -> str | None:
+def engine_k_text(host: EngineHost) -> str | None:
     """What the bar says of k where the engine runs its own (a server): its word, or "?"."""
     if not host.k_from_engine:
         return None
     return str(host.reported_k) if host.reported_k is not None else "?"
 
 
-def bar_state(host, config, reply, waiting: bool, ghosts: bool, markdown: bool, note: str = "") -> BarState:
+def bar_state(host: EngineHost, config: ChatConfig, reply: ReplyState | None, waiting: bool, ghosts: bool, markdown: bool,
+              note: str = "") -> BarState:
     info, live = host.info, host.live
     status, detail = bar_status(host, reply, waiting, note)
     return BarState(

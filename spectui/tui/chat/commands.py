@@ -6,6 +6,7 @@ calls where one exists (new chat, model, system prompt), so a command and a key 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from spectui.core.attachments import at_paths, estimate_tokens
 from spectui.core.commands import Command, Literal, Unknown, help_lines, parse, parse_k, parse_temperature
@@ -16,11 +17,15 @@ from spectui.tui.chat.find import Finder
 from spectui.tui.chat.save_flow import save_reply
 from spectui.tui.widgets.attachment import AttachmentView
 
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.tui.app import SpectuiApp
+    from spectui.tui.screens.chat import ChatScreen
+
 
 class ChatCommands:
     """screen: the chat screen; files: this chat's attached files; finder: `/find`'s matches."""
 
-    def __init__(self, screen) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen
         self.files = AttachedFiles()
         self.finder = Finder(screen)
@@ -143,7 +148,7 @@ class ChatCommands:
         except ValueError as error:
             self.screen.notify(str(error), severity="warning")
             return
-        if k == "auto":
+        if isinstance(k, str):  # "auto", the one word parse_k takes
             if host.live.auto:
                 self.screen.notify("Adaptive k is already on")
             else:
@@ -164,7 +169,7 @@ class ChatCommands:
         self.screen.host.live.update(temperature=round(min(temperature, TEMPERATURE_MAX), 2))
 
     def do_export(self, command: Command) -> None:
-        screen, app = self.screen, self.screen.app
+        screen, app = self.screen, cast("SpectuiApp", self.screen.app)  # the app the chat screen runs in
         app.wait_for_history()  # the chat's rows may still wait in the history's queue
         conversation_id = screen.transcript.conversation_id
         if app.store is None or conversation_id is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.screen import Screen
+
 from spectui.core.reasoning import split_reasoning
 from spectui.tui.fences import code_blocks
 from spectui.tui.widgets.conversation import ReplyView
@@ -18,7 +20,7 @@ from spectui.tui.widgets.conversation import ReplyView
 class ReplyCopier:
     """copy(text) puts the text on the clipboard and returns a note for the user."""
 
-    def __init__(self, screen, copy: Callable[[str], str]) -> None:
+    def __init__(self, screen: Screen, copy: Callable[[str], str]) -> None:
         self.screen, self.copy = screen, copy
         self._code: tuple[ReplyView, int] | None = None  # the reply and block the code key copied last
 
@@ -28,7 +30,7 @@ class ReplyCopier:
         if not views:
             return None
         focused = self.screen.focused
-        view = focused if focused in views else views[-1]
+        view = focused if isinstance(focused, ReplyView) and focused in views else views[-1]
         return views.index(view) + 1, view
 
     def copy_reply(self) -> None:
@@ -71,7 +73,7 @@ class ReplyCopier:
             self.screen.notify("No reply to pick yet.")
             return True
         focused = self.screen.focused
-        index = views.index(focused) + step if focused in views else len(views) - 1
+        index = views.index(focused) + step if isinstance(focused, ReplyView) and focused in views else len(views) - 1
         if index >= len(views):
             return False
         views[max(index, 0)].focus()

@@ -4,13 +4,18 @@ the first match is marked and scrolled into view, n and N go to the next and the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
+
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.tui.screens.chat import ChatScreen
 
 FOUND = "-found"
 
 
-def shown_text(widget) -> str | None:
+def shown_text(widget: object) -> str | None:
     if isinstance(widget, ReplyView):
         return widget.token_view.text
     if isinstance(widget, (UserMessage, AttachmentView)):
@@ -19,7 +24,7 @@ def shown_text(widget) -> str | None:
 
 
 class Finder:
-    def __init__(self, screen) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen
         self.text = ""
         self.matches: list = []  # one entry per occurrence: the widget that holds it

@@ -15,10 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.core.events import Control, Done, GenerationParams, Message
+from typing import TYPE_CHECKING
+
+from textual.screen import Screen
+
+from spectui.core.engine import Engine
+from spectui.core.events import Control, Done, GenerationParams, LiveValues, Message
 from spectui.core.pieces import display_chunks
-from spectui.store import APPROXIMATE_NOTE, RowId
+from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
 from spectui.tui.chat.bar import prefill_detail
+from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
 from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived
@@ -26,6 +32,9 @@ from spectui.tui.replay import problem_text, reply_summary
 from spectui.tui.session import ReplyTracker
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.worker import stream_reply
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 STREAM_FRAME_SECONDS = 1 / 15
 PANEL_SECONDS = 0.25  # the panels while a reply streams: numbers change faster than anyone reads them
@@ -75,8 +84,8 @@ class Replies:
     status changed; redraw_panels: the panels' turn. keys: the config's, to name those that
     answer a chat which outgrew the model's context."""
 
-    def __init__(self, screen, scroll, host, store, redraw_bar: Callable[[], None],
-                 redraw_panels: Callable[[], None], keys: dict[str, str]) -> None:
+    def __init__(self, screen: Screen, scroll: ConversationScroll, host: EngineHost, store: HistoryQueue | None,
+                 redraw_bar: Callable[[], None], redraw_panels: Callable[[], None], keys: dict[str, str]) -> None:
         self.screen, self.scroll, self.host, self.store = screen, scroll, host, store
         self.redraw_bar, self.redraw_panels = redraw_bar, redraw_panels
         trim, new_chat = (key_display(keys[name].split(",")[0].strip()) for name in ("trim", "new_chat"))
@@ -96,7 +105,7 @@ class Replies:
         return self.next_id - 1
 
     def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
-              values=None, settings: dict | None = None) -> None:
+              values: LiveValues | None = None, settings: dict | None = None) -> None:
         """values: the LiveValues it starts from (default: the live ones)."""
         reply_id = self.new_id()
         view = ReplyView(reply_id, show_ghosts=ghosts)
@@ -106,7 +115,7 @@ class Replies:
         self.scroll.following = True
         host, post, put, store = self.host, self.screen.post_message, self.inbox.put, self.store
 
-        def run(engine, control: Control) -> None:
+        def run(engine: Engine, control: Control) -> None:
             stream_reply(engine, messages, params, control, reply_id, post, put,
                          clock=host.clock, store=store, message_id=message_id)
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import re
 
+from typing import TYPE_CHECKING
+
+from spectui.core.engine import EngineInfo
 from spectui.core.events import LiveValues
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 _LEADING_BLANK_LINES = re.compile(r"^(?:[ \t]*\n)+")
 
@@ -16,7 +22,7 @@ def message_text(typed: str) -> str:
     return _LEADING_BLANK_LINES.sub("", typed.rstrip())
 
 
-def engine_k(host) -> int | str | None:
+def engine_k(host: EngineHost) -> int | str | None:
     """The k an engine that sets its own runs (a server's; "?" while it has not said it), which
     history records in place of the chat's; None where the chat's k is what runs."""
     if not host.k_from_engine:
@@ -24,7 +30,7 @@ def engine_k(host) -> int | str | None:
     return host.reported_k if host.reported_k is not None else "?"
 
 
-def reply_settings(values: LiveValues, seed: int | None, info, own_k: int | str | None = None) -> dict:
+def reply_settings(values: LiveValues, seed: int | None, info: EngineInfo | None, own_k: int | str | None = None) -> dict:
     """What a reply is made with: its history row's settings, and regenerate's. own_k: the
     engine's own k (engine_k), recorded instead of the chat's, which it does not run."""
     settings = {"k": values.k if own_k is None else own_k, "temperature": values.temperature, "seed": seed}
@@ -35,7 +41,7 @@ def reply_settings(values: LiveValues, seed: int | None, info, own_k: int | str 
     return settings
 
 
-def made_with(settings: dict, live: LiveValues, seed: int | None, info) -> tuple[LiveValues, int | None, str]:
+def made_with(settings: dict, live: LiveValues, seed: int | None, info: EngineInfo | None) -> tuple[LiveValues, int | None, str]:
     """The k, T and seed a reply was made with (`live` and `seed` stand in for what an older
     row did not record), and a note when the engine now runs another method."""
     k = settings.get("k", live.k)

@@ -4,18 +4,23 @@ old file kept as a backup (spectui.core.saving). A device, FIFO or folder is ref
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spectui.core.commands import parse_save
 from spectui.core.reasoning import split_reasoning
 from spectui.core.saving import SavePlan, plan_save, save
 from spectui.tui.fences import code_blocks
 
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.tui.screens.chat import ChatScreen
 
-def last_reply_text(screen) -> str | None:
+
+def last_reply_text(screen: ChatScreen) -> str | None:
     reply = screen.transcript.last("assistant")
     return reply.content if reply is not None else None
 
 
-def save_reply(screen, args: list[str], cwd=None) -> None:
+def save_reply(screen: ChatScreen, args: list[str], cwd: str | None = None) -> None:
     try:
         path, number = parse_save(args)
     except ValueError as error:
@@ -45,7 +50,7 @@ def save_reply(screen, args: list[str], cwd=None) -> None:
         confirm(screen, plan)
 
 
-def confirm(screen, plan: SavePlan) -> None:
+def confirm(screen: ChatScreen, plan: SavePlan) -> None:
     from spectui.tui.chat.save_confirm import SaveConfirmScreen
 
     def answered(write: bool | None) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 from textual.content import Content
 
-from spectui.host.messages import EngineFailed, EngineReady, RestartStarted
+from spectui.host.messages import EngineFailed, EngineReady, HostMessage, RestartStarted
 from spectui.tui.widgets.conversation import SystemNote
+from spectui.tui.widgets.token_view import TokenView
 
 
 class ConversationScroll(VerticalScroll):
@@ -37,7 +38,7 @@ class ConversationScroll(VerticalScroll):
         self.end_if_following()
         return note
 
-    def engine_note(self, event) -> None:
+    def engine_note(self, event: HostMessage) -> None:
         """What the engine host said that belongs in the conversation: a failed load, and a
         k restart as one note, "restarting…" then how it went (the bar says it too, but a
         narrow terminal cuts the bar's end)."""
@@ -55,11 +56,11 @@ class ConversationScroll(VerticalScroll):
         elif isinstance(event, EngineFailed):
             self.note(f"Could not load the engine: {event.error}", error=True)
 
-    def follow_text(self, token_view) -> None:
+    def follow_text(self, token_view: TokenView) -> None:
         """After the next refresh, bring the reply's last line of text to the bottom."""
         self.call_after_refresh(self._follow, token_view)
 
-    def _follow(self, token_view) -> None:
+    def _follow(self, token_view: TokenView) -> None:
         top = token_view.region.y - self.content_region.y + self.scroll_y
         target = max(0, top + token_view.num_text_lines - self.content_region.height)
         if target > self.scroll_y:

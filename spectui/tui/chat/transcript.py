@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from spectui.core.events import Message
 from spectui.core.reasoning import answer_of
-from spectui.store import Conversation, RowId, StoredMessage
+from spectui.core.engine import EngineInfo
+from spectui.core.events import LiveSettings
+from spectui.store import Conversation, HistoryQueue, RowId, StoredMessage
+
+if TYPE_CHECKING:
+    from spectui.settings.config import ChatConfig
+    from spectui.tui.chat.replies import EndedReply
+
+T = TypeVar("T")
 
 ROLES = ("system", "user", "assistant")
 
 
-def settings_record(info, config, live, own_k: int | str | None = None) -> dict:
+def settings_record(info: EngineInfo | None, config: ChatConfig, live: LiveSettings, own_k: int | str | None = None) -> dict:
     """What a conversation was started with, saved beside it in history (own_k: the k an
     engine that sets its own runs, a server's, in place of the chat's)."""
     return {
@@ -60,7 +69,7 @@ class Transcript:
     warning (`warn`): the chat goes on without it. The store is the chat's HistoryQueue
     (writes return at once, ids as RowIds) or a plain Store."""
 
-    def __init__(self, store, system: str | None, warn: Callable[[str], None]) -> None:
+    def __init__(self, store: HistoryQueue | None, system: str | None, warn: Callable[[str], None]) -> None:
         self.store = store
         self.default_system = system  # a new chat's system prompt
         self.warn = warn
@@ -119,7 +128,7 @@ class Transcript:
             return None
         return self._write(lambda store: store.add_message(self.conversation, "assistant", "", settings=settings))
 
-    def add_reply(self, ended) -> None:
+    def add_reply(self, ended: EndedReply) -> None:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
         unless it was left behind by a new chat."""
         if ended.tracker is not None:
@@ -179,7 +188,7 @@ class Transcript:
             self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
                                                            entry.error, stats))
 
-    def _write(self, write):
+    def _write(self, write: Callable[[HistoryQueue], T]) -> T | None:
         if self.store is None:
             return None
         try:

@@ -10,6 +10,7 @@ seed the reply was made with; its live variant takes the current k and T and a n
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 from spectui.core.events import GenerationParams, LiveValues
 from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
@@ -18,6 +19,10 @@ from spectui.tui.replay import stored_conversation
 from spectui.tui.session import SessionTracker
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
 
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.store import Conversation
+    from spectui.tui.screens.chat import ChatScreen
+
 EDITING_NOTE = "editing your last message: sending replaces that turn (Esc keeps it)"
 
 
@@ -25,7 +30,7 @@ class Turns:
     """screen: the chat screen, whose parts (host, config, prompt, scroll, transcript,
     replies) these turns change; editing: the last turn's widgets while its message is edited."""
 
-    def __init__(self, screen) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen
         self.editing: tuple[UserMessage, ReplyView] | None = None
 
@@ -85,10 +90,10 @@ class Turns:
     def resend_trimmed(self) -> None:
         """The chat outgrew the model's context: its last message again, the oldest turns left out."""
         screen = self.screen
-        if screen.transcript.overflowed is None or screen.replies.current is not None:
-            screen.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
+        if screen.replies.current is None and (text := screen.transcript.take_overflowed()) is not None:
+            screen.send(text)
         else:
-            screen.send(screen.transcript.take_overflowed())
+            screen.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
 
     def regenerate(self, as_made: bool) -> None:
         screen, host = self.screen, self.screen.host
@@ -98,6 +103,7 @@ class Turns:
             screen.notify("The engine is not ready yet.")
             return
         reply, live = screen.transcript.last("assistant"), host.live.values
+        assert reply is not None, "_busy found the reply to regenerate"
         values, seed, note = made_with(reply.settings, live, screen.config.seed, host.info) if as_made \
             else (live, random.randrange(2**31), "")
         screen.transcript.drop_last("assistant")
@@ -140,7 +146,7 @@ class Turns:
         screen.session = SessionTracker()
         screen.last_reply = None
 
-    def resume(self, conversation) -> None:
+    def resume(self, conversation: Conversation) -> None:
         """Show a stored conversation (its superseded turns left out); new messages continue it."""
         screen = self.screen
         self.start_over()

@@ -3,12 +3,17 @@ chat, gone with the first message; a picked suggestion fills the message box."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spectui.tui.k_words import engine_slope, measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
 
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.tui.screens.chat import ChatScreen
+
 
 class Welcome:
-    def __init__(self, screen) -> None:
+    def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen  # the chat screen: its scroll, prompt, host and panel
 
     @property

@@ -4,15 +4,21 @@ started on the first run and closed with the view."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from spectui.core.engine import Engine
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 
 class BaselineSide:
-    def __init__(self, host, fixed_k: bool) -> None:
+    def __init__(self, host: EngineHost, fixed_k: bool) -> None:
         self.host = host
         self.fixed_k = fixed_k
-        self.engine = None  # the second engine, once started
+        self.engine: Engine | None = None  # the second engine, once started
 
-    def note(self, base_engine) -> str:
+    def note(self, base_engine: Engine | None) -> str:
         """The head's words on where the baseline runs (nothing where the engine runs k = 0 itself)."""
         if not self.fixed_k:
             return ""
@@ -24,7 +30,7 @@ class BaselineSide:
         split = f" · memory reserved {format_bytes(pool[0])} + {format_bytes(pool[1])}" if all(pool) else ""
         return f" · baseline: {self.engine.info.name} engine without speculation{split}"
 
-    def ensure(self, call_from_thread: Callable, set_busy_with: Callable[[str], None], refresh_head: Callable[[], None]):
+    def ensure(self, call_from_thread: Callable, set_busy_with: Callable[[str], None], refresh_head: Callable[[], None]) -> Engine | None:
         """The baseline engine for a fixed k, built once in the work thread (it can take a
         minute); None where the engine runs k = 0 itself."""
         if not self.fixed_k or self.engine is not None:
@@ -39,7 +45,7 @@ class BaselineSide:
         self.host.close_baseline()  # after the run in flight: closing it under a request breaks it
 
 
-def pool_bytes(engine) -> int | None:
+def pool_bytes(engine: Engine | None) -> int | None:
     """The memory an engine reserved up front (vLLM's KV pool), when it reads its own."""
     if engine is None or not engine.info.capabilities.memory:
         return None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.message_pump import MessagePump
+
+from spectui.core.events import Step
 from spectui.core.pieces import display_chunks, step_pieces
 from spectui.tui.compare.pane import ComparePane
 from spectui.tui.frames import FrameInbox
@@ -25,14 +28,14 @@ class StepShown:
 class CompareStream:
     """Queues each run's start and steps per path; flush draws what came, in order, into the panes."""
 
-    def __init__(self, screen, panes: dict[str, ComparePane]) -> None:
+    def __init__(self, screen: MessagePump, panes: dict[str, ComparePane]) -> None:
         self.panes = panes
         self.inbox: FrameInbox[RunStarted | StepShown] = FrameInbox(screen, self.flush)
 
     def run_started(self, path: str, k: str, number: int) -> None:
         self.inbox.put(RunStarted(path, k, number))
 
-    def on_step(self, path: str, step) -> None:
+    def on_step(self, path: str, step: Step) -> None:
         self.inbox.put(StepShown(path, display_chunks(step, *step_pieces(step))))
 
     def flush(self) -> None:

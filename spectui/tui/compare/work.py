@@ -6,10 +6,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message as TextualMessage
 
 from spectui.core.errors import one_line
 from spectui.core.events import Control
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 
 class WorkEnded(TextualMessage):
@@ -22,7 +27,7 @@ class WorkEnded(TextualMessage):
 
 
 class CompareWork:
-    def __init__(self, host, post: Callable[[TextualMessage], object]) -> None:
+    def __init__(self, host: EngineHost, post: Callable[[TextualMessage], object]) -> None:
         self.host = host
         self.post = post
         self.control: Control | None = None

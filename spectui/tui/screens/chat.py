@@ -10,14 +10,18 @@ the last turn: on screen, in the transcript, and (superseded) in history.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 
+from spectui.core.events import Message
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
-from spectui.store import Conversation
+from spectui.store import Conversation, HistoryQueue
 import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.chat.commands import ChatCommands
@@ -35,11 +39,16 @@ from spectui.tui.heap import collect_between_replies
 from spectui.tui.k_words import engine_slope
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
-from spectui.tui.session import PanelData, SessionTracker, panel_data
+from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.first_screen import FirstScreen
 from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 from spectui.tui.widgets.key_footer import KeyFooter
+from spectui.tui.widgets.conversation import UserMessage
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
+    from spectui.settings.config import ChatConfig
 
 
 CHAT_CSS = """
@@ -57,16 +66,16 @@ class ChatScreen(Screen):
     BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
     DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
 
-    def __init__(self, host, config, store=None, *, conversation: Conversation | None = None,
+    def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None = None, *, conversation: Conversation | None = None,
                  compare_prompt: str | None = None, cursor_blink: bool = True) -> None:
         super().__init__()
         self.host, self.config = host, config
         self.show_ghosts, self.markdown = config.ghosts, False
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
-        self.compare_after_reply: list | None = None  # F4 during a reply: the view opens once it ends
+        self.compare_after_reply: list[Message] | None = None  # F4 during a reply: the view opens once it ends
         self.session = SessionTracker()
-        self.last_reply = None
-        self.config_switching_to = None  # the model screen's choice, while its engine loads
+        self.last_reply: ReplyTracker | None = None
+        self.config_switching_to: ChatConfig | None = None  # the model screen's choice, while its engine loads
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
@@ -128,7 +137,7 @@ class ChatScreen(Screen):
         if self.host.status == "loading":
             self.refresh_bar()
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self.panels.place(event.size.width)
 
     # what the engine host says
@@ -187,7 +196,7 @@ class ChatScreen(Screen):
         if self.prompt.give_back():
             self.notify("Your message did not go: it is back in the box.", severity="warning")
 
-    def send(self, text: str, shown=None) -> None:
+    def send(self, text: str, shown: UserMessage | None = None) -> None:
         """Send `text` as the user's message (`shown` already, if it waited for the engine)."""
         self.turns.send(text, shown)
 
@@ -242,7 +251,7 @@ class ChatScreen(Screen):
     def action_toggle_ghosts(self) -> None:
         self.show_ghosts = not self.show_ghosts
         self.replies.show_ghosts(self.show_ghosts)
-        if self.show_ghosts and self.host.engine is not None and self.host.info.method == "none":
+        if self.show_ghosts and self.host.engine is not None and self.host.engine.info.method == "none":
             self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
         self.refresh_bar()
 

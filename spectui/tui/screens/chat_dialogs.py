@@ -3,10 +3,17 @@ view) and what it does with what they hand back. `chat` is the chat screen."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spectui.core.events import GenerationParams, Message
 
+if TYPE_CHECKING:  # the chat screen opens these: a type-only import, no cycle when the code runs
+    from spectui.models.registry import ModelPair
+    from spectui.settings.config import ChatConfig
+    from spectui.tui.screens.chat import ChatScreen
 
-def open_system_prompt(chat) -> None:
+
+def open_system_prompt(chat: ChatScreen) -> None:
     from spectui.tui.screens.system_prompt import SystemPromptScreen
 
     def chosen(text: str | None) -> None:
@@ -18,13 +25,13 @@ def open_system_prompt(chat) -> None:
     chat.app.push_screen(SystemPromptScreen(chat.transcript.system), chosen)
 
 
-def open_model(chat) -> None:
+def open_model(chat: ChatScreen) -> None:
     """Another target, draft, method, heads or engine: the host swaps the engine (once nothing
     holds it), the conversation stays, and the next reply goes to the new engine."""
     from spectui.host.plan import plan_for
     from spectui.tui.screens.model import ModelScreen, describe
 
-    def chosen(choice) -> None:
+    def chosen(choice: tuple[ChatConfig, ModelPair | None] | None) -> None:
         if choice is None:
             return
         config, models = choice  # the config and the models it names, resolved by the screen
@@ -35,13 +42,13 @@ def open_model(chat) -> None:
     chat.app.push_screen(ModelScreen(chat.config), chosen)
 
 
-def open_engine_info(chat) -> None:
+def open_engine_info(chat: ChatScreen) -> None:
     from spectui.tui.screens.info import InfoScreen
 
     chat.app.push_screen(InfoScreen(chat.host, chat.session.engine_stats))
 
 
-def compare_last_prompt(chat) -> None:
+def compare_last_prompt(chat: ChatScreen) -> None:
     messages = chat.transcript.messages
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
     if last_user is None:
@@ -50,7 +57,7 @@ def compare_last_prompt(chat) -> None:
         open_compare(chat, messages[: last_user + 1])
 
 
-def open_compare(chat, messages: list[Message]) -> None:
+def open_compare(chat: ChatScreen, messages: list[Message]) -> None:
     from spectui.tui.screens.compare import CompareScreen
 
     if chat.host.engine is None:
@@ -64,7 +71,7 @@ def open_compare(chat, messages: list[Message]) -> None:
         chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))
 
 
-def open_compare_after_reply(chat) -> None:
+def open_compare_after_reply(chat: ChatScreen) -> None:
     """The reply that F4 waited for has ended: the compare view opens now (a new chat forgets it)."""
     messages, chat.compare_after_reply = chat.compare_after_reply, None
     if messages is not None:

@@ -15,6 +15,7 @@ view. The view holds the chat's engine while it is open (a k restart waits for i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -35,6 +36,9 @@ from spectui.tui.compare.work import CompareWork, WorkEnded
 from spectui.tui.compare.text import head_text, pane_summary, result_text, sweep_lines
 from spectui.tui.keys import compare_bindings
 from spectui.tui.widgets.key_footer import KeyFooter
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 SWEEP_KS = range(0, 9)
 
@@ -69,25 +73,25 @@ class CompareScreen(Screen):
     BINDINGS = [*compare_bindings(), Binding("q", "close", "close", show=False)]
     DEFAULT_CSS = COMPARE_CSS
 
-    def __init__(self, host, messages: list[Message], params: GenerationParams,
+    def __init__(self, host: EngineHost, messages: list[Message], params: GenerationParams,
                  on_speedup: Callable[[float, str], None] | None = None) -> None:
         super().__init__()
         self.host = host
         self.on_speedup = on_speedup  # told the measured speedup as the view closes
         engine = host.engine
-        self.base_engine = engine
-        self.engine = engine
+        assert engine is not None, "the chat opens the compare view on a ready engine (chat_dialogs.open_compare)"
+        self.base_engine = self.engine = engine  # engine: the one running, base_engine's or another method's
         self.method = engine.info.method
         self.messages = messages
         self.params = params
-        self.fixed_k = not host.capabilities.live(K)
+        self.fixed_k = not engine.capabilities.live(K)
         # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
         self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
         # compare runs what the chat runs: adaptive k, where the bar says "k auto", from k
-        self.auto = host.live.auto and host.capabilities.live(AUTO)
+        self.auto = host.live.auto and engine.capabilities.live(AUTO)
         self.baseline = BaselineSide(host, self.fixed_k)  # the second engine, for a fixed k
         self.temperature = host.live.temperature
-        self.promised = host.capabilities.greedy_identical
+        self.promised = engine.capabilities.greedy_identical
         self.comparison = Comparison([], self.temperature, self.auto, self.promised)
         self.sweep_points: list[SweepPoint] = []
         self.generation = 0  # bumped whenever settings change: stale results are dropped
@@ -136,7 +140,7 @@ class CompareScreen(Screen):
 
     # work in a thread
 
-    def _start(self, what: str, body) -> None:
+    def _start(self, what: str, body: Callable[[int], None]) -> None:
         self.busy, self.busy_with = True, what
         self.work.start(self.generation, body)
         self.refresh_head()
@@ -292,7 +296,7 @@ class CompareScreen(Screen):
 
     def action_swap_method(self) -> None:
         other = "ngram" if self.method == "draft" else "draft"
-        if not self.host.capabilities.method_switch:
+        if not self.base_engine.capabilities.method_switch:
             self.notify(f"The {self.engine.info.name} engine cannot change its method here.")
             return
         try:

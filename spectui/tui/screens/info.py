@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -9,7 +11,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from spectui.core.engine import K
+from spectui.core.engine import K, EngineInfo
+
+if TYPE_CHECKING:
+    from spectui.host.host import EngineHost
 
 
 # vLLM's record of the last reply, in the words the rest of the app uses.
@@ -31,7 +36,7 @@ SHORT_LIST = 8  # longer lists are counted, not printed
 HIDDEN_STATS = ("traceback", "per_step_drafted")  # the second says what "drafted" sums
 
 
-def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
+def info_lines(host: EngineHost, engine_stats: dict) -> list[tuple[str, str]]:
     engine = host.engine
     if engine is None:
         if host.restarting_k is not None:
@@ -47,8 +52,8 @@ def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
         ("dtype", said(info.dtype)),
         ("device", info.device),
         *([("backend", info.backend)] if info.backend else []),
-        ("k", k_text(host)),
-        ("provenance", "exact" if host.capabilities.exact_provenance else "inferred from chunk sizes"),
+        ("k", k_text(host, info)),
+        ("provenance", "exact" if info.capabilities.exact_provenance else "inferred from chunk sizes"),
     ]
     if host.load_seconds is not None:
         rows.append(("loaded in", f"{host.load_seconds:.1f} s"))
@@ -59,22 +64,23 @@ def info_lines(host, engine_stats: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def said(value) -> str:
+def said(value: object) -> str:
     """An engine's figure, or words where it gave none (a server's "?" or None)."""
     return NOT_REPORTED if value in (None, "", "?") else str(value)
 
 
-def k_text(host) -> str:
+def k_text(host: EngineHost, info: EngineInfo) -> str:
+    """How k reaches the engine that runs (`info`)."""
     if host.k_from_engine:
         k = host.reported_k
         runs = f"{k}, the server's own" if k is not None else NOT_REPORTED
         return f"{runs}: spectui cannot send k"
-    if host.capabilities.live(K):
+    if info.capabilities.live(K):
         return "a change reaches the next step (live)"
     if host.k_restarts_engine:
         return f"{host.engine_k}, fixed: a change restarts the engine"
     if host.k_fixed_elsewhere:
-        return "fixed by the server" if host.info.name == "server" else "fixed when the engine started"
+        return "fixed by the server" if info.name == "server" else "fixed when the engine started"
     return "fixed for a reply: a change applies to the next"
 
 
@@ -89,7 +95,7 @@ def stat_rows(engine_stats: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def stat_text(key: str, value) -> str | None:
+def stat_text(key: str, value: object) -> str | None:
     if value is None:
         return NOT_REPORTED
     if key == "per_step_accepted" and isinstance(value, list):
@@ -116,7 +122,7 @@ class InfoScreen(ModalScreen):
     InfoScreen .title { text-style: bold; color: $primary; margin-bottom: 1; }
     """
 
-    def __init__(self, host, engine_stats: dict | None = None) -> None:
+    def __init__(self, host: EngineHost, engine_stats: dict | None = None) -> None:
         super().__init__()
         self.host = host
         self.engine_stats = engine_stats or {}

@@ -17,12 +17,17 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label, Select, Static
 
+from typing import TYPE_CHECKING
+
 from spectui.core.errors import SpectuiError
 from spectui.settings.table import CHAT_ENGINES, METHODS
 from spectui.tui.widgets.safe_fields import SafeInput
 
+if TYPE_CHECKING:
+    from spectui.settings.config import ChatConfig
 
-def describe(config) -> str:
+
+def describe(config: ChatConfig) -> str:
     """The engine a config asks for, in a few words: 'qwen2.5-coder-1.5b ← qwen2.5-coder-0.5b (draft) · embedded'."""
     from spectui.models.registry import DEFAULT_TARGET, get_spec
 
@@ -53,7 +58,7 @@ class ModelScreen(ModalScreen):
     ModelScreen #model-known { color: $text-muted; height: auto; margin-top: 1; }
     """
 
-    def __init__(self, config) -> None:
+    def __init__(self, config: ChatConfig) -> None:
         super().__init__()
         self.config = config
 
