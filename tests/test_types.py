@@ -14,10 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "tests/types_baseline.json"
 MISSING = "reportMissingParameterType"
+# Optional packages (cairosvg for the screenshots' PNGs) come and go with the environment: where
+# one is missing its imports are findings, which basedpyright drops from the baseline where it is not.
+OPTIONAL_IMPORTS = "reportMissingImports"
 # What the baseline holds now: parameters without a type, and every other finding. The numbers
 # may only fall: fix some, run `basedpyright --writebaseline`, and lower them here (the test
 # below says to); a regenerated baseline that took in new findings fails.
-BASELINE_MAX = {MISSING: 396, "other": 165}
+BASELINE_MAX = {MISSING: 313, "other": 162}
 
 
 def basedpyright(root: Path) -> subprocess.CompletedProcess:
@@ -27,10 +30,10 @@ def basedpyright(root: Path) -> subprocess.CompletedProcess:
 
 
 def baseline_counts(path: Path) -> dict[str, int]:
-    """The baseline's findings: parameters without a type, and all the others."""
+    """The baseline's findings: parameters without a type, and all the others (but optional imports)."""
     codes = [finding["code"] for findings in json.loads(path.read_text())["files"].values() for finding in findings]
-    missing = codes.count(MISSING)
-    return {MISSING: missing, "other": len(codes) - missing}
+    missing, optional = codes.count(MISSING), codes.count(OPTIONAL_IMPORTS)
+    return {MISSING: missing, "other": len(codes) - missing - optional}
 
 
 def test_the_baseline_only_shrinks():
@@ -43,7 +46,8 @@ def test_the_baseline_only_shrinks():
 def test_the_count_sees_a_missing_parameter_type(tmp_path):
     finding = {"code": MISSING, "range": {"startColumn": 1, "endColumn": 2, "lineCount": 1}}
     other = {**finding, "code": "reportArgumentType"}
-    (tmp_path / "baseline.json").write_text(json.dumps({"files": {"./a.py": [finding, other, finding]}}))
+    optional = {**finding, "code": OPTIONAL_IMPORTS}
+    (tmp_path / "baseline.json").write_text(json.dumps({"files": {"./a.py": [finding, other, optional, finding]}}))
     assert baseline_counts(tmp_path / "baseline.json") == {MISSING: 2, "other": 1}
 
 

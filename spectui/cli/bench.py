@@ -7,9 +7,13 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spectui.bench.plan import METHODS, RUNNERS, BenchOptions, default_vllm_methods, plan_arms, plan_cases, run_bench
-from spectui.bench.runs import Arm
+from spectui.bench.measure import Case, Runner
+from spectui.bench.plan import (
+    METHODS, RUNNERS, BenchOptions, BenchResult, default_vllm_methods, plan_arms, plan_cases, run_bench,
+)
+from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.engine import Engine, Progress
 from spectui.core.errors import SpectuiError
@@ -17,6 +21,9 @@ from spectui.core.events import K_MAX
 from spectui.models.registry import ModelPair
 from spectui.settings.checks import OptionError, check_k_list, check_temperature_list
 from spectui.settings.options import EngineOptions
+
+if TYPE_CHECKING:  # rich loads when the bench runs
+    from rich.console import Console
 
 REPEATS_MAX = 20
 
@@ -83,7 +90,8 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     return runners, engines, drafters
 
 
-def run_with_progress(err, cases, arms, runners, repeats: int, settings: dict, json_path: Path | None):
+def run_with_progress(err: Console, cases: list[Case], arms: list[Arm], runners: dict[str, Runner], repeats: int, settings: dict,
+                      json_path: Path | None) -> BenchResult:
     """Warm up, then every round of every case under one bar; the JSON rewritten after each case."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -95,7 +103,7 @@ def run_with_progress(err, cases, arms, runners, repeats: int, settings: dict, j
             task = bar.add_task("warm-up", total=total)
             warm_up(runners, arms, cases[0])
 
-            def on_reply(case, reply) -> None:
+            def on_reply(case: Case, reply: TimedReply) -> None:
                 speed = reply.decode_tokens_per_s
                 bar.update(task, advance=1, description=f"{case.workload.name} T={case.temperature:g} "
                            f"{reply.arm.label}: {speed:.1f} tok/s" if speed else case.workload.name)
@@ -152,7 +160,7 @@ def run_settings(bench: BenchOptions, engine: Engine, drafters: dict) -> dict:
             "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
 
 
-def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, command: str) -> None:
+def report_outputs(result: BenchResult, markdown_path: Path | None, plots_dir: Path | None, command: str) -> None:
     """The rich tables, then the Markdown summary and the plots where asked."""
     from rich.console import Console
 
@@ -185,13 +193,13 @@ def run_report_command(paths: list[Path], markdown_path: Path | None, plots_dir:
     return 0
 
 
-def write_json(result, path: Path | None) -> None:
+def write_json(result: BenchResult, path: Path | None) -> None:
     """Every number so far, rewritten after each case: a run cut short keeps its cases."""
     if path is not None:
         path.write_text(json.dumps(result.as_dict(), indent=1))
 
 
-def warm_up(runners: dict, arms: list[Arm], case) -> None:
+def warm_up(runners: dict, arms: list[Arm], case: Case) -> None:
     """One short reply per arm, uncounted: first calls pay one-off costs (allocations, the
     draft's first forward) that would land on whichever arm happened to run first."""
     short = replace(case.workload, max_tokens=4)

@@ -21,7 +21,9 @@ from spectui.cli.prompt import FilesOption, check_files
 from spectui.core.errors import SpectuiError, UsageError
 
 if TYPE_CHECKING:  # the store loads when the chat opens it
-    from spectui.store import Conversation, Store
+    from rich.text import Text
+
+    from spectui.store import Conversation, ConversationSummary, SearchHit, Store
 
 config_app = typer.Typer(help="The config file: defaults, keys, theme.", invoke_without_command=True, callback=help_when_bare)
 history_app = typer.Typer(
@@ -277,7 +279,7 @@ def history_export_command(
     typer.echo(str(output), err=True)
 
 
-def export_text(conversation, fmt: ExportFormat) -> str:
+def export_text(conversation: Conversation, fmt: ExportFormat) -> str:
     """The conversation in `fmt`, with nothing a terminal would obey (JSON keeps the values)."""
     from spectui.core.safe_text import escaped_json
     from spectui.store import export_json, export_markdown, export_trace_jsonl
@@ -350,7 +352,7 @@ def history_search_command(
 MATCH_MARKERS = ("»", "«")
 
 
-def search_record(hit) -> dict:
+def search_record(hit: SearchHit) -> dict:
     """A search hit for --json: the snippet as text, and where the matches lie in it."""
     matches, offset = [], 0
     for text, matched in hit.snippet:
@@ -361,7 +363,7 @@ def search_record(hit) -> dict:
             "num_messages": hit.num_messages, "snippet": hit.snippet_text, "matches": matches}
 
 
-def search_line(hit, styled: bool):
+def search_line(hit: SearchHit, styled: bool) -> Text:
     import time
 
     from rich.text import Text
@@ -420,7 +422,7 @@ def history_rm_command(
     typer.echo(f"deleted conversation {conversation_id}")
 
 
-def delete_confirmed(summary) -> bool:
+def delete_confirmed(summary: ConversationSummary) -> bool:
     """The user's yes, asked on stderr; no answer (stdin closed) is a no."""
     from spectui.core.safe_text import safe_line
 

@@ -89,7 +89,7 @@ def run_generate(
     if not as_json and legend is not None:
         err.print(legend)
 
-    def show(step: Step, _reply=None) -> None:
+    def show(step: Step, _reply: object = None) -> None:
         if raw:
             render.write_raw(out, step.text)
         elif not as_json:

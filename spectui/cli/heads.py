@@ -6,13 +6,20 @@ Only typer and stdlib at import: `spectui --help` must not import torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from spectui.cli.common import fail, help_when_bare
 from spectui.core.errors import SpectuiError, UsageError
+
+if TYPE_CHECKING:  # loaded when the heads train
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from spectui.models.registry import ResolvedModel
 
 KINDS = ("medusa", "eagle")
 SUITES = ("train", "quick", "full")
@@ -102,7 +109,7 @@ def train_command(
         fail(error)
 
 
-def training_progress(console):
+def training_progress(console: Console) -> tuple[Progress, Callable[[str, int, int, dict], None]]:
     """One bar per stage (replies, features, training) and the report that moves them."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -121,8 +128,9 @@ def training_progress(console):
     return progress, report
 
 
-def run_train(target_model, kind, steps, out, texts, suite, num_heads, max_new_tokens, learning_rate, device, seed,
-              dtype="auto", vocab_sample=0) -> None:
+def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, texts: list[Path], suite: str, num_heads: int,
+              max_new_tokens: int, learning_rate: float, device: str, seed: int, dtype: str = "auto",
+              vocab_sample: int = 0) -> None:
     import torch
     from rich.console import Console
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -75,7 +76,7 @@ class _Stopped(Exception):
 
 @contextlib.contextmanager
 def _stop_signals_raise() -> Iterator[None]:
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise _Stopped(signum)
 
     previous = {}

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from spectui.core.safe_text import safe_line
 
@@ -75,12 +76,12 @@ def read_capped(path: str | os.PathLike, limit: int) -> bytes:
         return _read_at_most(handle, limit, str(path))
 
 
-def read_stream_capped(stream, limit: int, name: str = "stdin") -> bytes:
+def read_stream_capped(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
     """Up to `limit` bytes of a stream (stdin piped from a file, or from /dev/zero)."""
     return _read_at_most(stream, limit, name)
 
 
-def _read_at_most(handle, limit: int, name: str) -> bytes:
+def _read_at_most(handle: BinaryIO, limit: int, name: str) -> bytes:
     data = handle.read(limit + 1)
     if len(data) > limit:
         raise FileTooLarge(errno.EFBIG, f"larger than {size_words(limit)}", name)

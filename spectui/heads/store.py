@@ -130,7 +130,7 @@ def read_config(folder: Path | str) -> dict:
     return config
 
 
-def _numbers(value) -> bool:
+def _numbers(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from types import ModuleType
 
 
 class RollingRate:
@@ -134,7 +135,7 @@ CHILDREN_RESCAN_SECONDS = 5.0
 _tree: tuple[float, list] | None = None  # (when listed, [this process, its children])
 
 
-def _process_tree(psutil) -> list:
+def _process_tree(psutil: ModuleType) -> list:
     """This process and its children, listed again at most every few seconds: listing
     children reads every process's /proc entry, milliseconds the panel asks for twice a second
     on cores the engine is using."""

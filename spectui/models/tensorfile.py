@@ -78,7 +78,7 @@ class TensorWriter:
     def __enter__(self) -> "TensorWriter":
         return self
 
-    def __exit__(self, kind, *rest) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if kind is None:
             self.close()
         else:

@@ -52,7 +52,7 @@ class JsonTokenizer:
         clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces
         return _clean_up(text) if clean else text
 
-    def apply_chat_template(self, messages, add_generation_prompt: bool = False, tokenize: bool = False) -> str:
+    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = False, tokenize: bool = False) -> str:
         """The template rendered as transformers renders it (a sandboxed jinja2 with trimmed blocks)."""
         if tokenize:
             raise ValueError("apply_chat_template here renders text: tokenize it with the tokenizer")
@@ -62,7 +62,7 @@ class JsonTokenizer:
                                      tools=None, documents=None, **self.special_tokens)
 
 
-def _content(value) -> str | None:
+def _content(value: object) -> str | None:
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) else None
@@ -75,10 +75,11 @@ def _compiled(template: str):
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    def raise_exception(message):
+    def raise_exception(message: str) -> None:
         raise TemplateError(message)
 
-    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    def tojson(value: object, ensure_ascii: bool = False, indent: int | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])

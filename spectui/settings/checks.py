@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,10 +70,10 @@ class Within:
             raise OptionError(name, f"{name} must be {self.rule()}, got {value!r}")
 
     @staticmethod
-    def _number(value: object) -> bool:
+    def _number(value: object) -> TypeGuard[float]:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
-    def _above_low(self, value) -> bool:
+    def _above_low(self, value: float) -> bool:
         return self.low is None or (value > self.low if self.low_open else value >= self.low)
 
     def rule(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections.abc import Collection
 
 MODIFIERS = ("ctrl", "alt", "shift", "super", "meta", "hyper")
 # Modifiers under which a character key is still typed into a text box (Shift+A is "A").
@@ -48,7 +49,7 @@ SCREEN_KEYS = {
 }
 
 
-def screens(action_ids) -> dict[str, tuple[str, ...]]:
+def screens(action_ids: Collection[str]) -> dict[str, tuple[str, ...]]:
     """Screen -> the actions bound on it. The chat (with its message box) has every action
     but the compare view's and the history list's own."""
     history = tuple(i for i in action_ids if i.startswith(HISTORY_PREFIX))
@@ -73,7 +74,7 @@ def key_problem(key: str, types_into_box: bool) -> str | None:
     return None
 
 
-def clash(keys: dict[str, str], action_ids, remapped) -> tuple[str, str, str, str] | None:
+def clash(keys: dict[str, str], action_ids: Collection[str], remapped: set[str]) -> tuple[str, str, str, str] | None:
     """The first (action, key, what else has that key, screen) where two things on one screen
     share a key. The action named is one the config file remapped (`remapped`), so the
     message points at a line the user wrote."""

@@ -15,11 +15,13 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from spectui.core.files import write_user_file
 from spectui.store.history import Store
-from spectui.store.records import StoreError
+from spectui.core.events import Step
+from spectui.store.records import StoredStep, StoreError
 
 # Steps waiting at most (a long reply under a long lock); past it steps are dropped and
 # counted. Turns (messages, their ends) are always kept: a person typed them.
@@ -42,7 +44,7 @@ class _Unresolved(Exception):
     """A write that needs an id an earlier, failed write was to give: skipped with it."""
 
 
-def resolved(value):
+def resolved(value: object) -> object:
     """An int for a RowId that holds one; anything else as it is."""
     if isinstance(value, RowId):
         if value.value is None:
@@ -91,21 +93,21 @@ class HistoryQueue:
                          turn={"conversation": "new", "settings": settings}))
         return made
 
-    def add_message(self, conversation_id, role: str, content: str, settings: dict | None = None) -> RowId:
+    def add_message(self, conversation_id: int | RowId, role: str, content: str, settings: dict | None = None) -> RowId:
         made = RowId()
         turn = {"conversation": conversation_id, "role": role, "content": content}
         self._put(_Write("add_message", (conversation_id, role, content, settings), result=made, turn=turn))
         return made
 
-    def finish_message(self, message_id, content: str, finish_reason: str, error: str | None = None,
+    def finish_message(self, message_id: int | RowId, content: str, finish_reason: str, error: str | None = None,
                        stats: dict | None = None) -> None:
         turn = {"message": message_id, "content": content, "finish_reason": finish_reason, "error": error}
         self._put(_Write("finish_message", (message_id, content, finish_reason, error, stats), turn=turn))
 
-    def add_step(self, message_id, index: int, step, pieces, ghost: str, arrived: float) -> None:
+    def add_step(self, message_id: int | RowId, index: int, step: Step, pieces: Sequence[str], ghost: str, arrived: float) -> None:
         self._put(_Write("add_step", (message_id, index, step, pieces, ghost, arrived)))
 
-    def replace_steps(self, message_id, steps) -> None:
+    def replace_steps(self, message_id: int | RowId, steps: Sequence[StoredStep]) -> None:
         self._put(_Write("replace_steps", (message_id, steps)))
 
     def set_setting(self, key: str, value: str) -> None:

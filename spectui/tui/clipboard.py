@@ -18,6 +18,8 @@ import base64
 import os
 from collections.abc import Mapping
 
+from textual.app import App
+
 from spectui.core.safe_text import safe_text
 
 
@@ -49,7 +51,7 @@ def system_clipboard(text: str) -> bool:
     return True
 
 
-def copy_text(app, text: str, environ: Mapping[str, str] = os.environ) -> str:
+def copy_text(app: App, text: str, environ: Mapping[str, str] = os.environ) -> str:
     """Put `text`, as the screen shows it, on every clipboard within reach; returns a note for
     the user ("" or " · also on the system clipboard")."""
     text = safe_text(text)

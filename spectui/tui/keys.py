@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from textual.binding import Binding
@@ -57,7 +58,7 @@ FOOTER_PRIORITY = (
 )
 
 
-def bindings(ids) -> list[Binding]:
+def bindings(ids: Iterable[str]) -> list[Binding]:
     return [
         Binding(DEFAULT_KEYS[i], ACTIONS[i][0], ACTIONS[i][1], id=i, tooltip=KEY_DESCRIPTIONS[i], show=i not in HIDDEN)
         for i in ids

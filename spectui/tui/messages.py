@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from spectui.core.events import Done, Step
+from spectui.host.messages import HostMessage
+from spectui.store import Conversation
 
 
 class HostEvent(Message):
     """What the engine host said (a spectui.host.messages record), on the UI's loop."""
 
-    def __init__(self, event) -> None:
+    def __init__(self, event: HostMessage) -> None:
         super().__init__()
         self.event = event
 
@@ -27,7 +29,7 @@ class HostEvent(Message):
 class ShowConversation(Message):
     """Show a stored conversation in the chat (picked in the history screen)."""
 
-    def __init__(self, conversation) -> None:
+    def __init__(self, conversation: Conversation) -> None:
         super().__init__()
         self.conversation = conversation
 

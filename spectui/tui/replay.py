@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from spectui.core.attachments import split_blocks
 from spectui.core.events import Done, Step
 from spectui.core.reasoning import acceptance_apart_text
-from spectui.store import APPROXIMATE_NOTE, StoredMessage
+from spectui.store import APPROXIMATE_NOTE, Conversation, StoredMessage
 from spectui.tui.session import ReplyTracker
 from spectui.core.pieces import display_chunks
 from spectui.tui.widgets.attachment import AttachmentView
@@ -56,7 +56,7 @@ def problem_text(finish_reason: str, error: str | None) -> str | None:
     return f"error: {error or 'unknown'}"
 
 
-def stored_conversation(conversation, new_id, show_ghosts: bool) -> tuple[list, list[ReplyTracker]]:
+def stored_conversation(conversation: Conversation, new_id: Callable[[], int], show_ghosts: bool) -> tuple[list, list[ReplyTracker]]:
     """The widgets of a stored conversation, in order, and its replies' trackers (a turn that
     was replaced, superseded, left out). new_id() numbers each reply view."""
     widgets, trackers = [], []

@@ -9,6 +9,7 @@ chat again from there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spectui.core.attachments import (
@@ -41,7 +42,7 @@ class AttachedFiles:
         versions = [a for a in self.pending if a.path == path] + [s.attachment for s in self.sent if s.attachment.path == path]
         return versions[0] if versions else None
 
-    def attach(self, patterns: list[str], cwd=None) -> list[str]:
+    def attach(self, patterns: list[str], cwd: str | None = None) -> list[str]:
         """Read the files the patterns name into the next message: one line per file
         (attached, changed, unchanged, or why not)."""
         paths, lines = expand(patterns, cwd)
@@ -69,19 +70,19 @@ class AttachedFiles:
         files, self.pending = self.pending, []
         return message_with(files, text), files
 
-    def mark_sent(self, files: list[Attachment], entry) -> None:
+    def mark_sent(self, files: list[Attachment], entry: Entry) -> None:
         self.sent.extend(Sent(attachment, entry, block(attachment)) for attachment in files)
 
-    def restore(self, entries) -> None:
+    def restore(self, entries: Sequence[Entry]) -> None:
         """A resumed chat: the files its stored user turns carry."""
         for entry in entries:
             if entry.role == "user":
                 self.sent.extend(Sent(a, entry, shown) for a, shown in split_blocks(entry.content)[0])
 
-    def of_turn(self, entry) -> list[Attachment]:
+    def of_turn(self, entry: Entry) -> list[Attachment]:
         return [s.attachment for s in self.sent if s.entry is entry]
 
-    def question(self, entry) -> str:
+    def question(self, entry: Entry) -> str:
         """What the user wrote in a turn, its files' blocks taken out (to edit it)."""
         content = entry.content
         for sent in self.sent:
@@ -89,7 +90,7 @@ class AttachedFiles:
                 content = without(content, sent.attachment, sent.shown)
         return content
 
-    def resend(self, entry) -> list[Attachment]:
+    def resend(self, entry: Entry) -> list[Attachment]:
         """An edited turn replaces `entry`: its files wait again, ahead of any attached since."""
         files = self.of_turn(entry)
         self.sent = [s for s in self.sent if s.entry is not entry]

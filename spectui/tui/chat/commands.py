@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from textual.widget import Widget
+
 from spectui.core.attachments import at_paths, estimate_tokens
 from spectui.core.commands import Command, Literal, Unknown, help_lines, parse, parse_k, parse_temperature
 from spectui.core.errors import SpectuiError
@@ -15,6 +17,7 @@ from spectui.core.events import TEMPERATURE_MAX
 from spectui.tui.chat.attached import AttachedFiles, Sent
 from spectui.tui.chat.find import Finder
 from spectui.tui.chat.save_flow import save_reply
+from spectui.tui.chat.transcript import Entry
 from spectui.tui.widgets.attachment import AttachmentView
 
 if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
@@ -81,7 +84,7 @@ class ChatCommands:
         return (f"With the files waiting, the chat is ≈{used:,} tokens; the model holds {context:,}: "
                 f"≈{used - context + 1:,} too many. /drop a file or /clear for a new chat.")
 
-    def compose(self, text: str, before=None) -> tuple[str, list]:
+    def compose(self, text: str, before: Widget | None = None) -> tuple[str, list]:
         """The user's turn with the waiting files, each shown as a folded block (before `before`,
         a message already shown while it waited), and those files."""
         content, files = self.files.compose(text)
@@ -93,7 +96,7 @@ class ChatCommands:
                 self.screen.scroll.mount(view)
         return content, files
 
-    def take_back_files(self, entry) -> None:
+    def take_back_files(self, entry: Entry | None) -> None:
         """An edited turn is sent again: its files go with it, their blocks shown anew."""
         files = self.files.resend(entry) if entry is not None else []
         for view in self.screen.query(AttachmentView):

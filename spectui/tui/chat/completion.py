@@ -13,7 +13,7 @@ from spectui.core.commands import complete, matching
 PATH_COMMANDS = ("/file ", "/save ")
 
 
-def complete_box(text: str, cwd=None) -> str | None:
+def complete_box(text: str, cwd: str | None = None) -> str | None:
     if matching(text):
         return complete(text)
     head, _, word = text.rpartition(" ")

@@ -3,6 +3,10 @@ narrow one, where its summary shows as one line under the conversation instead."
 
 from __future__ import annotations
 
+from spectui.tui.chat.scroll import ConversationScroll
+from spectui.tui.session import PanelData
+from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
+
 # Below this width the panel steps aside by itself: its 38 columns would leave the
 # conversation under 62. Its key still shows it down to PANEL_MIN_WIDTH.
 PANEL_AUTO_WIDTH = 100
@@ -10,7 +14,7 @@ PANEL_MIN_WIDTH = 70  # narrower, the conversation would keep < 32 columns: neve
 
 
 class PanelPlace:
-    def __init__(self, panel, summary_line, scroll) -> None:
+    def __init__(self, panel: StatsPanel, summary_line: SummaryLine, scroll: ConversationScroll) -> None:
         self.panel, self.summary_line, self.scroll = panel, summary_line, scroll
         self.chosen: bool | None = None  # the key's choice; None: by the terminal's width
 
@@ -28,6 +32,6 @@ class PanelPlace:
             return f"The stats panel needs a terminal {PANEL_MIN_WIDTH} columns wide; its summary stays below."
         return None
 
-    def show(self, data, engine_slope: float | None) -> None:
+    def show(self, data: PanelData, engine_slope: float | None) -> None:
         self.panel.show(data, engine_slope)
         self.summary_line.show(data)

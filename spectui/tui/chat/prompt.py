@@ -24,6 +24,7 @@ from textual import events
 from textual.message import Message
 
 from spectui.tui.chat.recall import PromptRecall
+from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.keys import PROMPT, prompt_bindings
 from spectui.tui.widgets.safe_fields import SafeTextArea
 from spectui.tui.widgets.conversation import UserMessage
@@ -163,7 +164,7 @@ class ChatPrompt(SafeTextArea):
 
     # the message that waits for the engine
 
-    def wait(self, text: str, scroll) -> None:
+    def wait(self, text: str, scroll: ConversationScroll) -> None:
         """Show `text` in the conversation until the engine is ready."""
         self.clear()
         self.waiting = UserMessage(text)

@@ -124,9 +124,9 @@ class Transcript:
 
     def open_reply(self, settings: dict) -> int | RowId | None:
         """The reply's row (empty until it ends), made with `settings`; returns its id."""
-        if self.conversation is None:
+        if (conversation := self.conversation) is None:
             return None
-        return self._write(lambda store: store.add_message(self.conversation, "assistant", "", settings=settings))
+        return self._write(lambda store: store.add_message(conversation, "assistant", "", settings=settings))
 
     def add_reply(self, ended: EndedReply) -> None:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
@@ -136,8 +136,8 @@ class Transcript:
                                       ended.error, ended.stats))
             if ended.done is not None and ended.done.context_overflow is not None:
                 self.overflowed = self.entries[-2].content
-        if ended.message_id is not None:
-            self._write(lambda store: store.finish_message(ended.message_id, ended.content, ended.finish_reason,
+        if (row := ended.message_id) is not None:
+            self._write(lambda store: store.finish_message(row, ended.content, ended.finish_reason,
                                                            ended.error, ended.stats))
 
     # replacing
@@ -171,21 +171,21 @@ class Transcript:
 
     def rewrite(self, entry: Entry) -> None:
         """An entry's text changed (a file dropped from its turn): its row follows."""
-        if entry.row is not None:
-            self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
+        if (row := entry.row) is not None:
+            self._write(lambda store: store.finish_message(row, entry.content, entry.finish_reason,
                                                            entry.error, entry.stats))
 
     # the store
 
     def _save(self, entry: Entry) -> int | RowId | None:
-        if self.conversation is None:
+        if (conversation := self.conversation) is None:
             return None
-        return self._write(lambda store: store.add_message(self.conversation, entry.role, entry.content))
+        return self._write(lambda store: store.add_message(conversation, entry.role, entry.content))
 
     def _supersede(self, entry: Entry) -> None:
-        if entry.row is not None:
+        if (row := entry.row) is not None:
             stats = entry.stats | {"superseded": True}
-            self._write(lambda store: store.finish_message(entry.row, entry.content, entry.finish_reason,
+            self._write(lambda store: store.finish_message(row, entry.content, entry.finish_reason,
                                                            entry.error, stats))
 
     def _write(self, write: Callable[[HistoryQueue], T]) -> T | None:

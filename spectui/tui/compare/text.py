@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spectui.core.engine import EngineInfo
 from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, best_k, divergence_text
 from spectui.tui.charts import bar
 
@@ -10,7 +11,7 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
-def head_text(info, messages: list, k_label: str, temperature: float, seed, status: str) -> str:
+def head_text(info: EngineInfo, messages: list, k_label: str, temperature: float, seed: int | None, status: str) -> str:
     """The view's head: what runs, with which settings, and the prompt (the last user message)."""
     prompt = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
     prompt = prompt if len(prompt) <= 70 else prompt[:69] + "…"

@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.theme import Theme
 from textual.widgets import Static
 
 from spectui.settings.config import KEY_DESCRIPTIONS
@@ -92,7 +93,7 @@ class HelpScreen(ModalScreen):
         # Follow theme changes made while help is open, so the legend is always current.
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
 
-    def _theme_changed(self, theme) -> None:
+    def _theme_changed(self, theme: Theme) -> None:
         self.query_one("#theme-name", Static).update(
             f"Theme: {theme.name} (Ctrl+T cycles; themes/ in the config dir adds more)"
         )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.segment import Segment
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
@@ -181,7 +181,7 @@ class PanelLines(Widget):
         if changed:
             self.refresh(*changed)
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._lines)
 
     def notify_style_update(self) -> None:

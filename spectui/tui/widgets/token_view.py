@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
@@ -189,7 +190,7 @@ class TokenView(Widget):
                                   if line.block not in (THINK, THINK_CLOSE)]
         return self._folded_lines
 
-    def on_click(self, event) -> None:
+    def on_click(self, event: events.Click) -> None:
         lines = self._shown_lines(self._wrapped(self.size.width))
         if 0 <= event.y < len(lines) and lines[event.y].block == THINK_OPEN:
             self.reasoning_folded = not self._reasoning_folded
@@ -276,7 +277,7 @@ def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
     return line.runs()
 
 
-def text_segment(text: str, style) -> Segment:
+def text_segment(text: str, style: Style | None) -> Segment:
     """Every piece of text the view draws goes through here."""
     return Segment(text, style)
 
