@@ -121,7 +121,7 @@ class ChatConfig(EngineSettings):
     ghosts: bool = False
     keys: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_KEYS))
 
-    def with_overrides(self, **values) -> "ChatConfig":
+    def with_overrides(self, **values: object) -> "ChatConfig":
         """CLI options win; None means 'not given on the command line'."""
         given = {name: value for name, value in values.items() if value is not None}
         unknown = set(given) - {f.name for f in fields(self)}

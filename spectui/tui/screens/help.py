@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -99,7 +101,7 @@ class HelpScreen(ModalScreen):
         )
 
 
-def two_columns(rows, left: str):
+def two_columns(rows: Iterable[tuple[str, str]], left: str) -> ComposeResult:
     """Rows of a left column (class `left`) and a meaning that wraps under itself; plain text
     both (a "[keys]" is shown, not read as markup)."""
     for term, meaning in rows:
