@@ -97,7 +97,9 @@ def serve(connection, values, build: Build) -> None:
             variants[method] = engine.with_method(method)
         return variants[method]
 
-    connection.send(("ready", engine.info, engine.context_length))
+    # the v(k) slope the engine timed here (ggml at load) crosses with its info: the parent
+    # has no other way to read it, and the first screen says the "watch it" cost with it
+    connection.send(("ready", engine.info, engine.context_length, engine.measured_verify_slope))
     control: LiveControl = SharedControl(values)  # the checker holds it to what engines read
     settled = False
     while True:
@@ -221,6 +223,7 @@ class ProcessEngine(Engine):
                     progress(*reply[1:])
             elif reply[0] == "ready":
                 self.info, self._context_length = process_info(reply[1]), reply[2]
+                self.measured_verify_slope = reply[3]
                 return
             else:
                 self._stop()
@@ -339,6 +342,7 @@ class MethodView(Engine):
     def __init__(self, base: ProcessEngine, info: EngineInfo) -> None:
         self._base = base
         self.info = info
+        self.measured_verify_slope = base.measured_verify_slope  # one target: one v(k)
 
     @property
     def context_length(self) -> int | None:

@@ -32,7 +32,6 @@ from spectui.tui.chat.turns import Turns
 from spectui.tui.chat.welcome import Welcome
 from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.k_words import engine_slope
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
 from spectui.tui.session import PanelData, SessionTracker, panel_data
@@ -66,6 +65,7 @@ class ChatScreen(Screen):
         self.compare_after_reply: list | None = None  # F4 during a reply: the view opens once it ends
         self.session = SessionTracker()
         self.last_reply = None
+        self.verify_slope: float | None = None  # v(k)'s slope the engine timed here (EngineReady)
         self.config_switching_to = None  # the model screen's choice, while its engine loads
         self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
@@ -120,7 +120,7 @@ class ChatScreen(Screen):
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
         self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported), engine_slope(self.host.engine))
+                                    reported), self.verify_slope)
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
@@ -155,6 +155,7 @@ class ChatScreen(Screen):
         collect_between_replies()
         if event.swapped_to is not None and self.config_switching_to is not None:
             self.config, self.config_switching_to = self.config_switching_to, None
+        self.verify_slope = event.verify_slope
         self.send_waiting()
         self.welcome.engine_ready()
         if event.restart_note is None and self.compare_prompt is not None:
