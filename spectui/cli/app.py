@@ -147,17 +147,19 @@ def bench(
         None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
     ),
     contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --json, --markdown and --plots files."),
     settings: Given = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
+    from spectui.cli.bench import check_bench_options, check_outputs, parse_list, run_bench_command, run_report_command
 
     methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
     temperatures = old_temperatures if old_temperatures is not None else temperatures
     try:
+        check_outputs(None if report is not None else json_path, markdown_path, force)
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
-            raise typer.Exit(run_report_command(paths, markdown_path, plots))
+            raise typer.Exit(run_report_command(paths, markdown_path, plots, force))
         runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
             suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
@@ -172,7 +174,7 @@ def bench(
         code = run_bench_command(options, models, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
                                  repeats, settings["max_tokens"], category_list, json_path, plots, markdown_path,
                                  parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
-                                 heads_folders, contended=contended)
+                                 heads_folders, contended=contended, force=force)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
