@@ -129,7 +129,9 @@ def check_out(out: Path | None, force: bool) -> None:
     from spectui.core.files import WouldOverwrite, check_user_file, reason
     from spectui.heads.store import CONFIG_FILE, WEIGHTS_FILE
 
-    for name in (WEIGHTS_FILE, CONFIG_FILE) if out is not None else ():
+    if out is None:
+        return
+    for name in (WEIGHTS_FILE, CONFIG_FILE):
         try:
             check_user_file(out / name, overwrite=force)
         except WouldOverwrite:

@@ -69,6 +69,12 @@ def write_slots(control: Control, values) -> None:
     values[CANCELLED] = float(control.cancelled)
 
 
+def ready_reply(engine) -> tuple:
+    """What the parent learns of the loaded engine: its info, its context, and the v(k) slope
+    it timed here (ggml at load), which the parent cannot read otherwise (the first screen's cost)."""
+    return ("ready", engine.info, engine.context_length, engine.measured_verify_slope)
+
+
 def serve(connection, values, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
     import signal
@@ -97,9 +103,7 @@ def serve(connection, values, build: Build) -> None:
             variants[method] = engine.with_method(method)
         return variants[method]
 
-    # the v(k) slope the engine timed here (ggml at load) crosses with its info: the parent
-    # has no other way to read it, and the first screen says the "watch it" cost with it
-    connection.send(("ready", engine.info, engine.context_length, engine.measured_verify_slope))
+    connection.send(ready_reply(engine))
     control: LiveControl = SharedControl(values)  # the checker holds it to what engines read
     settled = False
     while True:

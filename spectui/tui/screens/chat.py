@@ -63,8 +63,7 @@ class ChatScreen(Screen):
         self.show_ghosts, self.markdown = config.ghosts, False
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.compare_after_reply: list | None = None  # F4 during a reply: the view opens once it ends
-        self.session = SessionTracker()
-        self.last_reply = None
+        self.session, self.last_reply = SessionTracker(), None
         self.verify_slope: float | None = None  # v(k)'s slope the engine timed here (EngineReady)
         self.config_switching_to = None  # the model screen's choice, while its engine loads
         self._resume = conversation
