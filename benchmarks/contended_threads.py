@@ -1,7 +1,7 @@
 """Plain decoding with and without one competing busy process, per thread policy, in one run.
 
     python benchmarks/contended_threads.py --model smollm2-135m --tokens 64 --rounds 2 \
-        --policies default,passive,threads1,passive-threads1,fit,passive-fit --markdown contended.md
+        --policies default,passive,threads1,passive-threads1,fit,passive-fit --markdown benchmarks/reports/contended.md
 
 Each policy runs in a fresh child process (OpenMP reads its environment once, when torch
 loads), first on an idle machine and then beside `python -c "while True: pass"`; each child

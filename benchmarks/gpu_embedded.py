@@ -286,7 +286,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--prompt-tokens", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None, help="forwards timed per v(n) point")
-    parser.add_argument("--out", default="benchmarks/gpu-embedded", help="writes OUT.json and OUT.md")
+    parser.add_argument("--out", default="benchmarks/reports/gpu-embedded", help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
     args.max_tokens = args.max_tokens or (24 if args.tiny else 128)
     args.prompt_tokens = args.prompt_tokens or (16 if args.tiny else 256)

@@ -30,7 +30,7 @@ runtime (tens of seconds each on a GPU: weights, torch.compile, CUDA graphs). Ex
 H200: 5 engine starts and about a minute of decoding, well under 8 minutes in all;
 --timeout-s stops a worker that hangs.
 
-Results: benchmarks/results/gpu-<date>.json (gpu-<date>-cpu.json with --cpu) and a markdown
+Results: benchmarks/reports/gpu-<date>.json (gpu-<date>-cpu.json with --cpu) and a markdown
 table on stdout.
 """
 
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (float32 separates numerics from bugs)")
     parser.add_argument("--timeout-s", type=float, help="stop the engine worker after this long")
     parser.add_argument("--no-cli-check", action="store_true", help="skip the `spectui generate` subprocess")
-    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--out", type=Path, default=HERE / "reports")
     parser.add_argument("--worker", nargs=2, metavar=("PLAN", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -2,7 +2,7 @@
 # Medusa and EAGLE heads trained here, benched beside the draft model and prompt lookup:
 #   bash benchmarks/heads.sh smollm2   # SmolLM2-135M: ngram, medusa, eagle
 #   bash benchmarks/heads.sh qwen      # Qwen2.5-Coder 1.5B (+ 0.5B draft): draft, ngram, medusa, eagle
-# Writes benchmarks/bench-heads-<pair>.md, its JSON and plots under benchmarks/bench/.
+# Writes benchmarks/reports/bench-heads-<pair>.md, its JSON and plots under benchmarks/bench/.
 #
 # Beside the target's replies to the training prompts (the full suite less the quick one
 # the bench runs), the heads read local text: the Python sources of `rich` from this
@@ -49,4 +49,4 @@ spectui bench --model "$model" --engines spectui --methods "$methods" --k "$ks" 
   --max-tokens "$max_tokens" --repeats 2 \
   --heads "$heads_root/$model-medusa" --heads "$heads_root/$model-eagle" \
   --json "benchmarks/bench/heads-$pair.json" --plots "benchmarks/bench/heads-$pair" \
-  --markdown "benchmarks/bench-heads-$pair.md"
+  --markdown "benchmarks/reports/bench-heads-$pair.md"

@@ -2,7 +2,7 @@
 and auto against the engine's own plain reply, replies up to 512 tokens, divergences counted,
 located (prompt, arm, token) and given the plain path's top-two logit gap there.
 
-    python benchmarks/identity.py --prompts 60 --tokens 512 --per-prompt 18 --markdown identity.md
+    python benchmarks/identity.py --prompts 60 --tokens 512 --per-prompt 18 --markdown benchmarks/reports/identity.md
 
 The suite's version (tests/test_lossless_corpus.py) runs SmolLM2 in minutes; this one runs the
 default target (qwen2.5-coder-1.5b, ggml) with the 0.5B draft, prompt lookup and suffix decoding.

@@ -1,7 +1,7 @@
 """The int8 target's decode speed as loaded (slices), settled (slices joined) and packed whole,
 under OpenMP's own wait policy and under sleeping waits, in one run.
 
-    python benchmarks/int8_slices.py --model qwen2.5-coder-1.5b --tokens 40 --rounds 3 --markdown int8-slices.md
+    python benchmarks/int8_slices.py --model qwen2.5-coder-1.5b --tokens 40 --rounds 3 --markdown benchmarks/reports/int8-slices.md
 
 Each arm runs in a fresh child process (OpenMP reads its wait policy once, when torch loads):
 it loads the model from its int8 store, settles it or not, prefills a 150-token prompt and

@@ -513,7 +513,7 @@ def main(argv=None):
                              f"(forms: {', '.join(KNOWN_FORMS)})")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("precision.md")))
+    parser.add_argument("--out", default=str(Path(__file__).parent / "reports" / "precision.md"))
     parser.add_argument("--state", default=str(Path(tempfile.gettempdir()) / "spectui-precision.json"),
                         help="finished phases are kept here; a rerun with the same arguments "
                              "resumes ('' to disable)")

@@ -1,7 +1,7 @@
 """Start-up of the chat's engine: first start, warm start and cold-page-cache start to "ready".
 
     python benchmarks/startup.py [--pairs default,smollm2] [--scenarios first,warm,cold]
-        [--src PATH] [--cache-dir DIR] [--seed-gguf DIR] [--out benchmarks/startup.md]
+        [--src PATH] [--cache-dir DIR] [--seed-gguf DIR] [--out benchmarks/reports/startup.md]
 
 "Ready" is what `spectui chat` shows as ready: each run is a fresh Python process that builds
 the engine as the chat does (spectui.cli.chat.engine_factory_for: the embedded engine in a

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from spectui.bench.measure import BASELINE
-from spectui.bench.plan import plan_arms, plan_cases, run_bench
+from spectui.bench.plan import BenchOptions, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
 from spectui.bench.workloads import Workload
 
@@ -42,7 +42,8 @@ def test_bench_runs_heads_beside_ngram_and_says_what_each_drafter_costs(heads_se
     target, folders = heads_setup
     options = EngineOptions(model=target, method="ngram", dtype="float32", device="cpu")
     heads = heads_by_method(folders, METHODS)
-    runners, engines, drafters = build_runners(options, resolve_pair(target, None), ["spectui"], METHODS, 2, None, None, heads)
+    bench = BenchOptions("quick", ["spectui"], METHODS, [0, 2], False, 2, 1, heads=heads)
+    runners, engines, drafters = build_runners(options, resolve_pair(target, None), bench, None)
     engine = engines[0]
     assert engine.with_method("medusa").info.draft == str(folders[0])
     assert engine.with_method("eagle").proposer.method == "eagle"

@@ -438,23 +438,23 @@ def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft
 
 def test_a_forward_that_sampled_only_the_stop_token_still_counts_its_token():
     from spectui.measure.compare import TimedRun
-    from spectui.measure.run import Reply
+    from spectui.measure.run import MeasuredReply
 
     # Step 1 keeps 2 of 3 drafts and recovers; step 2 refuses its draft and the target's
     # token is the stop token, left out of the reply: 3 + 1 tokens from 2 forwards.
     steps = [Step((1, 2, 3), (Source.DRAFT, Source.DRAFT, Source.RECOVERED), "", drafted=(1, 2, 9), k=3),
              Step((), (), "", drafted=(7,), k=3)]
-    reply = Reply(steps, Done("stop"), started=0.0, ended=1.0)
+    reply = MeasuredReply(steps, Done("stop"), started=0.0, ended=1.0)
     comparison = Comparison([TimedRun("speculative", 0, reply, 3)], 0.0)
     assert comparison.tokens_per_forward == pytest.approx(2.0)  # was 3 / 2
 
 
 def test_rounds_pair_runs_that_ran_back_to_back_and_skip_a_cancelled_ones_partner():
     from spectui.measure.compare import TimedRun
-    from spectui.measure.run import Reply
+    from spectui.measure.run import MeasuredReply
 
     def run(path, index, finish="length"):
-        return TimedRun(path, index, Reply([], Done(finish)), 3 if path == "speculative" else 0)
+        return TimedRun(path, index, MeasuredReply([], Done(finish)), 3 if path == "speculative" else 0)
 
     # S B | B S(cancelled) | and a rerun from the view: start indices 2 and 2, order S B
     runs = [run("speculative", 0), run("baseline", 0), run("baseline", 1), run("speculative", 1, "cancelled"),

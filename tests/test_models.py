@@ -456,9 +456,11 @@ def _build_embedded(options, progress):
 
 
 def _build_bench_runners(options, progress):
+    from spectui.bench.plan import BenchOptions
     from spectui.cli.bench import build_runners
 
-    build_runners(options, resolve_pair(options.model, options.draft), ["spectui"], ["draft"], 4, progress)
+    bench = BenchOptions("quick", ["spectui"], ["draft"], [0, 4], False, 4, 1)
+    build_runners(options, resolve_pair(options.model, options.draft), bench, progress)
 
 
 def _build_vllm(options, progress):

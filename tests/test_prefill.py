@@ -8,6 +8,8 @@ import pytest
 
 from spectui.core.events import Control, Done, GenerationParams, Prefill, Step
 
+from tiny_gguf import count_decodes
+
 pytest.importorskip("llama_cpp_py_sync")
 
 PARAMS = GenerationParams(max_tokens=6, top_p=1.0, seed=0)
@@ -27,16 +29,7 @@ def engine(tiny_gguf, tiny_tokenizer):
 
     engine = build_llamacpp_engine(tiny_gguf, tiny_tokenizer, "ngram", threads=1)
     engine.stop_ids = set()  # a random model may write its stop token at once: these replies run to max_tokens
-    decoded: list[int] = []  # tokens per llama_decode batch the target ran
-    model = engine.target.model
-    original = model.decode
-
-    def counted(tokens, rows):
-        decoded.append(len(tokens))
-        return original(tokens, rows)
-
-    model.decode = counted
-    engine.decoded = decoded
+    engine.decoded = count_decodes(engine)  # tokens per llama_decode batch the target ran
     yield engine
     engine.close()
 
@@ -54,7 +47,9 @@ def test_a_long_prompt_prefills_in_chunks_and_says_how_far_it_is(engine):
     assert all(isinstance(event, Prefill) for event in events[:first_step])  # all of it before the first token
     assert isinstance(events[-1], Done) and events[-1].finish_reason == "length"
     # Chunks of `chunk` tokens, then the rest with the first step: no token twice.
-    assert engine.decoded[:4] == [chunk] * 4 and sum(engine.decoded[:5]) == len(PROMPT)
+    chunks = len(range(chunk, len(PROMPT), chunk))
+    assert chunks >= 2 and engine.decoded[:chunks] == [chunk] * chunks
+    assert sum(engine.decoded[:chunks + 1]) == len(PROMPT)
     # The same reply as the prompt in one go (the tiny model's argmax does not hang on rounding).
     engine.forget_prompts()
     engine.target.prefill_chunk = None
@@ -83,7 +78,26 @@ def test_a_cancel_during_the_prefill_ends_the_reply_before_the_prompt_is_in(engi
     engine.decoded.clear()
     again = list(engine.stream_ids(PROMPT, PARAMS, Control(4, 0.0)))
     assert [event for event in again if isinstance(event, Prefill)][0] == Prefill(0, len(PROMPT) - 128)
-    assert sum(engine.decoded[:3]) == len(PROMPT) - 128
+    chunks = len(range(128 + engine.target.prefill_chunk, len(PROMPT), engine.target.prefill_chunk))
+    assert sum(engine.decoded[:chunks + 1]) == len(PROMPT) - 128
+
+
+def test_a_cancel_inside_a_chunk_stops_its_forward_midway_and_keeps_the_cache_whole(engine):
+    """Esc does not wait for a chunk's end on ggml: libllama asks between the graph's nodes."""
+    import numpy
+
+    target = engine.target
+    asked_whole: list[int] = []
+    assert target.prefill(PROMPT[:128], stop=lambda: asked_whole.append(1) is not None)  # never says stop
+    nodes = len(asked_whole)  # asked once per node of the chunk's graph
+    assert nodes > 20
+    whole_rows = target.logits(PROMPT[:200], num_rows=1)
+    target.reset()
+    asked: list[int] = []
+    assert not target.prefill(PROMPT[:128], stop=lambda: len(asked) >= 3 or asked.append(1) is not None)
+    assert len(asked) == 3  # stopped at the third node it reached, not after the other ~nodes
+    assert target.model.cached == 0 and target.seen == []  # the stopped call left nothing half-written
+    assert numpy.array_equal(target.logits(PROMPT[:200], num_rows=1), whole_rows)
 
 
 def test_a_follow_up_question_prefills_only_its_new_tokens(engine, tiny_tokenizer):

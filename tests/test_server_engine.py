@@ -29,7 +29,7 @@ from spectui.engines.server import ServerEngine, build_server_engine
 from spectui.engines.server.prometheus import SpecCounters
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.settings.options import EngineOptions
-from spectui.measure.run import Reply, prompt_messages, reply_json, run_reply
+from spectui.measure.run import MeasuredReply, prompt_messages, reply_json, run_reply
 from spectui.core.stats import summarize
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.real_weights]
@@ -126,7 +126,7 @@ def engine(vllm_server) -> ServerEngine:
 
 @dataclass
 class CountedReply:
-    reply: Reply  # what run_reply keeps: the restated steps, when the record corrected them
+    reply: MeasuredReply  # what run_reply keeps: the restated steps, when the record corrected them
     streamed: list[Step]  # the steps as they streamed
     before: SpecCounters
     after: SpecCounters

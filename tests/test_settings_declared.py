@@ -1,6 +1,7 @@
-"""EngineOptions and ChatConfig write their fields out in code (a type checker and a reader see
-them); the settings table stays the one source of names, types and defaults. These tests keep
-the two in step: a field added, dropped, retyped or given another default fails here."""
+"""The engine settings are written out once, in EngineSettings, which EngineOptions and ChatConfig
+extend (a type checker and a reader see them); the settings table stays the one source of names,
+types and defaults. These tests keep the two in step: a field added, dropped, retyped or given
+another default fails here, and so does a field declared again in both classes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typing
 from dataclasses import MISSING, dataclass, fields
 
 from spectui.settings.config import ChatConfig
-from spectui.settings.options import EngineOptions
+from spectui.settings.options import EngineOptions, EngineSettings
 from spectui.settings.table import BY_NAME, Setting, config_settings, engine_settings
 
 
@@ -41,12 +42,35 @@ def mismatches(cls: type, settings: list[Setting], own: tuple[str, ...], keeps_t
     return problems
 
 
+def but_k(settings: list[Setting]) -> list[Setting]:
+    return [setting for setting in settings if setting.name != "k"]
+
+
+def test_engine_settings_declare_the_engine_settings_but_k():
+    assert mismatches(EngineSettings, but_k(engine_settings()), own=()) == []
+
+
 def test_engine_options_declare_the_engine_settings():
-    assert mismatches(EngineOptions, engine_settings(), own=("auto_k",)) == []
+    assert mismatches(EngineOptions, [*but_k(engine_settings()), BY_NAME["k"]], own=("auto_k",)) == []
 
 
 def test_chat_config_declares_the_config_settings_at_the_chats_defaults():
-    assert mismatches(ChatConfig, config_settings(), own=("keys",), keeps_text=True) == []
+    in_engine = {setting.name for setting in engine_settings()}
+    config = config_settings()
+    declared = [*but_k([s for s in config if s.name in in_engine]), *[s for s in config if s.name == "k"],
+                *[s for s in config if s.name not in in_engine]]
+    assert mismatches(ChatConfig, declared, own=("keys",), keeps_text=True) == []
+
+
+def own_fields(cls: type) -> set[str]:
+    return set(cls.__dict__.get("__annotations__", {}))
+
+
+def test_each_engine_setting_is_declared_once():
+    """Only k is written in both (a number in EngineOptions, the text "auto" too in ChatConfig):
+    every other engine setting comes from EngineSettings."""
+    assert own_fields(EngineOptions) & own_fields(ChatConfig) == {"k"}
+    assert issubclass(EngineOptions, EngineSettings) and issubclass(ChatConfig, EngineSettings)
 
 
 def test_the_check_sees_a_dropped_field_a_wrong_type_and_a_wrong_default():

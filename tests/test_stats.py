@@ -100,12 +100,12 @@ def test_the_vllm_engines_steps_give_the_tau_of_its_counters():
 def test_json_panel_and_bench_show_the_same_tau_for_one_reply():
     from spectui.bench.measure import arm_result
     from spectui.bench.runs import Arm, TimedReply
-    from spectui.measure.run import Reply
+    from spectui.measure.run import MeasuredReply
     from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
 
     steps = reply_steps()
     expected = 1 + ACCEPTED / DRAFTING_STEPS
-    reply = Reply(list(steps), Done("stop", seconds=1.0))
+    reply = MeasuredReply(list(steps), Done("stop", seconds=1.0))
     assert reply.stats.as_dict()["tau"] == pytest.approx(expected)  # --json's stats
     tracker = ReplyTracker(0.0)
     for index, step in enumerate(steps):

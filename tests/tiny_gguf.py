@@ -73,3 +73,17 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def count_decodes(engine) -> list[int]:
+    """The tokens of each llama_decode call the engine's target runs from now on."""
+    decoded: list[int] = []
+    model = engine.target.model
+    original = model.decode
+
+    def counted(tokens, rows, stop=None):
+        decoded.append(len(tokens))
+        return original(tokens, rows, stop)
+
+    model.decode = counted
+    return decoded

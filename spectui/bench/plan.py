@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spectui.bench.llamacpp import llamacpp_arms
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
@@ -20,6 +21,30 @@ METHODS = ("draft", "ngram", "suffix", "medusa", "eagle")
 # The anchor's method for each spectui method that has one, at the same k.
 TRANSFORMERS_METHOD = {"draft": "assisted", "ngram": "prompt-lookup"}
 VLLM_METHODS = ("draft", "ngram")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What `spectui bench` runs and where it writes, checked once
+    (spectui.cli.bench.check_bench_options): all but the engine's options and the models."""
+
+    suite: str
+    runners: list[str]  # spectui first: every ratio divides by its k = 0
+    methods: list[str]
+    ks: list[int]  # spectui's fixed k (0: the baseline)
+    auto: bool  # --k had "auto": each method with adaptive k too
+    anchor_k: int  # the anchors' speculative arms' k
+    repeats: int
+    temperatures: list[float] | None = None  # None: each workload's own
+    max_tokens: int | None = None  # None: each workload's own
+    categories: list[str] | None = None  # None: every category of the suite
+    vllm_methods: list[str] | None = None  # None: those of `methods` vLLM runs (default_vllm_methods)
+    heads: dict[str, Path] | None = None  # medusa / eagle: the folder of its trained heads
+    contended: bool = False  # every case beside one busy process
+    json_path: Path | None = None
+    plots_dir: Path | None = None
+    markdown_path: Path | None = None
+    force: bool = False  # --force: replace existing --json, --markdown and plot files
 
 
 def plan_arms(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from spectui.core.events import Step
 from spectui.measure.costs import StepTimings
-from spectui.measure.run import Reply
+from spectui.measure.run import MeasuredReply
 from spectui.measure.speed import decode_tokens_per_s, tokens_per_s
 from spectui.measure.speed import median_or_none as median_of  # noqa: F401  (the bench's name for it)
 from spectui.measure.speed import paired_ratio as paired_rates
@@ -52,7 +52,7 @@ class TimedReply:
     first_chunk_tokens: int = 1
 
     @classmethod
-    def of(cls, arm: Arm, reply: Reply) -> TimedReply:
+    def of(cls, arm: Arm, reply: MeasuredReply) -> TimedReply:
         """A spectui engine's reply, as run_reply timed it."""
         return cls(arm, reply.token_ids, reply.wall_seconds, reply.first_token_seconds, list(reply.steps),
                    reply.finish_reason or "stop", reply.first_chunk_tokens)

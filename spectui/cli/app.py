@@ -151,6 +151,8 @@ def bench(
     settings: Given = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
+    from dataclasses import replace
+
     from spectui.cli.bench import check_bench_options, check_outputs, parse_list, run_bench_command, run_report_command
 
     methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
@@ -160,21 +162,22 @@ def bench(
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
             raise typer.Exit(run_report_command(paths, markdown_path, plots, force))
-        runner_names, method_names, k_list, auto_k, temperature_list, category_list = check_bench_options(
-            suite, engines, methods, ks, anchor_k, temperatures, repeats, categories)
+        bench_options = check_bench_options(suite, engines, methods, ks, anchor_k, temperatures, repeats, categories,
+                                            max_tokens=settings["max_tokens"], contended=contended,
+                                            json_path=json_path, plots_dir=plots, markdown_path=markdown_path,
+                                            force=force)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
-        options = settings.engine_options(method="draft" if "draft" in method_names else "ngram", k=anchor_k)
+        options = settings.engine_options(method="draft" if "draft" in bench_options.methods else "ngram", k=anchor_k)
         from spectui.bench.drafters import heads_by_method
         from spectui.bench.plan import VLLM_METHODS
 
         from spectui.models.registry import resolve_pair
 
-        heads_folders = heads_by_method(list(bench_heads or []), method_names)
+        heads_folders = heads_by_method(list(bench_heads or []), bench_options.methods)
         models = resolve_pair(options.model, options.draft)  # the bench runs its engines here
-        code = run_bench_command(options, models, suite, runner_names, method_names, k_list, auto_k, anchor_k, temperature_list,
-                                 repeats, settings["max_tokens"], category_list, json_path, plots, markdown_path,
-                                 parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None,
-                                 heads_folders, contended=contended, force=force)
+        bench_options = replace(bench_options, heads=heads_folders,
+                                vllm_methods=parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None)
+        code = run_bench_command(options, models, bench_options)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

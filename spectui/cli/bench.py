@@ -8,9 +8,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from spectui.bench.plan import METHODS, RUNNERS, default_vllm_methods, plan_arms, plan_cases, run_bench
+from spectui.bench.plan import METHODS, RUNNERS, BenchOptions, default_vllm_methods, plan_arms, plan_cases, run_bench
 from spectui.bench.runs import Arm
 from spectui.bench.workloads import ALL_CATEGORIES, suite
+from spectui.core.engine import Engine
 from spectui.core.errors import SpectuiError, UsageError
 from spectui.core.events import K_MAX
 from spectui.models.registry import ModelPair
@@ -28,8 +29,7 @@ def parse_list(name: str, text: str, allowed: tuple[str, ...]) -> list[str]:
     return items
 
 
-def build_runners(options: EngineOptions, models: ModelPair, runner_names, methods, anchor_k: int, progress,
-                  vllm_methods=None, heads=None) -> tuple[dict, list, dict]:
+def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions, progress) -> tuple[dict, list, dict]:
     """{runner name: callable(arm, messages, params, temperature)}, the engines to close and
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters
@@ -42,6 +42,7 @@ def build_runners(options: EngineOptions, models: ModelPair, runner_names, metho
     from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
+    runner_names, methods, anchor_k, vllm_methods, heads = bench.runners, bench.methods, bench.anchor_k, bench.vllm_methods, bench.heads
     # transformers' generate and trained heads need torch's models
     on_torch = "transformers" in runner_names or bool(heads) or options.backend == "torch"
     if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram"),
@@ -106,27 +107,7 @@ def run_with_progress(err, cases, arms, runners, repeats: int, settings: dict, j
         raise SpectuiError(f"bench stopped: {type(error).__name__}: {first}") from error
 
 
-def run_bench_command(
-    options: EngineOptions,
-    models: ModelPair,
-    suite_name: str,
-    runner_names: list[str],
-    methods: list[str],
-    ks: list[int],
-    auto: bool,
-    anchor_k: int,
-    temperatures: list[float] | None,
-    repeats: int,
-    max_tokens: int | None,
-    categories: list[str] | None,
-    json_path: Path | None,
-    plots_dir: Path | None,
-    markdown_path: Path | None,
-    vllm_methods: list[str] | None = None,
-    heads: dict | None = None,
-    contended: bool = False,
-    force: bool = False,
-) -> int:
+def run_bench_command(options: EngineOptions, models: ModelPair, bench: BenchOptions) -> int:
     from rich.console import Console
 
     # Imported before the run, which can last an hour: the report must be the code it started with.
@@ -137,31 +118,38 @@ def run_bench_command(
     from spectui.models.fetch import rich_progress
 
     err = Console(stderr=True, highlight=False)
-    workloads = [w for w in suite(suite_name) if categories is None or w.category in categories]
-    if max_tokens is not None:
-        workloads = [replace(w, max_tokens=max_tokens) for w in workloads]
-    cases = plan_cases(workloads, temperatures)
-    arms = plan_arms(runner_names, methods, sorted({0, anchor_k, *ks}), anchor_k, auto, vllm_methods)
-    neighbour = start_contention(contended)  # one busy process beside the run: spectui.bench.contended
+    workloads = [w for w in suite(bench.suite) if bench.categories is None or w.category in bench.categories]
+    if bench.max_tokens is not None:
+        workloads = [replace(w, max_tokens=bench.max_tokens) for w in workloads]
+    cases = plan_cases(workloads, bench.temperatures)
+    arms = plan_arms(bench.runners, bench.methods, sorted({0, bench.anchor_k, *bench.ks}), bench.anchor_k, bench.auto,
+                     bench.vllm_methods)
+    neighbour = start_contention(bench.contended)  # one busy process beside the run: spectui.bench.contended
     with rich_progress() as progress:
-        runners, engines, drafters = build_runners(options, models, runner_names, methods, anchor_k, progress,
-                                                   vllm_methods, heads)
+        runners, engines, drafters = build_runners(options, models, bench, progress)
     runners = contend(runners, engines, neighbour)
     cases = fill_case_replies(cases, engines[0])  # a conversation's earlier turns: the target's own replies
-    settings = {"suite": suite_name, "model": engines[0].info.target, "draft": drafters.get("draft", {}).get("name"),
-                "drafters": drafters,
-                "dtype": engines[0].info.dtype, "backend": engines[0].info.backend or "torch", "runners": runner_names, "methods": methods, "vllm_methods": vllm_methods or default_vllm_methods(methods), "ks": ks, "auto": auto,
-                "anchor_k": anchor_k, "contended": contended, "temperatures": temperatures, "max_tokens": max_tokens, "categories": categories,
-                "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+    settings = run_settings(bench, engines[0], drafters)
     try:
-        result = run_with_progress(err, cases, arms, runners, repeats, settings, json_path)
+        result = run_with_progress(err, cases, arms, runners, bench.repeats, settings, bench.json_path)
     finally:
         for engine in engines:
             engine.close()
-    if json_path is not None:
-        err.print(f"wrote {json_path}")
-    report_outputs(result, markdown_path, plots_dir, settings["command"], force)
+    if bench.json_path is not None:
+        err.print(f"wrote {bench.json_path}")
+    report_outputs(result, bench.markdown_path, bench.plots_dir, settings["command"], bench.force)
     return 0
+
+
+def run_settings(bench: BenchOptions, engine: Engine, drafters: dict) -> dict:
+    """What the saved run says it ran (its JSON's "settings"; the report reads them back)."""
+    return {"suite": bench.suite, "model": engine.info.target, "draft": drafters.get("draft", {}).get("name"),
+            "drafters": drafters, "dtype": engine.info.dtype, "backend": engine.info.backend or "torch",
+            "runners": bench.runners, "methods": bench.methods,
+            "vllm_methods": bench.vllm_methods or default_vllm_methods(bench.methods), "ks": bench.ks,
+            "auto": bench.auto, "anchor_k": bench.anchor_k, "contended": bench.contended,
+            "temperatures": bench.temperatures, "max_tokens": bench.max_tokens, "categories": bench.categories,
+            "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
 
 
 def check_outputs(json_path: Path | None, markdown_path: Path | None, force: bool) -> None:
@@ -234,7 +222,9 @@ def warm_up(runners: dict, arms: list[Arm], case) -> None:
 
 
 def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, anchor_k: int,
-                        temperatures: str | None, repeats: int, categories: str | None):
+                        temperatures: str | None, repeats: int, categories: str | None, **rest) -> BenchOptions:
+    """The command line's bench options checked, each bad one a one-line OptionError; `rest`
+    (the outputs, max_tokens, contended) passes through as given."""
     from spectui.bench.workloads import SUITES
 
     if suite_name not in SUITES:
@@ -246,10 +236,11 @@ def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, an
     runner_names = parse_list("engines", engines, RUNNERS)
     if "spectui" not in runner_names:
         runner_names.insert(0, "spectui")  # every ratio divides by spectui's k = 0
-    return (
-        runner_names,
-        parse_list("methods", methods, METHODS),
-        *check_k_list(ks),
-        check_temperature_list(temperatures) if temperatures else None,
-        parse_list("categories", categories, ALL_CATEGORIES) if categories else None,
+    method_names = parse_list("methods", methods, METHODS)
+    k_list, auto = check_k_list(ks)
+    return BenchOptions(
+        suite_name, runner_names, method_names, k_list, auto, anchor_k, repeats,
+        temperatures=check_temperature_list(temperatures) if temperatures else None,
+        categories=parse_list("categories", categories, ALL_CATEGORIES) if categories else None,
+        **rest,
     )

@@ -22,7 +22,7 @@ def chosen_engine(options: EngineOptions) -> str:
 def settled_method(options: EngineOptions) -> EngineOptions:
     """--method auto made concrete: suffix with adaptive k where the embedded engine runs on a
     CPU (a verify costs ~3 plain steps there, so a draft model loses and suffix wins:
-    benchmarks/bench-ggml-conversations.md), draft where a GPU runs the target or --draft names one."""
+    benchmarks/reports/bench-ggml-conversations.md), draft where a GPU runs the target or --draft names one."""
     if options.method != "auto":
         return options
     if options.draft is None and chosen_engine(options) == "embedded" and not _on_gpu(options.device):

@@ -5,7 +5,7 @@ two threads that spin take the time slice their partner needs, and a step waits 
 slowest: decoding fell to 0.05x of its idle speed. As many threads as the cores the other
 processes leave free keep it at 0.6x. Sleeping waits (OMP_WAIT_POLICY=PASSIVE) added nothing
 beside that and cost 30% of the idle speed: a forward's hundreds of parallel regions each
-wait for the threads to wake (benchmarks/contended.md). Call fit_threads() before each reply.
+wait for the threads to wake (benchmarks/reports/contended.md). Call fit_threads() before each reply.
 Stdlib only.
 """
 

@@ -23,7 +23,7 @@ from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message, Step
 from spectui.core.safe_text import safe_line
 from spectui.core.stats import summarize
-from spectui.measure.run import Clock, Reply, reply_json, run_reply
+from spectui.measure.run import Clock, MeasuredReply, reply_json, run_reply
 from spectui.measure.speed import median_or_none, paired_ratio
 
 PATHS: tuple[str, str] = ("speculative", "baseline")
@@ -39,7 +39,7 @@ ControlFactory = Callable[[str, int, float], Control]
 class TimedRun:
     path: str  # "speculative" or "baseline"
     index: int  # 0-based index of this run within its path: its round
-    reply: Reply  # with its timing: started, ended, first token
+    reply: MeasuredReply  # with its timing: started, ended, first token
     k: int  # k in force (0 for the baseline)
 
     @property

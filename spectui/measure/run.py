@@ -47,8 +47,9 @@ def settle_before_timing(engine: Engine, progress: Callable[[str, int, int], Non
 
 
 @dataclass
-class Reply:
-    """One reply's record: its steps, its Done, and when things happened on the caller's clock."""
+class MeasuredReply:
+    """One reply's record: its steps, its Done, and when things happened on the caller's clock.
+    (Not the loop's reply in progress, engines/embedded/loop.py, nor a bench arm's TimedReply.)"""
 
     steps: list[Step] = field(default_factory=list)
     done: Done | None = None
@@ -110,7 +111,7 @@ class Reply:
         return decode_tokens_per_s(self.num_tokens, self.wall_seconds, self.first_token_seconds, self.first_chunk_tokens)
 
 
-def reply_json(reply: Reply, engine: Engine, k: int | None) -> dict:
+def reply_json(reply: MeasuredReply, engine: Engine, k: int | None) -> dict:
     """The reply's record (spectui.core.record.reply_record), timed, and the engine and k that
     wrote it: `generate --json`, each path of `compare --json` and benchmarks/gpu_vllm.py."""
     record = reply_record(reply.steps, reply.done, reply.stats.as_dict(), reply.tokens_per_s)
@@ -122,14 +123,14 @@ def run_reply(
     messages: Sequence[Message],
     params: GenerationParams,
     control: Control,
-    on_step: Callable[[Step, Reply], object] | None = None,
+    on_step: Callable[[Step, MeasuredReply], object] | None = None,
     clock: Clock = time.perf_counter,
     on_prefill: Callable[[Prefill], object] | None = None,
-) -> Reply:
+) -> MeasuredReply:
     """Stream one reply to its Done, timing it on `clock`: on_step(step, reply) as each step
     arrives (reply.arrivals[-1] is when), on_prefill(progress) as a long prompt prefills.
     An engine's exception propagates to the caller."""
-    reply = Reply(started=clock())
+    reply = MeasuredReply(started=clock())
     stream = iter(engine.stream(messages, params, control))
     try:
         for event in stream:

@@ -50,7 +50,7 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
             return "float16"
         # On CPU bf16 matmuls are emulated (slower than fp32, and speculation stops paying),
         # and fp32 is not batch-invariant; batch-invariant int8 is both fast and exact
-        # (benchmarks/precision.md).
+        # (benchmarks/reports/precision.md).
         return "int8"
     if key not in _DTYPE_ALIASES:
         raise UsageError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")

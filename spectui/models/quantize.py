@@ -52,7 +52,7 @@ FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 # fbgemm packs a matrix of many output rows slowly (per weight: ~4 ns for 2240 rows, ~10 ns for
 # 17920, ~16 ns for a 151936-row LM head), but each product call costs time too: the 1.5B loads
 # in slices of PACK_ROWS rows (half the packing time) and, once idle, joins them into slices
-# of SETTLED_ROWS (decoding 1.18x as fast: benchmarks/int8-slices.md). Each output column is
+# of SETTLED_ROWS (decoding 1.18x as fast: benchmarks/reports/int8-slices.md). Each output column is
 # the same exact integer sum however the rows are sliced, so slicing changes no bit.
 SLICE_ABOVE_ROWS = 4096
 PACK_ROWS = 2240
@@ -368,7 +368,7 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     `skip` holds module names to leave as they are, matched on whole dotted components from the
     end ("lm_head", "down_proj", "layers.0.mlp.down_proj"). The default quantises the LM head
     too: an fp32 head is not batch-invariant on this CPU, so skipping it gives up the bitwise
-    T=0 guarantee, and the int8 head is faster at the same accuracy (benchmarks/precision.md).
+    T=0 guarantee, and the int8 head is faster at the same accuracy (benchmarks/reports/precision.md).
     A head tied to the input embeddings gets its own int8 copy; the embedding table is untouched.
 
     With `fuse`, sibling projections that read the same input (FUSED_GROUPS: q/k/v, gate/up)

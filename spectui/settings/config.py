@@ -25,8 +25,8 @@ from spectui.core.files import (
 )
 from spectui.settings.checks import OptionError
 from spectui.settings.keymap import clash, key_problem, screens, split_keys
-from spectui.settings.options import EngineOptions, engine_options_from_values
-from spectui.settings.table import LOOKUP_MAX, config_settings
+from spectui.settings.options import EngineOptions, EngineSettings, engine_options_from_values
+from spectui.settings.table import config_settings
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -109,37 +109,13 @@ _IN_FILE = {setting.name: setting for setting in config_settings()}  # the file'
 
 
 @dataclass(frozen=True)
-class ChatConfig:
-    """Everything `spectui chat` takes from the config file: every setting of the table that
-    has a config key, in its order, with its type and the chat's default
-    (tests/test_settings_declared.py holds them to it), then the keys. CLI options override it."""
+class ChatConfig(EngineSettings):
+    """Everything `spectui chat` takes from the config file: the engine settings (declared once,
+    in EngineSettings), k as the file and the command line say it, then the chat's own settings
+    and the keys (tests/test_settings_declared.py holds them to the table). CLI options override it."""
 
-    model: str | None = None
-    draft: str | None = None
-    method: str = "auto"
     k: int | str = 4  # a number or "auto"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 512
-    seed: int = 0
-    dtype: str = "auto"
-    device: str = "auto"
-    lookup_min: int = 1
-    lookup_max: int = LOOKUP_MAX
-    history_drafting: bool = True
-    heads: str | None = None
-    tree_width: int = 1
     system: str | None = None
-    engine: str = "auto"
-    backend: str = "auto"
-    server: str | None = None
-    api_key: str | None = None
-    api_key_file: str | None = None
-    speculative_config: str | None = None
-    tp: int = 1
-    draft_tp: int | None = None
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
     baseline_server: str | None = None
     theme: str = "dark"
     ghosts: bool = False

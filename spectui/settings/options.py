@@ -1,8 +1,8 @@
-"""The engine's options, the settings table's engine settings (spectui.settings.table), checked once."""
+"""The engine's options, the settings table's engine settings (spectui.settings.table), declared and checked once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from spectui.settings.checks import AUTO_K, AUTO_START_K, OptionError, k_setting, parse_k
 from spectui.settings.table import (
@@ -13,25 +13,26 @@ from spectui.settings.table import (
     TREE_WIDTH_MAX,
     VLLM_METHODS,
     BY_NAME,
+    engine_settings,
 )
 
 __all__ = [
     "AUTO_K", "AUTO_START_K", "EMBEDDED_METHODS", "ENGINES", "HEAD_METHODS", "LOOKUP_MAX", "TREE_WIDTH_MAX",
-    "VLLM_METHODS", "EngineOptions", "OptionError", "engine_options_from_values", "k_setting", "parse_k",
+    "VLLM_METHODS", "EngineOptions", "EngineSettings", "OptionError", "engine_options_from_values", "k_setting", "parse_k",
     "speculative_config_dict",
 ]
 
 
 @dataclass(frozen=True)
-class EngineOptions:
-    """What builds an engine: every engine setting of the table (spectui.settings.table), in
-    its order, with its type and default (tests/test_settings_declared.py holds them to it),
-    then auto_k. None is "not set": the engine picks."""
+class EngineSettings:
+    """The engine settings of the table (spectui.settings.table), declared once: EngineOptions
+    and the config file's ChatConfig (spectui.settings.config) both take them from here. In the
+    table's order, each with its type and default, but for k, which each holds its own way
+    (tests/test_settings_declared.py holds them to the table). None is "not set": the engine picks."""
 
     model: str | None = None
     draft: str | None = None
     method: str = "auto"
-    k: int = 4  # "auto" is auto_k, with k where adaptive k starts (engine_options_from_values)
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 512
@@ -53,6 +54,13 @@ class EngineOptions:
     draft_tp: int | None = None
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+
+
+@dataclass(frozen=True)
+class EngineOptions(EngineSettings):
+    """What builds an engine: the engine settings, with k as a number and auto_k beside it."""
+
+    k: int = 4  # "auto" is auto_k, with k where adaptive k starts (engine_options_from_values)
     auto_k: bool = False  # k = "auto": adaptive k (the embedded engine), k is where it starts
 
     @classmethod
@@ -63,9 +71,8 @@ class EngineOptions:
 
     def check(self) -> None:
         """Each value by its own rule (the table's), then the rules between them."""
-        for field in fields(self):
-            if field.name in BY_NAME:
-                BY_NAME[field.name].checked(getattr(self, field.name))
+        for setting in engine_settings():  # the table's order: the first wrong value is the one named
+            setting.checked(getattr(self, setting.name))
         check_together(self)
 
 

@@ -4,10 +4,12 @@ Each `Setting` says its name (the Python name and the config file's key), type, 
 help, check, command-line flags, which commands take it and whether it changes live in the
 app. From this table come the config file's parser and example (spectui.settings.config), the
 checks, and the typer options of generate, compare, chat, bench and serve
-(spectui.cli.engine_options). `EngineOptions` (spectui.settings.options) and `ChatConfig`
-declare its settings as fields, in code a type checker reads; tests/test_settings_declared.py
-holds their names, types and defaults to this table. Adding a setting is one entry here, its
-field in those classes, and the code that uses its value.
+(spectui.cli.engine_options). Its engine settings are fields of `EngineSettings`
+(spectui.settings.options), in code a type checker reads, which `EngineOptions` and the config
+file's `ChatConfig` extend (k apart: a number in one, "auto" too in the other); the chat's own
+settings are fields of `ChatConfig`. tests/test_settings_declared.py holds their names, types
+and defaults to this table. Adding a setting is one entry here, its field in `EngineSettings`
+(or `ChatConfig` for the chat's own), and the code that uses its value.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ VLLM_COMMANDS = RUNS | {"bench", "serve"}
 
 @dataclass(frozen=True)
 class Setting:
-    name: str  # the Python name, EngineOptions' and ChatConfig's field, the config file's key
+    name: str  # the Python name, EngineSettings' or ChatConfig's field, the config file's key
     kind: type  # str, int, float or bool
     default: Any  # None: not set (the engine picks)
     help: str

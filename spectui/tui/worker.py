@@ -14,7 +14,7 @@ from spectui.core.engine import Engine
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
 from spectui.core.events import Control, GenerationParams, Message, Step
 from spectui.host.loading import throttled
-from spectui.measure.run import Reply, run_reply
+from spectui.measure.run import MeasuredReply, run_reply
 from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived, StoreFailed
 from spectui.core.pieces import step_pieces
 from spectui.store import RowId
@@ -67,7 +67,7 @@ def stream_reply(
     if engine.info.capabilities.restarts_itself:  # an engine in its own process, which may have to start again
         engine.set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
 
-    def arrived(step: Step, reply: Reply) -> None:
+    def arrived(step: Step, reply: MeasuredReply) -> None:
         nonlocal store
         when = reply.arrivals[-1]
         pieces, ghost = step_pieces(step)

@@ -9,6 +9,7 @@ import pytest
 from spectui.settings.config import ChatConfig
 
 from fake_engines import factory_for
+from tiny_gguf import count_decodes
 from tui_helpers import ready, reply_done, send, wait_for
 
 pytestmark = [pytest.mark.real_weights, pytest.mark.slow]
@@ -24,16 +25,8 @@ def smollm2_ggml():
 
     tokenizer, gguf = load_tokenizer(resolve("smollm2-135m")), gguf_for(resolve("smollm2-135m"))
     engine = build_llamacpp_engine(gguf, tokenizer, "suffix", threads=1)
-    decoded: list[int] = []  # tokens per llama_decode call
+    engine.decoded = count_decodes(engine)  # tokens per llama_decode call
     model = engine.target.model
-    original = model.decode
-
-    def counted(tokens, rows):
-        decoded.append(len(tokens))
-        return original(tokens, rows)
-
-    model.decode = counted
-    engine.decoded = decoded
     yield engine
     if model.context is not None:  # the app closes the engine it ran: a second close would free it twice
         engine.close()

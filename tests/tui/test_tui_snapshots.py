@@ -33,13 +33,6 @@ async def one_reply(pilot) -> None:
     await reply_done(pilot)
 
 
-# After this stop's merges the stats panel's per-position bars and α sparkline differ from run to
-# run when this file runs whole (the scripted reply's steps are the same each time; each test alone
-# is stable): a known defect, being chased; the screens still run here.
-REPLY_VARIES = pytest.mark.xfail(strict=False, reason="the panel's bars vary between runs since the merges")
-
-
-@REPLY_VARIES
 @pytest.mark.parametrize("theme", ["dark", "light", "colorblind"])
 def test_chat_screen_in_each_theme(snap_compare, theme):
     assert snap_compare(chat_app(theme), run_before=one_reply, terminal_size=SIZE)
@@ -53,7 +46,6 @@ def test_help_screen_legend(snap_compare):
     assert snap_compare(chat_app("colorblind"), run_before=open_help, terminal_size=SIZE)
 
 
-@REPLY_VARIES
 def test_a_code_fence_streams_as_a_code_block_with_each_tokens_colour(snap_compare):
     """The reply stops inside its second fence (max_tokens), as a streaming one stands mid-block:
     both blocks are drawn as code, a label on top, every token in its source's colour."""
@@ -73,7 +65,6 @@ def test_a_code_fence_streams_as_a_code_block_with_each_tokens_colour(snap_compa
     assert snap_compare(SpectuiApp(host, config, None, cursor_blink=False), run_before=one_reply, terminal_size=SIZE)
 
 
-@REPLY_VARIES
 @pytest.mark.parametrize("width", [80, 160])
 def test_chat_screen_footer_and_panels_at_80_and_160_columns(snap_compare, width):
     """The footer keeps F1, F2 and Ctrl+P and fits whole keys; at 80 the panel steps aside and
@@ -81,7 +72,6 @@ def test_chat_screen_footer_and_panels_at_80_and_160_columns(snap_compare, width
     assert snap_compare(chat_app("dark"), run_before=one_reply, terminal_size=(width, 24))
 
 
-@REPLY_VARIES
 def test_chat_screen_under_no_color(snap_compare, monkeypatch):
     """NO_COLOR: the sources by shape (drafts underlined, corrections bold, bonus italic)."""
     monkeypatch.setenv("NO_COLOR", "1")

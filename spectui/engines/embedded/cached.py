@@ -3,7 +3,7 @@ spectui.engines.embedded.kv) and LlamaCached (libllama, numpy rows) both give it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 
@@ -28,3 +28,7 @@ class CachedLogits(Protocol):
     def reset(self) -> None: ...
 
     def logits(self, token_ids: Sequence[int], num_rows: int) -> Any: ...
+
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        """Put a prompt chunk in the cache, no rows wanted; False when stop() ended it early."""
+        ...

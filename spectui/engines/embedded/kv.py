@@ -8,7 +8,7 @@ same operation, and no caller does cache arithmetic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -49,6 +49,11 @@ class CachedModel:
         self.seen: list[int] = []
 
     @torch.inference_mode()
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        """A prompt chunk into the cache; torch's forward cannot stop midway: always True."""
+        self.logits(token_ids, num_rows=1)
+        return True
+
     def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:
         """Float32 logits [num_rows, V] predicting the tokens after the last num_rows positions.
 

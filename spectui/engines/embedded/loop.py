@@ -117,8 +117,8 @@ def decode_steps(
 
 def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: LiveControl) -> Iterator[Prefill]:
     """A prompt longer than the target's prefill_chunk goes into its cache a chunk at a time,
-    its progress said and a cancel heard between chunks (an 8k-token paste is minutes on a
-    CPU). Chunk ends sit at multiples of the chunk from the cached prefix on, the same for
+    its progress said and a cancel heard between chunks, or inside one where the target can stop
+    a forward midway (an 8k-token paste is minutes on a CPU). Chunk ends sit at multiples of the chunk from the cached prefix on, the same for
     every k; the last chunk runs in the first step, as a short prompt does whole."""
     chunk = getattr(target, "prefill_chunk", None)
     cached = common_prefix_len(getattr(target, "seen", ()), prompt_ids)
@@ -127,9 +127,8 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
         return
     yield Prefill(0, total)
     for end in range(cached + chunk, len(prompt_ids), chunk):
-        if control.cancelled:
+        if control.cancelled or not target.prefill(prompt_ids[:end], stop=lambda: control.cancelled):
             return
-        target.logits(prompt_ids[:end], num_rows=1)
         yield Prefill(end - cached, total)
 
 

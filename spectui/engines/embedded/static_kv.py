@@ -12,7 +12,7 @@ states (heads keep kv.CachedModel).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -117,6 +117,10 @@ class StaticCachedModel:
         """Capture (or, eagerly, run once) each width now: the first reply then runs at full speed."""
         for width in widths:
             self.graphs.prepare(width)
+
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        self.logits(token_ids, num_rows=1)  # a forward cannot stop midway
+        return True
 
     @torch.inference_mode()
     def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:

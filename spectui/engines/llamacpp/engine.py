@@ -13,7 +13,7 @@ them with numpy (spectui.engines.embedded.arrays), so this engine never imports 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -37,8 +37,8 @@ class LlamaCached:
 
     device = "cpu"
     arrays = "numpy"  # logits are numpy rows: the loop's rules run on numpy, torch never loads
-    # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop): on
-    # 2 cores 64 tokens are about a second of a 1.5B model, so Esc is heard within one.
+    # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop), each
+    # one progress report; Esc does not wait for a chunk's end (prefill's stop).
     prefill_chunk = 64
 
     def __init__(self, model, rows: int | None = None) -> None:
@@ -63,6 +63,22 @@ class LlamaCached:
             rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
         self.seen = list(token_ids)
         return rows
+
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        """Run a prompt chunk into the cache; False when stop() said so mid-decode (what whole
+        calls had run stays cached and seen)."""
+        from spectui.engines.llamacpp.lib import Interrupted
+
+        keep = common_prefix_len(self.seen, token_ids)
+        self.model.keep(keep)
+        try:
+            self.model.decode(list(token_ids[keep:]), 1, stop)
+        except Interrupted as interrupted:
+            self.model.keep(interrupted.cached)
+            self.seen = list(token_ids[:interrupted.cached])
+            return False
+        self.seen = list(token_ids)
+        return True
 
     def forget_after(self, length: int) -> None:
         """Keep only the first `length` tokens cached."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,15 @@ FLASH_ATTENTION_ON = 1  # llama_flash_attn_type
 GGML_TYPE_BF16 = 30
 DEFAULT_CONTEXT = 8192  # the longest conversation workload's prompt and reply fit with room
 DEFAULT_BATCH = 512
+ABORTED = 2  # llama_decode's answer when the abort callback said stop
+
+
+class Interrupted(Exception):
+    """A decode stopped by its caller; `cached`: the positions the cache still holds."""
+
+    def __init__(self, cached: int) -> None:
+        super().__init__(f"decode interrupted with {cached} positions cached")
+        self.cached = cached
 
 _loaded = None
 _lock = threading.Lock()
@@ -124,12 +134,34 @@ class LlamaModel:
         self.weight_type = weight_type(self.ffi, self.lib, self.model)
         release_mapped_pages(self.path)
 
-    def decode(self, tokens: list[int], rows: int):
+    def decode(self, tokens: list[int], rows: int, stop: Callable[[], bool] | None = None):
         """Append tokens at the cache's end; the logits of the last `rows` of them, [rows, V]
-        (a prompt longer than a batch goes in several calls; only the last gives rows)."""
+        (a prompt longer than a batch goes in several calls; only the last gives rows).
+        stop: asked between the graph's nodes; when it says True the decode ends within
+        milliseconds, the cache keeps what whole calls had run, and Interrupted is raised."""
         numpy = self._numpy
         if self.cached + len(tokens) > self.context_length:
             raise UsageError(f"{self.cached + len(tokens)} tokens do not fit llama.cpp's {self.context_length}-token context")
+        if stop is None:
+            self._decode_chunks(tokens, rows)
+        else:
+            asked = self.ffi.callback("bool(void *)", lambda data: bool(stop()))
+            self.lib.llama_set_abort_callback(self.context, asked, self.ffi.NULL)
+            try:
+                self._decode_chunks(tokens, rows)
+            finally:
+                self.lib.llama_set_abort_callback(self.context, self.ffi.NULL, self.ffi.NULL)
+        last_chunk = len(tokens) - (len(tokens) - 1) // self.batch * self.batch
+        if rows > last_chunk:
+            raise ValueError(f"{rows} rows asked of a last batch of {last_chunk} tokens")
+        width = self.vocab_size
+        out = numpy.empty((rows, width), dtype=numpy.float32)
+        for row in range(rows):
+            pointer = self.lib.llama_get_logits_ith(self.context, last_chunk - rows + row)
+            out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
+        return out
+
+    def _decode_chunks(self, tokens: list[int], rows: int) -> None:
         for start in range(0, len(tokens), self.batch):
             chunk = tokens[start:start + self.batch]
             first_row = len(tokens) - rows - start  # chunk index where the wanted rows begin
@@ -145,18 +177,11 @@ class LlamaModel:
                 code = self.lib.llama_decode(self.context, batch)
             finally:
                 self.lib.llama_batch_free(batch)
+            if code == ABORTED:  # llama.cpp removed the aborted call's positions from the cache
+                raise Interrupted(self.cached)
             if code != 0:
                 raise RuntimeError(f"llama_decode failed ({code})")
             self.cached += len(chunk)
-        last_chunk = len(tokens) - (len(tokens) - 1) // self.batch * self.batch
-        if rows > last_chunk:
-            raise ValueError(f"{rows} rows asked of a last batch of {last_chunk} tokens")
-        width = self.vocab_size
-        out = numpy.empty((rows, width), dtype=numpy.float32)
-        for row in range(rows):
-            pointer = self.lib.llama_get_logits_ith(self.context, last_chunk - rows + row)
-            out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
-        return out
 
     def set_threads(self, threads: int) -> None:
         if threads != self.threads:

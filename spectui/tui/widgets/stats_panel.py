@@ -214,7 +214,7 @@ class StatsPanel(Vertical):
         border-left: vkey $primary 40%;
     }
     StatsPanel > #stats-summary { border-bottom: hkey $primary 30%; margin-right: 1; }
-    StatsPanel > VerticalScroll { height: 1fr; scrollbar-size-vertical: 1; }
+    StatsPanel > VerticalScroll { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
     StatsPanel > VerticalScroll > PanelLines { margin-right: 1; }
     """
 
@@ -232,6 +232,9 @@ class StatsPanel(Vertical):
 
     def on_mount(self) -> None:
         self.show(self.data)
+
+    def on_resize(self) -> None:
+        self.show(self.data)  # the bars are drawn to the body's width
 
     @property
     def plain(self) -> str:
