@@ -164,8 +164,7 @@ def bench(
             raise typer.Exit(run_report_command(paths, markdown_path, plots, force))
         bench_options = check_bench_options(suite, engines, methods, ks, anchor_k, temperatures, repeats, categories,
                                             max_tokens=settings["max_tokens"], contended=contended,
-                                            json_path=json_path, plots_dir=plots, markdown_path=markdown_path,
-                                            force=force)
+                                            json_path=json_path, plots_dir=plots, markdown_path=markdown_path, force=force)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
         options = settings.engine_options(method="draft" if "draft" in bench_options.methods else "ngram", k=anchor_k)
         from spectui.bench.drafters import heads_by_method
