@@ -172,10 +172,13 @@ def test_import_does_not_pull_in_torch():
 
 from spectui.bench.conversations import cached, fill_replies  # noqa: E402
 from spectui.bench.workloads import (  # noqa: E402
+    ATTACHED_EXAMPLE,
     CONVERSATION_CATEGORIES,
     MEASURED_TURNS,
+    attached_example,
     conversation_script,
 )
+from spectui.core.attachments import block, message_with, read_attachment, split_blocks  # noqa: E402
 
 CONVERSATIONS = suite("conversations")
 
@@ -218,11 +221,13 @@ def test_a_script_alternates_user_turns_and_pending_replies(category):
         if message["role"] == "assistant":
             assert message["content"] is None
         else:
-            assert message["content"] == message["content"].strip() and message["content"].isascii()
+            assert message["content"] == message["content"].strip()
+            _, written = split_blocks(message["content"])  # an attached file's header has its "·"
+            assert written.isascii()
             assert all(line == line.rstrip() for line in message["content"].splitlines())
 
 
-@pytest.mark.parametrize("category", [c for c in CONVERSATION_CATEGORIES if c != "chat-document"])
+@pytest.mark.parametrize("category", [c for c in CONVERSATION_CATEGORIES if c not in ("chat-document", "chat-attached-file")])
 def test_later_turns_revise_the_earlier_reply(category):
     """A code or schema chat asks, turn after turn, for the artifact again with a change."""
     users = [m["content"] for m in conversation_script(category) if m["role"] == "user"]
@@ -273,3 +278,44 @@ def test_conversations_import_without_torch():
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------- a file attached as the chat does
+
+
+def attached_cases() -> list:
+    return [case for case in CONVERSATIONS if case.category == "chat-attached-file"]
+
+
+def test_the_attached_file_chat_measures_a_code_edit_and_a_summary_of_the_file():
+    edit, summary = attached_cases()
+    assert "type hints to every function" in edit.messages[-1]["content"] and "whole module" in edit.messages[-1]["content"]
+    assert summary.messages[-1]["content"].startswith("Summarise the attached module")
+    first = edit.messages[0]
+    assert first["role"] == "user" and summary.messages[0] == first  # the follow-ups keep the file's prefix
+    # attached as `/file csv_tools.py` attaches it: the chat's own block, then the question
+    chat = read_attachment("csv_tools.py", cwd=ATTACHED_EXAMPLE.parent)
+    assert first["content"] == message_with([chat], "What is this module for? Answer in two sentences.")
+    [(attachment, shown)], _ = split_blocks(first["content"])
+    assert attachment.name == "csv_tools.py" and attachment.short_hash == chat.short_hash
+    assert shown == block(chat) and ATTACHED_EXAMPLE.read_text(encoding="utf-8") in first["content"]
+
+
+def test_the_suffix_drafter_proposes_the_attached_file_while_the_reply_copies_it(tiny_tokenizer):
+    """The edit's reply repeats the module: once it has copied a few lines, suffix decoding
+    drafts the file's next tokens from the prompt that holds it."""
+    from spectui.engines.embedded.suffix import SuffixProposer
+
+    [edit] = fill_replies(attached_cases()[:1], lambda messages: "It reads, sums and writes CSV rows.")
+    prompt = "\n\n".join(message["content"] for message in edit.as_messages())
+    text = attached_example().text
+    lines = text.splitlines(keepends=True)
+    copied, rest = "".join(lines[:30]), "".join(lines[30:])
+    prompt_ids = tiny_tokenizer.encode(prompt, add_special_tokens=False)
+    reply_ids = tiny_tokenizer.encode("```python\n" + copied, add_special_tokens=False)
+    proposer = SuffixProposer(use_history=False)
+    proposer.prefill(prompt_ids)
+    proposal = proposer.propose(prompt_ids + reply_ids, 8, 0.0, 1.0, None)
+    drafted = tiny_tokenizer.decode(proposal.drafted)
+    assert len(proposal.drafted) == 8 and rest.startswith(drafted), (drafted, rest[:80])
+    assert not proposal.evidence.history  # from this conversation: the attached file

@@ -59,3 +59,50 @@ def test_a_wrong_key_is_named_before_anything_loads(saved, tiny_target, change, 
         load_heads(saved, tiny_target, "tiny")
     message = str(caught.value)
     assert message.startswith(str(saved / CONFIG_FILE)) and says in message and "\n" not in message
+
+
+# ---------------------------------------------------------------- heads train --out: the one safe writer
+
+
+def train_into(out, *more: str):
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, ["heads", "train", "--kind", "medusa", "--model", "smollm2-135m", "--out", str(out), *more])
+
+
+@pytest.fixture
+def nothing_trains(monkeypatch):
+    monkeypatch.setattr("spectui.cli.heads.run_train", lambda *a, **k: pytest.fail("the training ran"))
+
+
+def test_heads_train_refuses_an_out_that_holds_heads_unless_forced_before_training(tmp_path, nothing_trains):
+    out = tmp_path / "heads"
+    out.mkdir()
+    (out / "heads.safetensors").write_bytes(b"earlier heads")
+    result = train_into(out)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"spectui: error: --out {out} holds heads already: name a new folder, "
+                                     "or add --force to replace them")
+    assert (out / "heads.safetensors").read_bytes() == b"earlier heads"
+
+
+def test_heads_train_refuses_a_fifo_in_out_even_forced(tmp_path, nothing_trains):
+    import os
+
+    out = tmp_path / "heads"
+    out.mkdir()
+    os.mkfifo(out / "heads.json")
+    result = train_into(out, "--force")
+    assert result.exit_code == 2, result.output
+    assert "cannot write heads.json there (a FIFO, not a regular file)" in result.stderr
+
+
+def test_saved_heads_replace_heads_only_when_told(tmp_path, tiny_target):
+    heads = MedusaHeads(hidden_size=int(tiny_target.config.hidden_size), num_heads=2)
+    save_heads(tmp_path, "medusa", heads, fingerprint(tiny_target, "tiny"), {"steps": 1})
+    with pytest.raises(FileExistsError):
+        save_heads(tmp_path, "medusa", heads, fingerprint(tiny_target, "tiny"), {"steps": 2})
+    save_heads(tmp_path, "medusa", heads, fingerprint(tiny_target, "tiny"), {"steps": 3}, overwrite=True)
+    assert read_config(tmp_path)["training"]["steps"] == 3

@@ -97,3 +97,30 @@ def test_engine_kwargs_start_quickly_on_cpu_and_reconcile_only_when_speculating(
     assert "per_request_spec_decode_metrics" not in plain
     with pytest.raises(OptionError, match="--dtype int8"):
         engine_kwargs(EngineOptions(dtype="int8"), VllmModels("/t"), on_cpu=True)
+
+
+def test_vllm_logging_settings_are_written_safely(tmp_path, monkeypatch):
+    """The file vLLM reads its logging from goes through the one safe writer (issue 48):
+    replaced whole when it exists, and a FIFO in its place is one line, never a hang."""
+    import json
+    import os
+
+    from spectui.core.errors import UsageError
+    from spectui.engines.vllm.build import route_vllm_logs
+
+    for name in ("VLLM_LOGGING_CONFIG_PATH", "PYTHONWARNINGS"):
+        monkeypatch.delenv(name, raising=False)
+    log = tmp_path / "vllm.log"
+    settings = tmp_path / "vllm.logging.json"
+    settings.write_text("from an earlier start")
+    route_vllm_logs(log)
+    assert json.loads(settings.read_text())["handlers"]["file"]["filename"] == str(log)
+    assert os.environ["VLLM_LOGGING_CONFIG_PATH"] == str(settings)
+    settings.unlink()
+    os.mkfifo(settings)
+    reader = os.open(settings, os.O_RDONLY | os.O_NONBLOCK)  # a writer that opened it would not wait
+    try:
+        with pytest.raises(UsageError, match="a FIFO, not a regular file"):
+            route_vllm_logs(log)
+    finally:
+        os.close(reader)

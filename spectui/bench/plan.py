@@ -44,6 +44,7 @@ class BenchOptions:
     json_path: Path | None = None
     plots_dir: Path | None = None
     markdown_path: Path | None = None
+    force: bool = False  # --force: replace existing --json, --markdown and plot files
 
 
 def plan_arms(

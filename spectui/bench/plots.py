@@ -63,7 +63,7 @@ def per_position(result: BenchResult, method: str, k: int) -> dict[str, list[flo
     return series
 
 
-def write_plots(result: BenchResult, folder: Path) -> list[Path]:
+def write_plots(result: BenchResult, folder: Path, overwrite: bool = False) -> list[Path]:
     plt = pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     methods = result.settings.get("methods", [])
@@ -79,7 +79,7 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
         axes.set(xlabel="k (draft tokens per step)", ylabel="decode speedup over k=0",
                  title=f"spectui {method}: speedup vs k, per category")
         axes.legend(fontsize=8, ncol=2)
-        written.append(save(figure, folder / f"speedup_vs_k_{method}.png", plt))
+        written.append(save(figure, folder / f"speedup_vs_k_{method}.png", plt, overwrite))
 
         figure, axes = plt.subplots(figsize=(8, 5))
         for category, points in gamma_by_temperature(result, method, show_k).items():
@@ -87,7 +87,7 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
         axes.set(xlabel="temperature", ylabel="γ (draft acceptance rate)", ylim=(0, 1.05),
                  title=f"spectui {method}, k={show_k}: γ per category vs temperature")
         axes.legend(fontsize=8, ncol=2)
-        written.append(save(figure, folder / f"gamma_vs_temperature_{method}.png", plt))
+        written.append(save(figure, folder / f"gamma_vs_temperature_{method}.png", plt, overwrite))
 
         figure, axes = plt.subplots(figsize=(8, 5))
         for category, rates in per_position(result, method, show_k).items():
@@ -95,11 +95,11 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
         axes.set(xlabel="draft position", ylabel="accepted (fraction of steps that drafted it)", ylim=(0, 1.05),
                  title=f"spectui {method}, k={show_k}: acceptance per position")
         axes.legend(fontsize=8, ncol=2)
-        written.append(save(figure, folder / f"per_position_{method}.png", plt))
+        written.append(save(figure, folder / f"per_position_{method}.png", plt, overwrite))
 
         bars = adaptive_bars(result, method)
         if bars:
-            written.append(plot_adaptive_bars(plt, bars, method, folder))
+            written.append(plot_adaptive_bars(plt, bars, method, folder, overwrite))
     bars = method_bars(result)
     if len(methods) > 1 and bars:
         figure, axes = plt.subplots(figsize=(10, 5))
@@ -112,7 +112,7 @@ def write_plots(result: BenchResult, folder: Path) -> list[Path]:
         axes.set_xticks(list(range(len(names))), names, rotation=30, ha="right", fontsize=8)
         axes.set(ylabel="decode speedup over k=0", title="spectui: each drafting method at its fastest k > 0, per category")
         axes.legend(fontsize=8)
-        written.append(save(figure, folder / "methods.png", plt))
+        written.append(save(figure, folder / "methods.png", plt, overwrite))
     return written
 
 
@@ -141,14 +141,20 @@ def adaptive_bars(result: BenchResult, method: str) -> dict[str, tuple[float, fl
     return {name: (auto.best_speedup, auto.auto_speedup) for name, auto in found.items() if auto is not None}
 
 
-def save(figure, path: Path, plt) -> Path:
+def save(figure, path: Path, plt, overwrite: bool = False) -> Path:
+    """Through the safe writer: a regular file only, an existing one replaced only with `overwrite`."""
+    import io
+
+    from spectui.core.files import write_user_file
+
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    png = io.BytesIO()
+    figure.savefig(png, format="png", dpi=110)
     plt.close(figure)
-    return path
+    return write_user_file(path, png.getvalue(), overwrite=overwrite)
 
 
-def plot_adaptive_bars(plt, bars: dict, method: str, folder: Path) -> Path:
+def plot_adaptive_bars(plt, bars: dict, method: str, folder: Path, overwrite: bool = False) -> Path:
     """Adaptive k against each category's best fixed k, as paired bars."""
     figure, axes = plt.subplots(figsize=(9, 5))
     names = list(bars)
@@ -160,4 +166,4 @@ def plot_adaptive_bars(plt, bars: dict, method: str, folder: Path) -> Path:
     axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
     axes.set(ylabel="decode speedup over k=0", title=f"spectui {method}: adaptive k against the category's best fixed k")
     axes.legend(fontsize=8)
-    return save(figure, folder / f"adaptive_{method}.png", plt)
+    return save(figure, folder / f"adaptive_{method}.png", plt, overwrite)

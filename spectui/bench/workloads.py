@@ -8,14 +8,18 @@ copies its prompt (summarize, retrieval), and open sampling (creative, math).
 The conversations suite is chats: a fixed script of user turns in which a later turn
 revises an earlier reply (code edited, a schema grown, a document asked about again). The
 model's own greedy replies fill the turns between (spectui.bench.conversations writes
-them before a run); the last turns are the cases.
+them before a run); the last turns are the cases. One chat has a file attached the way the
+chat's `/file` attaches it (spectui.core.attachments): a code edit and a summary of it, the
+replies that copy what the model has seen, which suffix decoding and prompt lookup draft from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from spectui.core.attachments import Attachment, message_with, read_attachment
 from spectui.core.events import Message
 
 CATEGORIES: tuple[str, ...] = (
@@ -38,6 +42,7 @@ CONVERSATION_CATEGORIES: tuple[str, ...] = (
     "chat-code-go",
     "chat-json-schema",
     "chat-document",
+    "chat-attached-file",
 )
 ALL_CATEGORIES = CATEGORIES + CONVERSATION_CATEGORIES
 
@@ -496,9 +501,30 @@ _SCRIPTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
 }
 
 
+# The file the first screen offers to edit (shipped in the package): attached as `/file` does.
+ATTACHED_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "csv_tools.py"
+
+
+def attached_example() -> Attachment:
+    """The example file as the chat attaches it (its header, hash and fenced text)."""
+    attached = read_attachment(ATTACHED_EXAMPLE.name, cwd=ATTACHED_EXAMPLE.parent)
+    if isinstance(attached, str):  # the package is broken: its data file is missing
+        raise RuntimeError(f"the bench's attached file: {attached}")
+    return attached
+
+
+def _attached_file_turns() -> tuple[str, ...]:
+    """The file goes into the turn after its `/file` (the first), the follow-ups ask about it."""
+    return (
+        message_with([attached_example()], "What is this module for? Answer in two sentences."),
+        "Add type hints to every function, keep everything else, reply with the whole module.",
+        "Summarise the attached module: one line per function, with its name and what it returns.",
+    )
+
+
 def conversation_script(category: str) -> tuple[dict, ...]:
     """The whole chat of a category: its user turns with a None reply after each but the last."""
-    system, turns = _SCRIPTS[category]
+    system, turns = (None, _attached_file_turns()) if category == "chat-attached-file" else _SCRIPTS[category]
     messages: list[dict] = [{"role": "system", "content": system}] if system else []
     for index, turn in enumerate(turns):
         if index:
@@ -537,7 +563,7 @@ def by_category(workloads: Iterable[Workload]) -> dict[str, list[Workload]]:
 
 def suite(name: str) -> list[Workload]:
     """'quick': the first prompt of each category (10 cases); 'full': every prompt (at least 3 per
-    category); 'conversations': the last two turns of each scripted chat (10 cases)."""
+    category); 'conversations': the last two turns of each scripted chat (12 cases)."""
     if name == "full":
         return list(_FULL_SUITE)
     if name == "conversations":

@@ -147,22 +147,24 @@ def bench(
         None, "--heads", help="A folder from spectui heads train, for --methods medusa or eagle (repeatable)."
     ),
     contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --json, --markdown and --plots files."),
     settings: Given = None,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
     from dataclasses import replace
 
-    from spectui.cli.bench import check_bench_options, parse_list, run_bench_command, run_report_command
+    from spectui.cli.bench import check_bench_options, check_outputs, parse_list, run_bench_command, run_report_command
 
     methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
     temperatures = old_temperatures if old_temperatures is not None else temperatures
     try:
+        check_outputs(None if report is not None else json_path, markdown_path, force)
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
-            raise typer.Exit(run_report_command(paths, markdown_path, plots))
+            raise typer.Exit(run_report_command(paths, markdown_path, plots, force))
         bench_options = check_bench_options(suite, engines, methods, ks, anchor_k, temperatures, repeats, categories,
                                             max_tokens=settings["max_tokens"], contended=contended,
-                                            json_path=json_path, plots_dir=plots, markdown_path=markdown_path)
+                                            json_path=json_path, plots_dir=plots, markdown_path=markdown_path, force=force)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
         options = settings.engine_options(method="draft" if "draft" in bench_options.methods else "ngram", k=anchor_k)
         from spectui.bench.drafters import heads_by_method

@@ -16,7 +16,7 @@ from spectui.bench.plan import (
 from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.engine import Engine, Progress
-from spectui.core.errors import SpectuiError
+from spectui.core.errors import SpectuiError, UsageError
 from spectui.core.events import K_MAX
 from spectui.models.registry import ModelPair
 from spectui.settings.checks import OptionError, check_k_list, check_temperature_list
@@ -145,7 +145,7 @@ def run_bench_command(options: EngineOptions, models: ModelPair, bench: BenchOpt
             engine.close()
     if bench.json_path is not None:
         err.print(f"wrote {bench.json_path}")
-    report_outputs(result, bench.markdown_path, bench.plots_dir, settings["command"])
+    report_outputs(result, bench.markdown_path, bench.plots_dir, settings["command"], bench.force)
     return 0
 
 
@@ -160,8 +160,26 @@ def run_settings(bench: BenchOptions, engine: Engine, drafters: dict) -> dict:
             "command": "spectui " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
 
 
-def report_outputs(result: BenchResult, markdown_path: Path | None, plots_dir: Path | None, command: str) -> None:
-    """The rich tables, then the Markdown summary and the plots where asked."""
+def check_outputs(json_path: Path | None, markdown_path: Path | None, force: bool) -> None:
+    """--json and --markdown refused before anything loads or runs (spectui.core.files'
+    safe writer): a device, FIFO or folder always; an existing file unless --force."""
+    from spectui.core.files import WouldOverwrite, check_user_file, reason
+
+    for flag, path in (("--json", json_path), ("--markdown", markdown_path)):
+        if path is None:
+            continue
+        try:
+            check_user_file(path, overwrite=force)
+        except WouldOverwrite:
+            raise UsageError(f"{flag} {path} exists: name a new file, or add --force to replace it") from None
+        except OSError as error:
+            raise UsageError(f"{flag} {path}: cannot write it ({reason(error)})") from None
+
+
+def report_outputs(result: BenchResult, markdown_path: Path | None, plots_dir: Path | None, command: str, force: bool = False) -> None:
+    """The rich tables, then the Markdown summary and the plots where asked (check_outputs
+    passed: the Markdown file is new or --force replaces it; a plot is replaced only with --force)."""
+    from spectui.core.files import write_user_file
     from rich.console import Console
 
     from spectui.bench.llamacpp_report import markdown_section, rich_table
@@ -174,29 +192,33 @@ def report_outputs(result: BenchResult, markdown_path: Path | None, plots_dir: P
         if table is not None:
             console.print(table)
     if markdown_path is not None:
-        markdown_path.write_text(markdown(result, command) + markdown_section(result))
+        write_user_file(markdown_path, markdown(result, command) + markdown_section(result), overwrite=True)
         err.print(f"wrote {markdown_path}")
     if plots_dir is not None:
         try:
-            for path in write_plots(result, plots_dir):
+            for path in write_plots(result, plots_dir, overwrite=force):
                 err.print(f"wrote {path}")
-        except PlotsUnavailable as error:
-            err.print(f"spectui: {error}", style="yellow", markup=False)
+        except (PlotsUnavailable, OSError) as error:  # the tables and the JSON are out already
+            err.print(f"spectui: --plots {plots_dir}: {error}", style="yellow", markup=False)
 
 
-def run_report_command(paths: list[Path], markdown_path: Path | None, plots_dir: Path | None) -> int:
+def run_report_command(paths: list[Path], markdown_path: Path | None, plots_dir: Path | None, force: bool = False) -> int:
     """Tables, Markdown and plots again from saved JSON (several files: their cases together)."""
     from spectui.bench.saved import command_from_settings, load_results
 
     result = load_results(paths)
-    report_outputs(result, markdown_path, plots_dir, result.settings.get("command") or command_from_settings(result.settings))
+    command = result.settings.get("command") or command_from_settings(result.settings)
+    report_outputs(result, markdown_path, plots_dir, command, force)
     return 0
 
 
 def write_json(result: BenchResult, path: Path | None) -> None:
-    """Every number so far, rewritten after each case: a run cut short keeps its cases."""
+    """Every number so far, rewritten after each case: a run cut short keeps its cases.
+    check_outputs passed before the run: the file is new or --force replaces it."""
+    from spectui.core.files import write_user_file
+
     if path is not None:
-        path.write_text(json.dumps(result.as_dict(), indent=1))
+        write_user_file(path, json.dumps(result.as_dict(), indent=1), overwrite=True)
 
 
 def warm_up(runners: dict, arms: list[Arm], case: Case) -> None:

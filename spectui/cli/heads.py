@@ -94,6 +94,7 @@ def train_command(
         4096, "--vocab-sample", help="Softmax over the data's tokens and this many random others (0: the whole vocabulary)."
     ),
     seed: int = typer.Option(0, "--seed"),
+    force: bool = typer.Option(False, "--force", help="Replace heads already in --out."),
 ) -> None:
     """Self-distillation: the target's greedy replies to the workload prompts (and --text
     files) are cached as features once, then the heads learn them; the target stays frozen."""
@@ -103,8 +104,9 @@ def train_command(
         from spectui.models.registry import DEFAULT_TARGET, resolve
 
         target = resolve(model or DEFAULT_TARGET)  # an unknown name is one line, before anything loads
+        check_out(out, force)  # before the training, which takes minutes to hours
         run_train(target, kind, steps, out or default_out(target.name, kind), texts, suite, num_heads,
-                  max_new_tokens, learning_rate, device, seed, dtype, vocab_sample)
+                  max_new_tokens, learning_rate, device, seed, dtype, vocab_sample, overwrite=force or out is None)
     except SpectuiError as error:
         fail(error)
 
@@ -128,9 +130,26 @@ def training_progress(console: Console) -> tuple[Progress, Callable[[str, int, i
     return progress, report
 
 
+def check_out(out: Path | None, force: bool) -> None:
+    """--out's two files refused as the safe writer would refuse them: not regular files
+    always, heads already there unless --force (the cache's own folder is retrained in place)."""
+    from spectui.core.files import WouldOverwrite, check_user_file, reason
+    from spectui.heads.store import CONFIG_FILE, WEIGHTS_FILE
+
+    if out is None:
+        return
+    for name in (WEIGHTS_FILE, CONFIG_FILE):
+        try:
+            check_user_file(out / name, overwrite=force)
+        except WouldOverwrite:
+            raise UsageError(f"--out {out} holds heads already: name a new folder, or add --force to replace them") from None
+        except OSError as error:
+            raise UsageError(f"--out {out}: cannot write {name} there ({reason(error)})") from None
+
+
 def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, texts: list[Path], suite: str, num_heads: int,
               max_new_tokens: int, learning_rate: float, device: str, seed: int, dtype: str = "auto",
-              vocab_sample: int = 0) -> None:
+              vocab_sample: int = 0, overwrite: bool = False) -> None:
     import torch
     from rich.console import Console
 
@@ -177,7 +196,7 @@ def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, tex
         loss_of = train.loss_function(kind, heads, target, vocab_sample, examples)
         record = train.train_heads(heads, loss_of, examples, steps, learning_rate, seed, report)
     record.update(suite=suite, reply_dtype=reply_dtype, vocab_sample=vocab_sample)
-    folder = save_heads(out, kind, heads, fingerprint(target, name), record)
+    folder = save_heads(out, kind, heads, fingerprint(target, name), record, overwrite=overwrite)
     err.print(
         f"{kind} heads for {name}: loss {record['loss_before']:.3f} → {record['loss_after']:.3f} "
         f"in {record['seconds']:.0f} s on {record['sequences']} sequences ({record['tokens']:,} tokens): {folder}"

@@ -142,6 +142,16 @@ def write_user_file(path: Path | str, data: bytes | str, *, overwrite: bool = Fa
     return target
 
 
+def check_user_file(path: Path | str, *, overwrite: bool = False) -> Path:
+    """What write_user_file would refuse, found before the work that makes the data (a bench
+    run of an hour): NotAFile, or WouldOverwrite for an existing file unless `overwrite`.
+    Only stat: nothing is opened or written. Returns the path a write would go to."""
+    target, existing = _writable_target(Path(path).expanduser())
+    if existing is not None and not overwrite:
+        raise WouldOverwrite(path)
+    return target
+
+
 def _writable_target(path: Path) -> tuple[Path, os.stat_result | None]:
     """The path to write (a link's target) and its stat if a regular file is there, else
     NotAFile for anything that is not a regular file. Only stat: nothing is opened."""

@@ -69,6 +69,12 @@ def write_slots(control: Control, values) -> None:
     values[CANCELLED] = float(control.cancelled)
 
 
+def ready_reply(engine) -> tuple:
+    """What the parent learns of the loaded engine: its info, its context, and the v(k) slope
+    it timed here (ggml at load), which the parent cannot read otherwise (the first screen's cost)."""
+    return ("ready", engine.info, engine.context_length, engine.measured_verify_slope)
+
+
 def serve(connection, values, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
     import signal
@@ -97,7 +103,7 @@ def serve(connection, values, build: Build) -> None:
             variants[method] = engine.with_method(method)
         return variants[method]
 
-    connection.send(("ready", engine.info, engine.context_length))
+    connection.send(ready_reply(engine))
     control: LiveControl = SharedControl(values)  # the checker holds it to what engines read
     settled = False
     while True:
@@ -221,6 +227,7 @@ class ProcessEngine(Engine):
                     progress(*reply[1:])
             elif reply[0] == "ready":
                 self.info, self._context_length = process_info(reply[1]), reply[2]
+                self.measured_verify_slope = reply[3]
                 return
             else:
                 self._stop()
@@ -339,6 +346,7 @@ class MethodView(Engine):
     def __init__(self, base: ProcessEngine, info: EngineInfo) -> None:
         self._base = base
         self.info = info
+        self.measured_verify_slope = base.measured_verify_slope  # one target: one v(k)
 
     @property
     def context_length(self) -> int | None:

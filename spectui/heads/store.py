@@ -16,7 +16,7 @@ import torch
 
 from spectui.core import json_text
 from spectui.core.errors import ModelError
-from spectui.core.files import SETTINGS_FILE_LIMIT, read_capped_text
+from spectui.core.files import SETTINGS_FILE_LIMIT, read_capped_text, write_user_file
 from spectui.heads.lm import input_dtype
 
 KINDS = ("medusa", "eagle")
@@ -81,15 +81,18 @@ def build_heads(kind: str, sizes: dict) -> torch.nn.Module:
     raise ModelError(f"unknown kind of heads {kind!r}: expected one of {', '.join(KINDS)}")
 
 
-def save_heads(folder: Path, kind: str, heads: torch.nn.Module, target: dict, training: dict) -> Path:
-    from safetensors.torch import save_file
+def save_heads(folder: Path, kind: str, heads: torch.nn.Module, target: dict, training: dict,
+               overwrite: bool = False) -> Path:
+    """Both files through the one safe writer: regular files only, heads already there
+    replaced only with `overwrite` (`heads train --force`, or the cache's own folder)."""
+    from safetensors.torch import save
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {name: tensor.detach().float().cpu().contiguous() for name, tensor in heads.state_dict().items()}
-    save_file(tensors, str(folder / WEIGHTS_FILE))
+    write_user_file(folder / WEIGHTS_FILE, save(tensors), overwrite=overwrite)
     config = {"format": FORMAT_VERSION, "kind": kind, "sizes": heads.sizes(), "target": target, "training": training}
-    (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    write_user_file(folder / CONFIG_FILE, json.dumps(config, indent=2) + "\n", overwrite=overwrite)
     return folder
 
 

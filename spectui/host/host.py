@@ -154,7 +154,7 @@ class EngineHost:
             self.engine_k = own_k
             self.live.update(k=own_k)  # a server's k is its own: show that one
         note = ready_note(self.label, seconds, restarted_k, own_k, swapped_to)
-        self.mail.tell(EngineReady(engine, seconds, note, swapped_to))
+        self.mail.tell(EngineReady(engine, seconds, note, swapped_to, engine.measured_verify_slope))
         if self.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:

@@ -29,6 +29,9 @@ class EngineReady:
     seconds: float
     restart_note: str | None = None  # set when this was a k restart: how it went
     swapped_to: str | None = None  # set when this engine replaced another (the model screen's choice)
+    # v(k)'s slope as the engine timed it on this machine (Engine.measured_verify_slope, across
+    # the engine process too); None: not measured. The first screen says the "watch it" cost.
+    verify_slope: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,12 +61,14 @@ class _Write:
     kwargs: dict = field(default_factory=dict)
     result: RowId | None = None
     turn: dict | None = None  # what a person typed or read, for the file of unsaved turns
+    done: Callable[[], None] | None = None  # called on the writing thread once it ran or failed
 
 
 class HistoryQueue:
-    """Store's writing methods, queued for one thread; its reading methods (and rename,
-    delete) go straight to `store` on the calling thread (WAL: a reader never waits on a
-    writer). `writer`: the connection the thread writes with (default: a second one)."""
+    """Store's writing methods, queued for one thread (the history screen's rename and
+    delete too); its reading methods go straight to `store` on the calling thread (WAL: a
+    reader never waits on a writer). `writer`: the connection the thread writes with
+    (default: a second one)."""
 
     def __init__(self, store: Store, writer: Store | None = None, step_limit: int = STEP_LIMIT) -> None:
         self.store = store
@@ -112,6 +115,17 @@ class HistoryQueue:
 
     def set_setting(self, key: str, value: str) -> None:
         self._put(_Write("set_setting", (key, value)))
+
+    # the history screen's changes: behind the chat's writes; `done` (on the writing thread,
+    # so it must be thread-safe: a posted message) lets the screen list again once it ran
+
+    def rename_conversation(self, conversation_id: int, title: str, done: Callable[[], None] | None = None) -> None:
+        turn = {"conversation": conversation_id, "change": "rename", "title": title}
+        self._put(_Write("rename_conversation", (conversation_id, title), turn=turn, done=done))
+
+    def delete_conversation(self, conversation_id: int, done: Callable[[], None] | None = None) -> None:
+        turn = {"conversation": conversation_id, "change": "delete"}
+        self._put(_Write("delete_conversation", (conversation_id,), turn=turn, done=done))
 
     # what the UI asks
 
@@ -175,6 +189,8 @@ class HistoryQueue:
                 self._steps_pending -= write.method == "add_step"
                 self._busy_since = None
                 self._changed.notify_all()
+            if write.done is not None:
+                write.done()
         if writer is not None and writer is not self.store:
             writer.close()
 
@@ -194,6 +210,8 @@ class HistoryQueue:
     def _dump(self, left_over: list[_Write]) -> str:
         turns = [_plain(write.turn) for write in left_over if write.turn is not None]
         said = sum(bool(turn.get("content")) for turn in turns)  # a message, a reply's end
+        changes = sum("change" in turn for turn in turns)  # a rename, a delete
+        what = f"{said} turn(s)" + (f" and {changes} rename/delete(s)" if changes else "")
         if not turns:
             steps = sum(write.method == "add_step" for write in left_over)
             return f"{steps} step(s) of the last reply not saved: the history stayed locked by another process"
@@ -202,8 +220,8 @@ class HistoryQueue:
         try:
             write_user_file(target, json.dumps(record, ensure_ascii=False, indent=1, default=str) + "\n")
         except OSError as error:
-            return f"{said} turn(s) not saved: the history stayed locked, and {target} could not be written ({error})"
-        return f"{said} turn(s) not saved to the history (it stayed locked by another process): they are in {target}"
+            return f"{what} not saved: the history stayed locked, and {target} could not be written ({error})"
+        return f"{what} not saved to the history (it stayed locked by another process): they are in {target}"
 
 
 def _plain(turn: dict) -> dict:

@@ -184,7 +184,8 @@ class SpectuiApp(App):
             self.notify("History is off (no store).")
         elif not isinstance(self.screen, HistoryScreen):
             open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
-            self.push_screen(HistoryScreen(self.store, self.export_dir, open_id), self._open_conversation)
+            screen = HistoryScreen(self.store, self.export_dir, open_id, writes=self.history)
+            self.push_screen(screen, self._open_conversation)
 
     def export_conversation(self, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
         """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""

@@ -3,7 +3,6 @@ first screen's "watch it" k costs on this machine. Plain functions, no Textual."
 
 from __future__ import annotations
 
-from spectui.core.engine import Engine
 from spectui.core.events import NOTHING_TO_COPY
 from spectui.tui.session import PanelData
 
@@ -55,8 +54,3 @@ def k_zero_words(data: PanelData, engine_slope: float | None = None) -> list[str
         why = "k 0: drafting costs more than it saves here" + "".join(f"; {fact}" for fact in facts) + "."
     return [why, WHAT_PAYS]
 
-
-def engine_slope(engine: Engine | None) -> float | None:
-    """The engine's own v(k) slope, timed on this machine, if it has one (ggml does)."""
-    slope = getattr(engine, "measured_verify_slope", None)
-    return float(slope) if isinstance(slope, (int, float)) and not isinstance(slope, bool) else None

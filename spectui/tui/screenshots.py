@@ -29,9 +29,9 @@ if TYPE_CHECKING:  # loaded when the pictures are taken
 
 SIZE = (120, 34)
 PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
-# For a real model: a reply with code blocks, after a first reply (not shown) that warms the
-# engine up, so the numbers on screen are a running engine's.
-REAL_PROMPTS = ("Write a Python function that returns the squares of a list of numbers.",)
+# For a real model: the first screen's file edit (the reply copies an attached module, where
+# speculation pays), after a first reply (not shown) that warms the engine up, so the numbers
+# on screen are a running engine's.
 WARM_UP = "Say hello."
 SCREENS = ("chat", "compare", "help", "history")
 FIRST_THEME_ONLY = ("markdown", "adaptive")
@@ -142,7 +142,7 @@ def take_screenshots(
     """Write <screen>-<theme>.svg (+ .png) into `out`; returns the files written.
 
     engine_factory: a real engine's build (its pictures are <screen>-real-<theme>, with its
-    own memory reading and REAL_PROMPTS); None: the scripted engine. screens: which of
+    own memory reading and real_prompts()); None: the scripted engine. screens: which of
     SCREENS + FIRST_THEME_ONLY (default: all; markdown and adaptive in the first theme)."""
     from spectui.engines.scripted import scripted_engine_factory
     from spectui.host.host import EngineHost
@@ -168,7 +168,7 @@ def take_screenshots(
                               memory_probe=None if real else fixed_memory)
             app = SpectuiApp(host, theme_config, store, themes=available, cursor_blink=False)
             if real:
-                written += asyncio.run(_shoot(app, name, out, wanted, REAL_PROMPTS, "real", WARM_UP, ghosts=False))
+                written += asyncio.run(_shoot(app, name, out, wanted, real_prompts(), "real", WARM_UP, ghosts=False))
             else:
                 written += asyncio.run(_shoot(app, name, out, wanted))
             store.close()
@@ -177,6 +177,12 @@ def take_screenshots(
         if png is not None:
             written.append(png)
     return written
+
+
+def real_prompts() -> tuple[str, ...]:
+    from spectui.tui.widgets.first_screen import suggestions
+
+    return (suggestions()[0].text,)
 
 
 def png_converter() -> str | None:

@@ -133,3 +133,22 @@ async def test_adaptive_k_at_0_says_why_in_words_and_what_would_pay(make_app):
         words = " ".join(chat.stats_panel.plain.split())
         assert "k 0: drafting costs more than it saves here; a verify of 5 costs 2.7 steps here." in words
         assert "What pays:" in words
+
+
+def build_timed_engine(progress=None) -> StepsEngine:
+    """A fake engine that timed v(k) as ggml does at load, built in the engine process."""
+    engine = StepsEngine([])
+    engine.measured_verify_slope = 0.425
+    return engine
+
+
+async def test_the_watch_it_cost_crosses_from_the_engine_process(make_app):
+    """The chat runs its engine in a process of its own: the slope it timed there once never
+    reached the card, which said "cost not yet measured" beside every ggml model."""
+    from spectui.engines.process import ProcessEngine
+
+    app = make_app(lambda progress: ProcessEngine(build_timed_engine, progress), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "2.7" in watch_line(app))
+        assert "watch it at k 4: a verify of 5 costs 2.7 steps here" in watch_line(app)

@@ -104,6 +104,7 @@ class LlamaCppEngine(EmbeddedEngine):
 
     # Batch-invariant kernels (lib.LlamaModel) in verify pieces of proven width: T = 0 is identical.
     declared = replace(CAPABILITIES, greedy_identical=True)
+    _freed = False  # close() ran: the models' llama.cpp memory is gone
 
     def cached(self, target_model):
         from spectui.engines.llamacpp.lib import cached_invariant_rows
@@ -139,6 +140,9 @@ class LlamaCppEngine(EmbeddedEngine):
             draft.draft.model.set_threads(threads)
 
     def close(self) -> None:
+        if self._freed:  # a second close would clear a freed llama.cpp context: a segfault
+            return
+        self._freed = True
         super().close()
         self.target.model.close()
         draft = self._proposers.get("draft")

@@ -9,6 +9,7 @@ from pathlib import Path
 from spectui.core.engine import EngineInfo, Kernels, package_version
 from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
 from spectui.core.errors import UsageError
+from spectui.core.files import reason, write_user_file
 from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
 
@@ -70,7 +71,10 @@ def route_vllm_logs(path: Path) -> None:
         "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
     }
     config_file = path.with_suffix(".logging.json")
-    config_file.write_text(json.dumps(config), encoding="utf-8")
+    try:  # the one safe writer: replaced whole, and never a FIFO or a device left in its place
+        write_user_file(config_file, json.dumps(config), overwrite=True)
+    except OSError as error:
+        raise UsageError(f"cannot write vLLM's logging settings {config_file}: {reason(error)}") from None
     os.environ.setdefault("VLLM_LOGGING_CONFIG_PATH", str(config_file))
     os.environ.setdefault("PYTHONWARNINGS", "ignore")  # the engine processes' library warnings
 

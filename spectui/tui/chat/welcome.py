@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spectui.tui.k_words import engine_slope, measured_slope, verify_words
+from spectui.tui.k_words import measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
 
 if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
@@ -30,7 +30,7 @@ class Welcome:
 
     def cost(self) -> str:
         """What the watch-it k costs here: a verify of k + 1, as measured, or that it is not yet."""
-        slope = measured_slope(self.screen.stats_panel.data, engine_slope(self.screen.host.engine))
+        slope = measured_slope(self.screen.stats_panel.data, self.screen.verify_slope)
         return verify_words(WATCH_K, slope)
 
     def engine_ready(self) -> None:

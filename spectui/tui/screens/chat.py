@@ -36,7 +36,6 @@ from spectui.tui.chat.turns import Turns
 from spectui.tui.chat.welcome import Welcome
 from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.k_words import engine_slope
 from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
 from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
@@ -69,14 +68,14 @@ class ChatScreen(Screen):
     def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None = None, *, conversation: Conversation | None = None,
                  compare_prompt: str | None = None, cursor_blink: bool = True) -> None:
         super().__init__()
-        self.host, self.config = host, config
+        self.host, self.config, self._resume = host, config, conversation
         self.show_ghosts, self.markdown = config.ghosts, False
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
         self.compare_after_reply: list[Message] | None = None  # F4 during a reply: the view opens once it ends
         self.session = SessionTracker()
         self.last_reply: ReplyTracker | None = None
+        self.verify_slope: float | None = None  # v(k)'s slope the engine timed here (EngineReady)
         self.config_switching_to: ChatConfig | None = None  # the model screen's choice, while its engine loads
-        self._resume = conversation
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
@@ -129,7 +128,7 @@ class ChatScreen(Screen):
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
         self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported), engine_slope(self.host.engine))
+                                    reported), self.verify_slope)
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
@@ -164,6 +163,7 @@ class ChatScreen(Screen):
         collect_between_replies()
         if event.swapped_to is not None and self.config_switching_to is not None:
             self.config, self.config_switching_to = self.config_switching_to, None
+        self.verify_slope = event.verify_slope
         self.send_waiting()
         self.welcome.engine_ready()
         if event.restart_note is None and self.compare_prompt is not None:

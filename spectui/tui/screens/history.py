@@ -1,7 +1,9 @@
 """History: past conversations, filtered as you type by a search over all of them.
 
 Enter opens one, E exports it (Markdown, JSON and the trace JSONL, into the data folder or a
-folder typed in its place), R renames, D deletes (after a yes).
+folder typed in its place), R renames, D deletes (after a yes). Renames and deletes go through
+the chat's history queue (spectui.store.write_queue): a lock another process holds never
+freezes the screen; the list is drawn again once the change is written.
 Titles and snippets come from models and files: shown through safe_line, as Text, never markup.
 """
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
@@ -22,7 +25,7 @@ from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.core.safe_text import escaped_json
-from spectui.store import ConversationSummary, SearchHit, Store, export_json, export_markdown, export_trace_jsonl
+from spectui.store import ConversationSummary, HistoryQueue, SearchHit, Store, export_json, export_markdown, export_trace_jsonl
 from spectui.tui.widgets.safe_fields import SafeInput
 
 MATCH_STYLE = "bold reverse"
@@ -60,9 +63,19 @@ def snippet_text(hit: SearchHit) -> Text:
     return Text.assemble(*((safe_line(part), MATCH_STYLE if matched else "") for part, matched in hit.snippet))
 
 
+class HistoryWritten(Message):
+    """A queued rename or delete ran (or failed, said by the app's HistoryWatch): list again."""
+
+    def __init__(self, keep: int | None) -> None:
+        super().__init__()
+        self.keep = keep
+
+
 class HistoryScreen(Screen):
     """Dismissed with the id of the conversation to open in the chat, or None.
-    open_id: the conversation the chat is writing to, which cannot be deleted from under it."""
+    open_id: the conversation the chat is writing to, which cannot be deleted from under it.
+    writes: the chat's history queue, which renames and deletes go through (none: `store`
+    writes them at once, for a store no chat writes to)."""
 
     BINDINGS = [
         Binding("escape", "back", "back"),
@@ -82,9 +95,11 @@ class HistoryScreen(Screen):
     HistoryScreen #empty { padding: 1 2; color: $text-muted; }
     """
 
-    def __init__(self, store: Store, export_dir: Path, open_id: int | None = None) -> None:
+    def __init__(self, store: Store, export_dir: Path, open_id: int | None = None,
+                 writes: HistoryQueue | None = None) -> None:
         super().__init__()
         self.store = store
+        self.writes = writes
         self.export_dir = export_dir
         self.open_id = open_id
         self.shown: dict[int, ConversationSummary] = {}  # by id, as listed
@@ -204,7 +219,7 @@ class HistoryScreen(Screen):
         def rename(title: str | None) -> None:
             if title is None or not title.strip():
                 return  # Esc, or nothing typed: the title stays
-            self._change(lambda: self.store.rename_conversation(conversation_id, title), keep=conversation_id)
+            self._change("rename_conversation", (conversation_id, title), keep=conversation_id)
 
         self.app.push_screen(RenameDialog(self.shown[conversation_id].title), rename)
 
@@ -224,7 +239,7 @@ class HistoryScreen(Screen):
 
         def delete(confirmed: bool | None) -> None:
             if confirmed:
-                self._change(lambda: self.store.delete_conversation(conversation_id), keep=self._neighbour(conversation_id))
+                self._change("delete_conversation", (conversation_id,), keep=self._neighbour(conversation_id))
 
         self.app.push_screen(DeleteDialog(question), delete)
 
@@ -235,12 +250,19 @@ class HistoryScreen(Screen):
         rest = ids[index + 1 :] or ids[:index][-1:]
         return rest[0] if rest else None
 
-    def _change(self, change, keep: int | None) -> None:
+    def _change(self, method: str, args: tuple, keep: int | None) -> None:
+        """Queued behind the chat's writes (listed again when it ran); without a queue, now."""
+        if self.writes is not None:
+            getattr(self.writes, method)(*args, done=lambda: self.post_message(HistoryWritten(keep)))
+            return
         try:
-            change()
+            getattr(self.store, method)(*args)
         except SpectuiError as error:
             self.notify(one_line(error), severity="error")
         self.show_matches(self.search_box.value, keep=keep)
+
+    def on_history_written(self, message: HistoryWritten) -> None:
+        self.show_matches(self.search_box.value, keep=message.keep)
 
 
 class RenameDialog(ModalScreen[str | None]):
