@@ -115,9 +115,9 @@ def device_of(*modules):
 def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
     from spectui.engines.embedded.suffix import SuffixProposer
-    from spectui.engines.llamacpp.build import check_same_tokens
-    from spectui.engines.llamacpp.engine import LlamaCached, llama_draft_proposer
-    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.engines.ggml.build import check_same_tokens
+    from spectui.engines.ggml.engine import LlamaCached, llama_draft_proposer
+    from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}

@@ -8,7 +8,7 @@ the draft drafts greedily, at most k tokens and none after one it gives less tha
 they equal its own token (its argmax at T = 0, its own draw at T > 0: a point-mass rule,
 which leaves the target's distribution as it is). libllama has no speculative API of its
 own (that code lives in llama.cpp's `common`, not in the library), so the loop is this
-module's, on libllama's batch decode and KV rollback (spectui.engines.llamacpp.lib).
+module's, on libllama's batch decode and KV rollback (spectui.engines.ggml.lib).
 
 Numpy is imported where a reply runs: planning a bench stays stdlib only.
 """
@@ -175,7 +175,7 @@ class LlamaCppRunner:
     def __init__(self, prompt_ids: Callable[[Sequence[Message]], list[int]], stop_ids: set[int],
                  target_gguf: Path, draft_gguf: Path | None, threads: int | None = None) -> None:
         from spectui.bench.drafters import resident_bytes
-        from spectui.engines.llamacpp.lib import LlamaModel
+        from spectui.engines.ggml.lib import LlamaModel
 
         self.prompt_ids = prompt_ids
         self.stop_ids = set(stop_ids)

@@ -39,7 +39,7 @@ def build_runners(options: EngineOptions, models: ModelPair, runner_names, metho
     from spectui.measure.run import settle_before_timing
 
     from spectui.bench.drafters import add_ggml_drafters
-    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
+    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
     # transformers' generate and trained heads need torch's models

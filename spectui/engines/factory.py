@@ -79,7 +79,7 @@ def _build(options: EngineOptions, models: ModelPair | None, progress):
 
         return build_vllm_engine(options, models, progress=progress)
     from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
+    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
 
     backend = chosen_backend(options, models)
     if backend.name == "ggml":

@@ -90,7 +90,7 @@ class LlamaCppEngine(EmbeddedEngine):
     declared = replace(CAPABILITIES, greedy_identical=True)
 
     def cached(self, target_model):
-        from spectui.engines.llamacpp.lib import cached_invariant_rows
+        from spectui.engines.ggml.lib import cached_invariant_rows
 
         shape = cached_invariant_rows(target_model)
         self.verify_slope = self.measured_verify_slope = shape.slope

@@ -9,14 +9,14 @@ from pathlib import Path
 from spectui.core.engine import EngineInfo, Kernels
 
 
-def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
+def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
                           threads: int | None = None, target_name: str = "", draft_name: str | None = None,
                           lookup: tuple[int, int] | None = None, history_drafting: bool = False):
     """An engine whose target (and draft, for method "draft") run on llama.cpp. The models load
     side by side: libllama's calls release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from spectui.engines.llamacpp.lib import LlamaModel, library, library_version
+    from spectui.engines.ggml.lib import LlamaModel, library, library_version
 
     if method == "draft" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
@@ -37,7 +37,7 @@ def build_llamacpp_engine(target_gguf: Path, tokenizer, method: str = "ngram", d
     target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
     from spectui.engines.embedded.proposers import NgramProposer
     from spectui.engines.embedded.suffix_history import suffix_proposer
-    from spectui.engines.llamacpp.engine import LlamaCached, LlamaCppEngine, llama_draft_proposer
+    from spectui.engines.ggml.engine import LlamaCached, LlamaCppEngine, llama_draft_proposer
 
     if draft_model is not None:
         proposer = llama_draft_proposer(LlamaCached(draft_model), target.vocab_size)

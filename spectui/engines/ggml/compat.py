@@ -156,7 +156,7 @@ def loadable_library_dir(package_dir: Path, cache_dir: Path) -> Path:
     """The folder to load libllama from: the package's own, or on an older glibc a patched
     copy of its libraries under cache_dir: made once, checked against its record at each start
     (rebuilt when it does not match) and loaded once in a child before this process maps it."""
-    from spectui.engines.llamacpp.library_copy import LibraryCopyError, copy_problem, probe_problem
+    from spectui.engines.ggml.library_copy import LibraryCopyError, copy_problem, probe_problem
 
     libraries = sorted(path for path in package_dir.iterdir() if ".so" in path.name and path.is_file())
     sources = {path.name: path.read_bytes() for path in libraries}
@@ -176,7 +176,7 @@ def loadable_library_dir(package_dir: Path, cache_dir: Path) -> Path:
 
 
 def _make_copy(cache_dir: Path, sources: dict[str, bytes]) -> None:
-    from spectui.engines.llamacpp.library_copy import LibraryCopyError, copy_problem, write_copy
+    from spectui.engines.ggml.library_copy import LibraryCopyError, copy_problem, write_copy
 
     def patched(data: bytes) -> bytes:
         return patch_c23_imports(data) if needs_c23_glibc(data) else data

@@ -45,7 +45,7 @@ def library():
             from llama_cpp_py_sync import __version__
             from llama_cpp_py_sync._cffi_bindings import ffi
 
-            from spectui.engines.llamacpp.compat import loadable_library_dir
+            from spectui.engines.ggml.compat import loadable_library_dir
             from spectui.models.registry import cache_dir
 
             folder = loadable_library_dir(package_dir(), cache_dir() / "llamacpp" / f"lib-{__version__}")

@@ -55,14 +55,14 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
 
         if cuda_present():
             return "a CUDA device is present"
-    from spectui.engines.llamacpp.lib import library_problem
+    from spectui.engines.ggml.lib import library_problem
 
     return library_problem()
 
 
 def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
     from spectui.engines.embedded.build import plain_stand_in
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import loading_marker, local_gguf, tokenizer_folder
     from spectui.models.tokenizer_json import JsonTokenizer
@@ -80,7 +80,7 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
         check_same_tokens(target_name, target_tokenizer, draft_name, tokenizer_folder(draft, draft_gguf, report))
     for_model(report, target_name)("load", 0, 1)
     with loading_marker(models.target), loading_marker(models.draft_model()) if draft_gguf else nullcontext():
-        engine = build_llamacpp_engine(
+        engine = load_ggml_engine(
             target_gguf, JsonTokenizer(target_tokenizer), options.method, draft_gguf,
             target_name=target_name, draft_name=draft_name,
             lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
