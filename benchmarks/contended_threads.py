@@ -49,7 +49,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
     import torch
 
     from spectui.core.events import Control, Done, GenerationParams, Prefill
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
     if os.environ.get("SPECTUI_BENCH_THREADS"):

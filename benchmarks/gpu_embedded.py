@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spectui.core.engine import EngineInfo  # noqa: E402
 from spectui.core.events import Control, GenerationParams, Step  # noqa: E402
-from spectui.engines.embedded.engine import EmbeddedEngine  # noqa: E402
-from spectui.engines.embedded.proposers import DraftModelProposer  # noqa: E402
-from spectui.engines.embedded.static_kv import static_kv_wanted, use_static_caches  # noqa: E402
-from spectui.engines.embedded.suffix_history import suffix_proposer  # noqa: E402
+from spectui.engines.speculative.engine import EmbeddedEngine  # noqa: E402
+from spectui.engines.speculative.proposers import DraftModelProposer  # noqa: E402
+from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches  # noqa: E402
+from spectui.engines.speculative.suffix_history import suffix_proposer  # noqa: E402
 
 LLAMA3 = dict(rope_theta=500000.0, rms_norm_eps=1e-5, hidden_act="silu", max_position_embeddings=8192)
 SHAPES = {

@@ -105,7 +105,7 @@ def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threa
 
 def spectui_plain(model: str, tokens: int) -> float:
     from spectui.core.events import Control, Done, GenerationParams, Prefill
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
     from spectui.models.registry import resolve_pair

@@ -167,7 +167,7 @@ def test_an_accepted_probe_is_followed_by_another_at_once():
 def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
     """An embedded engine on the tiny models, and tokens(control) -> (token ids, steps) of one reply."""
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.speculative.engine import EmbeddedEngine
 
     info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu")
     engine = EmbeddedEngine(target, tokenizer, proposer, info)
@@ -182,7 +182,7 @@ def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
 
 
 def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.speculative.proposers import DraftModelProposer
 
     engine, tokens = tiny_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), "def add(a, b):", 60)
 
@@ -215,7 +215,7 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
 
 
 def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_target, tiny_tokenizer):
-    from spectui.engines.embedded.proposers import NgramProposer
+    from spectui.engines.speculative.proposers import NgramProposer
 
     # a prompt that repeats itself: the reply has n-grams to copy, of several lengths
     _, tokens = tiny_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 4), "a b c d e f a b c d e f a b c d e f a b", 48)
@@ -326,8 +326,8 @@ def test_the_confidence_floor_is_where_one_more_draft_stops_paying():
 def test_a_draft_model_stops_where_its_chain_of_drafts_gets_unsure(tiny_target, tiny_draft, tiny_tokenizer):
     import torch
 
-    from spectui.engines.embedded.kv import CachedModel
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.kv import CachedModel
+    from spectui.engines.speculative.proposers import DraftModelProposer
 
     prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
     full = DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None).drafted

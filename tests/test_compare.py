@@ -192,8 +192,8 @@ def test_sweep_on_a_virtual_clock_finds_the_best_k():
 
 @pytest.fixture(scope="module")
 def tiny_engines(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
 
     def engine(proposer):
         info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
@@ -223,8 +223,8 @@ def test_tiny_models_compare_identical_at_t0(tiny_engines, method, k):
 
 
 def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import Proposer
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.speculative.proposers import Proposer
 
     class RefusingProposer(Proposer):
         method = "draft"
@@ -354,7 +354,7 @@ def test_cli_unknown_model_is_one_line():
 
 def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     """A broken engine whose baseline differs at token 5: the table says so, exit code 1."""
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     monkeypatch.setattr(build, "build_embedded_engine", lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5))
     result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
@@ -367,7 +367,7 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
 def test_cli_reports_where_kernels_that_promise_nothing_left_the_plain_path(monkeypatch):
     """bf16 and other kernels that do not promise identity: the near-tie is reported with its
     position, both tokens and the plain path's top-two gap there, and it is not an error."""
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     monkeypatch.setattr(build, "build_embedded_engine",
                         lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5, promised=False))
@@ -395,7 +395,7 @@ def smollm2_or_skip() -> None:
 @pytest.mark.parametrize("method", ["draft", "ngram"])
 def test_smollm2_compare_is_identical_at_t0(method):
     smollm2_or_skip()
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
@@ -417,8 +417,8 @@ def test_smollm2_compare_is_identical_at_t0(method):
 
 
 def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
     from spectui.core.errors import UsageError
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))

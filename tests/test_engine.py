@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer, Proposal, Proposer
+from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer, Proposal, Proposer
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.measure.run import run_reply
 from spectui.core.stats import per_position_acceptance
@@ -258,7 +258,7 @@ def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, prop
 
 def test_plain_decoding_of_a_model_without_a_preset_draft_needs_no_draft(tiny_target, tiny_tokenizer, monkeypatch):
     # `generate -m smollm2-135m -k 0` decodes; with k 4 it asks for a draft, as before.
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.core.errors import UsageError
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions

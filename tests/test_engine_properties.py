@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from spectui.core.events import Control, Done, GenerationParams, Source
 from spectui.core.record import reply_record, step_from_record, step_record
 from spectui.core.stats import summarize
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
 from test_engine import PROMPTS, greedy_reference, make_engine
 
 MAX_TOKENS = 40

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
 from spectui.core.events import Control, GenerationParams, Source, Step
 
 pytestmark = pytest.mark.real_weights
@@ -70,7 +70,7 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
 
 def test_default_pair_greedy_speculation_is_token_identical():
     """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate --method draft --backend torch` builds them."""
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

@@ -246,8 +246,8 @@ def test_sampled_replies_on_ggml_follow_the_targets_distribution(tiny_pair, tiny
 
 @pytest.mark.slow
 def test_the_statistic_rejects_a_rule_that_keeps_every_draft(tiny_pair, tiny_tokenizer, monkeypatch):
-    from spectui.engines.embedded import loop
-    from spectui.engines.embedded.verify import Verdict
+    from spectui.engines.speculative import loop
+    from spectui.engines.speculative.verify import Verdict
 
     def keep_every_draft(drafted, p_target, p_draft, generator):
         return Verdict(len(drafted), int(drafted[-1]), loop.Source.BONUS)

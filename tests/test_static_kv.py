@@ -8,12 +8,12 @@ import torch
 
 from spectui.core.engine import EngineInfo
 from spectui.core.events import Control, GenerationParams, Step
-from spectui.engines.embedded import cuda_graphs
-from spectui.engines.embedded.cuda_graphs import WidthGraphs, graphs_unavailable
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-from spectui.engines.embedded.static_kv import StaticCachedModel, static_kv_wanted, use_static_caches
+from spectui.engines.torch_backend import cuda_graphs
+from spectui.engines.torch_backend.cuda_graphs import WidthGraphs, graphs_unavailable
+from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.torch_backend.kv import CachedModel
+from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.torch_backend.static_kv import StaticCachedModel, static_kv_wanted, use_static_caches
 
 # (token_ids, num_rows) as the loop asks them: a prompt, plain steps, a verify of 4 drafts,
 # a rollback that keeps two of them, a draft model catching up two tokens.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposer
 
 
 def make_tiny_model(vocab_size: int, seed: int, layers: int = 2):
@@ -108,8 +108,8 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
     process calls this by name). gate: a semaphore every drafting step waits on (GatedProposer).
     settling: (gate, log) for an engine with settling work to do (GatedSettling)."""
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.speculative.proposers import DraftModelProposer
     from spectui.core.errors import ModelError
 
     if progress is not None:
@@ -133,7 +133,7 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
 
 
 def gated_settling_class():
-    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.speculative.engine import EmbeddedEngine
 
     class GatedSettling(EmbeddedEngine):
         """The tiny engine with SETTLE_JOINS pieces of settling work (as the int8 joins), each
@@ -165,8 +165,8 @@ def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int 
     import torch
 
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.head_proposers import head_proposer
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.torch_backend.head_proposers import head_proposer
     from spectui.heads.train import new_heads
 
     tokenizer = make_tiny_tokenizer()

@@ -114,7 +114,7 @@ def device_of(*modules):
 
 def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.build import check_same_tokens
     from spectui.engines.ggml.engine import LlamaCached, llama_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
@@ -144,8 +144,8 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=No
 
 def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path], progress=None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
-    from spectui.engines.embedded.build import load_draft_proposer, load_heads_proposer
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.torch_backend.build import load_draft_proposer, load_heads_proposer
+    from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.heads.store import read_config
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}

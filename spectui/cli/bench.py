@@ -34,7 +34,7 @@ def build_runners(options: EngineOptions, models: ModelPair, runner_names, metho
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters
     from spectui.bench.runners import TransformersRunner, run_engine
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.load import check_same_vocab
     from spectui.measure.run import settle_before_timing
 

@@ -78,7 +78,7 @@ def _build(options: EngineOptions, models: ModelPair | None, progress):
         from spectui.engines.vllm.build import build_vllm_engine
 
         return build_vllm_engine(options, models, progress=progress)
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
 
     backend = chosen_backend(options, models)

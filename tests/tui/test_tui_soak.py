@@ -13,8 +13,8 @@ import pytest
 
 from spectui.settings.config import ChatConfig
 from spectui.core.engine import Capabilities, EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer
+from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.speculative.proposers import DraftModelProposer
 from spectui.tui.widgets.conversation import ReplyView
 
 from fake_engines import RecordingEngine

@@ -61,7 +61,7 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
 
 
 def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
-    from spectui.engines.embedded.build import plain_stand_in
+    from spectui.engines.torch_backend.build import plain_stand_in
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import loading_marker, local_gguf, tokenizer_folder

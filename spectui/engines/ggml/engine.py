@@ -3,12 +3,12 @@ provenance, adaptive k, the same proposers and verify rules) with llama.cpp comp
 target's and the draft's forwards.
 
 LlamaCached gives a LlamaModel the interface the loop expects of a model with a KV cache
-(spectui.engines.embedded.kv.CachedModel): say which tokens it should have seen, get the
+(spectui.engines.torch_backend.kv.CachedModel): say which tokens it should have seen, get the
 logits of the last rows; the common prefix stays cached, the rest is rolled back and run.
 T = 0 stays lossless because a verify never holds more tokens than the target's kernels
 compute bit for bit as one at a time (lib.invariant_rows), and a reply leaves in the cache
 exactly what plain decoding leaves. Its rows are numpy arrays: the loop samples and verifies
-them with numpy (spectui.engines.embedded.arrays), so this engine never imports torch.
+them with numpy (spectui.engines.speculative.arrays), so this engine never imports torch.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 from spectui.core.engine import with_threads
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Step
-from spectui.engines.embedded.cached import common_prefix_len
-from spectui.engines.embedded.engine import CAPABILITIES, EmbeddedEngine
+from spectui.engines.speculative.cached_model import common_prefix_len
+from spectui.engines.speculative.engine import CAPABILITIES, EmbeddedEngine
 
 if TYPE_CHECKING:
     import numpy
 
-    from spectui.engines.embedded.cached import CachedLogits
+    from spectui.engines.speculative.cached_model import CachedLogits
 
 
 class LlamaCached:
@@ -37,7 +37,7 @@ class LlamaCached:
 
     device = "cpu"
     arrays = "numpy"  # logits are numpy rows: the loop's rules run on numpy, torch never loads
-    # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop): on
+    # A long prompt's prefill runs in chunks of this many (spectui.engines.speculative.loop): on
     # 2 cores 64 tokens are about a second of a 1.5B model, so Esc is heard within one.
     prefill_chunk = 64
 
@@ -73,7 +73,7 @@ class LlamaCached:
 
 def llama_draft_proposer(draft: LlamaCached, target_width: int):
     """spectui's draft-model proposer, its forwards run by llama.cpp."""
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.speculative.proposers import DraftModelProposer
 
     class LlamaDraftProposer(DraftModelProposer):
         def __init__(self) -> None:  # the parent's wraps a torch model; this one is wrapped already

@@ -1,6 +1,6 @@
 """Loading the llama.cpp engine: the target's and the draft's GGUFs map and repack side by side
 (libllama's calls release the GIL). Nothing here imports torch: the loop samples and verifies
-llama.cpp's rows with numpy (spectui.engines.embedded.arrays)."""
+llama.cpp's rows with numpy (spectui.engines.speculative.arrays)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
                 model.close()
             raise
     target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
-    from spectui.engines.embedded.proposers import NgramProposer
-    from spectui.engines.embedded.suffix_history import suffix_proposer
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.speculative.suffix_history import suffix_proposer
     from spectui.engines.ggml.engine import LlamaCached, LlamaCppEngine, llama_draft_proposer
 
     if draft_model is not None:

@@ -5,7 +5,7 @@ writes its keys and values at their positions and attends over the whole capacit
 mask built from the positions (gpt-fast's layout). Rolling back is forgetting a length: the
 stale entries are masked until they are overwritten. Because nothing in a forward depends on
 how long the context is, a width's forward can be captured once as a CUDA graph and replayed
-(spectui.engines.embedded.cuda_graphs); on a CPU, or where graphs are unavailable, the very
+(spectui.engines.torch_backend.cuda_graphs); on a CPU, or where graphs are unavailable, the very
 same forward runs eagerly. Llama- and Qwen2-style models only (lean.supports), no hidden
 states (heads keep kv.CachedModel).
 """
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import torch
 
-import spectui.engines.embedded.lean as lean
-from spectui.engines.embedded.cuda_graphs import WidthGraphs
-from spectui.engines.embedded.kv import common_prefix_len
+import spectui.engines.torch_backend.lean as lean
+from spectui.engines.torch_backend.cuda_graphs import WidthGraphs
+from spectui.engines.torch_backend.kv import common_prefix_len
 
 DEFAULT_CAPACITY = 2048  # tokens of context before the cache doubles (and graphs are re-captured);
 # every step attends over all of it (masked), so it is kept near what a chat uses
@@ -172,7 +172,7 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None) ->
     """Put the target (and a draft model) of a just-built embedded engine on static caches and
     warm every width it will run, so the first reply runs as fast as the next. Returns what was
     switched, for the load log; models it cannot drive stay on kv.CachedModel."""
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.speculative.proposers import DraftModelProposer
 
     switched = []
     proposer = engine.proposer

@@ -5,7 +5,7 @@ hands them after every verify (`needs_hidden`, `observe_hidden`); they draft fro
 feature of the position before the last token, the one whose logits chose that token.
 Chain drafting (one candidate per depth), or with tree_width > 1 a tree of each depth's
 top candidates, at any temperature: the tree's candidates are fixed by the context, and
-the target's walk down it (spectui.engines.embedded.tree) keeps sampled output exact.
+the target's walk down it (spectui.engines.speculative.tree) keeps sampled output exact.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
-from spectui.engines.embedded.kv import common_prefix_len
-from spectui.engines.embedded.proposers import Proposal, Proposer
-from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.torch_backend.kv import common_prefix_len
+from spectui.engines.speculative.proposers import Proposal, Proposer
+from spectui.engines.speculative.sampling import sample, target_probs
 from spectui.heads.lm import embed, lm_logits
 
 

@@ -12,7 +12,7 @@ and match plus draft stay within max_depth (Arctic's tree is that deep).
 Two sources, as in Arctic: this conversation (the prompt and the reply so far) and the
 replies of earlier prompts (the user's stored history and this session's own replies), the
 better-scoring draft wins. Drafts are copies (point masses): the target verifies them with
-its own tokens (spectui.engines.embedded.verify.verify_copies), so a draft from another
+its own tokens (spectui.engines.speculative.verify.verify_copies), so a draft from another
 conversation can only be accepted where the target would have written the same tokens.
 
 Arctic keeps a suffix tree per source; this keeps, per source, the positions of every token
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposer
 
 # vLLM's defaults for its suffix method (SpeculativeConfig.suffix_decoding_*)
 MAX_DEPTH = 24
@@ -184,7 +184,7 @@ class SuffixProposer(Proposer):
             self._start(token_ids)
 
     def propose(self, token_ids, k, temperature, top_p, generator):
-        from spectui.engines.embedded.proposers import Proposal
+        from spectui.engines.speculative.proposers import Proposal
 
         self._follow(token_ids)
         if k <= 0 or not token_ids:

@@ -2,7 +2,7 @@
 
 Drafts and target go through the same function so that the rejection rule compares
 like with like: p_draft and p_target are both after temperature and top-p. Written once for
-numpy rows (the ggml backend, no torch) and torch tensors (spectui.engines.embedded.arrays).
+numpy rows (the ggml backend, no torch) and torch tensors (spectui.engines.speculative.arrays).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from spectui.core.errors import UsageError
-from spectui.engines.embedded.arrays import ops_named, ops_of
+from spectui.engines.speculative.arrays import ops_named, ops_of
 
-# A numpy array or a torch tensor (spectui.engines.embedded.arrays); a seeded stream of either kind.
+# A numpy array or a torch tensor (spectui.engines.speculative.arrays); a seeded stream of either kind.
 Array = Any
 Generator = Any
 

@@ -6,10 +6,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spectui.engines.embedded.arrays import ops_of
-from spectui.engines.embedded.ngram import lookup_ngram
+from spectui.engines.speculative.arrays import ops_of
+from spectui.engines.speculative.ngram import lookup_ngram
 from spectui.settings.options import LOOKUP_MAX
-from spectui.engines.embedded.sampling import Array, Generator, sample, target_probs
+from spectui.engines.speculative.sampling import Array, Generator, sample, target_probs
 
 if TYPE_CHECKING:
     import torch
@@ -22,7 +22,7 @@ class Proposal:
     # proposer is deterministic (a point mass on each drafted id) or at T = 0.
     p_draft: Array | None
     # A draft tree (deterministic candidates, p_draft None): the parent of each drafted
-    # id, -1 for the context's last token; None for a chain. See spectui.engines.embedded.tree.
+    # id, -1 for the context's last token; None for a chain. See spectui.engines.speculative.tree.
     parents: list[int] | None = None
     # What the proposer knew of its drafts' odds before anyone verified them (prompt lookup:
     # its Match); adaptive k keeps acceptance apart per value.
@@ -72,7 +72,7 @@ class DraftModelProposer(Proposer):
     stops_early = True
 
     def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
-        from spectui.engines.embedded.kv import CachedModel
+        from spectui.engines.torch_backend.kv import CachedModel
 
         self.draft = CachedModel(draft_model)
         # Draft and target may pad their vocabularies differently (the shared ids mean the

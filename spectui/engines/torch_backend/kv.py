@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-import spectui.engines.embedded.lean as lean
-from spectui.engines.embedded.cached import CachedLogits, common_prefix_len
+import spectui.engines.torch_backend.lean as lean
+from spectui.engines.speculative.cached_model import CachedLogits, common_prefix_len
 
 __all__ = ["CachedLogits", "CachedModel", "cache_argument", "common_prefix_len"]
 
@@ -29,7 +29,7 @@ def cache_argument(model: torch.nn.Module) -> str:
 
 
 class CachedModel:
-    arrays = "torch"  # what logits returns (spectui.engines.embedded.cached.CachedLogits)
+    arrays = "torch"  # what logits returns (spectui.engines.speculative.cached_model.CachedLogits)
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
@@ -37,7 +37,7 @@ class CachedModel:
         self.cache_argument = cache_argument(model)
         # transformers' forward only where lean cannot stand in for it, bit for bit
         self.lean = lean.supports(model)
-        # A long prompt's prefill runs in chunks of this many (spectui.engines.embedded.loop):
+        # A long prompt's prefill runs in chunks of this many (spectui.engines.speculative.loop):
         # on a CPU each is a fraction of a second, so a cancel is heard; a GPU takes big bites.
         self.prefill_chunk = 256 if self.device.type == "cpu" else 2048
         self.reset()
@@ -73,13 +73,13 @@ class CachedModel:
     def tree_logits_and_hidden(
         self, token_ids: Sequence[int], drafted: Sequence[int], parents: Sequence[int]
     ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """A draft tree (spectui.engines.embedded.tree) after token_ids, in one forward.
+        """A draft tree (spectui.engines.speculative.tree) after token_ids, in one forward.
 
         Returns (logits [1 + N, V]: row 0 follows token_ids[-1], row 1 + i follows node i;
         hidden [num_tail + N, H] for the context tail run here and every node; first_position
         of the tail). The cache then holds token_ids and the tree's main chain.
         """
-        from spectui.engines.embedded.tree import main_chain_length, node_depths, tree_attention_mask
+        from spectui.engines.speculative.tree import main_chain_length, node_depths, tree_attention_mask
 
         keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - 1)
         self._crop_to(keep)

@@ -1,4 +1,4 @@
-"""The array operations of spectui.engines.embedded.arrays on torch tensors (the torch backend)."""
+"""The array operations of spectui.engines.speculative.arrays on torch tensors (the torch backend)."""
 
 from __future__ import annotations
 

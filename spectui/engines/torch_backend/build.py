@@ -29,9 +29,9 @@ def plain_stand_in(options: EngineOptions, models: ModelPair) -> EngineOptions:
 
 
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-    from spectui.engines.embedded.static_kv import static_kv_wanted, use_static_caches
+    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
 
     target = models.target
@@ -56,7 +56,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
     if options.method == "ngram":
         proposer = NgramProposer(options.lookup_min, options.lookup_max)
     elif options.method == "suffix":
-        from spectui.engines.embedded.suffix_history import suffix_proposer
+        from spectui.engines.speculative.suffix_history import suffix_proposer
 
         proposer = suffix_proposer(tokenizer, options.history_drafting)
     elif options.method != "draft":
@@ -86,7 +86,7 @@ def torch_kernels() -> Kernels:
 
 def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
     """A draft model's drafter, its weights loaded beside the target's."""
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.speculative.proposers import DraftModelProposer
     from spectui.models.load import load_model
 
     draft_model, _ = load_model(draft, draft_dtype(target_dtype, device), device, progress)
@@ -97,7 +97,7 @@ def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: 
     """medusa / eagle heads from a folder of `spectui heads train`'s, checked against the target."""
     from pathlib import Path
 
-    from spectui.engines.embedded.head_proposers import head_proposer
+    from spectui.engines.torch_backend.head_proposers import head_proposer
     from spectui.heads.store import load_heads
 
     heads, _ = load_heads(Path(heads_dir), target_model, target_name, kind=method)

@@ -9,9 +9,9 @@ from dataclasses import replace
 from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
 from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, with_threads
 from spectui.core.pieces import StepPieces, tokenizer_decoder
-from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.loop import decode_steps
-from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.speculative.detokenize import IncrementalDetokenizer
+from spectui.engines.speculative.loop import decode_steps
+from spectui.engines.speculative.proposers import Proposer
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
@@ -40,7 +40,7 @@ class EmbeddedEngine(Engine):
     def cached(target_model):
         """The target as the loop drives it: told which tokens it has seen, asked for logits
         (torch only here: the ggml engine's LlamaCached needs none)."""
-        from spectui.engines.embedded.kv import CachedModel
+        from spectui.engines.torch_backend.kv import CachedModel
 
         return CachedModel(target_model)
 
@@ -50,7 +50,7 @@ class EmbeddedEngine(Engine):
         Prompt lookup needs nothing loaded; a draft model must have been loaded with
         this engine. The variants must not stream at the same time: they share a cache.
         """
-        from spectui.engines.embedded.proposers import NgramProposer
+        from spectui.engines.speculative.proposers import NgramProposer
         from spectui.core.errors import UsageError
 
         if method not in self._proposers:

@@ -13,7 +13,7 @@ Two rules, one per sampling mode:
 
 Row i of the target's tensors is its prediction for the position of draft i; row k comes
 after all k drafts, which is where the bonus token is drawn. The rules take numpy rows (the
-ggml backend) or torch tensors alike (spectui.engines.embedded.arrays).
+ggml backend) or torch tensors alike (spectui.engines.speculative.arrays).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spectui.engines.embedded.arrays import ops_of
-from spectui.engines.embedded.sampling import Array, Draws, Generator, sample
+from spectui.engines.speculative.arrays import ops_of
+from spectui.engines.speculative.sampling import Array, Draws, Generator, sample
 from spectui.core.events import Source
 
 # Below this a residual is rounding noise: both rows agree and no token is left to recover.

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
-from spectui.engines.embedded.sampling import Draws, sample, target_probs
-from spectui.engines.embedded.verify import Verdict
+from spectui.engines.speculative.sampling import Draws, sample, target_probs
+from spectui.engines.speculative.verify import Verdict
 from spectui.core.events import Source
 
 

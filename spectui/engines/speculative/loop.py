@@ -14,12 +14,12 @@ from functools import partial
 
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, GenerationParams, LiveControl, Prefill, Source, Step
 from spectui.engines.adaptive import AdaptiveK
-from spectui.engines.embedded.arrays import ops_of
-from spectui.engines.embedded.cached import CachedLogits, common_prefix_len
-from spectui.engines.embedded.detokenize import IncrementalDetokenizer
-from spectui.engines.embedded.proposers import Proposer
-from spectui.engines.embedded.sampling import Array, Generator, PositionDraws, sample, target_probs
-from spectui.engines.embedded.verify import Verdict, verify_copies, verify_greedy, verify_sampled
+from spectui.engines.speculative.arrays import ops_of
+from spectui.engines.speculative.cached_model import CachedLogits, common_prefix_len
+from spectui.engines.speculative.detokenize import IncrementalDetokenizer
+from spectui.engines.speculative.proposers import Proposer
+from spectui.engines.speculative.sampling import Array, Generator, PositionDraws, sample, target_probs
+from spectui.engines.speculative.verify import Verdict, verify_copies, verify_greedy, verify_sampled
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Draft:
     auto: AutoChoice | None = None
     drafted: list[int] = field(default_factory=list)
     p_draft: Array | None = None  # None: point masses (prompt lookup, a tree) or T = 0
-    parents: list[int] | None = None  # a draft tree's shape (spectui.engines.embedded.tree)
+    parents: list[int] | None = None  # a draft tree's shape (spectui.engines.speculative.tree)
     evidence: Hashable | None = None
     method: str = ""
 
@@ -84,7 +84,7 @@ def decode_steps(
     # Settled once: how the proposer drafts, and whether the target hands it its features.
     propose = no_drafts if proposer is None else partial(propose_step, proposer)
     if proposer is not None and proposer.needs_hidden:
-        from spectui.engines.embedded.kv import CachedModel
+        from spectui.engines.torch_backend.kv import CachedModel
 
         if not isinstance(target, CachedModel):  # heads read a torch model's hidden states
             raise TypeError(f"{type(proposer).__name__} needs the target's hidden states: {type(target).__name__} has none")
@@ -210,7 +210,7 @@ def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
 def verify_feeding(target, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
     """Verify a chain or a tree and hand the proposer the target's features, for a proposer
     that drafts from them (Medusa, EAGLE: torch only, a CachedModel)."""
-    from spectui.engines.embedded.tree import verify_tree
+    from spectui.engines.speculative.tree import verify_tree
 
     token_ids = reply.token_ids
     if draft.parents is not None:

@@ -38,7 +38,7 @@ def stored_replies(path: Path, limit: int = HISTORY_REPLIES) -> list[str]:
 
 def suffix_proposer(tokenizer, use_history: bool, history_path: Path | None = None):
     """Suffix decoding over the conversation, and over the stored replies when use_history."""
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.speculative.suffix import SuffixProposer
 
     history: list[list[int]] = []
     if use_history:

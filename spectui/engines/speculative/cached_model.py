@@ -1,5 +1,5 @@
 """What the loop asks of a model with its KV cache, without torch: CachedModel (torch,
-spectui.engines.embedded.kv) and LlamaCached (libllama, numpy rows) both give it."""
+spectui.engines.torch_backend.kv) and LlamaCached (libllama, numpy rows) both give it."""
 
 from __future__ import annotations
 
