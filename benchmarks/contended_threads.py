@@ -87,7 +87,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
 def llamacpp_child(model: str, tokens: int, rounds: int, threads: int) -> dict:
     from transformers import AutoTokenizer
 
-    from spectui.bench.llamacpp import LlamaCppRunner, gguf_for
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner, gguf_for
     from spectui.bench.runs import Arm
     from spectui.core.events import GenerationParams
     from spectui.models.load import ensure_local

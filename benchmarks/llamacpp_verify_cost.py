@@ -29,7 +29,7 @@ MESSAGES = [{"role": "system", "content": "You are a coding assistant. Reply wit
 
 
 def gguf_variant(model: str, kind: str) -> Path:
-    from spectui.bench.llamacpp import gguf_for
+    from spectui.bench.anchors.llamacpp import gguf_for
     from spectui.engines.ggml.lib import requantize
     from spectui.models.registry import resolve
 

@@ -8,7 +8,7 @@ import struct
 import numpy
 import pytest
 
-from spectui.bench.llamacpp import draft_tokens, llamacpp_arms, plain_reply, speculative_reply
+from spectui.bench.anchors.llamacpp import draft_tokens, llamacpp_arms, plain_reply, speculative_reply
 from spectui.bench.runs import Arm
 from spectui.core.events import GenerationParams, Source
 
@@ -218,7 +218,7 @@ def smollm2_runner():
     pytest.importorskip("llama_cpp_py_sync")
     from transformers import AutoTokenizer
 
-    from spectui.bench.llamacpp import LlamaCppRunner, gguf_for
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner, gguf_for
     from spectui.models.load import ensure_local
     from spectui.models.registry import resolve
 
@@ -288,7 +288,7 @@ def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
 @pytest.fixture(scope="module")
 def smollm2_engines():
     pytest.importorskip("llama_cpp_py_sync")
-    from spectui.bench.llamacpp import gguf_for
+    from spectui.bench.anchors.llamacpp import gguf_for
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.load import load_tokenizer
     from spectui.models.registry import resolve

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.bench.llamacpp import llamacpp_arms
+from spectui.bench.anchors.llamacpp import llamacpp_arms
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
 from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import Workload

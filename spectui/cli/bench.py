@@ -75,8 +75,8 @@ def build_runners(options: EngineOptions, models: ModelPair, runner_names, metho
             by_method[method] = build_vllm_engine(vllm_options, models, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
-    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.llamacpp
-        from spectui.bench.llamacpp import add_llamacpp
+    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.anchors.llamacpp
+        from spectui.bench.anchors.llamacpp import add_llamacpp
 
         runners["llamacpp"] = add_llamacpp(engine, models, methods, engines, drafters, progress)
     return runners, engines, drafters
@@ -167,7 +167,7 @@ def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, c
     """The rich tables, then the Markdown summary and the plots where asked."""
     from rich.console import Console
 
-    from spectui.bench.llamacpp_report import markdown_section, rich_table
+    from spectui.bench.anchors.llamacpp_report import markdown_section, rich_table
     from spectui.bench.plots import PlotsUnavailable, write_plots
     from spectui.bench.report import markdown, rich_tables
 

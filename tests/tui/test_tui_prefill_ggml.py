@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.real_weights, pytest.mark.slow]
 @pytest.fixture
 def smollm2_ggml():
     pytest.importorskip("llama_cpp_py_sync")
-    from spectui.bench.llamacpp import gguf_for
+    from spectui.bench.anchors.llamacpp import gguf_for
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.load import load_tokenizer
     from spectui.models.registry import resolve
