@@ -17,7 +17,8 @@ import torch
 
 from spectui.core.events import Control, GenerationParams, Source, Step
 from spectui.engines.speculative import loop
-from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from spectui.engines.speculative.sampling import sample
 from spectui.engines.speculative.verify import Verdict
 from test_engine import make_engine
@@ -82,7 +83,7 @@ def random_ks(seed):
 
 
 def draft_model_replies(small_target, small_draft, tiny_tokenizer, replies):
-    engine = make_engine(small_target, tiny_tokenizer, DraftModelProposer(small_draft))
+    engine = make_engine(small_target, tiny_tokenizer, torch_draft_proposer(small_draft))
     return sampled_replies(engine, PROMPT_IDS, replies, fixed_k)
 
 

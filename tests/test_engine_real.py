@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.speculative.engine import EmbeddedEngine
-from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from spectui.core.events import Control, GenerationParams, Source, Step
 
 pytestmark = pytest.mark.real_weights
@@ -43,8 +44,8 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
     messages = [{"role": "user", "content": prompt}]
     info = EngineInfo("embedded", "smollm2-135m", None, "draft", "float32", "cpu")
     engines = {
-        "draft": EmbeddedEngine(target, tokenizer, DraftModelProposer(draft), info),
-        "ngram": EmbeddedEngine(target, tokenizer, NgramProposer(1, 4), info),
+        "draft": torch_engine(target, tokenizer, torch_draft_proposer(draft), info),
+        "ngram": torch_engine(target, tokenizer, NgramProposer(1, 4), info),
     }
     prompt_ids = engines["draft"].prompt_ids(messages)
     max_tokens = 40

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.torch_backend.backend import torch_engine
 from spectui.engines.speculative.proposers import NgramProposer
 from spectui.engines.prompt import ContextOverflow, fit_prompt
 from spectui.core.errors import OutOfMemory, is_out_of_memory
@@ -72,7 +72,7 @@ def test_truncation_cannot_shorten_the_last_message():
 @pytest.fixture
 def engine(tiny_target, tiny_tokenizer):
     info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu")
-    return EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(1, 3), info)
+    return torch_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 3), info)
 
 
 def stream(engine, messages, **params):

@@ -143,7 +143,7 @@ class FakeModel:
 
 
 def test_a_verify_runs_in_pieces_no_wider_than_the_kernels_keep_exact():
-    from spectui.engines.ggml.engine import LlamaCached
+    from spectui.engines.ggml.cached import LlamaCached
 
     model = FakeModel()
     cached = LlamaCached(model, rows=3)
@@ -277,7 +277,7 @@ def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
         (EngineOptions(model="qwen2.5-1.5b", method="ngram"), "qwen2.5-1.5b has no GGUF"),
         (EngineOptions(model="smollm2-135m", method="ngram", device="cuda"), "--device cuda runs on torch"),
     ):
-        assert build.chosen_backend(options, resolve_pair(options.model, None)) == build.Backend("torch", why)
+        assert build.chosen_backend(options, resolve_pair(options.model, None)) == build.BackendChoice("torch", why)
 
 
 def test_ggml_asked_for_where_it_cannot_run_is_one_line():
@@ -315,7 +315,7 @@ def test_the_fallback_engine_runs_on_torch_and_says_why(monkeypatch):
     monkeypatch.setattr(lib, "library", lambda: (_ for _ in ()).throw(ImportError("no module named _cffi_backend")))
     engine = factory.build_engine(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None))
     try:
-        assert type(engine).__name__ == "EmbeddedEngine"
+        assert type(engine).__name__ == "SpeculativeEngine" and engine.backend.name == "torch"
         assert engine.info.backend == "torch int8: libllama could not load: ImportError: no module named _cffi_backend"
         tokens, _ = reply_tokens(engine, MESSAGES, Control(2, 0.0), max_tokens=8)
         assert len(tokens) == 8

@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from spectui.core.engine import Capabilities, EngineInfo
-from spectui.engines.speculative.engine import EmbeddedEngine
+from spectui.engines.torch_backend.backend import torch_engine
 from spectui.engines.torch_backend.head_proposers import head_proposer
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, GenerationParams, Source
@@ -27,7 +27,7 @@ REPETITIVE = "abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc ab
 
 def make_engine(target, tokenizer, proposer):
     info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def untrained(kind, target, num_heads=4):

@@ -267,7 +267,7 @@ def test_the_runner_reports_what_it_measured(smollm2_runner):
 
 
 def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
-    from spectui.engines.ggml.engine import LlamaCached
+    from spectui.engines.ggml.cached import LlamaCached
 
     model = FakeModel()
     cached = LlamaCached(model)

@@ -145,10 +145,10 @@ def test_the_proposer_reads_the_history_only_when_asked(tmp_path, tiny_tokenizer
 
 def make_engine(target, tokenizer, proposer):
     from spectui.core.engine import EngineInfo
-    from spectui.engines.speculative.engine import EmbeddedEngine
+    from spectui.engines.torch_backend.backend import torch_engine
 
     info = EngineInfo("embedded", "tiny", None, "suffix", "float32", "cpu")
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def reply(engine, prompt_ids, control, max_tokens=48, seed=None):

@@ -116,7 +116,7 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=No
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.build import check_same_tokens
-    from spectui.engines.ggml.engine import LlamaCached, llama_draft_proposer
+    from spectui.engines.ggml.backend import ggml_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
 
@@ -134,7 +134,7 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress=No
             check_same_tokens(models.target.name, tokenizer_folder(models.target, local_gguf(models.target)), name,
                               tokenizer_folder(draft, gguf, progress))
             before = resident_bytes()
-            proposer = llama_draft_proposer(LlamaCached(LlamaModel(gguf)), engine.target.model.vocab_size)
+            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size)
             after = resident_bytes()
             engine.add_proposer(method, proposer, name)
             costs[method] = {"name": name, "weights_bytes": gguf.stat().st_size,
@@ -171,7 +171,7 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
         cost = {"name": name, "weights_bytes": weights_bytes(proposer_module(proposer)),
                 "resident_bytes": after - before if before is not None and after is not None else None}
         if method == "draft":
-            cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer.draft.model)
+            cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer_module(proposer))  # the draft model
         else:
             config = read_config(name)
             cost["file_bytes"] = sum(path.stat().st_size for path in Path(name).iterdir() if path.is_file())

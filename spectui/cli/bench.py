@@ -167,7 +167,7 @@ def report_outputs(result, markdown_path: Path | None, plots_dir: Path | None, c
     """The rich tables, then the Markdown summary and the plots where asked."""
     from rich.console import Console
 
-    from spectui.bench.anchors.llamacpp_report import markdown_section, rich_table
+    from spectui.bench.llamacpp_report import markdown_section, rich_table
     from spectui.bench.plots import PlotsUnavailable, write_plots
     from spectui.bench.report import markdown, rich_tables
 

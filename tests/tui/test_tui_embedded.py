@@ -17,11 +17,11 @@ from tui_helpers import ready, reply_done, send, wait_for
 
 @pytest.fixture
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.speculative.engine import EmbeddedEngine
-    from spectui.engines.speculative.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+    engine = torch_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), info)
     return RecordingEngine(engine, raw_prompt=True)  # the tiny tokenizer has no chat template
 
 

@@ -17,21 +17,21 @@ from spectui.settings.options import EngineOptions
 
 
 @dataclass(frozen=True)
-class Backend:
+class BackendChoice:
     name: str  # "ggml" or "torch"
     why: str = ""  # why auto did not pick ggml, in a few words; "" when it did or was told
 
 
-def chosen_backend(options: EngineOptions, models: ModelPair) -> Backend:
+def chosen_backend(options: EngineOptions, models: ModelPair) -> BackendChoice:
     """--backend auto: ggml on a CPU when libllama loads and the models have GGUFs, else torch."""
     if options.backend == "torch":
-        return Backend("torch")
+        return BackendChoice("torch")
     problem = ggml_problem(options, models)
     if options.backend == "ggml":
         if problem:
             raise UsageError(f"--backend ggml: {problem}")
-        return Backend("ggml")
-    return Backend("torch", problem) if problem else Backend("ggml")
+        return BackendChoice("ggml")
+    return BackendChoice("torch", problem) if problem else BackendChoice("ggml")
 
 
 def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
@@ -61,7 +61,7 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
 
 
 def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
-    from spectui.engines.torch_backend.build import plain_stand_in
+    from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.fetch import for_model, no_progress
     from spectui.models.gguf_local import loading_marker, local_gguf, tokenizer_folder

@@ -1,18 +1,22 @@
-"""Loading the llama.cpp engine: the target's and the draft's GGUFs map and repack side by side
-(libllama's calls release the GIL). Nothing here imports torch: the loop samples and verifies
+"""Loading spectui's loop on the ggml backend: the target's and the draft's GGUFs map and repack
+side by side (libllama's calls release the GIL). Nothing here imports torch: the loop samples and verifies
 llama.cpp's rows with numpy (spectui.engines.speculative.arrays)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.core.engine import EngineInfo, Kernels
 
+if TYPE_CHECKING:
+    from spectui.engines.speculative.engine import SpeculativeEngine
+
 
 def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
-                          threads: int | None = None, target_name: str = "", draft_name: str | None = None,
-                          lookup: tuple[int, int] | None = None, history_drafting: bool = False):
-    """An engine whose target (and draft, for method "draft") run on llama.cpp. The models load
+                     threads: int | None = None, target_name: str = "", draft_name: str | None = None,
+                     lookup: tuple[int, int] | None = None, history_drafting: bool = False) -> SpeculativeEngine:
+    """spectui's loop with its target (and draft, for method "draft") run by llama.cpp. The models load
     side by side: libllama's calls release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -35,12 +39,13 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
                 model.close()
             raise
     target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
+    from spectui.engines.ggml.backend import GgmlBackend, ggml_draft_proposer
+    from spectui.engines.speculative.engine import SpeculativeEngine
     from spectui.engines.speculative.proposers import NgramProposer
     from spectui.engines.speculative.suffix_history import suffix_proposer
-    from spectui.engines.ggml.engine import LlamaCached, LlamaCppEngine, llama_draft_proposer
 
     if draft_model is not None:
-        proposer = llama_draft_proposer(LlamaCached(draft_model), target.vocab_size)
+        proposer = ggml_draft_proposer(draft_model, target.vocab_size)
     elif method == "suffix":
         proposer = suffix_proposer(tokenizer, history_drafting)
     else:
@@ -49,4 +54,4 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
                       dtype=target.weight_type, device="cpu",
                       backend=f"ggml {target.weight_type} · {target.threads} threads",
                       kernels=Kernels("ggml", target.threads, "llama-cpp-py-sync", library_version()))
-    return LlamaCppEngine(target, tokenizer, proposer, info)
+    return SpeculativeEngine(GgmlBackend(target), tokenizer, proposer, info)

@@ -151,7 +151,7 @@ NUMPY = NumpyOps()
 def ops_named(name: str) -> ArrayOps:
     if name == "numpy":
         return NUMPY
-    from spectui.engines.torch_backend.torch_arrays import TORCH
+    from spectui.engines.speculative.torch_arrays import TORCH
 
     return TORCH
 

@@ -1,10 +1,11 @@
-"""What the loop asks of a model with its KV cache, without torch: CachedModel (torch,
-spectui.engines.torch_backend.kv) and LlamaCached (libllama, numpy rows) both give it."""
+"""What the loop asks of a model with its KV cache, without torch: the one protocol both
+backends satisfy (spectui.engines.torch_backend.kv.CachedModel and .static_kv.StaticCachedModel
+on torch, spectui.engines.ggml.cached.LlamaCached on libllama's numpy rows)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -28,3 +29,15 @@ class CachedLogits(Protocol):
     def reset(self) -> None: ...
 
     def logits(self, token_ids: Sequence[int], num_rows: int) -> Any: ...
+
+
+@runtime_checkable
+class CachedFeatures(CachedLogits, Protocol):
+    """A cached model that also hands out its last hidden states, for proposers that draft from
+    them (Medusa, EAGLE heads): the torch backend's CachedModel."""
+
+    def logits_and_hidden(self, token_ids: Sequence[int], num_rows: int) -> tuple[Any, Any, int]: ...
+
+    def tree_logits_and_hidden(
+        self, token_ids: Sequence[int], drafted: Sequence[int], parents: Sequence[int]
+    ) -> tuple[Any, Any, int]: ...

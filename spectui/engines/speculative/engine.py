@@ -1,34 +1,37 @@
-"""The embedded engine: the project's own speculative loop on transformers models."""
+"""The speculative engine: spectui's own loop (decode_steps) given a backend that computes its
+forwards (torch or ggml). Everything here is the same on both; what differs is the backend's."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE, AdaptiveK
-from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, with_threads
-from spectui.core.pieces import StepPieces, tokenizer_decoder
-from spectui.engines.speculative.detokenize import IncrementalDetokenizer
-from spectui.engines.speculative.loop import decode_steps
-from spectui.engines.speculative.proposers import Proposer
-from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
+from spectui.core.engine import Engine, EngineInfo, with_threads
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
+from spectui.core.pieces import StepPieces, tokenizer_decoder
+from spectui.engines.adaptive import AdaptiveK
+from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
+from spectui.engines.speculative.backend import Backend
+from spectui.engines.speculative.cached_model import CachedLogits
+from spectui.engines.speculative.detokenize import IncrementalDetokenizer
+from spectui.engines.speculative.loop import decode_steps
+from spectui.engines.speculative.proposers import DraftModelProposer, Proposer
 
 
-CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True)
+class SpeculativeEngine(Engine):
+    """The loop on `backend`'s target, drafting with `proposer` (None: plain decoding)."""
 
-
-class EmbeddedEngine(Engine):
-    declared = CAPABILITIES  # a backend whose kernels promise more says so
-
-    def __init__(self, target_model, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
-        self.target = self.cached(target_model)
+    def __init__(self, backend: Backend, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
+        self.backend = backend
         self.tokenizer = tokenizer
         self.proposer = proposer
-        self.info = replace(info, capabilities=self.declared)
-        self.stop_ids = stop_token_ids(tokenizer, getattr(target_model, "generation_config", None))
+        self.info = replace(info, capabilities=backend.capabilities)
+        self.stop_ids = stop_token_ids(tokenizer, backend.generation_config)
+        # V(k)/V(0) - 1 per drafted token before measuring (adaptive k's prior), and as timed here
+        self.verify_slope = backend.verify_slope
+        self.measured_verify_slope = backend.measured_verify_slope
         # Every proposer built so far, shared by the variants from with_method.
         self._proposers: dict[str, Proposer | None] = {info.method: proposer}
         # What info.draft names per method: the draft model, or the heads folder of medusa / eagle.
@@ -36,22 +39,19 @@ class EmbeddedEngine(Engine):
         # Adaptive k's estimates, per proposer: they carry over from reply to reply.
         self._choosers: dict[str, AdaptiveK] = {}
 
-    @staticmethod
-    def cached(target_model):
-        """The target as the loop drives it: told which tokens it has seen, asked for logits
-        (torch only here: the ggml engine's LlamaCached needs none)."""
-        from spectui.engines.torch_backend.kv import CachedModel
+    @property
+    def target(self) -> CachedLogits:
+        """The target as the loop drives it: told which tokens it has seen, asked for logits."""
+        return self.backend.target
 
-        return CachedModel(target_model)
-
-    def with_method(self, method: str) -> "EmbeddedEngine":
+    def with_method(self, method: str) -> "SpeculativeEngine":
         """The same target (weights and cache shared), drafting by `method` instead.
 
         Prompt lookup needs nothing loaded; a draft model must have been loaded with
         this engine. The variants must not stream at the same time: they share a cache.
         """
-        from spectui.engines.speculative.proposers import NgramProposer
         from spectui.core.errors import UsageError
+        from spectui.engines.speculative.proposers import NgramProposer
 
         if method not in self._proposers:
             if method != "ngram":
@@ -78,12 +78,21 @@ class EmbeddedEngine(Engine):
 
     @property
     def context_length(self) -> int | None:
-        return getattr(self.target.model.config, "max_position_embeddings", None)
+        return self.backend.context_length
 
     def stream_ids(
         self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl
     ) -> Iterator[Event]:
         """The loop on raw prompt ids: no chat template (tests, benchmarks)."""
+        emitted = 0
+        for event in self._decode(prompt_ids, params, control):
+            if isinstance(event, Step):
+                emitted += len(event.token_ids)
+            elif isinstance(event, Done):
+                self.backend.reply_ended(len(prompt_ids), emitted)
+            yield event
+
+    def _decode(self, prompt_ids: Sequence[int], params: GenerationParams, control: LiveControl) -> Iterator[Event]:
         detokenizer = IncrementalDetokenizer(self.tokenizer, list(prompt_ids))
         splitter = StepPieces(tokenizer_decoder(self.tokenizer), prompt_ids)
         stop_ids = self.stop_ids | set(params.stop_token_ids)
@@ -110,35 +119,25 @@ class EmbeddedEngine(Engine):
                 proposer.reset()
 
     def use_threads(self, threads: int) -> None:
-        import torch
-
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
+        self.backend.use_threads(threads, self.draft())
         self.info = with_threads(self.info, threads)
 
-    def settle(self, stop=lambda: False, progress=None) -> bool:
-        """Join the int8 weights' load-time slices (spectui.models.quantize.settle_int8), the
-        target's and the draft model's."""
-        from spectui.models.quantize import settle_int8
+    def settle(self, stop: Callable[[], bool] = lambda: False,
+               progress: Callable[[int, int], None] | None = None) -> bool:
+        return self.backend.settle(self.draft(), stop, progress)
 
-        models = [model for model in (self.target.model, self.draft_model) if model is not None]
-        return settle_int8(models, stop, progress)
-
-    @property
-    def draft_model(self):
-        """The draft model loaded with this engine, or None (prompt lookup needs none)."""
+    def draft(self) -> CachedLogits | None:
+        """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""
         proposer = self._proposers.get("draft")
-        return proposer.draft.model if proposer is not None else None
+        return proposer.draft if isinstance(proposer, DraftModelProposer) else None
 
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
             return None
         return self._choosers.setdefault(self.proposer.method, AdaptiveK(prior_verify_slope=self.verify_slope))
 
-    # V(k)/V(0) - 1 per drafted token as far as the engine knows before measuring (adaptive k's prior)
-    verify_slope = PRIOR_VERIFY_SLOPE
-
     def close(self) -> None:
         self.target.reset()
         if self.proposer is not None:
             self.proposer.reset()
+        self.backend.close(self.draft())

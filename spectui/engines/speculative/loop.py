@@ -15,7 +15,7 @@ from functools import partial
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, GenerationParams, LiveControl, Prefill, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.arrays import ops_of
-from spectui.engines.speculative.cached_model import CachedLogits, common_prefix_len
+from spectui.engines.speculative.cached_model import CachedFeatures, CachedLogits, common_prefix_len
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 from spectui.engines.speculative.proposers import Proposer
 from spectui.engines.speculative.sampling import Array, Generator, PositionDraws, sample, target_probs
@@ -84,9 +84,7 @@ def decode_steps(
     # Settled once: how the proposer drafts, and whether the target hands it its features.
     propose = no_drafts if proposer is None else partial(propose_step, proposer)
     if proposer is not None and proposer.needs_hidden:
-        from spectui.engines.torch_backend.kv import CachedModel
-
-        if not isinstance(target, CachedModel):  # heads read a torch model's hidden states
+        if not isinstance(target, CachedFeatures):  # heads read a torch model's hidden states
             raise TypeError(f"{type(proposer).__name__} needs the target's hidden states: {type(target).__name__} has none")
         verify = partial(verify_feeding, target, proposer)
     else:
@@ -207,9 +205,9 @@ def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
     return Checked(draft.drafted, verdict, margins=margins)
 
 
-def verify_feeding(target, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
+def verify_feeding(target: CachedFeatures, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
     """Verify a chain or a tree and hand the proposer the target's features, for a proposer
-    that drafts from them (Medusa, EAGLE: torch only, a CachedModel)."""
+    that drafts from them (Medusa, EAGLE: torch only, a CachedFeatures)."""
     from spectui.engines.speculative.tree import verify_tree
 
     token_ids = reply.token_ids

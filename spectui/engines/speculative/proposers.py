@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spectui.engines.speculative.arrays import ops_of
+from spectui.engines.speculative.cached_model import CachedLogits
 from spectui.engines.speculative.ngram import lookup_ngram
 from spectui.settings.options import LOOKUP_MAX
 from spectui.engines.speculative.sampling import Array, Generator, sample, target_probs
@@ -71,10 +72,10 @@ class DraftModelProposer(Proposer):
     method = "draft"
     stops_early = True
 
-    def __init__(self, draft_model: torch.nn.Module, target_width: int | None = None) -> None:
-        from spectui.engines.torch_backend.kv import CachedModel
-
-        self.draft = CachedModel(draft_model)
+    def __init__(self, draft: CachedLogits, target_width: int | None = None) -> None:
+        """draft: the draft model on its backend, with its cache (torch_backend.backend.torch_draft_proposer
+        wraps a torch model; ggml's a LlamaCached)."""
+        self.draft = draft
         # Draft and target may pad their vocabularies differently (the shared ids mean the
         # same tokens). The draft never proposes an id the target lacks, and gives the
         # target's extra ids probability 0: the rejection rule stays exact.

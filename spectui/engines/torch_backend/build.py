@@ -1,4 +1,5 @@
-"""Build an embedded engine from CLI options and the models they named: check, load, wire the proposer."""
+"""Build spectui's loop on the torch backend from CLI options and the models they named: check,
+load, wire the proposer."""
 
 from __future__ import annotations
 
@@ -18,19 +19,10 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def plain_stand_in(options: EngineOptions, models: ModelPair) -> EngineOptions:
-    """Plain decoding needs no draft model: prompt lookup stands in (at k = 0 it drafts
-    nothing, and the engine info says ngram should k be raised later)."""
-    if options.method == "draft" and options.k == 0 and not options.auto_k and not models.has_draft:
-        from dataclasses import replace
-
-        return replace(options, method="ngram")
-    return options
-
-
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
-    from spectui.engines.speculative.engine import EmbeddedEngine
-    from spectui.engines.speculative.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.speculative.plain import plain_stand_in
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
     from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
 
@@ -48,7 +40,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
             [LoadRequest(target, target_dtype),
              LoadRequest(draft, draft_dtype(target_dtype, device), tokenizer=False)],
             device, progress)
-        proposer = DraftModelProposer(draft_model, target_width=logit_width(target_model))
+        proposer = torch_draft_proposer(draft_model, target_width=logit_width(target_model))
     else:
         if options.method in ("medusa", "eagle"):
             draft_name = heads_folder(options)  # checked before the target's weights load
@@ -72,7 +64,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=No
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
         kernels=torch_kernels(),
     )
-    engine = EmbeddedEngine(target_model, tokenizer, proposer, info)
+    engine = torch_engine(target_model, tokenizer, proposer, info)
     if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
         use_static_caches(engine, options.k, options.auto_k)
     return engine
@@ -86,11 +78,11 @@ def torch_kernels() -> Kernels:
 
 def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
     """A draft model's drafter, its weights loaded beside the target's."""
-    from spectui.engines.speculative.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
     from spectui.models.load import load_model
 
     draft_model, _ = load_model(draft, draft_dtype(target_dtype, device), device, progress)
-    return DraftModelProposer(draft_model, target_width=logit_width(target_model))
+    return torch_draft_proposer(draft_model, target_width=logit_width(target_model))
 
 
 def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: str, tree_width: int = 1):

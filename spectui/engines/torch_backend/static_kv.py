@@ -98,6 +98,8 @@ class StaticCachedModel:
     `graph_widths` run as captured CUDA graphs where graphs are on; longer runs (a prompt)
     go through the same forward eagerly, in chunks of at most `chunk` tokens."""
 
+    arrays = "torch"  # what logits returns (CachedLogits)
+
     def __init__(self, model, capacity: int = DEFAULT_CAPACITY, graphs: bool | None = None,
                  graph_widths: int = 17, chunk: int = 512) -> None:
         self.model = model
@@ -176,14 +178,15 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None) ->
 
     switched = []
     proposer = engine.proposer
-    if supports(engine.target.model) and not getattr(proposer, "needs_hidden", False):
+    backend = engine.backend
+    if supports(backend.model) and not getattr(proposer, "needs_hidden", False):
         widths = range(1, K_MOST + 2) if auto else sorted({1, k + 1})
-        engine.target = warmed(StaticCachedModel(engine.target.model, graphs=graphs), widths)
+        backend.target = warmed(StaticCachedModel(backend.model, graphs=graphs), widths)
         switched.append("target")
-    if isinstance(proposer, DraftModelProposer) and supports(proposer.draft.model):
+    draft_model = getattr(proposer.draft, "model", None) if isinstance(proposer, DraftModelProposer) else None
+    if isinstance(proposer, DraftModelProposer) and draft_model is not None and supports(draft_model):
         # The proposer asks its draft for logits and resets only: CachedLogits, which this is.
-        draft = warmed(StaticCachedModel(proposer.draft.model, graphs=graphs, graph_widths=2), (1, 2))
-        proposer.draft = draft  # pyright: ignore[reportAttributeAccessIssue]
+        proposer.draft = warmed(StaticCachedModel(draft_model, graphs=graphs, graph_widths=2), (1, 2))
         switched.append("draft")
     return switched
 
