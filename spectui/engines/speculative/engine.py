@@ -119,17 +119,22 @@ class SpeculativeEngine(Engine):
                 proposer.reset()
 
     def use_threads(self, threads: int) -> None:
-        self.backend.use_threads(threads, self.draft())
+        self.backend.use_threads(threads, self.draft_cached())
         self.info = with_threads(self.info, threads)
 
     def settle(self, stop: Callable[[], bool] = lambda: False,
                progress: Callable[[int, int], None] | None = None) -> bool:
-        return self.backend.settle(self.draft(), stop, progress)
+        return self.backend.settle(self.draft_cached(), stop, progress)
 
-    def draft(self) -> CachedLogits | None:
+    def draft_cached(self) -> CachedLogits | None:
         """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""
         proposer = self._proposers.get("draft")
         return proposer.draft if isinstance(proposer, DraftModelProposer) else None
+
+    @property
+    def draft_model(self) -> object | None:
+        """The draft model itself (the bench's transformers runner assists with it), or None."""
+        return getattr(self.draft_cached(), "model", None)
 
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
@@ -140,4 +145,4 @@ class SpeculativeEngine(Engine):
         self.target.reset()
         if self.proposer is not None:
             self.proposer.reset()
-        self.backend.close(self.draft())
+        self.backend.close(self.draft_cached())
