@@ -34,8 +34,8 @@ def test_a_wrong_type_passed_to_the_loop_fails_the_check(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", copy)
     shutil.copy(ROOT / BASELINE, copy / BASELINE)
     shutil.copytree(ROOT / "spectui", copy / "spectui", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "spectui" / "engines" / "embedded" / "mistake.py").write_text(
-        "from spectui.engines.embedded.loop import decode_steps\n\n\n"
+    (copy / "spectui" / "engines" / "speculative" / "mistake.py").write_text(
+        "from spectui.engines.speculative.loop import decode_steps\n\n\n"
         "def mistake(proposer, params, control, detokenizer):\n"
         "    return decode_steps('a model', proposer, [1, 2], params, control, set(), detokenizer)\n"
     )

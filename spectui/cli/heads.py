@@ -145,7 +145,7 @@ def run_train(target_model, kind, steps, out, texts, suite, num_heads, max_new_t
     import torch
     from rich.console import Console
 
-    from spectui.engines.embedded.build import resolve_device
+    from spectui.engines.torch_backend.build import resolve_device
     from spectui.heads import train
     from spectui.heads.store import fingerprint, save_heads
     from spectui.models.fetch import rich_progress
@@ -163,7 +163,7 @@ def run_train(target_model, kind, steps, out, texts, suite, num_heads, max_new_t
     def write_replies() -> list[list[int]]:
         # The target as the engine runs it (int8 on a CPU, several times faster than
         # float32) says what the heads must learn to predict.
-        from spectui.engines.embedded.build import build_embedded_engine
+        from spectui.engines.torch_backend.build import build_embedded_engine
         from spectui.models.registry import ModelPair
         from spectui.settings.options import EngineOptions
 
