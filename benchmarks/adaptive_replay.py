@@ -50,7 +50,7 @@ def build_oracles(path: Path) -> None:
     import torch
 
     from spectui.bench.workloads import suite
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.core.events import Control, GenerationParams, Step
     from spectui.settings.options import EngineOptions
 

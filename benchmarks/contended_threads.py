@@ -49,7 +49,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
     import torch
 
     from spectui.core.events import Control, Done, GenerationParams, Prefill
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
     if os.environ.get("SPECTUI_BENCH_THREADS"):
@@ -87,7 +87,7 @@ def child(model: str, tokens: int, rounds: int, policy: str) -> dict:
 def llamacpp_child(model: str, tokens: int, rounds: int, threads: int) -> dict:
     from transformers import AutoTokenizer
 
-    from spectui.bench.llamacpp import LlamaCppRunner, gguf_for
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner, gguf_for
     from spectui.bench.runs import Arm
     from spectui.core.events import GenerationParams
     from spectui.models.load import ensure_local

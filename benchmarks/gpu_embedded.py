@@ -34,10 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spectui.core.engine import EngineInfo  # noqa: E402
 from spectui.core.events import Control, GenerationParams, Step  # noqa: E402
-from spectui.engines.embedded.engine import EmbeddedEngine  # noqa: E402
-from spectui.engines.embedded.proposers import DraftModelProposer  # noqa: E402
-from spectui.engines.embedded.static_kv import static_kv_wanted, use_static_caches  # noqa: E402
-from spectui.engines.embedded.suffix_history import suffix_proposer  # noqa: E402
+from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine  # noqa: E402
+from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches  # noqa: E402
+from spectui.engines.speculative.suffix_history import suffix_proposer  # noqa: E402
 
 LLAMA3 = dict(rope_theta=500000.0, rms_norm_eps=1e-5, hidden_act="silu", max_position_embeddings=8192)
 SHAPES = {
@@ -109,7 +108,7 @@ def build_model(shape: dict, vocab: int, dtype, device, seed: int, silent: list[
 
 def build_engine(target, draft, tokenizer, device, dtype_name: str):
     info = EngineInfo("embedded", "random Llama-3.1-8B shapes", "random Llama-3.2-1B shapes", "draft", dtype_name, str(device))
-    engine = EmbeddedEngine(target, tokenizer, DraftModelProposer(draft, target_width=target.config.vocab_size), info)
+    engine = torch_engine(target, tokenizer, torch_draft_proposer(draft, target_width=target.config.vocab_size), info)
     engine.add_proposer("suffix", suffix_proposer(tokenizer, False), None)
     switched = use_static_caches(engine, 4, auto=True) if static_kv_wanted(device) else []
     return engine, switched

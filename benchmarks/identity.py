@@ -30,8 +30,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from spectui.bench.identity import arms, check_identity, corpus, rotating
-    from spectui.engines.embedded.suffix import SuffixProposer
-    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.engines.speculative.suffix import SuffixProposer
+    from spectui.engines.ggml.build import build_ggml_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

@@ -2,7 +2,7 @@
 
     python benchmarks/lean_forward.py [--model qwen2.5-coder-0.5b] [--dtype int8-dynamic] [--compile]
 
-`spectui.engines.embedded.lean` runs the modules transformers' Llama/Qwen2 forward runs,
+`spectui.engines.torch_backend.lean` runs the modules transformers' Llama/Qwen2 forward runs,
 without the plumbing around them, bitwise the same (tests/test_lean.py checks it). This times
 one-token and five-token forwards of each after a 150-token prompt, alternating rounds;
 `--compile` times `torch.compile` of the lean forward too. Run it on an idle machine: the two
@@ -24,7 +24,7 @@ ROUNDS = 4
 
 
 def transformers_forward(model, input_ids, cache, logits_to_keep: int = 1):
-    from spectui.engines.embedded.kv import cache_argument
+    from spectui.engines.torch_backend.kv import cache_argument
 
     cached = {cache_argument(model): cache}
     return model(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep, **cached).logits
@@ -60,7 +60,7 @@ def main() -> None:
 
     import torch
 
-    from spectui.engines.embedded.lean import lean_forward
+    from spectui.engines.torch_backend.lean import lean_forward
     from spectui.models.load import load_model
 
     from spectui.models.registry import resolve

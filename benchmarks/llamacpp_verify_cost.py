@@ -1,5 +1,5 @@
 """llama.cpp's verify cost v(n) = t(n tokens) / t(1 token) per quantisation, and spectui's loop on
-llama.cpp's kernels (spectui.engines.llamacpp) against that engine's own plain greedy.
+llama.cpp's kernels (spectui.engines.ggml) against that engine's own plain greedy.
 
     python benchmarks/llamacpp_verify_cost.py --model qwen2.5-coder-1.5b --draft qwen2.5-coder-0.5b \
         --quants Q4_K_M,Q8_0,Q4_0 --batches 1,2,3,5,9 --repeats 5 --tokens 64 --markdown verify-cost.md
@@ -29,8 +29,8 @@ MESSAGES = [{"role": "system", "content": "You are a coding assistant. Reply wit
 
 
 def gguf_variant(model: str, kind: str) -> Path:
-    from spectui.bench.llamacpp import gguf_for
-    from spectui.engines.llamacpp.lib import requantize
+    from spectui.bench.anchors.llamacpp import gguf_for
+    from spectui.engines.ggml.lib import requantize
     from spectui.models.registry import resolve
 
     source = gguf_for(resolve(model))
@@ -39,7 +39,7 @@ def gguf_variant(model: str, kind: str) -> Path:
 
 def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats: int, threads: int | None,
                  prefill: int) -> dict:
-    from spectui.engines.llamacpp.lib import LlamaModel, invariant_rows
+    from spectui.engines.ggml.lib import LlamaModel, invariant_rows
 
     model = LlamaModel(path, threads=threads)
     long_prompt = (prompt_ids * (prefill // len(prompt_ids) + 1))[:prefill]
@@ -70,7 +70,7 @@ def verify_costs(path: Path, prompt_ids: list[int], batches: list[int], repeats:
 def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threads: int | None) -> dict:
     """Plain greedy, then draft k=4 and prompt lookup with adaptive k, on spectui's loop."""
     from spectui.core.events import Control, Done, GenerationParams, Prefill
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.engines.ggml.load import load_ggml_engine
 
     results = {}
     params = GenerationParams(max_tokens=tokens, top_p=1.0, seed=0)
@@ -80,7 +80,7 @@ def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threa
     engines = {}
     for label, method, control in arms:
         if method not in engines:
-            engines[method] = build_llamacpp_engine(path, tokenizer, method, draft, threads)
+            engines[method] = load_ggml_engine(path, tokenizer, method, draft, threads)
         engine = engines[method]
         engine.forget_prompts()
         steps, first, started = [], None, time.perf_counter()
@@ -105,7 +105,7 @@ def engine_replies(path: Path, draft: Path | None, tokenizer, tokens: int, threa
 
 def spectui_plain(model: str, tokens: int) -> float:
     from spectui.core.events import Control, Done, GenerationParams, Prefill
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.settings.options import EngineOptions
 
     from spectui.models.registry import resolve_pair

@@ -37,7 +37,7 @@ FIXED_K = (1, 2, 4, 6, 8)
 
 def build_replies(path: Path, suite_name: str, categories: list[str] | None) -> None:
     from spectui.bench.workloads import suite
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.core.events import Control, GenerationParams, Step
     from spectui.settings.options import EngineOptions
 
@@ -70,7 +70,7 @@ def replay_prompt(case: dict, lookup_max: int, slope: float, how, chooser=None) 
     """Tokens per plain step of time over the reply after its first token; how: a fixed k,
     "auto" (chooser decides per step) or "ceiling"."""
     from spectui.engines.adaptive import K_AUTO_MAX
-    from spectui.engines.embedded.ngram import NO_MATCH, lookup_ngram
+    from spectui.engines.speculative.ngram import NO_MATCH, lookup_ngram
     from spectui.core.events import Source, Step
 
     prompt, reply = case["prompt"], case["reply"]

@@ -118,7 +118,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
 
 def child(args, out: Path) -> None:
     from spectui.settings.config import ChatConfig, engine_options
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.core.events import GenerationParams
 
     config = ChatConfig(model=args.model, draft=args.draft, method=args.method, k=args.k,

@@ -44,8 +44,8 @@ def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
 def smollm2_ggml():
     """SmolLM2 on ggml drafting for itself (every draft accepted), with prompt lookup and suffix
     decoding over the same target: every method on one loaded model."""
-    from spectui.engines.embedded.suffix import SuffixProposer
-    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.engines.speculative.suffix import SuffixProposer
+    from spectui.engines.ggml.build import build_ggml_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

@@ -21,7 +21,7 @@ def make_small_target():
 
 def exact_marginals(model, prompt_ids, temperature):
     """The target's own distribution of its 2nd and 3rd sampled tokens, by enumeration."""
-    from spectui.engines.embedded.sampling import target_probs
+    from spectui.engines.speculative.sampling import target_probs
 
     def probs(ids):
         with torch.no_grad():

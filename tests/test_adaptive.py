@@ -167,10 +167,10 @@ def test_an_accepted_probe_is_followed_by_another_at_once():
 def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
     """An embedded engine on the tiny models, and tokens(control) -> (token ids, steps) of one reply."""
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.torch_backend.backend import torch_engine
 
     info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu")
-    engine = EmbeddedEngine(target, tokenizer, proposer, info)
+    engine = torch_engine(target, tokenizer, proposer, info)
     prompt_ids = tokenizer(prompt)["input_ids"]
 
     def tokens(control):
@@ -182,9 +182,9 @@ def tiny_engine(target, tokenizer, proposer, prompt: str, max_tokens: int):
 
 
 def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
-    engine, tokens = tiny_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), "def add(a, b):", 60)
+    engine, tokens = tiny_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), "def add(a, b):", 60)
 
     plain, _ = tokens(Control(0, 0.0))
     for _ in range(2):  # the second reply starts from the first one's estimates
@@ -215,7 +215,7 @@ def test_auto_k_is_lossless_at_t0_and_says_why(tiny_target, tiny_draft, tiny_tok
 
 
 def test_prompt_lookup_under_auto_k_is_lossless_and_decides_per_match(tiny_target, tiny_tokenizer):
-    from spectui.engines.embedded.proposers import NgramProposer
+    from spectui.engines.speculative.proposers import NgramProposer
 
     # a prompt that repeats itself: the reply has n-grams to copy, of several lengths
     _, tokens = tiny_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 4), "a b c d e f a b c d e f a b c d e f a b", 48)
@@ -326,21 +326,21 @@ def test_the_confidence_floor_is_where_one_more_draft_stops_paying():
 def test_a_draft_model_stops_where_its_chain_of_drafts_gets_unsure(tiny_target, tiny_draft, tiny_tokenizer):
     import torch
 
-    from spectui.engines.embedded.kv import CachedModel
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.kv import CachedModel
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
     prompt = tiny_tokenizer("def add(a, b):")["input_ids"]
-    full = DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None).drafted
+    full = torch_draft_proposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None).drafted
     model, chain, confidences = CachedModel(tiny_draft), 1.0, []
     for i, token in enumerate(full):
         chain *= float(torch.softmax(model.logits(prompt + full[:i], num_rows=1)[0], dim=0)[token])
         confidences.append(chain)
     for floor in (0.999, 0.9, 0.5, 0.1):
-        stopped = DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=floor).drafted
+        stopped = torch_draft_proposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=floor).drafted
         # the same drafts, up to and including the first that takes the chain below the floor
         expected = next((i + 1 for i, c in enumerate(confidences) if c < floor), len(full))
         assert stopped == full[:expected], (floor, confidences)
-    assert len(DraftModelProposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=0.999).drafted) < 8
+    assert len(torch_draft_proposer(tiny_draft).propose(prompt, 8, 0.0, 1.0, None, stop_below=0.999).drafted) < 8
 
 
 def test_the_drafts_catch_up_after_plain_steps_is_not_taken_for_its_cost():

@@ -228,11 +228,11 @@ def test_adaptive_prompt_lookup_is_a_config_of_its_own_against_the_copying_targe
 @pytest.fixture(scope="module")
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
     from spectui.core.engine import Capabilities, EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
-    return EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+    return torch_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), info)
 
 
 class SlowingRunner(ScriptedRunner):

@@ -304,7 +304,7 @@ def test_the_attached_file_chat_measures_a_code_edit_and_a_summary_of_the_file()
 def test_the_suffix_drafter_proposes_the_attached_file_while_the_reply_copies_it(tiny_tokenizer):
     """The edit's reply repeats the module: once it has copied a few lines, suffix decoding
     drafts the file's next tokens from the prompt that holds it."""
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.speculative.suffix import SuffixProposer
 
     [edit] = fill_replies(attached_cases()[:1], lambda messages: "It reads, sums and writes CSV rows.")
     prompt = "\n\n".join(message["content"] for message in edit.as_messages())

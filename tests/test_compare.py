@@ -192,14 +192,15 @@ def test_sweep_on_a_virtual_clock_finds_the_best_k():
 
 @pytest.fixture(scope="module")
 def tiny_engines(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
     def engine(proposer):
         info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
-        return EmbeddedEngine(tiny_target, tiny_tokenizer, proposer, info)
+        return torch_engine(tiny_target, tiny_tokenizer, proposer, info)
 
-    return {"draft": engine(DraftModelProposer(tiny_draft)), "ngram": engine(NgramProposer(1, 3))}
+    return {"draft": engine(torch_draft_proposer(tiny_draft)), "ngram": engine(NgramProposer(1, 3))}
 
 
 @pytest.mark.parametrize("method", ["draft", "ngram"])
@@ -223,8 +224,8 @@ def test_tiny_models_compare_identical_at_t0(tiny_engines, method, k):
 
 
 def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import Proposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.speculative.proposers import Proposer
 
     class RefusingProposer(Proposer):
         method = "draft"
@@ -236,7 +237,7 @@ def test_baseline_never_calls_the_proposer(tiny_target, tiny_tokenizer):
             raise AssertionError("k = 0 must not draft")
 
     info = EngineInfo("embedded", "tiny", None, "draft", "float32", "cpu", Capabilities(live_controls=True))
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, RefusingProposer(), info)
+    engine = torch_engine(tiny_target, tiny_tokenizer, RefusingProposer(), info)
     runs = run_pair(engine, MESSAGES, GenerationParams(max_tokens=8), 4, 0.0, order=("baseline",))
     assert runs[0].finished and runs[0].num_forwards == runs[0].num_tokens
 
@@ -354,7 +355,7 @@ def test_cli_unknown_model_is_one_line():
 
 def test_cli_reports_a_difference_and_exits_1(monkeypatch):
     """A broken engine whose baseline differs at token 5: the table says so, exit code 1."""
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     monkeypatch.setattr(build, "build_embedded_engine", lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5))
     result = invoke("hi", "--max-tokens", "8", "--runs", "1", "--table", "--backend", "torch")
@@ -367,7 +368,7 @@ def test_cli_reports_a_difference_and_exits_1(monkeypatch):
 def test_cli_reports_where_kernels_that_promise_nothing_left_the_plain_path(monkeypatch):
     """bf16 and other kernels that do not promise identity: the near-tie is reported with its
     position, both tokens and the plain path's top-two gap there, and it is not an error."""
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     monkeypatch.setattr(build, "build_embedded_engine",
                         lambda options, models, progress=None, **_: ClockedEngine(VirtualClock(), diverge_at=5, promised=False))
@@ -395,7 +396,7 @@ def smollm2_or_skip() -> None:
 @pytest.mark.parametrize("method", ["draft", "ngram"])
 def test_smollm2_compare_is_identical_at_t0(method):
     smollm2_or_skip()
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
@@ -417,12 +418,13 @@ def test_smollm2_compare_is_identical_at_t0(method):
 
 
 def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
     from spectui.core.errors import UsageError
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+    engine = torch_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), info)
     lookup = engine.with_method("ngram")
     assert isinstance(lookup.proposer, NgramProposer) and lookup.info.method == "ngram" and lookup.info.draft is None
     back = lookup.with_method("draft")
@@ -431,7 +433,7 @@ def test_with_method_swaps_drafting_and_keeps_the_output(tiny_target, tiny_draft
     outputs = [compare(e, MESSAGES, params, 3, 0.0, 1).runs[0].reply.token_ids for e in (engine, lookup, back)]
     assert outputs[0] == outputs[1] == outputs[2] and outputs[0]
 
-    ngram_only = EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(), replace(info, method="ngram", draft=None))
+    ngram_only = torch_engine(tiny_target, tiny_tokenizer, NgramProposer(), replace(info, method="ngram", draft=None))
     with pytest.raises(UsageError, match="no draft model is loaded"):
         ngram_only.with_method("draft")
 

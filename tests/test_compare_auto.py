@@ -28,7 +28,7 @@ def test_compare_with_auto_runs_adaptive_k_on_the_speculative_path_only():
 
 def test_cli_compare_k_auto_says_auto_and_runs_it(monkeypatch):
     # Pinned to torch: the stand-in replaces the torch builder (auto would pick ggml on this box).
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     engines: list[ScriptedEngine] = []
     monkeypatch.setattr(build, "build_embedded_engine",
@@ -47,7 +47,7 @@ def test_compare_json_writes_each_path_in_generate_json_s_one_reply_record(monke
     from spectui.core.record import reply_record, step_record
     from spectui.core.events import Source, Step
     from spectui.core.stats import summarize
-    import spectui.engines.embedded.build as build
+    import spectui.engines.torch_backend.build as build
 
     monkeypatch.setattr(build, "build_embedded_engine", lambda options, models, progress=None, **_: ScriptedEngine(alpha=0.85))
     args = ["hi", "-k", "4", "--max-tokens", "16", "--json", "--engine", "embedded", "--backend", "torch"]

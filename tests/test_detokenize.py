@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spectui.engines.embedded.detokenize import IncrementalDetokenizer
+from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 
 CORPUS = [
     "héllo wörld 日本語 🎉",

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer, Proposal, Proposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.speculative.proposers import NgramProposer, Proposal, Proposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.measure.run import run_reply
 from spectui.core.stats import per_position_acceptance
@@ -17,7 +18,7 @@ PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown f
 
 def make_engine(target, tokenizer, proposer):
     info = EngineInfo("embedded", "tiny", None, proposer.method if proposer else "none", "float32", "cpu")
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def greedy_reference(model, prompt_ids, max_new_tokens, stop_ids):
@@ -39,7 +40,7 @@ def collect(engine, prompt_ids, params, control):
 
 @pytest.fixture(scope="module")
 def proposers(tiny_draft):
-    return {"draft": DraftModelProposer(tiny_draft), "ngram": NgramProposer(1, 3)}
+    return {"draft": torch_draft_proposer(tiny_draft), "ngram": NgramProposer(1, 3)}
 
 
 @pytest.mark.parametrize("method", ["draft", "ngram"])
@@ -71,7 +72,7 @@ def test_greedy_speculation_equals_plain_greedy(tiny_target, tiny_tokenizer, pro
 def test_the_draft_model_reads_the_prompt_in_the_first_step_not_the_second(tiny_target, tiny_draft, tiny_tokenizer):
     # As in vLLM: the draft's prefill lands in the time to first token, so the first
     # drafting step runs the draft over the one new token, not the whole prompt.
-    proposer = DraftModelProposer(tiny_draft)
+    proposer = torch_draft_proposer(tiny_draft)
     engine = make_engine(tiny_target, tiny_tokenizer, proposer)
     prompt_ids = tiny_tokenizer(PROMPTS[1])["input_ids"]
     stream = engine.stream_ids(prompt_ids, GenerationParams(max_tokens=16), Control(k=3))
@@ -184,7 +185,7 @@ def test_a_stop_token_is_the_last_token_of_its_step_and_the_drafts_accepted_afte
     # The target drafting for itself accepts every draft, so the stop token lands where we put
     # it: the prefill's token (0), a step's first draft (1), inside a step's drafts (3).
     prompt_ids = tiny_tokenizer(PROMPTS[0])["input_ids"]
-    engine = make_engine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_target))
+    engine = make_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_target))
     free = greedy_reference(tiny_target, prompt_ids, 12, engine.stop_ids)
     stop = free[stop_at]
     assert stop not in free[:stop_at], "the stop token must first appear where it is put"
@@ -258,7 +259,7 @@ def test_text_deltas_join_to_the_decoded_reply(tiny_target, tiny_tokenizer, prop
 
 def test_plain_decoding_of_a_model_without_a_preset_draft_needs_no_draft(tiny_target, tiny_tokenizer, monkeypatch):
     # `generate -m smollm2-135m -k 0` decodes; with k 4 it asks for a draft, as before.
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.core.errors import UsageError
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions

@@ -7,7 +7,7 @@ import pytest
 
 from spectui.core.engine import ALL_CONTROLS, AUTO, K, TEMPERATURE, Capabilities, Engine, EngineInfo
 from spectui.core.errors import UsageError
-from spectui.engines.embedded.proposers import NgramProposer
+from spectui.engines.speculative.proposers import NgramProposer
 from spectui.engines.scripted import ScriptedEngine
 from test_engine import make_engine
 

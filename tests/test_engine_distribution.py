@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from spectui.core.events import Control, GenerationParams, Source, Step
-from spectui.engines.embedded import loop
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-from spectui.engines.embedded.sampling import sample
-from spectui.engines.embedded.verify import Verdict
+from spectui.engines.speculative import loop
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
+from spectui.engines.speculative.sampling import sample
+from spectui.engines.speculative.verify import Verdict
 from test_engine import make_engine
 from small_distribution import make_small_target
 from test_heads import REPLIES, SMALL_VOCAB, TEMPERATURE, chi2_critical_0_001, chi_square_table, exact_joint, tree_chi_squares
@@ -82,7 +83,7 @@ def random_ks(seed):
 
 
 def draft_model_replies(small_target, small_draft, tiny_tokenizer, replies):
-    engine = make_engine(small_target, tiny_tokenizer, DraftModelProposer(small_draft))
+    engine = make_engine(small_target, tiny_tokenizer, torch_draft_proposer(small_draft))
     return sampled_replies(engine, PROMPT_IDS, replies, fixed_k)
 
 

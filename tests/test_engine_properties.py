@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from spectui.core.events import Control, Done, GenerationParams, Source
 from spectui.core.record import reply_record, step_from_record, step_record
 from spectui.core.stats import summarize
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from test_engine import PROMPTS, greedy_reference, make_engine
 
 MAX_TOKENS = 40
@@ -27,7 +28,7 @@ def replies(tiny_target, tiny_tokenizer, tiny_draft):
     references = {}
 
     def engine(method, stop_ids):
-        proposer = {"draft": lambda: DraftModelProposer(tiny_draft), "self": lambda: DraftModelProposer(tiny_target),
+        proposer = {"draft": lambda: torch_draft_proposer(tiny_draft), "self": lambda: torch_draft_proposer(tiny_target),
                     "ngram": lambda: NgramProposer(1, 3)}[method]()
         engine = make_engine(tiny_target, tiny_tokenizer, proposer)
         engine.stop_ids = set(stop_ids) if stop_ids else engine.stop_ids

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from spectui.core.events import Control, GenerationParams, Source, Step
 
 pytestmark = pytest.mark.real_weights
@@ -43,8 +44,8 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
     messages = [{"role": "user", "content": prompt}]
     info = EngineInfo("embedded", "smollm2-135m", None, "draft", "float32", "cpu")
     engines = {
-        "draft": EmbeddedEngine(target, tokenizer, DraftModelProposer(draft), info),
-        "ngram": EmbeddedEngine(target, tokenizer, NgramProposer(1, 4), info),
+        "draft": torch_engine(target, tokenizer, torch_draft_proposer(draft), info),
+        "ngram": torch_engine(target, tokenizer, NgramProposer(1, 4), info),
     }
     prompt_ids = engines["draft"].prompt_ids(messages)
     max_tokens = 40
@@ -70,7 +71,7 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
 
 def test_default_pair_greedy_speculation_is_token_identical():
     """Qwen2.5-Coder 1.5B drafted by 0.5B, as `spectui generate --method draft --backend torch` builds them."""
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

@@ -8,8 +8,8 @@ import torch
 from typer.testing import CliRunner
 
 from spectui.core.engine import EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.speculative.proposers import NgramProposer
 from spectui.engines.prompt import ContextOverflow, fit_prompt
 from spectui.core.errors import OutOfMemory, is_out_of_memory
 from spectui.core.events import Control, GenerationParams, Step
@@ -72,7 +72,7 @@ def test_truncation_cannot_shorten_the_last_message():
 @pytest.fixture
 def engine(tiny_target, tiny_tokenizer):
     info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu")
-    return EmbeddedEngine(tiny_target, tiny_tokenizer, NgramProposer(1, 3), info)
+    return torch_engine(tiny_target, tiny_tokenizer, NgramProposer(1, 3), info)
 
 
 def stream(engine, messages, **params):
@@ -150,7 +150,7 @@ def test_out_of_memory_while_loading_is_one_line_with_advice(monkeypatch):
 
 
 def test_out_of_memory_mid_reply_keeps_the_steps_and_the_next_reply_runs(engine, tiny_tokenizer, monkeypatch):
-    from spectui.engines.embedded import kv
+    from spectui.engines.torch_backend import kv
 
     real_logits = kv.CachedModel.logits
     calls = {"n": 0}

@@ -66,7 +66,7 @@ def test_a_second_turn_is_lossless_after_drafts_accepted_past_the_stop_token(smo
 @pytest.mark.real_weights
 @pytest.mark.slow
 def test_the_default_pair_drafts_losslessly_on_ggml():
-    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.engines.ggml.build import build_ggml_engine
 
     engine = build_ggml_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     try:
@@ -100,7 +100,7 @@ def resident_bytes_of(path: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
 def test_weights_repacked_at_load_are_not_resident_twice():
-    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.gguf_local import local_gguf
     from spectui.models.registry import DEFAULT_TARGET
 
@@ -143,7 +143,7 @@ class FakeModel:
 
 
 def test_a_verify_runs_in_pieces_no_wider_than_the_kernels_keep_exact():
-    from spectui.engines.llamacpp.engine import LlamaCached
+    from spectui.engines.ggml.cached import LlamaCached
 
     model = FakeModel()
     cached = LlamaCached(model, rows=3)
@@ -157,7 +157,7 @@ def test_a_verify_runs_in_pieces_no_wider_than_the_kernels_keep_exact():
 
 
 def test_the_probe_finds_the_widest_batch_whose_rows_equal_one_at_a_time():
-    from spectui.engines.llamacpp.lib import invariant_rows
+    from spectui.engines.ggml.lib import invariant_rows
 
     class RoundsPastFour(FakeModel):
         vocab_size = 64
@@ -182,7 +182,7 @@ def tiny_pair(tmp_path_factory):
 
 def second_token_distribution(gguf: Path, prompt: list[int], temperature: float) -> numpy.ndarray:
     """The target's exact marginal of its second sampled token, through llama.cpp's logits."""
-    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.engines.ggml.lib import LlamaModel
 
     model = LlamaModel(gguf, context=256, threads=1)
     try:
@@ -214,10 +214,10 @@ def chi_square_binned(counts: numpy.ndarray, expected: numpy.ndarray, draws: int
 
 
 def sampled_second_tokens(tiny_pair, tiny_tokenizer, replies: int, temperature: float) -> numpy.ndarray:
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.engines.ggml.load import load_ggml_engine
 
     target, draft = tiny_pair
-    engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=draft, threads=1)
+    engine = load_ggml_engine(target, tiny_tokenizer, "draft", draft_gguf=draft, threads=1)
     engine.stop_ids = set()
     counts = numpy.zeros(engine.target.model.vocab_size)
     try:
@@ -246,8 +246,8 @@ def test_sampled_replies_on_ggml_follow_the_targets_distribution(tiny_pair, tiny
 
 @pytest.mark.slow
 def test_the_statistic_rejects_a_rule_that_keeps_every_draft(tiny_pair, tiny_tokenizer, monkeypatch):
-    from spectui.engines.embedded import loop
-    from spectui.engines.embedded.verify import Verdict
+    from spectui.engines.speculative import loop
+    from spectui.engines.speculative.verify import Verdict
 
     def keep_every_draft(drafted, p_target, p_draft, generator):
         return Verdict(len(drafted), int(drafted[-1]), loop.Source.BONUS)
@@ -263,7 +263,7 @@ def test_the_statistic_rejects_a_rule_that_keeps_every_draft(tiny_pair, tiny_tok
 
 
 def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
-    from spectui.engines.llamacpp import build
+    from spectui.engines.ggml import build
     from spectui.engines.vllm import build as vllm_build
 
     monkeypatch.setattr(vllm_build, "cuda_present", lambda: False)
@@ -277,12 +277,12 @@ def test_auto_picks_ggml_on_a_cpu_for_a_model_with_a_gguf(monkeypatch):
         (EngineOptions(model="qwen2.5-1.5b", method="ngram"), "qwen2.5-1.5b has no GGUF"),
         (EngineOptions(model="smollm2-135m", method="ngram", device="cuda"), "--device cuda runs on torch"),
     ):
-        assert build.chosen_backend(options, resolve_pair(options.model, None)) == build.Backend("torch", why)
+        assert build.chosen_backend(options, resolve_pair(options.model, None)) == build.BackendChoice("torch", why)
 
 
 def test_ggml_asked_for_where_it_cannot_run_is_one_line():
     from spectui.core.errors import UsageError
-    from spectui.engines.llamacpp.build import chosen_backend
+    from spectui.engines.ggml.build import chosen_backend
 
     with pytest.raises(UsageError, match=r"^--backend ggml: --dtype float32 runs on torch$"):
         chosen_backend(EngineOptions(model="smollm2-135m", method="ngram", dtype="float32", backend="ggml"),
@@ -290,7 +290,7 @@ def test_ggml_asked_for_where_it_cannot_run_is_one_line():
 
 
 def test_a_library_that_cannot_load_falls_back_to_torch_with_the_reason(monkeypatch):
-    from spectui.engines.llamacpp import lib
+    from spectui.engines.ggml import lib
     from spectui.engines.vllm import build as vllm_build
 
     def broken():
@@ -298,7 +298,7 @@ def test_a_library_that_cannot_load_falls_back_to_torch_with_the_reason(monkeypa
 
     monkeypatch.setattr(vllm_build, "cuda_present", lambda: False)
     monkeypatch.setattr(lib, "library", broken)
-    from spectui.engines.llamacpp.build import chosen_backend
+    from spectui.engines.ggml.build import chosen_backend
 
     backend = chosen_backend(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None))
     assert backend.name == "torch"
@@ -308,14 +308,14 @@ def test_a_library_that_cannot_load_falls_back_to_torch_with_the_reason(monkeypa
 @pytest.mark.real_weights
 def test_the_fallback_engine_runs_on_torch_and_says_why(monkeypatch):
     from spectui.engines import factory
-    from spectui.engines.llamacpp import lib
+    from spectui.engines.ggml import lib
     from spectui.engines.vllm import build as vllm_build
 
     monkeypatch.setattr(vllm_build, "cuda_present", lambda: False)
     monkeypatch.setattr(lib, "library", lambda: (_ for _ in ()).throw(ImportError("no module named _cffi_backend")))
     engine = factory.build_engine(EngineOptions(model="smollm2-135m", method="ngram"), resolve_pair("smollm2-135m", None))
     try:
-        assert type(engine).__name__ == "EmbeddedEngine"
+        assert type(engine).__name__ == "SpeculativeEngine" and engine.backend.name == "torch"
         assert engine.info.backend == "torch int8: libllama could not load: ImportError: no module named _cffi_backend"
         tokens, _ = reply_tokens(engine, MESSAGES, Control(2, 0.0), max_tokens=8)
         assert len(tokens) == 8
@@ -352,13 +352,13 @@ def test_the_json_tokenizer_gives_what_transformers_gives(name):
 
 
 def wheel_library() -> bytes:
-    from spectui.engines.llamacpp.lib import package_dir
+    from spectui.engines.ggml.lib import package_dir
 
     return (package_dir() / "libllama.so").read_bytes()
 
 
 def test_a_glibc_238_import_the_shim_does_not_know_is_refused():
-    from spectui.engines.llamacpp.compat import ElfPatchError, c23_imports, needs_c23_glibc, patch_c23_imports
+    from spectui.engines.ggml.compat import ElfPatchError, c23_imports, needs_c23_glibc, patch_c23_imports
 
     data = wheel_library()
     if not needs_c23_glibc(data):
@@ -370,8 +370,8 @@ def test_a_glibc_238_import_the_shim_does_not_know_is_refused():
 
 
 def test_the_shim_refuses_off_x86_64_and_makes_one_copy_for_two_starts(monkeypatch, tmp_path):
-    from spectui.engines.llamacpp import compat
-    from spectui.engines.llamacpp.lib import package_dir
+    from spectui.engines.ggml import compat
+    from spectui.engines.ggml.lib import package_dir
 
     if not compat.needs_c23_glibc(wheel_library()):
         pytest.skip("this wheel's libllama needs no glibc 2.38")
@@ -400,10 +400,10 @@ def test_the_shim_refuses_off_x86_64_and_makes_one_copy_for_two_starts(monkeypat
 def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokenizer):
     """Plain decoding never runs a reply's last token; drafts a verify ran past it (rejected, or
     accepted beyond a stop token) must not stay cached for the next prompt to reuse."""
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.engines.ggml.load import load_ggml_engine
 
     target, _ = tiny_pair
-    engine = build_llamacpp_engine(target, tiny_tokenizer, "draft", draft_gguf=target, threads=1)  # accepts all
+    engine = load_ggml_engine(target, tiny_tokenizer, "draft", draft_gguf=target, threads=1)  # accepts all
     params = GenerationParams(max_tokens=16, seed=0)
     try:
         engine.stop_ids = set()
@@ -425,7 +425,7 @@ def test_a_reply_leaves_cached_what_plain_decoding_leaves(tiny_pair, tiny_tokeni
 NO_TORCH_ON_GGML = """
 import sys
 from spectui.core.events import Control, GenerationParams
-from spectui.engines.llamacpp.build import build_ggml_engine
+from spectui.engines.ggml.build import build_ggml_engine
 from spectui.models.registry import resolve_pair
 from spectui.settings.options import EngineOptions
 

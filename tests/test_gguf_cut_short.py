@@ -44,7 +44,7 @@ def test_a_gguf_cut_in_its_tensors_given_with_m_says_expected_and_actual_size(wh
 
 
 def test_a_failed_switch_to_a_gguf_cut_in_its_header_says_so_in_one_line(whole_gguf, tmp_path, monkeypatch):
-    from spectui.engines.llamacpp.build import build_ggml_engine
+    from spectui.engines.ggml.build import build_ggml_engine
 
     monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
     path = cut(whole_gguf, tmp_path, 20)  # not even the 24 bytes of the header's counts

@@ -11,8 +11,8 @@ import torch
 from typer.testing import CliRunner
 
 from spectui.core.engine import Capabilities, EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.head_proposers import head_proposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.torch_backend.head_proposers import head_proposer
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, GenerationParams, Source
 from spectui.heads.store import fingerprint, load_heads, save_heads
@@ -27,7 +27,7 @@ REPETITIVE = "abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc abc ab
 
 def make_engine(target, tokenizer, proposer):
     info = EngineInfo("embedded", "tiny", None, proposer.method, "float32", "cpu", Capabilities(live_controls=True))
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def untrained(kind, target, num_heads=4):
@@ -324,8 +324,8 @@ def test_the_cli_still_imports_without_torch():
 
 
 def test_medusa_tree_layout():
-    from spectui.engines.embedded.head_proposers import medusa_tree
-    from spectui.engines.embedded.tree import main_chain_length, node_depths
+    from spectui.engines.torch_backend.head_proposers import medusa_tree
+    from spectui.engines.speculative.tree import main_chain_length, node_depths
 
     drafted, parents = medusa_tree([[10, 11], [20, 21], [30, 31]])
     assert drafted[:3] == [10, 20, 30] and parents[:3] == [-1, 0, 1]
@@ -343,7 +343,7 @@ def test_medusa_tree_layout():
 
 
 def test_one_tree_forward_gives_each_branch_its_chain_logits(tiny_target):
-    from spectui.engines.embedded.kv import CachedModel
+    from spectui.engines.torch_backend.kv import CachedModel
 
     context = [5, 9, 14, 3, 7, 22]
     drafted, parents = [40, 41, 50, 51, 52], [-1, 0, -1, 2, 2]
@@ -407,7 +407,7 @@ def test_a_tree_on_the_batch_invariant_int8_target_matches_one_token_decodes_bit
 
     from transformers import DynamicCache
 
-    from spectui.engines.embedded.kv import CachedModel
+    from spectui.engines.torch_backend.kv import CachedModel
     from spectui.models.quantize import quantize_int8, use_batch_invariant_attention
 
     model = use_batch_invariant_attention(quantize_int8(copy.deepcopy(tiny_target)))
@@ -537,7 +537,7 @@ HAND_P_TARGET = torch.tensor(
 
 
 def test_a_sampled_walk_takes_a_child_the_target_is_sure_of():
-    from spectui.engines.embedded.tree import walk_sampled
+    from spectui.engines.speculative.tree import walk_sampled
 
     drafted, parents = HAND_TREE
     p_target = HAND_P_TARGET.clone()
@@ -552,7 +552,7 @@ def test_a_sampled_walk_takes_a_child_the_target_is_sure_of():
 
 
 def test_a_sampled_walk_recovers_when_the_target_gives_every_candidate_zero():
-    from spectui.engines.embedded.tree import walk_sampled
+    from spectui.engines.speculative.tree import walk_sampled
 
     drafted, parents = HAND_TREE
     p_target = HAND_P_TARGET.clone()
@@ -565,7 +565,7 @@ def test_a_sampled_walk_recovers_when_the_target_gives_every_candidate_zero():
 
 
 def test_sampled_walks_come_out_as_often_as_the_target_says():
-    from spectui.engines.embedded.tree import walk_sampled
+    from spectui.engines.speculative.tree import walk_sampled
 
     drafted, parents = HAND_TREE
     expected = exact_walk_outcomes(drafted, parents, HAND_P_TARGET)
@@ -601,8 +601,8 @@ def test_a_seeded_sampled_reply_through_a_tree_is_the_same_for_every_k(small_tar
 def test_the_walk_statistic_catches_wrong_rules():
     """Taking the first candidate the target gives any mass, or accepting each candidate with
     its plain p (no renormalising after a rejection), is not the target's distribution."""
-    from spectui.engines.embedded.sampling import sample
-    from spectui.engines.embedded.verify import Verdict
+    from spectui.engines.speculative.sampling import sample
+    from spectui.engines.speculative.verify import Verdict
 
     def walk(accept):
         def walk_wrong(drafted, parents, p_target, draws):
@@ -633,7 +633,7 @@ def test_the_walk_statistic_catches_wrong_rules():
 
 def exact_joint(model, prompt_ids, top_p):
     """The target's own distribution of its (2nd, 3rd) sampled tokens and of its 4th, by enumeration."""
-    from spectui.engines.embedded.sampling import target_probs
+    from spectui.engines.speculative.sampling import target_probs
 
     def probs(ids):
         with torch.no_grad():
@@ -708,8 +708,8 @@ def test_sampled_output_with_a_tree_follows_the_target_distribution(small_target
 
 def test_the_tree_chi_square_catches_a_walk_that_takes_the_first_candidate(small_target, tiny_tokenizer, monkeypatch):
     """The same statistic with a walk that always descends into a node's first child."""
-    from spectui.engines.embedded import tree
-    from spectui.engines.embedded.verify import Verdict
+    from spectui.engines.speculative import tree
+    from spectui.engines.speculative.verify import Verdict
 
     def first_child_walk(drafted, parents, p_target, draws):
         path, node = [], -1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.engines.embedded import lean as lean_module
-from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.lean import lean_forward, supports
+from spectui.engines.torch_backend import lean as lean_module
+from spectui.engines.torch_backend.kv import CachedModel
+from spectui.engines.torch_backend.lean import lean_forward, supports
 from spectui.models.load import load_model
 from spectui.models.registry import resolve
 from tiny_models import make_tiny_model

@@ -14,12 +14,12 @@ import pytest
 pytest.importorskip("llama_cpp_py_sync")
 
 ROOT = Path(__file__).resolve().parents[1]
-ASK = "from spectui.engines.llamacpp.lib import library_problem; print(library_problem())"
+ASK = "from spectui.engines.ggml.lib import library_problem; print(library_problem())"
 
 
 def needs_the_copy() -> None:
-    from spectui.engines.llamacpp import compat
-    from spectui.engines.llamacpp.lib import package_dir
+    from spectui.engines.ggml import compat
+    from spectui.engines.ggml.lib import package_dir
 
     if compat.glibc_has_c23() or not compat.needs_c23_glibc((package_dir() / "libllama.so").read_bytes()):
         pytest.skip("libllama loads from the wheel here: no copy is made")
@@ -45,7 +45,7 @@ def test_a_library_copy_cut_short_is_rebuilt_not_loaded(tmp_path):
 
 
 def test_a_copy_that_crashes_when_loaded_sends_auto_to_torch_with_the_reason(monkeypatch, tmp_path):
-    from spectui.engines.llamacpp import build, lib, library_copy
+    from spectui.engines.ggml import build, lib, library_copy
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

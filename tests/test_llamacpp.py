@@ -8,7 +8,7 @@ import struct
 import numpy
 import pytest
 
-from spectui.bench.llamacpp import draft_tokens, llamacpp_arms, plain_reply, speculative_reply
+from spectui.bench.anchors.llamacpp import draft_tokens, llamacpp_arms, plain_reply, speculative_reply
 from spectui.bench.runs import Arm
 from spectui.core.events import GenerationParams, Source
 
@@ -25,7 +25,7 @@ def rule(context: list[int]) -> int:
 
 
 class FakeModel:
-    """decode/keep/clear/cached as spectui.engines.llamacpp.lib.LlamaModel has them."""
+    """decode/keep/clear/cached as spectui.engines.ggml.lib.LlamaModel has them."""
 
     def __init__(self, wrong_every: int = 0, doubt_every: int = 0, stop_after: int | None = None) -> None:
         self.cache: list[int] = []
@@ -169,7 +169,7 @@ def test_the_bench_plans_llamacpp_arms():
 
 
 def test_elf_hash_is_the_sysv_one():
-    from spectui.engines.llamacpp.compat import elf_hash
+    from spectui.engines.ggml.compat import elf_hash
 
     # values readelf prints for these version names in any x86-64 binary
     assert elf_hash(b"GLIBC_2.2.5") == 0x09691A75
@@ -177,7 +177,7 @@ def test_elf_hash_is_the_sysv_one():
 
 
 def wheel_libraries():
-    from spectui.engines.llamacpp.lib import package_dir
+    from spectui.engines.ggml.lib import package_dir
 
     try:
         folder = package_dir()
@@ -187,7 +187,7 @@ def wheel_libraries():
 
 
 def test_the_patched_library_asks_only_for_classic_glibc_functions():
-    from spectui.engines.llamacpp.compat import needs_c23_glibc, patch_c23_imports, version_names
+    from spectui.engines.ggml.compat import needs_c23_glibc, patch_c23_imports, version_names
 
     data = (wheel_libraries() / "libllama.so").read_bytes()
     if not needs_c23_glibc(data):
@@ -204,7 +204,7 @@ def test_the_patched_library_asks_only_for_classic_glibc_functions():
 
 
 def test_patching_a_file_that_is_not_elf_is_refused():
-    from spectui.engines.llamacpp.compat import ElfPatchError, patch_c23_imports
+    from spectui.engines.ggml.compat import ElfPatchError, patch_c23_imports
 
     with pytest.raises(ElfPatchError):
         patch_c23_imports(b"not an elf file" + struct.pack("<Q", 0) * 8)
@@ -218,7 +218,7 @@ def smollm2_runner():
     pytest.importorskip("llama_cpp_py_sync")
     from transformers import AutoTokenizer
 
-    from spectui.bench.llamacpp import LlamaCppRunner, gguf_for
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner, gguf_for
     from spectui.models.load import ensure_local
     from spectui.models.registry import resolve
 
@@ -267,7 +267,7 @@ def test_the_runner_reports_what_it_measured(smollm2_runner):
 
 
 def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
-    from spectui.engines.llamacpp.engine import LlamaCached
+    from spectui.engines.ggml.cached import LlamaCached
 
     model = FakeModel()
     cached = LlamaCached(model)
@@ -288,13 +288,13 @@ def test_the_cached_view_keeps_the_common_prefix_and_runs_the_rest():
 @pytest.fixture(scope="module")
 def smollm2_engines():
     pytest.importorskip("llama_cpp_py_sync")
-    from spectui.bench.llamacpp import gguf_for
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.bench.anchors.llamacpp import gguf_for
+    from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.load import load_tokenizer
     from spectui.models.registry import resolve
 
     tokenizer, gguf = load_tokenizer(resolve("smollm2-135m")), gguf_for(resolve("smollm2-135m"))
-    engines = {method: build_llamacpp_engine(gguf, tokenizer, method, draft_gguf=gguf, threads=1)
+    engines = {method: load_ggml_engine(gguf, tokenizer, method, draft_gguf=gguf, threads=1)
                for method in ("ngram", "suffix", "draft")}
     yield engines
     for engine in engines.values():

@@ -24,7 +24,7 @@ def test_verify_rows_equal_plain_steps_past_512_cached_cells():
     """llama.cpp splits a single row's attention over the threads once 512 cells are cached and
     sums the pieces in another order than a batch does: every row differed from plain decoding
     there until the engine kept its value cache in bf16 (LlamaModel's batch_invariant)."""
-    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.engines.ggml.lib import LlamaModel
 
     model = LlamaModel(smollm2_gguf(), context=1024, threads=2)
     try:

@@ -450,7 +450,7 @@ def _first_fetch_reports_to(monkeypatch) -> list:
 
 
 def _build_embedded(options, progress):
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
 
     build_embedded_engine(options, resolve_pair(options.model, options.draft), progress)
 
@@ -525,7 +525,7 @@ def test_int8_is_batch_invariant_int8_with_batch_invariant_attention(tiny_folder
     assert not [m for m in model.modules() if type(m) is torch.nn.Linear], "every Linear is int8"
     assert model.config._attn_implementation == BATCH_INVARIANT_ATTENTION
     # Verifying 6 tokens at once gives bit for bit what 6 single-token forwards give.
-    from spectui.engines.embedded.kv import CachedModel
+    from spectui.engines.torch_backend.kv import CachedModel
 
     ids = list(range(3, 15))
     batched = CachedModel(model).logits(ids, num_rows=6)

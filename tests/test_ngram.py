@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spectui.engines.embedded.ngram import Match, lookup_ngram, propose_ngram
+from spectui.engines.speculative.ngram import Match, lookup_ngram, propose_ngram
 from spectui.core.errors import UsageError
 
 
@@ -137,7 +137,7 @@ def test_the_lookup_says_when_earlier_copies_of_the_match_went_on_differently():
 
 
 def test_the_proposer_hands_its_match_to_adaptive_k_as_evidence():
-    from spectui.engines.embedded.proposers import NgramProposer
+    from spectui.engines.speculative.proposers import NgramProposer
 
     proposal = NgramProposer().propose([7, 1, 20, 7, 1, 30, 7, 1], 2, 0.0, 1.0, None)
     assert proposal.drafted == [30, 7] and proposal.evidence == Match(2, contested=True)

@@ -25,9 +25,9 @@ def tiny_gguf(tmp_path_factory):
 
 @pytest.fixture
 def engine(tiny_gguf, tiny_tokenizer):
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.engines.ggml.load import load_ggml_engine
 
-    engine = build_llamacpp_engine(tiny_gguf, tiny_tokenizer, "ngram", threads=1)
+    engine = load_ggml_engine(tiny_gguf, tiny_tokenizer, "ngram", threads=1)
     engine.stop_ids = set()  # a random model may write its stop token at once: these replies run to max_tokens
     engine.decoded = count_decodes(engine)  # tokens per llama_decode batch the target ran
     yield engine

@@ -167,7 +167,7 @@ def test_fused_projections_change_no_bit():
 
 def _forward(model, ids, cache):
     """A forward with the KV cache, under the keyword this transformers names it by."""
-    from spectui.engines.embedded.kv import cache_argument
+    from spectui.engines.torch_backend.kv import cache_argument
 
     return model(ids, use_cache=True, **{cache_argument(model): cache})
 

@@ -23,7 +23,7 @@ def generate_json(monkeypatch, tiny_target, tiny_tokenizer, stop_ids=None) -> di
         (tiny_target, tiny_tokenizer) for _ in requests])  # the pair loads together, never from the real cache
     monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: None)
     if stop_ids is not None:
-        monkeypatch.setattr("spectui.engines.embedded.engine.stop_token_ids", lambda *args: set(stop_ids))
+        monkeypatch.setattr("spectui.engines.speculative.engine.stop_token_ids", lambda *args: set(stop_ids))
     result = CliRunner().invoke(app, [
         "generate", PROMPT, "--json", "--engine", "embedded", "--model", "smollm2-135m", "--draft", "smollm2-135m",
         "--method", "draft", "-k", "8", "--device", "cpu", "--dtype", "float32", "--max-tokens", "24",

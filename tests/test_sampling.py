@@ -8,7 +8,7 @@ import numpy
 import pytest
 import torch
 
-from spectui.engines.embedded.sampling import sample, target_probs
+from spectui.engines.speculative.sampling import sample, target_probs
 from spectui.core.errors import SpectuiError, UsageError
 
 
@@ -150,7 +150,7 @@ def test_sample_of_a_point_mass_anywhere_is_that_token():
 
 
 def test_a_draw_at_the_very_top_of_the_distribution_lands_on_the_last_token_with_mass():
-    from spectui.engines.embedded.sampling import _first_above
+    from spectui.engines.speculative.sampling import _first_above
 
     cumulative = torch.cumsum(torch.tensor([0.2, 0.0, 0.8, 0.0, 0.0], dtype=torch.float64), 0)
     assert [_first_above(cumulative, value) for value in (0.0, 0.19, 0.2, 0.99)] == [0, 0, 2, 2]
@@ -194,7 +194,7 @@ def test_numpy_sample_follows_the_distribution_across_blocks_and_never_draws_a_z
 
 
 def test_numpy_seeded_sampling_reproduces_and_the_top_edge_lands_on_mass():
-    from spectui.engines.embedded.sampling import _first_above
+    from spectui.engines.speculative.sampling import _first_above
 
     probs = target_probs(numpy.random.default_rng(3).normal(size=50).astype(numpy.float32), 1.0, 1.0)
 

@@ -8,12 +8,13 @@ import torch
 
 from spectui.core.engine import EngineInfo
 from spectui.core.events import Control, GenerationParams, Step
-from spectui.engines.embedded import cuda_graphs
-from spectui.engines.embedded.cuda_graphs import WidthGraphs, graphs_unavailable
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.kv import CachedModel
-from spectui.engines.embedded.proposers import DraftModelProposer, NgramProposer
-from spectui.engines.embedded.static_kv import StaticCachedModel, static_kv_wanted, use_static_caches
+from spectui.engines.torch_backend import cuda_graphs
+from spectui.engines.torch_backend.cuda_graphs import WidthGraphs, graphs_unavailable
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.torch_backend.kv import CachedModel
+from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.torch_backend.backend import torch_draft_proposer
+from spectui.engines.torch_backend.static_kv import StaticCachedModel, static_kv_wanted, use_static_caches
 
 # (token_ids, num_rows) as the loop asks them: a prompt, plain steps, a verify of 4 drafts,
 # a rollback that keeps two of them, a draft model catching up two tokens.
@@ -68,8 +69,8 @@ def test_the_loop_emits_the_same_tokens_with_and_without_the_static_path(tiny_ta
     info = EngineInfo("embedded", "tiny", None, method, "float32", "cpu")
     replies = {}
     for static in (False, True):
-        proposer = DraftModelProposer(tiny_draft) if method == "draft" else NgramProposer(1, 3)
-        engine = EmbeddedEngine(tiny_target, tiny_tokenizer, proposer, info)
+        proposer = torch_draft_proposer(tiny_draft) if method == "draft" else NgramProposer(1, 3)
+        engine = torch_engine(tiny_target, tiny_tokenizer, proposer, info)
         if static:
             assert use_static_caches(engine, 4, False, graphs=False) == (["target", "draft"] if method == "draft" else ["target"])
             assert isinstance(engine.target, StaticCachedModel)
@@ -82,7 +83,7 @@ def test_a_drafter_that_reads_hidden_states_keeps_the_dynamic_cache(tiny_target,
     class Heads(NgramProposer):
         needs_hidden = True
 
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, Heads(), EngineInfo("embedded", "tiny", None, "medusa", "float32", "cpu"))
+    engine = torch_engine(tiny_target, tiny_tokenizer, Heads(), EngineInfo("embedded", "tiny", None, "medusa", "float32", "cpu"))
     assert use_static_caches(engine, 4, False, graphs=False) == []
     assert isinstance(engine.target, CachedModel)
 

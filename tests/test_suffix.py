@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from spectui.core.events import Control, GenerationParams, Source
-from spectui.engines.embedded.suffix import SuffixIndex, SuffixMatch, SuffixProposer
+from spectui.engines.speculative.suffix import SuffixIndex, SuffixMatch, SuffixProposer
 
 from small_distribution import CHI2_CRITICAL_0_001_DF5, SMALL_VOCAB, chi_square, exact_marginals, make_small_target
 
@@ -102,7 +102,7 @@ def test_each_reply_joins_the_history_when_the_next_prompt_starts():
 
 
 def test_stored_replies_are_read_newest_first_and_left_as_they_were(tmp_path):
-    from spectui.engines.embedded.suffix_history import stored_replies
+    from spectui.engines.speculative.suffix_history import stored_replies
     from spectui.store import Store
 
     path = tmp_path / "history.sqlite3"
@@ -126,7 +126,7 @@ def test_stored_replies_are_read_newest_first_and_left_as_they_were(tmp_path):
 
 
 def test_the_proposer_reads_the_history_only_when_asked(tmp_path, tiny_tokenizer):
-    from spectui.engines.embedded.suffix_history import suffix_proposer
+    from spectui.engines.speculative.suffix_history import suffix_proposer
     from spectui.store import Store
 
     path = tmp_path / "history.sqlite3"
@@ -145,10 +145,10 @@ def test_the_proposer_reads_the_history_only_when_asked(tmp_path, tiny_tokenizer
 
 def make_engine(target, tokenizer, proposer):
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.torch_backend.backend import torch_engine
 
     info = EngineInfo("embedded", "tiny", None, "suffix", "float32", "cpu")
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def reply(engine, prompt_ids, control, max_tokens=48, seed=None):

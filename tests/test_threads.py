@@ -62,7 +62,7 @@ def test_the_neighbour_ends_when_the_run_is_killed():
 
 def test_contention_fits_every_runners_threads(monkeypatch):
     from spectui.bench import contended
-    from spectui.bench.llamacpp import LlamaCppRunner
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner
 
     assert contended.start_contention(False) is None
     runners = {"spectui": lambda *args: ("spectui", args), "transformers": lambda *args: ("transformers", args)}

@@ -20,7 +20,7 @@ OPTIONAL_IMPORTS = "reportMissingImports"
 # What the baseline holds now: parameters without a type, and every other finding. The numbers
 # may only fall: fix some, run `basedpyright --writebaseline`, and lower them here (the test
 # below says to); a regenerated baseline that took in new findings fails.
-BASELINE_MAX = {MISSING: 311, "other": 160}
+BASELINE_MAX = {MISSING: 270, "other": 150}
 
 
 def basedpyright(root: Path) -> subprocess.CompletedProcess:
@@ -66,8 +66,8 @@ def test_a_wrong_type_passed_to_the_loop_fails_the_check(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", copy)
     shutil.copy(ROOT / BASELINE, copy / BASELINE)
     shutil.copytree(ROOT / "spectui", copy / "spectui", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "spectui" / "engines" / "embedded" / "mistake.py").write_text(
-        "from spectui.engines.embedded.loop import decode_steps\n\n\n"
+    (copy / "spectui" / "engines" / "speculative" / "mistake.py").write_text(
+        "from spectui.engines.speculative.loop import decode_steps\n\n\n"
         "def mistake(proposer, params, control, detokenizer):\n"
         "    return decode_steps('a model', proposer, [1, 2], params, control, set(), detokenizer)\n"
     )

@@ -18,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spectui.engines.embedded.verify import Verdict, verify_greedy, verify_sampled
+from spectui.engines.speculative.verify import Verdict, verify_greedy, verify_sampled
 from spectui.core.events import Source
 
 VOCAB = 6

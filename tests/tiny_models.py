@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spectui.engines.embedded.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposer
 
 
 def make_tiny_model(vocab_size: int, seed: int, layers: int = 2):
@@ -108,9 +108,8 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
     process calls this by name). gate: a semaphore every drafting step waits on (GatedProposer).
     settling: (gate, log) for an engine with settling work to do (GatedSettling)."""
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer
     from spectui.core.errors import ModelError
+    from spectui.engines.torch_backend.backend import TorchBackend, torch_draft_proposer, torch_engine
 
     if progress is not None:
         progress("tiny models", 0, 1)
@@ -118,7 +117,7 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
         raise ModelError(fail)
     tokenizer = make_tiny_tokenizer()
     target = make_tiny_model(len(tokenizer), seed=1)
-    proposer = DraftModelProposer(make_tiny_draft(target))
+    proposer = torch_draft_proposer(make_tiny_draft(target))
     if step_delay:
         proposer = SlowProposer(proposer, step_delay)
     if gate is not None:
@@ -128,14 +127,14 @@ def build_tiny_engine(progress=None, step_delay: float = 0.0, fail: str | None =
         progress("tiny models", 1, 1)
     if settling is not None:
         gate_for_settling, log = settling
-        return gated_settling_class()(target, tokenizer, proposer, info, gate=gate_for_settling, log=log)
-    return EmbeddedEngine(target, tokenizer, proposer, info)
+        return gated_settling_class()(TorchBackend(target), tokenizer, proposer, info, gate=gate_for_settling, log=log)
+    return torch_engine(target, tokenizer, proposer, info)
 
 
 def gated_settling_class():
-    from spectui.engines.embedded.engine import EmbeddedEngine
+    from spectui.engines.speculative.engine import SpeculativeEngine
 
-    class GatedSettling(EmbeddedEngine):
+    class GatedSettling(SpeculativeEngine):
         """The tiny engine with SETTLE_JOINS pieces of settling work (as the int8 joins), each
         let through by `gate.release()` in the test; what happens is put on `log`."""
 
@@ -165,8 +164,8 @@ def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int 
     import torch
 
     from spectui.core.engine import EngineInfo
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.head_proposers import head_proposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.torch_backend.head_proposers import head_proposer
     from spectui.heads.train import new_heads
 
     tokenizer = make_tiny_tokenizer()
@@ -177,4 +176,4 @@ def build_tiny_tree_engine(progress=None, kind: str = "medusa", tree_width: int 
         for parameter in heads.parameters():
             parameter.add_(0.05 * torch.randn(parameter.shape))
     info = EngineInfo("embedded", "tiny", "tiny-heads", kind, "float32", "cpu")
-    return EmbeddedEngine(target, tokenizer, head_proposer(heads, kind, target, tree_width), info)
+    return torch_engine(target, tokenizer, head_proposer(heads, kind, target, tree_width), info)

@@ -37,7 +37,7 @@ def contend(runners: dict, engines: list, neighbour: BusyNeighbour | None) -> di
     spectui and transformers; llama.cpp's own); the neighbour is closed with the engines."""
     if neighbour is None:
         return runners
-    from spectui.bench.llamacpp import LlamaCppRunner
+    from spectui.bench.anchors.llamacpp import LlamaCppRunner
 
     engines.append(neighbour)
     for engine in engines:

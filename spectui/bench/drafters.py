@@ -115,10 +115,10 @@ def device_of(*modules):
 
 def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
-    from spectui.engines.embedded.suffix import SuffixProposer
-    from spectui.engines.llamacpp.build import check_same_tokens
-    from spectui.engines.llamacpp.engine import LlamaCached, llama_draft_proposer
-    from spectui.engines.llamacpp.lib import LlamaModel
+    from spectui.engines.speculative.suffix import SuffixProposer
+    from spectui.engines.ggml.build import check_same_tokens
+    from spectui.engines.ggml.backend import ggml_draft_proposer
+    from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.gguf_local import local_gguf, tokenizer_folder
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
@@ -135,7 +135,7 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
             check_same_tokens(models.target.name, tokenizer_folder(models.target, local_gguf(models.target)), name,
                               tokenizer_folder(draft, gguf, progress))
             before = resident_bytes()
-            proposer = llama_draft_proposer(LlamaCached(LlamaModel(gguf)), engine.target.model.vocab_size)
+            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size)
             after = resident_bytes()
             engine.add_proposer(method, proposer, name)
             costs[method] = {"name": name, "weights_bytes": gguf.stat().st_size,
@@ -146,8 +146,8 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
 def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path],
                  progress: ProgressFn | None = None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
-    from spectui.engines.embedded.build import load_draft_proposer, load_heads_proposer
-    from spectui.engines.embedded.suffix import SuffixProposer
+    from spectui.engines.torch_backend.build import load_draft_proposer, load_heads_proposer
+    from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.heads.store import read_config
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
@@ -173,7 +173,7 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
         cost = {"name": name, "weights_bytes": weights_bytes(proposer_module(proposer)),
                 "resident_bytes": after - before if before is not None and after is not None else None}
         if method == "draft":
-            cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer.draft.model)
+            cost["kv_bytes_per_token"] = kv_bytes_per_token(proposer_module(proposer))  # the draft model
         else:
             config = read_config(name)
             cost["file_bytes"] = sum(path.stat().st_size for path in Path(name).iterdir() if path.is_file())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from spectui.bench.llamacpp import RUNNER
+from spectui.bench.anchors.llamacpp import RUNNER
 from spectui.bench.measure import BASELINE, CaseResult
 from spectui.bench.plan import BenchResult
 from spectui.bench.runs import Arm, median_of, paired_ratio

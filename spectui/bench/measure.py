@@ -26,7 +26,7 @@ Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
 
 def same_sampled_reply(arm: Arm) -> bool:
     """spectui's prompt lookup writes, for a seed, the reply its k = 0 writes at any temperature
-    (its copies are point masses: spectui.engines.embedded.verify.verify_copies)."""
+    (its copies are point masses: spectui.engines.speculative.verify.verify_copies)."""
     return arm.runner == "spectui" and arm.method == "ngram"
 
 

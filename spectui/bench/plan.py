@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spectui.bench.llamacpp import llamacpp_arms
+from spectui.bench.anchors.llamacpp import llamacpp_arms
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
 from spectui.bench.runs import Arm, TimedReply
 from spectui.bench.workloads import Workload

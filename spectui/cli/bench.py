@@ -41,12 +41,12 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters
     from spectui.bench.runners import TransformersRunner, run_engine
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.load import check_same_vocab
     from spectui.measure.run import settle_before_timing
 
     from spectui.bench.drafters import add_ggml_drafters
-    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
+    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
     runner_names, methods, anchor_k, vllm_methods, heads = bench.runners, bench.methods, bench.anchor_k, bench.vllm_methods, bench.heads
@@ -83,8 +83,8 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
             by_method[method] = build_vllm_engine(vllm_options, models, progress)
             engines.append(by_method[method])
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
-    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.llamacpp
-        from spectui.bench.llamacpp import add_llamacpp
+    if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.anchors.llamacpp
+        from spectui.bench.anchors.llamacpp import add_llamacpp
 
         runners["llamacpp"] = add_llamacpp(engine, models, methods, engines, drafters, progress)
     return runners, engines, drafters

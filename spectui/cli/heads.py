@@ -153,7 +153,7 @@ def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, tex
     import torch
     from rich.console import Console
 
-    from spectui.engines.embedded.build import resolve_device
+    from spectui.engines.torch_backend.build import resolve_device
     from spectui.heads import train
     from spectui.heads.store import fingerprint, save_heads
     from spectui.models.fetch import rich_progress
@@ -171,7 +171,7 @@ def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, tex
     def write_replies() -> list[list[int]]:
         # The target as the engine runs it (int8 on a CPU, several times faster than
         # float32) says what the heads must learn to predict.
-        from spectui.engines.embedded.build import build_embedded_engine
+        from spectui.engines.torch_backend.build import build_embedded_engine
         from spectui.models.registry import ModelPair
         from spectui.settings.options import EngineOptions
 

@@ -78,8 +78,8 @@ def _build(options: EngineOptions, models: ModelPair | None, progress):
         from spectui.engines.vllm.build import build_vllm_engine
 
         return build_vllm_engine(options, models, progress=progress)
-    from spectui.engines.embedded.build import build_embedded_engine
-    from spectui.engines.llamacpp.build import build_ggml_engine, chosen_backend
+    from spectui.engines.torch_backend.build import build_embedded_engine
+    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
 
     backend = chosen_backend(options, models)
     if backend.name == "ggml":

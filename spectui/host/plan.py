@@ -111,7 +111,7 @@ def check_engine_choice(config: ChatConfig, models: ModelPair | None) -> None:
     from spectui.settings.options import EMBEDDED_METHODS
 
     if config.heads is not None:
-        from spectui.engines.embedded.build import heads_folder
+        from spectui.engines.torch_backend.build import heads_folder
 
         heads_folder(engine_options(config))  # there, and of the method asked for
     check_draft_named(engine_options(config), models)

@@ -463,7 +463,7 @@ def batch_invariant_attention(module, query, key, value, attention_mask, scaling
     0..that position, the same keys and the same kernel call as a one-token decode at that
     position, so its output is bitwise the same. Batch 1 without padding: the causal mask is
     implied when `attention_mask` is None (transformers passes None for plain causal calls).
-    A draft tree (spectui.engines.embedded.tree) passes its own 4D mask: a node's row then
+    A draft tree (spectui.engines.speculative.tree) passes its own 4D mask: a node's row then
     gathers the keys it may see (the context, its ancestors, itself), in order, which are the
     keys a one-token decode along that branch would hold. Costs one small kernel call per
     row and layer (about 0.5 ms per layer for a 9-token verify on the 1.5B model here).

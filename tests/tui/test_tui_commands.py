@@ -9,7 +9,7 @@ import os
 import re
 
 from spectui.core.events import Source
-from spectui.engines.embedded.suffix import SuffixProposer
+from spectui.engines.speculative.suffix import SuffixProposer
 from spectui.settings.config import ChatConfig
 from spectui.store import Store
 from spectui.tui.widgets.attachment import AttachmentView

@@ -17,11 +17,11 @@ from tui_helpers import ready, reply_done, send, wait_for
 
 @pytest.fixture
 def tiny_engine(tiny_target, tiny_draft, tiny_tokenizer):
-    from spectui.engines.embedded.engine import EmbeddedEngine
-    from spectui.engines.embedded.proposers import DraftModelProposer
+    from spectui.engines.torch_backend.backend import torch_engine
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
 
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
-    engine = EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info)
+    engine = torch_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), info)
     return RecordingEngine(engine, raw_prompt=True)  # the tiny tokenizer has no chat template
 
 
@@ -49,7 +49,7 @@ async def test_embedded_reply_shows_engine_sources_and_gamma(make_app, tiny_engi
 @pytest.mark.real_weights
 async def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
     """SmolLM2 through the chat template, drafted by its own dynamic-int8 copy."""
-    from spectui.engines.embedded.build import build_embedded_engine
+    from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 

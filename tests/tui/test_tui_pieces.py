@@ -85,7 +85,7 @@ def test_pieces_always_join_to_the_step_text():
 
 
 def test_pieces_from_a_byte_level_tokenizer_join_across_multibyte_text(tiny_tokenizer):
-    from spectui.engines.embedded.detokenize import IncrementalDetokenizer
+    from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 
     text = "Héllo wörld, 日本語 🎉!"
     ids = tiny_tokenizer.encode(text, add_special_tokens=False)

@@ -18,13 +18,13 @@ pytestmark = [pytest.mark.real_weights, pytest.mark.slow]
 @pytest.fixture
 def smollm2_ggml():
     pytest.importorskip("llama_cpp_py_sync")
-    from spectui.bench.llamacpp import gguf_for
-    from spectui.engines.llamacpp.load import build_llamacpp_engine
+    from spectui.bench.anchors.llamacpp import gguf_for
+    from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.load import load_tokenizer
     from spectui.models.registry import resolve
 
     tokenizer, gguf = load_tokenizer(resolve("smollm2-135m")), gguf_for(resolve("smollm2-135m"))
-    engine = build_llamacpp_engine(gguf, tokenizer, "suffix", threads=1)
+    engine = load_ggml_engine(gguf, tokenizer, "suffix", threads=1)
     engine.decoded = count_decodes(engine)  # tokens per llama_decode call
     model = engine.target.model
     yield engine

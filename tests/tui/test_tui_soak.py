@@ -13,8 +13,8 @@ import pytest
 
 from spectui.settings.config import ChatConfig
 from spectui.core.engine import Capabilities, EngineInfo
-from spectui.engines.embedded.engine import EmbeddedEngine
-from spectui.engines.embedded.proposers import DraftModelProposer
+from spectui.engines.torch_backend.backend import torch_engine
+from spectui.engines.torch_backend.backend import torch_draft_proposer
 from spectui.tui.widgets.conversation import ReplyView
 
 from fake_engines import RecordingEngine
@@ -35,7 +35,7 @@ def rss_mib() -> float:
 @pytest.mark.slow
 async def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path, tiny_target, tiny_draft, tiny_tokenizer):
     info = EngineInfo("embedded", "tiny", "tiny-draft", "draft", "float32", "cpu", Capabilities(live_controls=True))
-    engine = RecordingEngine(EmbeddedEngine(tiny_target, tiny_tokenizer, DraftModelProposer(tiny_draft), info))
+    engine = RecordingEngine(torch_engine(tiny_target, tiny_tokenizer, torch_draft_proposer(tiny_draft), info))
     figures = {}
 
     app = make_app(lambda progress: engine, ChatConfig(k=4, max_tokens=16, temperature=0.7))

@@ -1,1 +1,0 @@
-"""The embedded engine: a speculative decoding loop on PyTorch + transformers models."""

@@ -1,0 +1,63 @@
+"""The ggml backend: llama.cpp computes the target's (and a draft's) forwards for spectui's loop,
+its batch-invariant kernels in verify pieces of proven width, so T = 0 is identical to plain
+decoding (docs/ggml.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from spectui.engines.ggml.cached import LlamaCached
+from spectui.engines.speculative.backend import LOOP_CAPABILITIES
+from spectui.engines.speculative.cached_model import CachedLogits
+
+if TYPE_CHECKING:
+    from spectui.engines.ggml.lib import LlamaModel
+
+
+class GgmlBackend:
+    name = "ggml"
+    # Batch-invariant kernels (lib.LlamaModel) in verify pieces of proven width: T = 0 is identical.
+    capabilities = replace(LOOP_CAPABILITIES, greedy_identical=True)
+    generation_config = None  # the GGUF's tokenizer folder gives the stop tokens
+
+    def __init__(self, model: LlamaModel) -> None:
+        from spectui.engines.ggml.lib import cached_invariant_rows
+
+        # The widest verify whose rows equal one-at-a-time decoding, and what a verify costs,
+        # probed once per GGUF and CPU (lib.cached_invariant_rows).
+        shape = cached_invariant_rows(model)
+        self.target = LlamaCached(model, shape.rows)
+        self.verify_slope: float = shape.slope
+        self.measured_verify_slope: float | None = shape.slope
+
+    @property
+    def context_length(self) -> int:
+        return self.target.model.context_length
+
+    def use_threads(self, threads: int, draft: CachedLogits | None) -> None:
+        self.target.model.set_threads(threads)
+        if isinstance(draft, LlamaCached):
+            draft.model.set_threads(threads)
+
+    def settle(self, draft: CachedLogits | None, stop: Callable[[], bool],
+               progress: Callable[[int, int], None] | None) -> bool:
+        return True  # nothing put off: llama.cpp maps the GGUF as it is
+
+    def reply_ended(self, prompt_length: int, emitted: int) -> None:
+        # Plain decoding never runs a reply's last token, nor drafts accepted past a stop
+        # token: the next prompt prefills them in one batch, which rounds its own way.
+        self.target.forget_after(prompt_length + max(0, emitted - 1))
+
+    def close(self, draft: CachedLogits | None) -> None:
+        self.target.model.close()
+        if isinstance(draft, LlamaCached):
+            draft.model.close()
+
+
+def ggml_draft_proposer(draft: LlamaModel, target_width: int):
+    """spectui's draft-model proposer, its forwards run by llama.cpp."""
+    from spectui.engines.speculative.proposers import DraftModelProposer
+
+    return DraftModelProposer(LlamaCached(draft), target_width)

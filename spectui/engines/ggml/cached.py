@@ -1,0 +1,83 @@
+"""The ggml backend's cached model: spectui's own loop (decode_steps: the Step contract, exact
+provenance, adaptive k, the same proposers and verify rules) with llama.cpp computing the
+target's and the draft's forwards (the backend itself: spectui.engines.ggml.backend).
+
+LlamaCached gives a LlamaModel the interface the loop expects of a model with a KV cache
+(spectui.engines.speculative.cached_model.CachedLogits, as torch_backend.kv.CachedModel does): say which tokens it should have seen, get the
+logits of the last rows; the common prefix stays cached, the rest is rolled back and run.
+T = 0 stays lossless because a verify never holds more tokens than the target's kernels
+compute bit for bit as one at a time (lib.invariant_rows), and a reply leaves in the cache
+exactly what plain decoding leaves. Its rows are numpy arrays: the loop samples and verifies
+them with numpy (spectui.engines.speculative.arrays), so the ggml backend never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from spectui.engines.speculative.cached_model import common_prefix_len
+
+if TYPE_CHECKING:
+    import numpy
+
+    from spectui.engines.ggml.lib import LlamaModel
+
+
+class LlamaCached:
+    """A LlamaModel kept in step with a token list, as CachedModel keeps a torch model.
+
+    rows: the widest decode whose rows equal decoding one token at a time; a call that wants
+    more than one row (a verify) runs in pieces of at most that many tokens. None: no limit
+    (a draft model, whose rounding changes acceptance, never the output)."""
+
+    device = "cpu"
+    arrays = "numpy"  # logits are numpy rows: the loop's rules run on numpy, torch never loads
+    # A long prompt's prefill runs in chunks of this many (spectui.engines.speculative.loop), each
+    # one progress report; Esc does not wait for a chunk's end (prefill's stop).
+    prefill_chunk = 64
+
+    def __init__(self, model: LlamaModel, rows: int | None = None) -> None:
+        self.model = model
+        self.rows = rows
+        self.seen: list[int] = []
+
+    def reset(self) -> None:
+        self.model.clear()
+        self.seen = []
+
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> numpy.ndarray:
+        import numpy
+
+        keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
+        self.model.keep(keep)
+        tail = list(token_ids[keep:])
+        if num_rows == 1 or self.rows is None or len(tail) <= self.rows:
+            rows = self.model.decode(tail, num_rows)
+        else:
+            pieces = [tail[start:start + self.rows] for start in range(0, len(tail), self.rows)]
+            rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
+        self.seen = list(token_ids)
+        return rows
+
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        """Run a prompt chunk into the cache; False when stop() said so mid-decode (what whole
+        calls had run stays cached and seen)."""
+        from spectui.engines.ggml.lib import Interrupted
+
+        keep = common_prefix_len(self.seen, token_ids)
+        self.model.keep(keep)
+        try:
+            self.model.decode(list(token_ids[keep:]), 1, stop)
+        except Interrupted as interrupted:
+            self.model.keep(interrupted.cached)
+            self.seen = list(token_ids[:interrupted.cached])
+            return False
+        self.seen = list(token_ids)
+        return True
+
+    def forget_after(self, length: int) -> None:
+        """Keep only the first `length` tokens cached."""
+        if length < len(self.seen):
+            self.model.keep(length)
+            self.seen = self.seen[:length]

@@ -1,1 +1,0 @@
-"""spectui's speculative loop on llama.cpp's CPU kernels (libllama through llama-cpp-py-sync)."""

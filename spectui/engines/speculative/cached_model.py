@@ -1,0 +1,47 @@
+"""What the loop asks of a model with its KV cache, without torch: the one protocol both
+backends satisfy (spectui.engines.torch_backend.kv.CachedModel and .static_kv.StaticCachedModel
+on torch, spectui.engines.ggml.cached.LlamaCached on libllama's numpy rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class CachedLogits(Protocol):
+    """Say which tokens the model should have seen, get the logits of the last rows: a torch
+    tensor or a numpy array, as `arrays` says ("torch" or "numpy"), for the rules to sample with."""
+
+    @property
+    def device(self) -> Any: ...
+
+    @property
+    def arrays(self) -> str: ...
+
+    def reset(self) -> None: ...
+
+    def logits(self, token_ids: Sequence[int], num_rows: int) -> Any: ...
+
+    def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
+        """Put a prompt chunk in the cache, no rows wanted; False when stop() ended it early."""
+        ...
+
+
+@runtime_checkable
+class CachedFeatures(CachedLogits, Protocol):
+    """A cached model that also hands out its last hidden states, for proposers that draft from
+    them (Medusa, EAGLE heads): the torch backend's CachedModel."""
+
+    def logits_and_hidden(self, token_ids: Sequence[int], num_rows: int) -> tuple[Any, Any, int]: ...
+
+    def tree_logits_and_hidden(
+        self, token_ids: Sequence[int], drafted: Sequence[int], parents: Sequence[int]
+    ) -> tuple[Any, Any, int]: ...

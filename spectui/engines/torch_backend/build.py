@@ -1,0 +1,123 @@
+"""Build spectui's loop on the torch backend from CLI options and the models they named: check,
+load, wire the proposer."""
+
+from __future__ import annotations
+
+from spectui.settings.options import EngineOptions
+from spectui.core.engine import EngineInfo, Kernels
+from spectui.core.errors import UsageError
+from spectui.models.registry import ModelPair, ResolvedModel
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA device is available here")
+    return device
+
+
+def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
+    from spectui.engines.speculative.plain import plain_stand_in
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
+    from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches
+    from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
+
+    target = models.target
+    device = resolve_device(options.device)
+    target_dtype = resolve_dtype(options.dtype, device)
+    draft_name = proposer = None  # every method below sets the proposer
+    options = plain_stand_in(options, models)
+    if options.method == "draft":
+        draft = models.draft_model()
+        draft_name = draft.name
+        check_same_vocab(target, draft, progress)  # before any weights load; may fetch both
+        # Side by side: the two models' layers are packed in one pool of threads.
+        (target_model, tokenizer), (draft_model, _) = load_models(
+            [LoadRequest(target, target_dtype),
+             LoadRequest(draft, draft_dtype(target_dtype, device), tokenizer=False)],
+            device, progress)
+        proposer = torch_draft_proposer(draft_model, target_width=logit_width(target_model))
+    else:
+        if options.method in ("medusa", "eagle"):
+            draft_name = heads_folder(options)  # checked before the target's weights load
+        target_model, tokenizer = load_model(target, target_dtype, device, progress)
+    if options.method == "ngram":
+        proposer = NgramProposer(options.lookup_min, options.lookup_max)
+    elif options.method == "suffix":
+        from spectui.engines.speculative.suffix_history import suffix_proposer
+
+        proposer = suffix_proposer(tokenizer, options.history_drafting)
+    elif options.method != "draft":
+        assert draft_name is not None
+        proposer = load_heads_proposer(options.method, draft_name, target_model, target.name, options.tree_width)
+    info = EngineInfo(
+        name="embedded",
+        target=target.name,
+        draft=draft_name,
+        method=options.method,
+        dtype=target_dtype,
+        device=device,
+        backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
+        kernels=torch_kernels(),
+    )
+    engine = torch_engine(target_model, tokenizer, proposer, info)
+    if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
+        use_static_caches(engine, options.k, options.auto_k)
+    return engine
+
+
+def torch_kernels() -> Kernels:
+    import torch
+
+    return Kernels("torch", torch.get_num_threads(), "torch", torch.__version__)
+
+
+def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
+    """A draft model's drafter, its weights loaded beside the target's."""
+    from spectui.engines.torch_backend.backend import torch_draft_proposer
+    from spectui.models.load import load_model
+
+    draft_model, _ = load_model(draft, draft_dtype(target_dtype, device), device, progress)
+    return torch_draft_proposer(draft_model, target_width=logit_width(target_model))
+
+
+def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: str, tree_width: int = 1):
+    """medusa / eagle heads from a folder of `spectui heads train`'s, checked against the target."""
+    from pathlib import Path
+
+    from spectui.engines.torch_backend.head_proposers import head_proposer
+    from spectui.heads.store import load_heads
+
+    heads, _ = load_heads(Path(heads_dir), target_model, target_name, kind=method)
+    return head_proposer(heads, method, target_model, tree_width)
+
+
+def heads_folder(options: EngineOptions) -> str:
+    """The --heads folder, checked before the target's weights load."""
+    from spectui.heads.store import read_config
+
+    if options.heads is None:
+        raise UsageError(f"--method {options.method} on the embedded engine needs --heads DIR (make one with spectui heads train)")
+    config = read_config(options.heads)
+    if config["kind"] != options.method:
+        raise UsageError(f"{options.heads} holds {config['kind']} heads: pass --method {config['kind']}")
+    return options.heads
+
+
+def draft_dtype(target_dtype: str, device: str) -> str:
+    """The draft may round differently from the target: that changes acceptance, not output.
+
+    On CPU the fastest form wins (int8 with activations quantised per tensor and transformers'
+    attention: not batch-invariant); elsewhere the draft follows the target.
+    """
+    if device == "cpu" and target_dtype in ("int8", "float32"):
+        return "int8-dynamic"
+    return target_dtype
+
+
+def logit_width(model) -> int:
+    return model.config.vocab_size
