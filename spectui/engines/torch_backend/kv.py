@@ -48,12 +48,12 @@ class CachedModel:
         self.cache = DynamicCache()
         self.seen: list[int] = []
 
-    @torch.inference_mode()
     def prefill(self, token_ids: Sequence[int], stop: Callable[[], bool]) -> bool:
         """A prompt chunk into the cache; torch's forward cannot stop midway: always True."""
         self.logits(token_ids, num_rows=1)
         return True
 
+    @torch.inference_mode()
     def logits(self, token_ids: Sequence[int], num_rows: int) -> torch.Tensor:
         """Float32 logits [num_rows, V] predicting the tokens after the last num_rows positions.
 
