@@ -116,8 +116,9 @@ def decode_steps(
 def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: LiveControl) -> Iterator[Prefill]:
     """A prompt longer than the target's prefill_chunk goes into its cache a chunk at a time,
     its progress said and a cancel heard between chunks, or inside one where the target can stop
-    a forward midway (an 8k-token paste is minutes on a CPU). Chunk ends sit at multiples of the chunk from the cached prefix on, the same for
-    every k; the last chunk runs in the first step, as a short prompt does whole."""
+    a forward midway (an 8k-token paste is minutes on a CPU). Chunk ends sit at multiples of the
+    chunk from the cached prefix on, the same for every k; the last chunk runs in the first
+    step, as a short prompt does whole."""
     chunk = getattr(target, "prefill_chunk", None)
     cached = common_prefix_len(getattr(target, "seen", ()), prompt_ids)
     total = len(prompt_ids) - cached
