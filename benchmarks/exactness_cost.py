@@ -44,6 +44,7 @@ def main() -> None:
 
     from spectui.bench.anchors.llamacpp import gguf_for
     from spectui.engines.ggml.lib import LlamaModel
+    from spectui.core.files import write_user_file
     from spectui.models.registry import resolve
 
     path = gguf_for(resolve(args.model))
@@ -70,9 +71,8 @@ def main() -> None:
             lines.append(f"| {length} | {n} | {exact:.1f} | {plain:.1f} | {100 * (exact / plain - 1):+.1f} % |")
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as out:
-            out.write(text)
+    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
+        write_user_file(args.markdown, text, overwrite=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def main() -> None:
     from spectui.bench.identity import arms, check_identity, corpus, rotating
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.build import build_ggml_engine
+    from spectui.core.files import write_user_file
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
@@ -64,9 +65,8 @@ def main() -> None:
                   f"{'–' if d.gap is None else f'{d.gap:.4g}'} |" for d in divergences]
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as out:
-            out.write(text)
+    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
+        write_user_file(args.markdown, text, overwrite=True)
 
 
 if __name__ == "__main__":
