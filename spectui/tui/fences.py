@@ -96,6 +96,7 @@ def may_become_fence(line: str) -> bool:
 class CodeBlock:
     language: str
     text: str  # the lines between the fences, without the newline before the closing one
+    closed: bool = True  # False: the text ended inside the block (a reply cut at max tokens)
 
     @property
     def num_lines(self) -> int:
@@ -120,7 +121,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
     if state.fence is not None:  # cut off: the block runs to the end (its last newline is no line)
         if lines and not lines[-1]:
             lines.pop()
-        blocks.append(CodeBlock(state.fence.language, "\n".join(lines)))
+        blocks.append(CodeBlock(state.fence.language, "\n".join(lines), closed=False))
     return blocks
 
 

@@ -191,6 +191,26 @@ async def test_save_shows_the_diff_asks_and_keeps_a_backup(make_app, tmp_path):
         assert (tmp_path / "new.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
+async def test_save_of_a_block_the_reply_never_closed_warns_and_asks_even_for_a_new_file(make_app, tmp_path):
+    cut_reply = CODE_REPLY[:-1]  # stopped at max tokens inside the block: no closing fence
+    app = make_app(factory_for(TextEngine(cut_reply)))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        at(app, tmp_path)
+        await send(pilot, "write add")
+        await reply_done(pilot)
+        await send(pilot, "/save new.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        assert "the file would be cut short" in str(app.screen.query_one("#save-warning").render())
+        assert str(app.screen.query_one("#save-title").render()) == f"Write {tmp_path / 'new.py'}?"
+        await pilot.press("escape")
+        assert not (tmp_path / "new.py").exists()
+        await send(pilot, "/save new.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        await pilot.press("y")
+        assert (tmp_path / "new.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
 async def test_unknown_commands_literal_slashes_and_the_settings_commands(make_app, monkeypatch):
     engine = PlanEngine([None])
     app = make_app(factory_for(engine), ChatConfig(k=2))

@@ -42,21 +42,24 @@ class SaveConfirmScreen(ModalScreen[bool]):
         background: $panel; border: round $primary;
     }
     SaveConfirmScreen #save-title { text-style: bold; color: $accent; margin-bottom: 1; }
+    SaveConfirmScreen #save-warning { color: $warning; margin-bottom: 1; }
     SaveConfirmScreen VerticalScroll { height: auto; max-height: 24; }
     SaveConfirmScreen #save-hint { color: $text-muted; margin-top: 1; }
     """
 
-    def __init__(self, path: str, diff: str) -> None:
+    def __init__(self, path: str, diff: str, warning: str | None = None, new: bool = False) -> None:
         super().__init__()
-        self.path, self.diff = path, diff
+        self.path, self.diff, self.warning, self.new = path, diff, warning, new
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Content(safe_text(f"Overwrite {self.path}?")), id="save-title")
+            yield Static(Content(safe_text(f"{'Write' if self.new else 'Overwrite'} {self.path}?")), id="save-title")
+            if self.warning:
+                yield Static(Content(self.warning), id="save-warning")
             with VerticalScroll():
                 yield Static(diff_content(self.diff), id="save-diff")
-            yield Static("Y / Enter writes it (the old file is kept as a backup) · N / Esc keeps the file",
-                         id="save-hint")
+            yield Static("Y / Enter writes it · N / Esc writes nothing" if self.new else
+                         "Y / Enter writes it (the old file is kept as a backup) · N / Esc keeps the file", id="save-hint")
 
     def action_answer(self, write: bool) -> None:
         self.dismiss(write)

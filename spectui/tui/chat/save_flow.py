@@ -40,21 +40,25 @@ def save_reply(screen: ChatScreen, args: list[str], cwd: str | None = None) -> N
         return
     block = blocks[(number or len(blocks)) - 1]
     plan = plan_save(path, block.text, cwd)
+    cut = None if block.closed else CUT_SHORT
     if isinstance(plan, str):
         screen.scroll.note(plan, error=True)
     elif plan.unchanged:
         screen.scroll.note(f"{path} already holds that block: nothing written")
-    elif plan.old is None:
+    elif plan.old is None and cut is None:
         screen.scroll.note(save(plan))
-    else:
-        confirm(screen, plan)
+    else:  # an existing file, or a block the reply never finished: the user decides
+        confirm(screen, plan, cut)
 
 
-def confirm(screen: ChatScreen, plan: SavePlan) -> None:
+CUT_SHORT = "The reply stopped inside this code block (its fence never closed): the file would be cut short."
+
+
+def confirm(screen: ChatScreen, plan: SavePlan, warning: str | None = None) -> None:
     from spectui.tui.chat.save_confirm import SaveConfirmScreen
 
     def answered(write: bool | None) -> None:
         screen.scroll.note(save(plan) if write else f"{plan.path}: kept as it was, nothing written")
         screen.prompt.focus()
 
-    screen.app.push_screen(SaveConfirmScreen(str(plan.path), plan.diff), answered)
+    screen.app.push_screen(SaveConfirmScreen(str(plan.path), plan.diff, warning, new=plan.old is None), answered)
