@@ -440,6 +440,8 @@ _FULL_SUITE = _build_full_suite()
 # the later turns then revise. The measured turns get the category budget.
 CONVERSATION_REPLY_MAX_TOKENS = 256
 CONVERSATION_MAX_TOKENS = 192
+# An edit's reply is the whole module: 192 tokens stop inside its first functions, before the copying.
+ATTACHED_FILE_MAX_TOKENS = 400
 MEASURED_TURNS = 2  # the last two user turns of each script are cases
 _CONVERSATION_SEED_BASE = 3000
 
@@ -544,7 +546,7 @@ def _build_conversations() -> tuple[Workload, ...]:
                 name=f"{category}-turn{turn + 1}",
                 messages=script[: user_turns[turn] + 1],
                 temperature=GREEDY_TEMPERATURE,
-                max_tokens=CONVERSATION_MAX_TOKENS,
+                max_tokens=ATTACHED_FILE_MAX_TOKENS if category == "chat-attached-file" else CONVERSATION_MAX_TOKENS,
                 seed=_CONVERSATION_SEED_BASE + _SEED_STRIDE_PER_CATEGORY * category_index + turn,
             ))
     return tuple(workloads)
