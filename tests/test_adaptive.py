@@ -530,3 +530,33 @@ def test_a_draft_whose_measured_costs_cannot_pay_settles_at_k0_with_bounded_prob
     extra = sum(0.7 * k + 0.34 * k for k in late)
     assert extra <= 0.03 * len(late), extra
     assert "no k pays" in choices[-1].reason and choices[-1].k == 0, choices[-1].reason
+
+
+def test_a_verify_that_stopped_at_its_first_rejection_counts_the_drafts_it_ran_not_those_drafted():
+    """A piecewise verify (ggml) ran rows for 2 of 8 drafts: V(k)'s line takes it at 2, where its cost belongs."""
+    chooser = AdaptiveK(accept=[0.5] * 8, draft_seconds=0.001, verify_points=[(0, 0.1)])
+    stopped = Step((1, 2), (Source.DRAFT, Source.RECOVERED), "", drafted=tuple(range(8)), k=8,
+                   verify_seconds=0.22, verified_count=2)
+    chooser.observe(stopped)
+    assert chooser.verify_points[-1] == (2, 0.22)
+    chooser.observe(replace(stopped, verified_count=None))
+    assert chooser.verify_points[-1] == (8, 0.22)
+
+
+def test_a_verify_in_pieces_costs_a_piece_only_where_every_draft_before_it_was_kept():
+    from spectui.engines.adaptive import Costs
+
+    line = tuple((n, 0.1 * (n + 1)) for n in (0, 2, 5, 8))  # V(n) = 0.1 (n + 1): every row alike
+    pieces, whole = Costs(0.001, line, 0.1, 0.0, piece=3), Costs(0.001, line, 0.1, 0.0)
+    assert pieces.expected_verify(8, [1.0] * 8) == pytest.approx(whole.verify(8))  # all kept: all paid
+    assert pieces.expected_verify(8, [0.5] * 8) == pytest.approx(0.3 * (1 + 0.5 ** 3 + 0.5 ** 6))
+    assert pieces.expected_verify(2, [0.5] * 8) == whole.expected_verify(2, [0.5] * 8) == pytest.approx(0.3)
+    # so a long draft is predicted dearer in one forward than in pieces, and a sure one pays in pieces
+    assert pieces.rate(8, [0.6] * 8, 1.0) > whole.rate(8, [0.6] * 8, 1.0)
+    cheaper = Costs(0.001, tuple((n, 0.1 + 0.06 * n) for n in (0, 2, 5, 8)), 0.6, 0.0, piece=3)
+    assert cheaper.rate(8, [0.95] * 8, 1.0) > cheaper.rate(0, [0.95] * 8, 1.0)
+
+
+def test_pieces_count_only_at_t0_where_the_verify_stops_early():
+    chooser = AdaptiveK(draft_seconds=0.001, verify_points=[(0, 0.1), (2, 0.3)], verify_piece=3)
+    assert chooser.costs().piece == 3 and chooser.costs(0.7).piece is None

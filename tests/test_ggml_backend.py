@@ -70,7 +70,7 @@ def test_the_default_pair_drafts_losslessly_on_ggml():
 
     engine = build_ggml_engine(EngineOptions(method="draft"), resolve_pair(None, None))
     try:
-        assert engine.info.backend.startswith("ggml ") and engine.target.rows >= 1
+        assert engine.info.backend.startswith("ggml ") and engine.target.exact_rows >= 1
         plain, _ = reply_tokens(engine, MESSAGES, Control(0, 0.0), max_tokens=40)
         for control in (Control(4, 0.0), Control(4, 0.0, auto=True)):
             engine.forget_prompts()
@@ -154,6 +154,32 @@ def test_a_verify_runs_in_pieces_no_wider_than_the_kernels_keep_exact():
     assert [int(row.argmax()) for row in rows] == list(range(19, 27))
     cached.forget_after(22)
     assert model.cache == list(range(22)) and cached.seen == list(range(22))
+
+
+@pytest.mark.parametrize("drafted, runs, verdict", [
+    ([9, 10, 99, 12, 13, 14, 15, 16], [3], (2, 11, "recovered")),  # rejected in the first piece: one piece runs
+    ([9, 10, 11, 12, 99, 14, 15, 16], [3, 3], (4, 13, "recovered")),
+    ([9, 10, 11, 12, 13, 14, 15, 16], [3, 3, 3], (8, 17, "bonus")),  # all kept: every piece, then the bonus row
+])
+def test_a_greedy_verify_wider_than_exact_stops_at_the_piece_of_its_first_rejection(drafted, runs, verdict):
+    """The fake predicts each position's own index, so a draft is kept while it counts on from
+    the prompt's last position; the verdict is the one the whole verify gives."""
+    from spectui.core.events import GenerationParams
+    from spectui.engines.ggml.cached import LlamaCached
+    from spectui.engines.speculative.loop import Draft, start_reply, verify_chain
+    from spectui.engines.speculative.verify import verify_greedy
+
+    model = FakeModel()
+    cached = LlamaCached(model, rows=3)
+    cached.logits(list(range(10)), 1)  # the prompt, cached
+    reply = start_reply(list(range(10)), GenerationParams(max_tokens=64), "cpu", "numpy")
+    checked = verify_chain(cached, reply, Draft(k=8, temperature=0.0, drafted=drafted))
+    assert model.calls[1:] == runs  # after the prompt's one batch
+    assert (checked.verdict.num_accepted, checked.verdict.next_token, checked.verdict.next_source.value) == verdict
+    whole = LlamaCached(FakeModel()).logits(list(range(10)) + drafted, len(drafted) + 1)
+    assert checked.verdict == verify_greedy(drafted, whole)
+    assert len(checked.margins) == checked.verdict.num_accepted + 1
+    assert checked.verified == (3 * len(runs) - 1 if len(runs) < 3 else None)  # the drafts with rows: adaptive k's cost
 
 
 def test_the_probe_finds_the_widest_batch_whose_rows_equal_one_at_a_time():

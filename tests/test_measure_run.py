@@ -91,3 +91,13 @@ def test_timings_merge_as_if_added_together():
             timings.add(each)
     assert apart[0].merged(apart[1]) == together
     assert together.draft_seconds("ngram") == pytest.approx(0.002) and together.draft_seconds() == pytest.approx(0.002)
+
+
+def test_a_verify_that_stopped_early_is_timed_as_the_drafts_it_ran():
+    """v(n) is the forward over n drafts: a piecewise verify that ran 2 of 8 drafts is a v(2) figure."""
+    timings = StepTimings()
+    for seconds, verified in ((0.1, None), (0.22, 2), (0.3, None)):
+        drafted = () if seconds == 0.1 else tuple(range(8))
+        timings.add(Step((1,), (Source.RECOVERED if drafted else Source.TARGET,), "", drafted=drafted, k=len(drafted),
+                         draft_seconds=0.001 * len(drafted), verify_seconds=seconds, verified_count=verified))
+    assert timings.verify_seconds(2) == 0.22 and timings.verify_seconds(8) == 0.3

@@ -143,3 +143,9 @@ def test_generate_json_on_ggml_names_its_threads_and_the_library_version():
     assert model["backend"] == "ggml" and model["library"] == "llama-cpp-py-sync"
     assert model["library_version"] == llama_cpp_py_sync.__version__
     assert isinstance(model["threads"], int) and model["threads"] >= 1 and model["dtype"]
+
+
+def test_a_verify_that_stopped_early_keeps_its_verified_count_through_the_record():
+    step = Step((4, 9), (Source.DRAFT, Source.RECOVERED), "ab", drafted=(4, 5, 6, 7, 8), k=5, verified_count=2)
+    again = step_from_record(json.loads(json.dumps(step_record(step))))
+    assert again.verified_count == 2 and again.num_verified == 2 and again.num_drafted == 5

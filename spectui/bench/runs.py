@@ -97,7 +97,7 @@ def replayed_seconds(steps: Sequence[Step], method: str, costs: StepTimings) -> 
     total, missed = 0.0, 0
     for step in steps[1:]:
         drafted = step.num_drafted
-        verify = costs.verify_seconds(drafted)
+        verify = costs.verify_seconds(step.num_verified)
         draft = costs.draft_seconds(method) if drafted else 0.0
         if step.tree_nodes is not None or verify is None or draft is None:
             return None

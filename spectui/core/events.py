@@ -71,6 +71,9 @@ class Step:
     # At T = 0, for each emitted token: the target's top logit minus its second (the margin a
     # rounding difference would have to cross to flip it); () where the engine does not know.
     margins: tuple[float, ...] = ()
+    # How many drafts the target ran rows for, when it stopped before the rest: a verify run in
+    # pieces ends at the piece of its first rejection. None: every draft was run.
+    verified_count: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.sources):
@@ -79,6 +82,11 @@ class Step:
     @property
     def num_drafted(self) -> int:
         return self.draft_count if self.draft_count is not None else len(self.drafted)
+
+    @property
+    def num_verified(self) -> int:
+        """The drafts the verify forwards held (its cost grows with them, not with num_drafted)."""
+        return self.verified_count if self.verified_count is not None else self.num_drafted
 
     @property
     def num_accepted(self) -> int:

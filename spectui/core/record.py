@@ -39,6 +39,7 @@ def step_record(step: Step) -> dict:
         "exact": step.exact,
         "tree_nodes": step.tree_nodes,  # drafted nodes verified, for a tree step; None for a chain
         "margins": list(step.margins),  # T = 0: each token's top-two logit gap
+        "verified_count": step.verified_count,  # drafts the verify ran, where it stopped early
         "draft_seconds": step.draft_seconds,
         "verify_seconds": step.verify_seconds,
     }
@@ -76,6 +77,7 @@ def step_from_record(record: dict) -> Step:
         pieces=tuple(record["pieces"]),
         rejected_text=record["rejected_text"],
         margins=tuple(record.get("margins", ())),
+        verified_count=record.get("verified_count"),
     )
 
 

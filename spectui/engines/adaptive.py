@@ -119,9 +119,23 @@ class Costs:
     verify_points: tuple[tuple[int, float], ...]
     prior_slope: float
     overhead: float
+    piece: int | None = None  # rows a verify runs at a time, stopping at its first rejection
 
     def verify(self, k: int) -> float:
         return verify_line(self.verify_points, self.prior_slope, k)
+
+    def expected_verify(self, k: int, accept: list[float]) -> float:
+        """V(k) where the verify runs in pieces: a piece is paid only when every draft before
+        it was kept (row i checks draft i; the last row is the bonus's)."""
+        if self.piece is None or k < self.piece:
+            return self.verify(k)
+        total, reach = 0.0, 1.0
+        for start in range(0, k + 1, self.piece):
+            end = min(start + self.piece, k + 1)
+            total += reach * (self.verify(end - 1) - (self.verify(start - 1) if start else 0.0))
+            for i in range(start, min(end, k)):
+                reach *= accept[i]
+        return total
 
     def step(self, working: float) -> float:
         """A step's wall time: its drafting and verifying plus the overhead every step pays."""
@@ -150,7 +164,7 @@ class Costs:
     def rate(self, k: int, accept: list[float], offered: float) -> float:
         """Predicted tokens per second at k; offered: the chance drafts come at all."""
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
-        seconds = offered * (k * self.draft + self.verify(k)) + (1 - offered) * self.verify(0)
+        seconds = offered * (k * self.draft + self.expected_verify(k, accept)) + (1 - offered) * self.verify(0)
         return tokens / self.step(seconds)
 
 
@@ -179,6 +193,9 @@ class AdaptiveK:
     # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own when it knows
     # it (ggml probes it at load), else a guess
     prior_verify_slope: float = PRIOR_VERIFY_SLOPE
+    # A T = 0 verify wider than this runs in pieces of it and stops at the piece of its first
+    # rejection (ggml's exact width): a long draft costs what its kept part needs. None: one forward.
+    verify_piece: int | None = None
 
     def __post_init__(self) -> None:
         fresh_accept, fresh_seen = self._fresh_table()
@@ -265,8 +282,9 @@ class AdaptiveK:
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
-        # the target verified drafted + 1 tokens, whatever k asked for (n-gram may find fewer)
-        self.verify_points.append((drafted, step.verify_seconds))
+        # the target ran a row per verified draft and one more, whatever k asked for (n-gram may
+        # find fewer; a verify in pieces stops at its first rejection)
+        self.verify_points.append((step.num_verified, step.verify_seconds))
         overhead = self.overhead_seconds or 0.0
         plain = verify_line(self.verify_points, self.prior_verify_slope, 0) + overhead
         seconds = step.draft_seconds + step.verify_seconds + overhead
@@ -282,11 +300,13 @@ class AdaptiveK:
     def acceptance(self) -> list[float]:
         return filled(self.accept)
 
-    def costs(self) -> Costs | None:
+    def costs(self, temperature: float | None = None) -> Costs | None:
         """The measured costs, or None while some part is still unmeasured."""
         if not self.verify_points or self.draft_seconds is None:
             return None
-        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0)
+        greedy = (self.temperature if temperature is None else temperature) == 0.0
+        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0,
+                     self.verify_piece if greedy else None)
 
     def probe_cost(self) -> float | None:
         """A probe's cost over a plain step, in plain steps (None until both are measured)."""
@@ -389,7 +409,7 @@ class AdaptiveK:
         each step decides on its own evidence, and a refused draft costs only its verify width.
         A class whose drafts do not pay is still tried with one draft every few of its steps."""
         accept = filled(self._tables(evidence, temperature)[0])
-        costs = self.costs()
+        costs = self.costs(temperature)
         rates = {} if costs is None else self.rates(costs, accept, offered=1.0)
         if costs is None or not rates[0]:
             return self._measuring()

@@ -47,7 +47,7 @@ class StepTimings:
         if step.verify_seconds <= 0:
             return
         drafted = step.num_drafted
-        bisect.insort(self.verify.setdefault(drafted, []), step.verify_seconds)
+        bisect.insort(self.verify.setdefault(step.num_verified, []), step.verify_seconds)
         if drafted:
             per_token = step.draft_seconds / drafted
             bisect.insort(self.draft.setdefault(step.method if method is None else method, []), per_token)

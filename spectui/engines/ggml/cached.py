@@ -39,7 +39,7 @@ class LlamaCached:
 
     def __init__(self, model: LlamaModel, rows: int | None = None) -> None:
         self.model = model
-        self.rows = rows
+        self.exact_rows = rows
         self.seen: list[int] = []
 
     def reset(self) -> None:
@@ -52,10 +52,11 @@ class LlamaCached:
         keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
         self.model.keep(keep)
         tail = list(token_ids[keep:])
-        if num_rows == 1 or self.rows is None or len(tail) <= self.rows:
+        width = self.exact_rows
+        if num_rows == 1 or width is None or len(tail) <= width:
             rows = self.model.decode(tail, num_rows)
         else:
-            pieces = [tail[start:start + self.rows] for start in range(0, len(tail), self.rows)]
+            pieces = [tail[start:start + width] for start in range(0, len(tail), width)]
             rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
         self.seen = list(token_ids)
         return rows

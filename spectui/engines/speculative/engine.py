@@ -139,7 +139,8 @@ class SpeculativeEngine(Engine):
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
             return None
-        return self._choosers.setdefault(self.proposer.method, AdaptiveK(prior_verify_slope=self.verify_slope))
+        return self._choosers.setdefault(self.proposer.method, AdaptiveK(prior_verify_slope=self.verify_slope,
+                                                                         verify_piece=self.target.exact_rows))
 
     def close(self) -> None:
         self.target.reset()

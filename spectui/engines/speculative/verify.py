@@ -37,13 +37,21 @@ class Verdict:
 
 
 def verify_greedy(drafted: Sequence[int], target_logits: Array) -> Verdict:
-    k = len(drafted)
-    _check_rows("target_logits", target_logits, k + 1)
-    predicted = target_logits.argmax(-1).tolist()
-    for i, draft in enumerate(drafted):
-        if predicted[i] != draft:
-            return Verdict(i, predicted[i], Source.RECOVERED)
-    return Verdict(k, predicted[k], _source_after_all_accepted(k))
+    _check_rows("target_logits", target_logits, len(drafted) + 1)
+    verdict = greedy_verdict(drafted, target_logits.argmax(-1).tolist())
+    assert verdict is not None  # k + 1 rows always decide
+    return verdict
+
+
+def greedy_verdict(drafted: Sequence[int], predicted: Sequence[int]) -> Verdict | None:
+    """The T = 0 verdict as far as the target's choices for the first rows decide it; None
+    while every row so far kept its draft and the row after them is still to come."""
+    for i, token in enumerate(predicted):
+        if i == len(drafted):
+            return Verdict(i, token, _source_after_all_accepted(i))
+        if token != drafted[i]:
+            return Verdict(i, token, Source.RECOVERED)
+    return None
 
 
 def verify_sampled(

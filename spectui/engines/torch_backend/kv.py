@@ -30,6 +30,7 @@ def cache_argument(model: torch.nn.Module) -> str:
 
 class CachedModel:
     arrays = "torch"  # what logits returns (spectui.engines.speculative.cached_model.CachedLogits)
+    exact_rows = None  # its batch-invariant paths compute a verify of any width row for row
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model

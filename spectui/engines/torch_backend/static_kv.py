@@ -99,6 +99,7 @@ class StaticCachedModel:
     go through the same forward eagerly, in chunks of at most `chunk` tokens."""
 
     arrays = "torch"  # what logits returns (CachedLogits)
+    exact_rows = None  # its batch-invariant paths compute a verify of any width row for row
 
     def __init__(self, model, capacity: int = DEFAULT_CAPACITY, graphs: bool | None = None,
                  graph_widths: int = 17, chunk: int = 512) -> None:
