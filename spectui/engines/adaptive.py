@@ -174,15 +174,14 @@ class AdaptiveK:
     accept: list[float | None] = field(default_factory=list)  # [] : every position at the prior
     seen: list[int] = field(default_factory=list)  # observations per position, for the first ones' weight
     draft_seconds: float | None = None  # per drafted token
-    # the last verify forwards, (drafted, seconds): V(k) is the line through them
+    # the last verify forwards, (drafts they held, seconds): V(k) is the line through them
     verify_points: deque[tuple[int, float]] = field(default_factory=deque)
     overhead_seconds: float | None = None  # per step, outside drafting and verifying
     current_k: int = START_K
     plain_steps: int = 0
     probe_after: int = PROBE_AFTER
     realised: float | None = None  # moving tokens/s over the plain rate
-    # how often asking for drafts gets any: 1 for a draft model; prompt lookup finds a match
-    # only where the text repeats, and a step without one costs a plain step
+    # how often asking for drafts gets any (a draft model: 1; prompt lookup: where the text repeats)
     proposal_rate: float | None = None
     probing: bool = False
     leave_votes: int = 0  # drafting steps in a row that predicted plain decoding faster
@@ -190,12 +189,9 @@ class AdaptiveK:
     ramp: int = K_AUTO_MAX  # the largest k this reply has earned (slow start)
     new_reply: bool = False  # no step of this reply chose yet: the draft has just read the prompt
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
-    # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own when it knows
-    # it (ggml probes it at load), else a guess
+    # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own (ggml probes it), or a guess
     prior_verify_slope: float = PRIOR_VERIFY_SLOPE
-    # A T = 0 verify wider than this runs in pieces of it and stops at the piece of its first
-    # rejection (ggml's exact width): a long draft costs what its kept part needs. None: one forward.
-    verify_piece: int | None = None
+    verify_piece: int | None = None  # rows a T = 0 verify runs at a time, to its first rejection (Costs.piece)
 
     def __post_init__(self) -> None:
         fresh_accept, fresh_seen = self._fresh_table()
@@ -282,8 +278,7 @@ class AdaptiveK:
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
-        # the target ran a row per verified draft and one more, whatever k asked for (n-gram may
-        # find fewer; a verify in pieces stops at its first rejection)
+        # a row per draft the verify held, and one more (n-gram may find fewer; pieces stop early)
         self.verify_points.append((step.num_verified, step.verify_seconds))
         overhead = self.overhead_seconds or 0.0
         plain = verify_line(self.verify_points, self.prior_verify_slope, 0) + overhead
@@ -304,9 +299,8 @@ class AdaptiveK:
         """The measured costs, or None while some part is still unmeasured."""
         if not self.verify_points or self.draft_seconds is None:
             return None
-        greedy = (self.temperature if temperature is None else temperature) == 0.0
-        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0,
-                     self.verify_piece if greedy else None)
+        piece = self.verify_piece if (self.temperature if temperature is None else temperature) == 0.0 else None
+        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0, piece)
 
     def probe_cost(self) -> float | None:
         """A probe's cost over a plain step, in plain steps (None until both are measured)."""

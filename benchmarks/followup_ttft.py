@@ -1,0 +1,92 @@
+"""A chat about an attached file, turn by turn, on the engine the chat builds: each turn's time to
+first token (the follow-ups reuse the cached conversation), its decode speed and the share of
+the reply that came from accepted drafts (the coloured share).
+
+    python benchmarks/followup_ttft.py [--model qwen2.5-coder-1.5b] [--k auto] [--max-tokens 400] \
+        [--markdown benchmarks/reports/followup-ttft.md]
+
+The conversation is the bench's `chat-attached-file` one (spectui.bench.workloads): the example
+module attached with a question, then a type-hint edit of the whole module, then a summary. Each
+turn sends the whole history with the replies the engine wrote, as the chat does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+
+def run_turn(engine, messages: list[dict], k: str, max_tokens: int) -> dict:
+    from spectui.core.events import Control, Done, GenerationParams, Prefill, Source, Step
+
+    control = Control(k=4 if k == "auto" else int(k), temperature=0.0, auto=k == "auto")
+    started = time.perf_counter()
+    first = None
+    tokens = drafted = prompt_tokens = prefilled = 0
+    text = []
+    for event in engine.stream(messages, GenerationParams(max_tokens=max_tokens), control):
+        if isinstance(event, Prefill):
+            prefilled = event.total
+        if isinstance(event, Done):
+            prompt_tokens = len(event.prompt_token_ids)
+        if not isinstance(event, Step):
+            continue
+        if first is None:
+            first = time.perf_counter()
+        tokens += len(event.token_ids)
+        drafted += sum(source is Source.DRAFT for source in event.sources)
+        text.append(event.text)
+    ended = time.perf_counter()
+    first = first or ended
+    return {"ttft": first - started, "prompt_tokens": prompt_tokens, "prefilled": prefilled, "tokens": tokens, "coloured": drafted / max(tokens, 1),
+            "decode_tok_s": (tokens - 1) / max(ended - first, 1e-9), "reply": "".join(text)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--k", default="auto", help="a fixed k, or auto (the chat's default)")
+    parser.add_argument("--max-tokens", type=int, default=400)
+    parser.add_argument("--markdown", default=None)
+    args = parser.parse_args()
+
+    from spectui.bench.workloads import conversation_script
+    from spectui.core.files import write_user_file
+    from spectui.engines.factory import models_to_run
+    from spectui.host.plan import engine_factory_for
+    from spectui.settings.config import ChatConfig
+
+    config = ChatConfig().with_overrides(model=args.model)
+    engine = engine_factory_for(config, models_to_run(config.engine, config.model, config.draft))(None)
+    script = conversation_script("chat-attached-file")
+    history: list[dict] = []
+    rows = []
+    try:
+        for index, message in enumerate(script):
+            if message["role"] != "user":
+                continue
+            history.append(message)
+            turn = run_turn(engine, history, args.k, args.max_tokens)
+            history.append({"role": "assistant", "content": turn["reply"]})
+            rows.append((len(rows) + 1, message["content"].splitlines()[-1][:60], turn))
+            print(f"turn {len(rows)}: TTFT {turn['ttft']:.2f} s, {turn['tokens']} tokens, "
+                  f"{turn['decode_tok_s']:.2f} tok/s, coloured {turn['coloured']:.0%}", file=sys.stderr, flush=True)
+    finally:
+        engine.close()
+    lines = [f"`python benchmarks/followup_ttft.py {shlex.join(sys.argv[1:])}`", "",
+             f"{args.model} as `spectui chat` builds it, k {args.k}, T = 0, at most {args.max_tokens} tokens a reply:", "",
+             "| turn | the user's question | prompt tokens | not cached | first token | tokens | decode tok/s | coloured |",
+             "|---|---|---|---|---|---|---|---|"]
+    for number, question, turn in rows:
+        lines.append(f"| {number} | {question} | {turn['prompt_tokens']} | {turn['prefilled']} | "
+                     f"{turn['ttft']:.2f} s | {turn['tokens']} | {turn['decode_tok_s']:.2f} | {turn['coloured']:.0%} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
+        write_user_file(args.markdown, text, overwrite=True)
+
+
+if __name__ == "__main__":
+    main()
