@@ -19,28 +19,28 @@ import time
 
 
 def run_turn(engine, messages: list[dict], k: str, max_tokens: int) -> dict:
-    from spectui.core.events import Control, Done, GenerationParams, Prefill, Source, Step
+    from spectui.core.events import Control, Done, GenerationParams, Source, Step
 
     control = Control(k=4 if k == "auto" else int(k), temperature=0.0, auto=k == "auto")
     started = time.perf_counter()
     first = None
-    tokens = drafted = prompt_tokens = prefilled = 0
-    text = []
+    tokens = drafted = 0
+    prompt_ids: tuple[int, ...] = ()
+    text, token_ids = [], []
     for event in engine.stream(messages, GenerationParams(max_tokens=max_tokens), control):
-        if isinstance(event, Prefill):
-            prefilled = event.total
         if isinstance(event, Done):
-            prompt_tokens = len(event.prompt_token_ids)
+            prompt_ids = event.prompt_token_ids
         if not isinstance(event, Step):
             continue
         if first is None:
             first = time.perf_counter()
         tokens += len(event.token_ids)
+        token_ids += event.token_ids
         drafted += sum(source is Source.DRAFT for source in event.sources)
         text.append(event.text)
     ended = time.perf_counter()
     first = first or ended
-    return {"ttft": first - started, "prompt_tokens": prompt_tokens, "prefilled": prefilled, "tokens": tokens, "coloured": drafted / max(tokens, 1),
+    return {"ttft": first - started, "prompt_ids": prompt_ids, "token_ids": token_ids, "tokens": tokens, "coloured": drafted / max(tokens, 1),
             "decode_tok_s": (tokens - 1) / max(ended - first, 1e-9), "reply": "".join(text)}
 
 
@@ -55,6 +55,7 @@ def main() -> None:
     from spectui.bench.workloads import conversation_script
     from spectui.core.files import write_user_file
     from spectui.engines.factory import models_to_run
+    from spectui.engines.speculative.cached_model import common_prefix_len
     from spectui.host.plan import engine_factory_for
     from spectui.settings.config import ChatConfig
 
@@ -63,12 +64,15 @@ def main() -> None:
     script = conversation_script("chat-attached-file")
     history: list[dict] = []
     rows = []
+    cached: list[int] = []  # what the engine's cache holds after a turn: its prompt and its reply
     try:
         for index, message in enumerate(script):
             if message["role"] != "user":
                 continue
             history.append(message)
             turn = run_turn(engine, history, args.k, args.max_tokens)
+            turn["new"] = len(turn["prompt_ids"]) - common_prefix_len(cached, turn["prompt_ids"])
+            cached = [*turn["prompt_ids"], *turn["token_ids"]]
             history.append({"role": "assistant", "content": turn["reply"]})
             rows.append((len(rows) + 1, message["content"].splitlines()[-1][:60], turn))
             print(f"turn {len(rows)}: TTFT {turn['ttft']:.2f} s, {turn['tokens']} tokens, "
@@ -77,10 +81,10 @@ def main() -> None:
         engine.close()
     lines = [f"`python benchmarks/followup_ttft.py {shlex.join(sys.argv[1:])}`", "",
              f"{args.model} as `spectui chat` builds it, k {args.k}, T = 0, at most {args.max_tokens} tokens a reply:", "",
-             "| turn | the user's question | prompt tokens | not cached | first token | tokens | decode tok/s | coloured |",
+             "| turn | the user's question | prompt tokens | new since the last turn | first token | tokens | decode tok/s | coloured |",
              "|---|---|---|---|---|---|---|---|"]
     for number, question, turn in rows:
-        lines.append(f"| {number} | {question} | {turn['prompt_tokens']} | {turn['prefilled']} | "
+        lines.append(f"| {number} | {question} | {len(turn['prompt_ids'])} | {turn['new']} | "
                      f"{turn['ttft']:.2f} s | {turn['tokens']} | {turn['decode_tok_s']:.2f} | {turn['coloured']:.0%} |")
     text = "\n".join(lines) + "\n"
     print(text)
