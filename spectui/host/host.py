@@ -16,25 +16,21 @@ the engine with another one (model, draft, method, engine) the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from spectui.core.engine import K, Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, LiveSettings, LiveValues
 from spectui.host.baseline import Baseline
-from spectui.host.debounce import Debounce, SetTimer
-from spectui.host.live_keys import LiveKeys
+from spectui.host.live import LiveKeys
 from spectui.host.loading import LoadFailed, Loaded, close_all, load, loading_text
-from spectui.host.mail import HostMail
 from spectui.host.memory import MemoryProbe, engine_memory
 from spectui.host.messages import (
-    EngineFailed, EngineReady, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
-    SwapPlanned,
+    EngineFailed, EngineReady, HostMail, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
+    SwapPlanned, failure_text, ready_note,
 )
-from spectui.host.notes import failure_text, ready_note
 from spectui.host.plan import Build, EnginePlan
-from spectui.host.state import HostState, Phase, Swap
-from spectui.host.switch import Fallback, fallback_for
-from spectui.host.uses import Released, Uses, start_thread
+from spectui.host.state import Fallback, HostState, Phase, Swap, fallback_for
+from spectui.host.waits import Debounce, Released, SetTimer, Uses, start_thread
 from spectui.measure.metrics import MemoryReading
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -131,7 +127,7 @@ class EngineHost:
         """The k an engine that sets its own k says it runs (None: not said)."""
         return self.engine.fixed_k if self.engine is not None else None
 
-    def read_memory(self, engine_stats: dict | None = None) -> MemoryReading | None:
+    def read_memory(self, engine_stats: Mapping[str, object] | None = None) -> MemoryReading | None:
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
 
@@ -221,8 +217,8 @@ class EngineHost:
             self._load(self.plan.build_for_k(k), self.state.wanting(None).to(Phase.RESTARTING, k=k), started,
                        (self.engine,))
 
-    def _load(self, build: Build, state: HostState, started: RestartStarted, closed_first: tuple = (),
-              kept: tuple = ()) -> None:
+    def _load(self, build: Build, state: HostState, started: RestartStarted, closed_first: tuple[Engine | None, ...] = (),
+              kept: tuple[Engine | None, ...] = ()) -> None:
         """Load another engine in place of this one (`state`: what it builds), closing
         `closed_first` before it is built and `kept` after (a failed build goes back to it)."""
         self.engine, self.state, self.loading_detail, self.loading_since = None, state, "", self.clock()
@@ -265,6 +261,7 @@ class EngineHost:
 
     def baseline_engine(self) -> Engine:
         """The compare view's k = 0 engine, where this one fixes k: built once, in the caller's thread."""
+        assert self.info is not None, "the compare view opens once an engine was ready"
         return self.baseline.engine(self.info.name)
 
     def close_baseline(self) -> None:
