@@ -10,6 +10,7 @@ manager) counts once, not at each resumption.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import threading
@@ -51,7 +52,19 @@ class Entries:
     def carries_model(self, frame) -> bool:
         values = [frame.f_locals.get(name) for name in frame.f_code.co_varnames[:frame.f_code.co_argcount
                                                                                    + frame.f_code.co_kwonlyargcount]]
-        return any(isinstance(value, CARRIERS) or value == self.name for value in values)
+        return any(self.carries(value) for value in values)
+
+    def carries(self, value, depth: int = 2) -> bool:
+        """The model itself, or in a list of requests or a record that holds it (two levels down)."""
+        if isinstance(value, CARRIERS) or (isinstance(value, str) and value == self.name):
+            return True
+        if depth == 0:
+            return False
+        if isinstance(value, (list, tuple)):
+            return any(self.carries(item, depth - 1) for item in value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return any(self.carries(getattr(value, field.name), depth - 1) for field in dataclasses.fields(value))
+        return False
 
     def profile(self, frame, event, arg) -> None:
         if event != "call" or not frame.f_code.co_filename.startswith(MODELS):
@@ -171,3 +184,15 @@ def test_the_count_sees_each_entry_and_a_generator_once(tiny_gguf):
         sys.setprofile(None)
     assert entries.counts == Counter({"gguf_local.py": MOST + 2})
     assert entries.over() == {"gguf_local.py": MOST + 2}
+
+
+@pytest.mark.slow  # two tiny models loaded on torch under a profile
+def test_a_model_folder_enters_models_a_few_times_on_its_way_to_the_torch_engine(tiny_folders, cache, monkeypatch,
+                                                                                  tmp_path):
+    name = tiny_folders["target"]
+    overrides = {"model": name, "draft": tiny_folders["draft"], "engine": "embedded", "device": "cpu",
+                 "backend": "torch", "method": "draft"}
+    entries = count_entries(name, overrides, monkeypatch, tmp_path, cache)
+    assert entries.counts, "the profile saw no entry: the count itself is broken"
+    assert entries.over() == {}, "\n".join(entries.calls)
+    print("torch", dict(entries.counts))
