@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from spectui.bench.measure import BASELINE, Case, round_order, run_case
 from spectui.bench.plan import BenchResult, plan_arms, plan_cases, run_bench
 from spectui.bench.report import category_rows, markdown, targets
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, ArmReply
 from spectui.bench.workloads import Workload
 from spectui.core.events import Source, Step
 from spectui.measure.costs import slope_through_one, timings_of
@@ -30,12 +30,12 @@ def step(n_tokens: int, drafted: int = 0, accepted: int = 0, k: int = 0, draft_s
 
 
 def test_decode_rate_leaves_the_first_token_out():
-    reply = TimedReply(BASELINE, list(range(11)), wall_seconds=6.0, first_token_seconds=1.0)
+    reply = ArmReply(BASELINE, list(range(11)), wall_seconds=6.0, first_token_seconds=1.0)
     assert reply.tokens_per_s == pytest.approx(11 / 6)
     assert reply.decode_tokens_per_s == pytest.approx(10 / 5)
-    assert TimedReply(BASELINE, [1], 1.0, 0.5).decode_tokens_per_s is None
+    assert ArmReply(BASELINE, [1], 1.0, 0.5).decode_tokens_per_s is None
     # A prefill that also verified 4 drafts brought 5 tokens at once: they are not decode tokens.
-    assisted = TimedReply(Arm("transformers", "assisted", 4), list(range(11)), 6.0, 1.0, first_chunk_tokens=5)
+    assisted = ArmReply(Arm("transformers", "assisted", 4), list(range(11)), 6.0, 1.0, first_chunk_tokens=5)
     assert assisted.decode_tokens_per_s == pytest.approx(6 / 5)
 
 
@@ -130,12 +130,12 @@ class ScriptedRunner:
         self.seconds_per_token = seconds_per_token
         self.calls: list[Arm] = []
 
-    def __call__(self, arm, messages, params, temperature) -> TimedReply:
+    def __call__(self, arm, messages, params, temperature) -> ArmReply:
         self.calls.append(arm)
         per = self.seconds_per_token[arm]
         tokens = list(range(params.max_tokens))
         steps = [step(1)] if not arm.speculative else [step(3, drafted=arm.k, accepted=2, k=arm.k)]
-        return TimedReply(arm, tokens, wall_seconds=1.0 + per * (len(tokens) - 1), first_token_seconds=1.0, steps=steps)
+        return ArmReply(arm, tokens, wall_seconds=1.0 + per * (len(tokens) - 1), first_token_seconds=1.0, steps=steps)
 
 
 def test_speedups_divide_arms_of_the_same_case():
@@ -242,7 +242,7 @@ class SlowingRunner(ScriptedRunner):
         super().__init__(seconds_per_token)
         self.slow_from_call = slow_from_call
 
-    def __call__(self, arm, messages, params, temperature) -> TimedReply:
+    def __call__(self, arm, messages, params, temperature) -> ArmReply:
         slow = len(self.calls) >= self.slow_from_call
         reply = super().__call__(arm, messages, params, temperature)
         if slow:

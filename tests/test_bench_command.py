@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from spectui.bench.runs import TimedReply
+from spectui.bench.runs import ArmReply
 from spectui.core.engine import EngineInfo
 
 
@@ -30,7 +30,7 @@ def test_the_command_lines_options_reach_the_run_and_its_record(monkeypatch, tmp
 
     def run(arm, messages, params, temperature):
         calls.append((arm.label, params.max_tokens, temperature))
-        return TimedReply(arm, list(range(params.max_tokens)), 1.0, 0.25)
+        return ArmReply(arm, list(range(params.max_tokens)), 1.0, 0.25)
 
     def build_runners(options, models, *rest, **named):
         built["options"] = options

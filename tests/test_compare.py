@@ -99,7 +99,7 @@ def test_a_slowdown_that_starts_mid_round_does_not_move_the_speedup():
 
 def test_compare_and_bench_give_the_same_speedup_for_the_same_runs():
     from spectui.bench.measure import BASELINE, Case, summarize_case
-    from spectui.bench.runs import Arm, TimedReply
+    from spectui.bench.runs import Arm, ArmReply
     from spectui.bench.workloads import Workload
 
     clock = VirtualClock()
@@ -108,7 +108,7 @@ def test_compare_and_bench_give_the_same_speedup_for_the_same_runs():
     # The very same replies, as the bench keeps them: each arm's in round order.
     drafting = Arm("spectui", "draft", 3)
     arms = {"speculative": drafting, "baseline": BASELINE}
-    replies = {arms[path]: [TimedReply.of(arms[path], run.reply) for run in comparison.of(path)] for path in PATHS}
+    replies = {arms[path]: [ArmReply.of(arms[path], run.reply) for run in comparison.of(path)] for path in PATHS}
     workload = Workload("code-go", "go-x", tuple(MESSAGES), 0.0, 12, 0)
     bench = summarize_case(Case(workload, 0.0), replies)
     assert comparison.speedup is not None

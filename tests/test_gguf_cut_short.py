@@ -52,7 +52,7 @@ def test_a_failed_switch_to_a_gguf_cut_in_its_header_says_so_in_one_line(whole_g
     host = make_host(factory_for(old), 2)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     options = EngineOptions(model=str(path), method="ngram", device="cpu", backend="ggml")
 
     def build(progress):

@@ -19,6 +19,7 @@ from spectui.host.messages import (
     EngineFailed, EngineReady, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted, SwapPlanned,
 )
 from spectui.host.plan import EnginePlan
+from spectui.host.state import Phase
 
 from fake_engines import FIXED_K, FixedKEngine, FixedKFactory, ManualTimers, PlanEngine, factory_for
 
@@ -62,7 +63,7 @@ def fixed_k_host(factory: FixedKFactory, k: int = 2, **options) -> tuple[EngineH
     host = make_host(factory.for_k(k), k, build_for_k=factory.for_k, **options)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     return host, owner
 
 
@@ -92,7 +93,7 @@ def test_the_load_starts_before_anyone_listens_and_nothing_is_lost():
     assert [m.text for m in owner.of(LoadProgress)] == ["weights 25%", "weights 50%"]
     [ready] = owner.of(EngineReady)
     assert ready.engine is engine and ready.restart_note is None
-    assert (host.status, host.engine, host.info) == ("ready", engine, engine.info)
+    assert (host.state.phase, host.engine, host.info) == (Phase.READY, engine, engine.info)
     host.start()  # once only
     assert owner.of(EngineReady) == [ready]
 
@@ -111,12 +112,12 @@ def test_the_loading_text_counts_seconds_and_a_failure_says_why():
     owner = Owner(host)
     owner.until(lambda: owner.of(LoadProgress))
     now[0] += 12
-    assert host.status == "loading" and host.loading_text == "convert · 12 s"
+    assert host.state.loading and host.loading_text == "convert · 12 s"
     release.set()
-    owner.until(lambda: host.status == "failed")
+    owner.until(lambda: host.state.failed)
     assert owner.of(EngineFailed) == [EngineFailed("OSError: weights not found: /nope")]
     assert owner.notices() == ["Could not load the engine: OSError: weights not found: /nope"]
-    assert host.engine is None and not host.restart_failed
+    assert host.engine is None and host.state.phase is not Phase.RESTART_FAILED
 
 
 # --- k restarts -----------------------------------------------------------------------
@@ -131,17 +132,17 @@ def test_k_presses_settle_into_one_restart_with_the_last_k_after_the_old_engine_
     host.plan = EnginePlan(host.plan.build, lambda k: lambda p: closed_before_build.append(first.closed) or build_5(p))
     for _ in range(3):
         host.keys.step_k(+1)
-    assert host.live.k == 5 and host.wanted_k == 5 and factory.built_k == [2]
+    assert host.live.k == 5 and host.state.wanted_k == 5 and factory.built_k == [2]
     assert len(owner.timers.pending) == 1  # every press restarted the settling
     assert [m.k for m in owner.of(RestartPlanned)] == [3, 4, 5]
     owner.timers.fire()
-    assert host.status == "loading" and host.restarting_k == 5 and host.engine is None
+    assert host.state.loading and host.state.phase is Phase.RESTARTING and host.state.k == 5 and host.engine is None
     assert owner.of(RestartStarted) == [RestartStarted(5, "Restarting vLLM with k = 5: the conversation stays…")]
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     assert factory.built_k == [2, 5] and closed_before_build == [True]
     assert host.engine is factory.engines[-1] and host.engine_k == 5
     assert owner.of(EngineReady)[-1].restart_note.startswith("vLLM restarted with k = 5 in ")
-    assert host.wanted_k is None and not owner.timers.pending  # no second restart
+    assert host.state.wanted_k is None and not owner.timers.pending  # no second restart
 
 
 def test_a_restart_waits_for_the_reply_holding_the_engine():
@@ -152,9 +153,9 @@ def test_a_restart_waits_for_the_reply_holding_the_engine():
     host.start_reply("spectui-reply-test", lambda engine, control: done.extend(drain(engine, control)))
     host.keys.step_k(+1)
     owner.timers.fire()
-    assert host.status == "ready" and host.wanted_k == 3 and not engine.closed  # the reply holds it
+    assert host.state.ready and host.state.wanted_k == 3 and not engine.closed  # the reply holds it
     engine.release(2)
-    owner.until(lambda: host.status == "ready" and host.engine_k == 3)
+    owner.until(lambda: host.state.ready and host.engine_k == 3)
     assert isinstance(done[-1], Done) and done[-1].finish_reason == "stop"
     assert engine.closed and factory.built_k == [2, 3]
 
@@ -165,11 +166,11 @@ def test_a_restart_waits_for_the_compare_view_and_the_same_k_drops_the_wish():
     view = host.uses.hold("compare view")
     host.keys.step_k(+1)
     owner.timers.fire()
-    assert host.wanted_k == 3 and factory.built_k == [2]
+    assert host.state.wanted_k == 3 and factory.built_k == [2]
     host.keys.step_k(-1)  # back to the k it runs: nothing to restart for
     owner.timers.fire()
     view.release()
-    assert host.wanted_k is None and factory.built_k == [2] and owner.of(RestartPlanned)[-1] == RestartPlanned(None)
+    assert host.state.wanted_k is None and factory.built_k == [2] and owner.of(RestartPlanned)[-1] == RestartPlanned(None)
 
 
 def test_k_pressed_while_the_engine_loads_restarts_it_once_ready():
@@ -181,10 +182,10 @@ def test_k_pressed_while_the_engine_loads_restarts_it_once_ready():
     host.keys.step_k(+2)  # the engine's kind is not known yet: nothing to restart
     assert host.live.k == 4 and not owner.of(RestartPlanned)
     factory.release()
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     assert owner.of(RestartPlanned) == [RestartPlanned(4)]
     owner.timers.fire()
-    owner.until(lambda: host.status == "ready" and host.engine_k == 4)
+    owner.until(lambda: host.state.ready and host.engine_k == 4)
     assert factory.built_k == [2, 4]
 
 
@@ -194,15 +195,15 @@ def test_a_failed_restart_is_said_once_and_a_k_press_tries_again():
     factory.failures.append("CUDA out of memory")
     host.keys.step_k(+1)
     owner.timers.fire()
-    owner.until(lambda: host.status == "failed")
+    owner.until(lambda: host.state.failed)
     [failed] = owner.of(EngineFailed)
     assert failed.restart_note == ("Could not restart vLLM with k = 3: RuntimeError: CUDA out of memory"
                                    " · press a k key to try again")
-    assert host.restart_failed and host.engine is None
+    assert host.state.phase is Phase.RESTART_FAILED and host.engine is None
     host.keys.step_k(+1)
     owner.timers.fire()
-    owner.until(lambda: host.status == "ready")
-    assert factory.built_k == [2, 3, 4] and host.engine_k == 4 and not host.restart_failed
+    owner.until(lambda: host.state.ready)
+    assert factory.built_k == [2, 3, 4] and host.engine_k == 4 and host.state.phase is not Phase.RESTART_FAILED
 
 
 def test_a_server_keeps_its_own_k():
@@ -210,7 +211,7 @@ def test_a_server_keeps_its_own_k():
     host = make_host(factory_for(server), 2)  # no rebuild: the server's k is the server's
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     assert (host.live.k, host.engine_k) == (6, 6) and host.k_fixed_elsewhere
     host.keys.step_k(+1)
     assert host.live.k == 6
@@ -225,7 +226,7 @@ def test_a_running_reply_follows_the_live_settings_and_stops_following_when_it_e
     host = make_host(factory_for(engine), 2, auto=True)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     controls = []
     host.start_reply("spectui-reply-test", lambda engine, control: controls.append(control) or drain(engine, control))
     owner.until(lambda: len(engine.steps) == 1)
@@ -248,7 +249,7 @@ def test_an_engine_without_live_controls_is_told_its_changes_wait_for_the_next_r
     host = make_host(factory_for(engine), 2)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     controls = []
     host.start_reply("spectui-reply-test", lambda engine, control: controls.append(control) or drain(engine, control))
     host.keys.step_temperature(+1)
@@ -287,7 +288,7 @@ def test_adaptive_k_toggles_on_a_live_engine_and_is_recommended_for_a_fixed_k_on
     live_host = make_host(factory_for(PlanEngine([None])), 4)
     live_host.start()
     owner = Owner(live_host)
-    owner.until(lambda: live_host.status == "ready")
+    owner.until(lambda: live_host.state.ready)
     live_host.keys.toggle_auto(None)
     assert live_host.live.auto and owner.notices() == ["Adaptive k: on, from the next step"]
 
@@ -298,7 +299,7 @@ def test_adaptive_k_toggles_on_a_live_engine_and_is_recommended_for_a_fixed_k_on
     host.keys.toggle_auto(Theory(best_k=6))
     assert owner.notices()[-1].startswith("Recommended k = 6 for α 0.90") and host.live.k == 2
     host.keys.toggle_auto(Theory(best_k=6))  # the second press takes it
-    assert host.live.k == 6 and host.wanted_k == 6
+    assert host.live.k == 6 and host.state.wanted_k == 6
 
 
 # --- the compare view's baseline, and the end ---------------------------------------------
@@ -331,7 +332,7 @@ def test_closing_stops_what_runs_then_closes_the_engines():
     host = make_host(factory_for(engine), 2, build_baseline=lambda progress: PlanEngine([None]))
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     ended = []
     control = host.start_reply("spectui-reply-test", lambda engine, control: ended.extend(drain(engine, control)))
     baseline = host.baseline.engine("fake")
@@ -347,7 +348,7 @@ def test_closing_leaves_the_engine_open_while_a_thread_will_not_stop():
     host = make_host(factory_for(engine))
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     release = threading.Event()
     host.uses.start_work("spectui-compare", lambda: release.wait(30))  # deaf to stop
     assert not host.close(timeout=0.05)
@@ -363,7 +364,7 @@ def test_a_declared_capability_wins_over_what_the_info_says():
     host = make_host(factory_for(engine), 3, build_for_k=lambda k: factory_for(FixedKEngine([None], k=k)))
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     assert host.k_restarts_engine and not host.k_fixed_elsewhere
 
 
@@ -379,10 +380,10 @@ def test_quitting_drops_a_wanted_restart_before_the_views_let_the_engine_go():
     view = host.uses.hold("compare view")
     host.keys.step_k(+1)
     owner.timers.fire()
-    assert host.wanted_k == 3
+    assert host.state.wanted_k == 3
     host.drop_restart()
     view.release()  # the view closes as the app quits
-    assert host.status == "ready" and factory.built_k == [2] and not host.engine.closed
+    assert host.state.ready and factory.built_k == [2] and not host.engine.closed
 
 
 # --- another engine (the model screen) -----------------------------------------------------
@@ -418,15 +419,15 @@ def test_a_swap_waits_for_the_reply_then_closes_the_old_engines_and_builds_with_
     host = make_host(factory_for(old), 3, build_baseline=factory_for(old_baseline))
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     assert host.baseline_engine() is old_baseline
     host.start_reply("spectui-reply-test", lambda engine, control: drain(engine, control))
     builds = Builds([old, old_baseline])
     host.swap(builds.plan(), "smollm2-135m (ngram) · embedded")
     assert owner.of(SwapPlanned) == [SwapPlanned("smollm2-135m (ngram) · embedded")]
-    assert host.engine is old and host.wanted_swap is not None and builds.built == []  # the reply holds it
+    assert host.engine is old and host.state.wanted_swap is not None and builds.built == []  # the reply holds it
     old.release(2)
-    owner.until(lambda: host.status == "ready" and host.engine is not old)
+    owner.until(lambda: host.state.ready and host.engine is not old)
     assert builds.built == [(3, [True, True])]  # both old engines closed before the build
     assert host.engine is builds.engines[0] and host.plan.build_for_k is not None and host.engine_k == 3
     assert owner.of(RestartStarted)[-1] == RestartStarted(None, "Switching to smollm2-135m (ngram) · embedded: "
@@ -449,7 +450,7 @@ def test_a_swap_chosen_while_the_engine_loads_follows_the_load():
     owner = Owner(host)
     builds = Builds([first])
     host.swap(builds.plan(), "another")
-    assert builds.built == [] and host.status == "loading"
+    assert builds.built == [] and host.state.loading
     release.set()
     owner.until(lambda: builds.engines and host.engine is builds.engines[0])
     assert builds.built == [(2, [True])]
@@ -460,7 +461,7 @@ def test_a_failed_swap_leaves_the_engine_before_running_and_another_can_follow()
     host = make_host(factory_for(old), 2)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     builds = Builds([old])
     builds.failures.append("no weights for that one")
     host.swap(builds.plan(), "broken")
@@ -470,10 +471,10 @@ def test_a_failed_swap_leaves_the_engine_before_running_and_another_can_follow()
     assert failed.swap_failed and failed.restart_note == (
         "Could not switch to broken: RuntimeError: no weights for that one "
         "· fake-target (draft) · fake goes on; the model screen can try another")
-    assert host.status == "ready" and host.engine is old and not old.closed
+    assert host.state.ready and host.engine is old and not old.closed
     assert len(drain(host.engine, Control.reading(host.live))) == 3  # it still replies
     host.swap(builds.plan(), "working")
-    owner.until(lambda: host.status == "ready" and host.engine is not old)
+    owner.until(lambda: host.state.ready and host.engine is not old)
     assert host.engine is builds.engines[0] and old.closed  # closed once the new one was built
     assert owner.of(EngineReady)[-1].swapped_to == "working"
 
@@ -484,7 +485,7 @@ def test_a_failed_swap_from_an_engine_that_holds_the_gpu_loads_that_engine_again
     host = make_host(factory_for(old), 2, build_for_k=lambda k: factory_for(rebuilt))
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     builds = Builds([old])
     builds.failures.append("CUDA out of memory")
     host.swap(builds.plan(), "too big")
@@ -492,7 +493,7 @@ def test_a_failed_swap_from_an_engine_that_holds_the_gpu_loads_that_engine_again
     assert builds.built == [(2, [True])]  # closed first: one GPU holds one engine
     failed = owner.of(EngineFailed)[-1]
     assert failed.swap_failed and failed.restart_note.endswith("· loading fake-target (draft) · fake again")
-    assert host.status == "ready"
+    assert host.state.ready
 
 
 def test_a_reply_can_start_from_other_values_than_the_live_ones():
@@ -500,7 +501,7 @@ def test_a_reply_can_start_from_other_values_than_the_live_ones():
     host = make_host(factory_for(engine), 4)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     controls = []
     host.start_reply("spectui-reply-test", lambda engine, control: controls.append(control) or drain(engine, control),
                      LiveValues(2, False, 0.5))
@@ -515,7 +516,7 @@ def test_a_key_press_during_a_regenerated_reply_changes_that_setting_only():
     host = make_host(factory_for(engine), 4)
     host.start()
     owner = Owner(host)
-    owner.until(lambda: host.status == "ready")
+    owner.until(lambda: host.state.ready)
     host.start_reply("spectui-reply-test", lambda engine, control: drain(engine, control), LiveValues(2, False, 0.5))
     owner.until(lambda: len(engine.steps) == 1)
     host.keys.step_k(+1)  # the live k 4 becomes 5; the reply's temperature stays the one it was made with

@@ -428,6 +428,14 @@ def test_different_vocab_is_refused_naming_both(tmp_path):
     assert "2 shared tokens have other ids" in message
 
 
+def test_a_gguf_draft_with_tokens_at_other_ids_is_refused_before_weights_load(tmp_path):
+    target = _tokenizer_folder(tmp_path, "target", WORDS, 8, "Qwen2Tokenizer")
+    draft = _tokenizer_folder(tmp_path, "draft", dict(WORDS, ab=5, bc=4), 8, "Qwen2Tokenizer")
+    load_module.check_same_tokens("t.gguf", target, "t.gguf", target)  # the same ids: nothing to say
+    with pytest.raises(ModelError, match="draft d.gguf does not share the target's vocabulary: 2 of t.gguf's tokens"):
+        load_module.check_same_tokens("t.gguf", target, "d.gguf", draft)
+
+
 def test_logits_narrower_than_the_tokenizer_are_refused(tmp_path):
     target = _tokenizer_folder(tmp_path, "target", WORDS, 8, "X")
     draft = _tokenizer_folder(tmp_path, "draft", WORDS, 6, "X")

@@ -138,7 +138,7 @@ def test_a_k_key_reaches_the_engine_process_through_the_chats_one_live_holder():
     try:
         host.start()
         deadline = time.monotonic() + 60
-        while host.status != "ready" and time.monotonic() < deadline:
+        while not host.state.ready and time.monotonic() < deadline:
             host.pump()
             time.sleep(0.01)
         events: queue.SimpleQueue = queue.SimpleQueue()

@@ -99,7 +99,7 @@ def test_the_vllm_engines_steps_give_the_tau_of_its_counters():
 
 def test_json_panel_and_bench_show_the_same_tau_for_one_reply():
     from spectui.bench.measure import arm_result
-    from spectui.bench.runs import Arm, TimedReply
+    from spectui.bench.runs import Arm, ArmReply
     from spectui.measure.run import MeasuredReply
     from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
 
@@ -112,5 +112,5 @@ def test_json_panel_and_bench_show_the_same_tau_for_one_reply():
         tracker.add(step, 0.1 * (index + 1))
     assert panel_data(tracker, SessionTracker(), K, 0.0, 1.0).tau == pytest.approx(expected)  # the panel
     arm = Arm("spectui", "ngram", K)
-    bench = arm_result(arm, [TimedReply(arm, reply.token_ids, 1.0, 0.1, steps)], None)
+    bench = arm_result(arm, [ArmReply(arm, reply.token_ids, 1.0, 0.1, steps)], None)
     assert bench.tau == pytest.approx(expected)  # the bench

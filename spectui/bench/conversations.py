@@ -17,10 +17,10 @@ from pathlib import Path
 from spectui.bench.workloads import CONVERSATION_REPLY_MAX_TOKENS, Workload
 from spectui.core.engine import Engine
 
-Reply = Callable[[list[dict]], str]  # the chat so far -> the model's reply to its last turn
+Replier = Callable[[list[dict]], str]  # a function: the chat so far -> the model's reply to its last turn
 
 
-def fill_replies(workloads: Sequence[Workload], reply: Reply) -> list[Workload]:
+def fill_replies(workloads: Sequence[Workload], reply: Replier) -> list[Workload]:
     """The workloads with every pending reply written by `reply`, in order. A chat prefix that
     two workloads share (turn 3 holds turn 2's chat) is answered once."""
     answered: dict[str, str] = {}
@@ -38,7 +38,7 @@ def fill_replies(workloads: Sequence[Workload], reply: Reply) -> list[Workload]:
     return filled
 
 
-def cached(reply: Reply, folder: Path, identity: dict) -> Reply:
+def cached(reply: Replier, folder: Path, identity: dict) -> Replier:
     """`reply`, remembered in folder/<hash of identity and chat>.json."""
 
     def remembered(messages: list[dict]) -> str:
@@ -56,7 +56,7 @@ def cached(reply: Reply, folder: Path, identity: dict) -> Reply:
     return remembered
 
 
-def greedy_reply(engine: Engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Reply:
+def greedy_reply(engine: Engine, max_tokens: int = CONVERSATION_REPLY_MAX_TOKENS) -> Replier:
     """The engine's plain greedy reply, as text (what the chat would have shown)."""
     from spectui.core.events import Control, Done, GenerationParams, Message, Prefill
 

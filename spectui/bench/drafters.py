@@ -116,10 +116,10 @@ def device_of(*modules):
 def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
     from spectui.engines.speculative.suffix import SuffixProposer
-    from spectui.engines.ggml.build import check_same_tokens
     from spectui.engines.ggml.backend import ggml_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
-    from spectui.models.gguf_local import local_gguf, tokenizer_folder
+    from spectui.models.gguf_local import gguf_models
+    from spectui.models.load import check_same_tokens
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     for method in methods:
@@ -129,11 +129,11 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
             engine.add_proposer(method, SuffixProposer(use_history=False), None)
             costs[method] = {"name": "suffix decoding (conversation)", "weights_bytes": 0, "resident_bytes": 0}
         elif method == "draft":
-            draft = models.draft_model()
-            name = draft.name
-            gguf = local_gguf(draft, progress)
-            check_same_tokens(models.target.name, tokenizer_folder(models.target, local_gguf(models.target)), name,
-                              tokenizer_folder(draft, gguf, progress))
+            files = gguf_models(models, with_draft=True, progress=progress)
+            draft = files.draft
+            assert draft is not None, "with_draft: the draft, or a UsageError"
+            check_same_tokens(files.target.name, files.target.tokenizer, draft.name, draft.tokenizer)
+            name, gguf = draft.name, draft.gguf
             before = resident_bytes()
             proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size)
             after = resident_bytes()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spectui.bench.runs import Arm, TimedReply, case_costs, median_of, paired_ratio, replayed_rate
+from spectui.bench.runs import Arm, ArmReply, case_costs, median_of, paired_ratio, replayed_rate
 from spectui.bench.workloads import Workload
 from spectui.core.events import K_MAX, GenerationParams
 from spectui.core.stats import count_acceptance
@@ -21,7 +21,7 @@ from spectui.core.theory import alpha_from_tau, best_k, linear_verify_cost, spee
 from spectui.measure.costs import slope_through_one, timings_of
 
 BASELINE = Arm("spectui", "none", 0)
-Runner = Callable[[Arm, list, GenerationParams, float], TimedReply]
+Runner = Callable[[Arm, list, GenerationParams, float], ArmReply]
 
 
 def same_sampled_reply(arm: Arm) -> bool:
@@ -43,7 +43,7 @@ class Case:
 @dataclass
 class ArmResult:
     arm: Arm
-    replies: list[TimedReply]
+    replies: list[ArmReply]
     tokens_per_s: float | None = None  # wall clock, prefill included
     decode_tokens_per_s: float | None = None
     time_to_first_token: float | None = None
@@ -108,9 +108,9 @@ def run_case(
     arms: Sequence[Arm],
     runners: dict[str, Runner],
     repeats: int,
-    on_reply: Callable[[TimedReply], None] = lambda reply: None,
+    on_reply: Callable[[ArmReply], None] = lambda reply: None,
 ) -> CaseResult:
-    replies: dict[Arm, list[TimedReply]] = {arm: [] for arm in arms}
+    replies: dict[Arm, list[ArmReply]] = {arm: [] for arm in arms}
     for round_index in range(repeats):
         for arm in round_order(arms, round_index):
             reply = runners[arm.runner](arm, case.workload.as_messages(), case.params, case.temperature)
@@ -119,7 +119,7 @@ def run_case(
     return summarize_case(case, replies)
 
 
-def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResult:
+def summarize_case(case: Case, replies: dict[Arm, list[ArmReply]]) -> CaseResult:
     target_seconds = timings_of(reply.steps for reply in replies.get(BASELINE, [])).target_seconds()
     results = [arm_result(arm, arm_replies, target_seconds) for arm, arm_replies in replies.items()]
     base = next((r for r in results if r.arm == BASELINE), None)
@@ -140,7 +140,7 @@ def summarize_case(case: Case, replies: dict[Arm, list[TimedReply]]) -> CaseResu
     return CaseResult(case, results, best_ks(results))
 
 
-def arm_result(arm: Arm, replies: list[TimedReply], target_seconds: float | None) -> ArmResult:
+def arm_result(arm: Arm, replies: list[ArmReply], target_seconds: float | None) -> ArmResult:
     result = ArmResult(
         arm,
         replies,

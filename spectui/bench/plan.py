@@ -11,7 +11,7 @@ from pathlib import Path
 
 from spectui.bench.anchors.llamacpp import llamacpp_arms
 from spectui.bench.measure import BASELINE, Case, CaseResult, Runner, run_case
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, ArmReply
 from spectui.bench.workloads import Workload
 from spectui.settings.options import AUTO_START_K
 
@@ -127,7 +127,7 @@ def run_bench(
     runners: dict[str, Runner],
     repeats: int,
     settings: dict,
-    on_reply: Callable[[Case, TimedReply], None] = lambda case, reply: None,
+    on_reply: Callable[[Case, ArmReply], None] = lambda case, reply: None,
     clock: Callable[[], float] = time.monotonic,
     on_case: Callable[[BenchResult], None] = lambda result: None,
 ) -> BenchResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, ArmReply
 from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message
 from spectui.measure.run import run_reply
@@ -33,7 +33,7 @@ def run_engine(
     params: GenerationParams,
     temperature: float,
     clock: Clock = time.perf_counter,
-) -> TimedReply:
+) -> ArmReply:
     """One reply from a spectui engine (embedded or vLLM) at arm.k."""
     # The prompt's prefill is paid again, as the anchors pay it (they keep nothing between calls).
     engine.forget_prompts()
@@ -41,7 +41,7 @@ def run_engine(
     reply = run_reply(engine_for(engine, arm), list(messages), params, control, clock=clock)
     if reply.finish_reason == "error":
         raise RuntimeError(f"{arm.label}: {reply.done.error}")
-    return TimedReply.of(arm, reply)
+    return ArmReply.of(arm, reply)
 
 
 class TransformersRunner:
@@ -64,7 +64,7 @@ class TransformersRunner:
         params: GenerationParams,
         temperature: float,
         clock: Clock = time.perf_counter,
-    ) -> TimedReply:
+    ) -> ArmReply:
         import torch
 
         prompt_ids = self.engine.prompt_ids(list(messages))
@@ -93,7 +93,7 @@ class TransformersRunner:
             wall = clock() - timer.started
         token_ids = output[0, len(prompt_ids):].tolist()
         finish = "stop" if token_ids and token_ids[-1] in stop_ids else "length"
-        return TimedReply(arm, token_ids, wall, timer.first_token_seconds, [], finish, timer.first_chunk_tokens)
+        return ArmReply(arm, token_ids, wall, timer.first_token_seconds, [], finish, timer.first_chunk_tokens)
 
     def _method_kwargs(self, arm: Arm) -> dict:
         if arm.method == "none":

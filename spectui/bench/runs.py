@@ -39,7 +39,10 @@ class Arm:
 
 
 @dataclass
-class TimedReply:
+class ArmReply:
+    """One arm's reply in a bench case: its tokens and its wall-clock times, from any engine
+    (a spectui engine's MeasuredReply, a server's stream, a llama.cpp anchor's AnchorReply)."""
+
     arm: Arm
     token_ids: list[int]
     wall_seconds: float  # the call to the last token
@@ -52,7 +55,7 @@ class TimedReply:
     first_chunk_tokens: int = 1
 
     @classmethod
-    def of(cls, arm: Arm, reply: MeasuredReply) -> TimedReply:
+    def of(cls, arm: Arm, reply: MeasuredReply) -> ArmReply:
         """A spectui engine's reply, as run_reply timed it."""
         return cls(arm, reply.token_ids, reply.wall_seconds, reply.first_token_seconds, list(reply.steps),
                    reply.finish_reason or "stop", reply.first_chunk_tokens)
@@ -71,7 +74,7 @@ class TimedReply:
         return decode_tokens_per_s(self.num_tokens, self.wall_seconds, self.first_token_seconds, self.first_chunk_tokens)
 
 
-def paired_ratio(top: Sequence[TimedReply], bottom: Sequence[TimedReply]) -> float | None:
+def paired_ratio(top: Sequence[ArmReply], bottom: Sequence[ArmReply]) -> float | None:
     """One arm's decode speed over another's, paired by round (measure.speed.paired_ratio):
     both lists in round order."""
     return paired_rates([reply.decode_tokens_per_s for reply in top], [reply.decode_tokens_per_s for reply in bottom])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from spectui.bench.measure import BASELINE, ArmResult, Case, CaseResult, best_ks
 from spectui.bench.plan import BenchResult
-from spectui.bench.runs import Arm, TimedReply, paired_ratio
+from spectui.bench.runs import Arm, ArmReply, paired_ratio
 from spectui.bench.workloads import Workload, suite
 from spectui.core import json_text
 from spectui.core.errors import UsageError
@@ -23,7 +23,7 @@ ARM_NUMBERS = (
 def arm_from_dict(data: dict) -> ArmResult:
     arm = Arm(data["runner"], data["method"], data["k"], bool(data.get("auto")))
     replies = [
-        TimedReply(arm, [0] * run["tokens"], run["wall_seconds"], run["time_to_first_token"],
+        ArmReply(arm, [0] * run["tokens"], run["wall_seconds"], run["time_to_first_token"],
                    finish_reason=run.get("finish_reason", "stop"), first_chunk_tokens=run.get("first_chunk_tokens", 1))
         for run in data.get("runs", [])
     ]

@@ -13,7 +13,7 @@ from spectui.bench.measure import Case, Runner
 from spectui.bench.plan import (
     METHODS, RUNNERS, BenchOptions, BenchResult, default_vllm_methods, plan_arms, plan_cases, run_bench,
 )
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, ArmReply
 from spectui.bench.workloads import ALL_CATEGORIES, suite
 from spectui.core.engine import Engine, Progress
 from spectui.core.errors import SpectuiError, UsageError
@@ -103,7 +103,7 @@ def run_with_progress(err: Console, cases: list[Case], arms: list[Arm], runners:
             task = bar.add_task("warm-up", total=total)
             warm_up(runners, arms, cases[0])
 
-            def on_reply(case: Case, reply: TimedReply) -> None:
+            def on_reply(case: Case, reply: ArmReply) -> None:
                 speed = reply.decode_tokens_per_s
                 bar.update(task, advance=1, description=f"{case.workload.name} T={case.temperature:g} "
                            f"{reply.arm.label}: {speed:.1f} tok/s" if speed else case.workload.name)

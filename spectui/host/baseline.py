@@ -8,7 +8,7 @@ import threading
 from spectui.core.engine import Engine
 from spectui.core.errors import UsageError
 from spectui.host.plan import Build
-from spectui.host.uses import start_thread
+from spectui.host.waits import start_thread
 
 
 class Baseline:

@@ -16,24 +16,21 @@ the engine with another one (model, draft, method, engine) the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from spectui.core.engine import K, Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, LiveSettings, LiveValues
 from spectui.host.baseline import Baseline
-from spectui.host.debounce import Debounce, SetTimer
-from spectui.host.live_keys import LiveKeys
+from spectui.host.live import LiveKeys
 from spectui.host.loading import LoadFailed, Loaded, close_all, load, loading_text
-from spectui.host.mail import HostMail
 from spectui.host.memory import MemoryProbe, engine_memory
 from spectui.host.messages import (
-    EngineFailed, EngineReady, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
-    SwapPlanned,
+    EngineFailed, EngineReady, HostMail, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
+    SwapPlanned, failure_text, ready_note,
 )
-from spectui.host.notes import failure_text, ready_note
 from spectui.host.plan import Build, EnginePlan
-from spectui.host.switch import Fallback, fallback_for
-from spectui.host.uses import Released, Uses, start_thread
+from spectui.host.state import Fallback, HostState, Phase, Swap, fallback_for
+from spectui.host.waits import Debounce, Released, SetTimer, Uses, start_thread
 from spectui.measure.metrics import MemoryReading
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -56,18 +53,11 @@ class EngineHost:
         self.engine: Engine | None = None
         self.info: EngineInfo | None = None  # the last ready engine's: shown while it restarts
         self.capabilities: Capabilities | None = None  # the last ready engine's
-        self.status = "loading"  # loading, ready, failed
-        self.error = ""
+        self.state = HostState()  # its phase, what is being built, the next engine wanted
         self.loading_detail = ""
         self.loading_since: float | None = None
         self.load_seconds: float | None = None
         self.engine_k = live.k  # the k the engine was built with
-        self.wanted_k: int | None = None  # a k waiting for its restart
-        self.restarting_k: int | None = None  # the k a restart in flight builds with
-        self.wanted_swap: tuple[EnginePlan, str] | None = None  # another engine waiting to replace this one
-        self.swapping_to: str | None = None  # what a swap in flight builds
-        self.fallback: Fallback | None = None  # what a swap in flight falls back on if it fails
-        self.restart_failed = False
         self.keys = LiveKeys(self)
         self.mail = HostMail()
         self.uses = Uses(self.mail.arrive, self.restart_if_wanted)
@@ -137,16 +127,16 @@ class EngineHost:
         """The k an engine that sets its own k says it runs (None: not said)."""
         return self.engine.fixed_k if self.engine is not None else None
 
-    def read_memory(self, engine_stats: dict | None = None) -> MemoryReading | None:
+    def read_memory(self, engine_stats: Mapping[str, object] | None = None) -> MemoryReading | None:
         engine = self.engine
         return engine_memory(engine, self.capabilities if engine is not None else None, self.memory_probe, engine_stats or {})
 
     def _ready(self, engine: Engine, seconds: float) -> None:
-        restarted_k, self.restarting_k = self.restarting_k, None
-        swapped_to, self.swapping_to = self.swapping_to, None
-        self.fallback = None  # the loader closed an engine it kept open, once the new one was built
+        restarted_k, swapped_to = self.state.k, self.state.switching_to
+        # The loader closed an engine it kept open (the fallback), once the new one was built.
+        self.state = self.state.to(Phase.READY)
         self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
-        self.status, self.restart_failed, self.load_seconds, self.loading_detail = "ready", False, seconds, ""
+        self.load_seconds, self.loading_detail = seconds, ""
         if restarted_k is not None:
             self.engine_k = restarted_k
         own_k = engine.fixed_k
@@ -155,35 +145,34 @@ class EngineHost:
             self.live.update(k=own_k)  # a server's k is its own: show that one
         note = ready_note(self.label, seconds, restarted_k, own_k, swapped_to)
         self.mail.tell(EngineReady(engine, seconds, note, swapped_to, engine.measured_verify_slope))
-        if self.wanted_swap is not None:
+        if self.state.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:
             self._want_k(self.live.k)  # pressed while it loaded
 
     def _failed(self, error: str) -> None:
-        restarted_k, self.restarting_k = self.restarting_k, None
-        swapped_to, self.swapping_to = self.swapping_to, None
-        fallback, self.fallback = self.fallback, None
+        restarted_k, swapped_to, fallback = self.state.k, self.state.switching_to, self.state.fallback
         if swapped_to is not None and fallback is not None:
             self._fall_back(fallback, swapped_to, error)
             return
-        self.status, self.error, self.restart_failed = "failed", error, restarted_k is not None
+        restart = self.state.phase is Phase.RESTARTING
+        self.state = self.state.to(Phase.RESTART_FAILED if restart else Phase.FAILED, k=restarted_k, error=error)
         text, retry = failure_text(self.label, error, restarted_k, swapped_to)
         self.mail.tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
         self.notice(text, "error", 10)
-        if self.wanted_swap is not None:
+        if self.state.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
 
     def _fall_back(self, fallback: Fallback, swapped_to: str, error: str) -> None:
         """A switch failed: the engine before goes on if it stayed open, else it loads again."""
         text = f"Could not switch to {swapped_to}: {error}"
         if fallback.engine is not None:
-            self.engine, self.plan, self.baseline = fallback.engine, fallback.plan, fallback.baseline
-            self.engine_k, self.status, self.error = fallback.engine_k, "ready", ""
+            self.engine, self.plan = fallback.engine, fallback.plan
+            self.baseline = fallback.baseline or Baseline(fallback.plan.build_baseline)  # kept with its engine
+            self.engine_k, self.state = fallback.engine_k, self.state.to(Phase.READY)
             note = f"{text} · {fallback.what} goes on; the model screen can try another"
         else:
-            self.status, self.error = "failed", error
-            self.wanted_swap = (fallback.plan, fallback.what)
+            self.state = self.state.to(Phase.FAILED, error=error).wanting(Swap(fallback.plan, fallback.what))
             note = f"{text} · loading {fallback.what} again"
         self.mail.tell(EngineFailed(error, note, swap_failed=True))
         self.notice(text, "error", 10)
@@ -206,31 +195,33 @@ class EngineHost:
                         f"{name} = {shown} applies from the next reply.")
 
     def _want_k(self, k: int) -> None:
-        """Restart the engine with k once the key presses settle."""
-        self.wanted_k = k
+        """Restart the engine with k once the key presses settle (a wanted switch takes the live k)."""
+        if self.state.wanted_swap is None:
+            self.state = self.state.wanting(k)
         self.mail.tell(RestartPlanned(k))
         self.debounce.start(self.restart_if_wanted)  # a restart already settling starts over
 
     def restart_if_wanted(self) -> None:
         """Start the wanted restart if nothing holds the engine; called again when that ends."""
-        if self.wanted_swap is not None:
+        if self.state.wanted_swap is not None:
             self._swap_if_free()
             return
-        k = self.wanted_k
-        if k is None or self.debounce.settling or self.status == "loading":
+        k = self.state.wanted_k
+        if k is None or self.debounce.settling or self.state.loading:
             return  # nothing wanted, keys still settling, or a load in flight (ready looks again)
         if self.engine is not None and k == self.engine_k:
-            self.wanted_k = None
+            self.state = self.state.wanting(None)
             self.mail.tell(RestartPlanned(None))
         elif not self.uses and self.plan.build_for_k is not None:  # a k restart is wanted only where it has one
-            self.wanted_k, self.restarting_k = None, k
             started = RestartStarted(k, f"Restarting {self.label} with k = {k}: the conversation stays…")
-            self._load(self.plan.build_for_k(k), started, (self.engine,))
+            self._load(self.plan.build_for_k(k), self.state.wanting(None).to(Phase.RESTARTING, k=k), started,
+                       (self.engine,))
 
-    def _load(self, build: Build, started: RestartStarted, closed_first: tuple = (), kept: tuple = ()) -> None:
-        """Load another engine in place of this one, closing `closed_first` before it is built
-        and `kept` after (a failed build goes back to it)."""
-        self.engine, self.status, self.loading_detail, self.loading_since = None, "loading", "", self.clock()
+    def _load(self, build: Build, state: HostState, started: RestartStarted, closed_first: tuple[Engine | None, ...] = (),
+              kept: tuple[Engine | None, ...] = ()) -> None:
+        """Load another engine in place of this one (`state`: what it builds), closing
+        `closed_first` before it is built and `kept` after (a failed build goes back to it)."""
+        self.engine, self.state, self.loading_detail, self.loading_since = None, state, "", self.clock()
         self.mail.tell(started)
         start_thread(lambda: load(build, self.mail.arrive, self.clock, closed_first, kept), "spectui-load")
 
@@ -238,21 +229,24 @@ class EngineHost:
         """Replace the engine with `plan`'s (built with the live k), once nothing holds this
         one and a load in flight has ended; `what` names it in the notes."""
         self.drop_restart()  # the new engine takes the live k: no k restart of the old one
-        self.wanted_swap = (plan, what)
+        self.state = self.state.wanting(Swap(plan, what))
         self.mail.tell(SwapPlanned(what))
         self.restart_if_wanted()
 
     def _swap_if_free(self) -> None:
-        if self.uses or self.status == "loading":
+        swap = self.state.wanted_swap
+        if swap is None or self.uses or self.state.loading:
             return  # a reply or the compare view holds the engine, or a load is in flight: they look again
-        (plan, what), self.wanted_swap = self.wanted_swap, None
-        self.fallback = fallback_for(self.engine, self.plan, self.baseline, self.engine_k)
+        plan, what = swap.plan, swap.what
+        fallback = fallback_for(self.engine, self.plan, self.baseline, self.engine_k)
         # The compare view's baseline is built again when asked for: it never waits for the switch.
-        kept = (self.engine,) if self.fallback is not None and self.fallback.engine is not None else ()
+        kept = (self.engine,) if fallback is not None and fallback.engine is not None else ()
         closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
-        self.plan, self.baseline, self.swapping_to, self.engine_k = plan, Baseline(plan.build_baseline), what, self.live.k
+        self.plan, self.baseline, self.engine_k = plan, Baseline(plan.build_baseline), self.live.k
         build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
-        self._load(build, RestartStarted(None, f"Switching to {what}: the conversation stays…"), closed_first, kept)
+        switching = self.state.wanting(None).to(Phase.SWITCHING, switching_to=what, fallback=fallback)
+        self._load(build, switching, RestartStarted(None, f"Switching to {what}: the conversation stays…"), closed_first,
+                   kept)
 
     def start_reply(self, name: str, run: Callable[[Engine, Control], None], values: LiveValues | None = None) -> Control:
         """run(engine, control) in a thread named `name`; the control starts from `values`
@@ -267,6 +261,7 @@ class EngineHost:
 
     def baseline_engine(self) -> Engine:
         """The compare view's k = 0 engine, where this one fixes k: built once, in the caller's thread."""
+        assert self.info is not None, "the compare view opens once an engine was ready"
         return self.baseline.engine(self.info.name)
 
     def close_baseline(self) -> None:
@@ -275,7 +270,7 @@ class EngineHost:
     def drop_restart(self) -> None:
         """No restart from now on (quitting: what holds the engine lets go as it leaves)."""
         self.debounce.stop()
-        self.wanted_k, self.wanted_swap = None, None
+        self.state = self.state.wanting(None)
 
     def close(self, timeout: float = 15.0) -> bool:
         """Stop what holds the engine, wait for its threads (`timeout` in all), close the
@@ -284,7 +279,7 @@ class EngineHost:
         if not self.uses.stop_and_wait(timeout):
             return False
         engines, self.engine = (self.engine, self.baseline.take()), None
-        fallback, self.fallback = self.fallback, None
+        fallback = self.state.fallback
         if fallback is not None and fallback.engine is not None:  # quitting while a switch loads
             engines += (fallback.engine,)
         close_all(engines)  # quitting: nothing useful to do with a failing close

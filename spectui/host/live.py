@@ -1,4 +1,5 @@
-"""The chat's live settings as the config file sets them at start.
+"""The chat's live settings: as the config file sets them at start, and what a key press
+does to them, given the engine that runs.
 
 The settings themselves (LiveSettings: k, adaptive k, temperature) are held once, in
 spectui.core.events, so that an engine's Control can read them from below the host.
@@ -6,11 +7,13 @@ spectui.core.events, so that an engine's Control can read them from below the ho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from spectui.core.events import LiveSettings
+from spectui.core.engine import AUTO, EngineInfo
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, LiveSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the host holds its keys: a type-only import, no cycle when the code runs
+    from spectui.host.host import EngineHost
     from spectui.settings.config import ChatConfig
 
 
@@ -19,3 +22,92 @@ def live_from_config(config: ChatConfig) -> LiveSettings:
 
     k, auto = parse_k(config.k)
     return LiveSettings(k, auto, config.temperature)
+
+
+class KAdvice(Protocol):
+    """What the panel's theory says of k (spectui.tui.session.Theory), as far as the keys read it."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def best_k(self) -> int | None: ...  # None until v(k) is measured at two k
+    @property
+    def best_speedup(self) -> float | None: ...
+    @property
+    def missing(self) -> str: ...
+
+
+class LiveKeys:
+    def __init__(self, host: EngineHost) -> None:
+        self.host = host
+        self._k_offer: int | None = None  # a recommended k waiting for the second key press
+
+    def step_k(self, delta: int) -> None:
+        host, live = self.host, self.host.live
+        k = min(max(live.k + delta, 0), K_MAX)
+        if k == live.k and not host.k_from_engine:
+            host.notice(f"k stays within 0..{K_MAX}")
+        else:
+            self.set_k(k)
+
+    def set_k(self, k: int) -> None:
+        """A fixed k (the keys', or the first screen's "watch it"): it ends adaptive k."""
+        host, live = self.host, self.host.live
+        if host.k_from_engine:
+            host.notice(k_not_sent(host))
+        elif host.engine is not None and host.k_fixed_elsewhere:
+            host.notice(f"{engine_words(host.engine.info)} fixed k when it started (num_speculative_tokens); restart it to change k.")
+        elif (k, False) != (live.k, live.auto):
+            live.update(k=min(max(k, 0), K_MAX), auto=False)  # a k chosen by hand ends adaptive k
+
+    def step_temperature(self, direction: int) -> None:
+        live = self.host.live
+        temperature = min(max(live.temperature + direction * TEMPERATURE_STEP, 0.0), TEMPERATURE_MAX)
+        live.update(temperature=round(temperature, 2))
+
+    def toggle_auto(self, theory: KAdvice | None) -> None:
+        """Adaptive k on or off. An engine that cannot follow it step by step gets the k the
+        same model picks from what was measured (`theory`), restarted with on a second press."""
+        host, live = self.host, self.host.live
+        if host.engine is not None and not host.engine.capabilities.live(AUTO):
+            self._recommend_k(host.engine.info.name, theory)
+            return
+        live.update(auto=not live.auto)
+        host.notice("Adaptive k: on, from the next step" if live.auto else f"Adaptive k: off, k = {live.k}")
+
+    def _recommend_k(self, name: str, theory: KAdvice | None) -> None:
+        """name: the engine's, which fixes k when it starts."""
+        host, k = self.host, self.host.live.k
+        if theory is None:
+            host.notice(f"The {name} engine fixes k when it starts; after a reply with drafts, "
+                        f"this key recommends a k from the measured acceptance.")
+            return
+        offered, self._k_offer = self._k_offer, None
+        if theory.best_k is None:
+            host.notice(f"No k to recommend yet: {theory.missing}. A reply at another k times v(k) there.")
+        elif theory.best_k == k:
+            host.notice(f"k = {k} is already the best k for α {theory.alpha:.2f} (×{theory.best_speedup:.2f} predicted).")
+        elif offered == theory.best_k and host.k_restarts_engine:
+            host.live.update(k=theory.best_k)
+        else:
+            self._k_offer = theory.best_k
+            restart = "press the key again to restart it with that k" if host.k_restarts_engine else \
+                "restart the server with that num_speculative_tokens"
+            host.notice(f"Recommended k = {theory.best_k} for α {theory.alpha:.2f}: ×{theory.best_speedup:.2f} "
+                        f"predicted against ×{theory.speedup:.2f} for the last reply (k = {k}); {restart}.")
+
+
+def k_not_sent(host: EngineHost) -> str:
+    """Why a k key does nothing on an engine that runs its own k (a server)."""
+    k = host.reported_k
+    runs = f"runs k = {k}" if k is not None else "does not say which k it runs"
+    return f"{engine_words(host.info)} {runs}, set when it started (num_speculative_tokens): spectui cannot send k."
+
+
+def engine_words(info: EngineInfo | None) -> str:
+    """The engine as a sentence starts with it: the server, the vllm engine (None: not loaded yet)."""
+    if info is None:
+        return "The engine"
+    return "The server" if info.name == "server" else f"The {info.name} engine"

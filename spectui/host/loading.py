@@ -40,8 +40,8 @@ def load(
     build: Build,
     arrive: Callable[[object], None],
     clock: Callable[[], float] = time.monotonic,
-    old_engines: Sequence = (),
-    replaced: Sequence = (),
+    old_engines: Sequence[Engine | None] = (),
+    replaced: Sequence[Engine | None] = (),
 ) -> None:
     """Close `old_engines` first (one GPU cannot hold both), build, close `replaced` (kept
     open in case the build failed), then arrive(Loaded or LoadFailed), with LoadProgress on the way."""
@@ -57,7 +57,7 @@ def load(
     arrive(Loaded(engine, seconds))
 
 
-def close_all(engines: Sequence) -> None:
+def close_all(engines: Sequence[Engine | None]) -> None:
     for engine in engines:
         if engine is None:
             continue

@@ -3,7 +3,7 @@ with the draft's share when the engine says it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from spectui.core.engine import Capabilities, Engine
@@ -13,7 +13,7 @@ MemoryProbe = Callable[[str], MemoryReading | None]  # device -> a reading of it
 
 
 def engine_memory(engine: Engine | None, capabilities: Capabilities | None, probe: MemoryProbe | None,
-                  engine_stats: dict) -> MemoryReading | None:
+                  engine_stats: Mapping[str, object]) -> MemoryReading | None:
     """engine None: the probe's reading of this process. The draft's share comes from an
     int attribute `draft_bytes` or a "draft_bytes" entry in the last Done.engine_stats."""
     reading = None

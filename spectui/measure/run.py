@@ -49,7 +49,8 @@ def settle_before_timing(engine: Engine, progress: Callable[[str, int, int], Non
 @dataclass
 class MeasuredReply:
     """One reply's record: its steps, its Done, and when things happened on the caller's clock.
-    (Not the loop's reply in progress, engines/speculative/loop.py, nor a bench arm's TimedReply.)"""
+    (Not the loop's reply in progress, LoopReply, nor a bench arm's reply, ArmReply, nor a llama.cpp
+    anchor's, AnchorReply.)"""
 
     steps: list[Step] = field(default_factory=list)
     done: Done | None = None

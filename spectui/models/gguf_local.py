@@ -13,12 +13,13 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.errors import ModelError
 from spectui.models.fetch import ProgressFn, for_model
 from spectui.models.integrity import ByteProgress
-from spectui.models.registry import ResolvedModel, cache_dir, gguf_dir
+from spectui.models.registry import ModelPair, ResolvedModel, cache_dir, gguf_dir
 
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
 # Beside the record while llama.cpp loads the file, named for the loading process: one left by
@@ -26,6 +27,51 @@ RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was has
 # next start hashes every byte, not the sample (which misses a flip between its blocks).
 LOADING_PREFIX = "loading-"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+@dataclass(frozen=True)
+class GgufModel:
+    """One model as the ggml backend runs it, resolved once: its GGUF (fetched and checked)
+    and its tokenizer as files."""
+
+    name: str
+    resolved: ResolvedModel
+    gguf: Path
+    tokenizer: Path
+
+
+@dataclass(frozen=True)
+class GgufPair:
+    """The target and the draft (None: no draft model runs) the ggml backend loads."""
+
+    target: GgufModel
+    draft: GgufModel | None = None
+
+    @contextlib.contextmanager
+    def loading(self) -> Iterator[None]:
+        """Both GGUFs marked as being loaded until the block ends (loading_marker)."""
+        with loading_marker(self.target.resolved), \
+                loading_marker(self.draft.resolved) if self.draft is not None else contextlib.nullcontext():
+            yield
+
+
+def gguf_models(models: ModelPair, with_draft: bool, progress: ProgressFn | None = None) -> GgufPair:
+    """The target, and `with_draft` the draft the draft method runs, as GGUF and tokenizer
+    files, asked of each model once (the draft's tokens: spectui.models.load.check_same_tokens)."""
+    target = gguf_model(models.target, progress)
+    return GgufPair(target, gguf_model(models.draft_model(), progress) if with_draft else None)
+
+
+def gguf_model(resolved: ResolvedModel, progress: ProgressFn | None = None) -> GgufModel:
+    gguf = local_gguf(resolved, progress)
+    return GgufModel(resolved.name, resolved, gguf, tokenizer_folder(resolved, gguf, progress))
+
+
+def missing_gguf(models: ModelPair, with_draft: bool) -> str | None:
+    """The first of the models the ggml backend would load (the draft with `with_draft`, if
+    there is one) that has no GGUF, in words; None: all have one."""
+    runs = [models.target] + ([models.draft_model()] if with_draft and models.has_draft else [])
+    return next((f"{model.name} has no GGUF" for model in runs if not has_gguf(model)), None)
 
 
 def has_gguf(resolved: ResolvedModel) -> bool:

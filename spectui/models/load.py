@@ -273,6 +273,15 @@ def check_same_vocab(target_model: ResolvedModel, draft_model: ResolvedModel, pr
     return VocabCheck(len(target_vocab), len(draft_vocab), target_width, draft_width)
 
 
+def check_same_tokens(target: str, target_folder: Path, draft: str, draft_folder: Path) -> None:
+    """Refuse a draft whose token ids mean other tokens than the target's (before weights load):
+    the tokenizers as files (a GGUF's, spectui.models.gguf_local.tokenizer_folder)."""
+    moved, renamed = vocab_conflicts(token_ids(target_folder), token_ids(draft_folder))
+    if moved or renamed:
+        raise ModelError(f"draft {draft} does not share the target's vocabulary: {moved} of {target}'s tokens have "
+                         f"other ids and {renamed} ids name other tokens: pick a draft of the same model family")
+
+
 def vocab_conflicts(target_vocab: dict[str, int], draft_vocab: dict[str, int]) -> tuple[int, int]:
     """(tokens in both with different ids, ids in both that name different tokens)."""
     moved = sum(1 for token, index in draft_vocab.items() if target_vocab.get(token, index) != index)

@@ -85,7 +85,7 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
 
     async with app.run_test(size=SIZE) as pilot:
         app.theme = theme
-        await _wait_for(pilot, lambda: app.host.engine is not None or app.host.status == "failed", 600)
+        await _wait_for(pilot, lambda: app.host.engine is not None or app.host.state.failed, 600)
         chat = _chat_of(app)
         if warm_up is not None:
             await _reply(pilot, chat, warm_up)

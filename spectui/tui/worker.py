@@ -1,6 +1,6 @@
 """The generation thread's body: pull Steps from the engine, save each, queue each.
 
-The engine host runs it in a plain daemon thread (spectui.host.uses): a model forward pass
+The engine host runs it in a plain daemon thread (spectui.host.waits): a model forward pass
 cannot be interrupted, and quitting must not wait for one to finish.
 """
 

@@ -194,7 +194,7 @@ async def test_loading_state_then_error_message_not_a_crash(make_app):
         release.set()
         await ready(pilot)
         await wait_for(pilot, lambda: chat.query(SystemNote))
-        assert app.host.status == "failed"
+        assert app.host.state.failed
         note = chat.query_one(SystemNote)
         assert "Could not load the engine: OSError: weights not found: /nope" in str(note.render())
         await wait_for(pilot, lambda: "● failed" in chat.param_bar.plain)
@@ -494,7 +494,7 @@ async def test_an_error_with_markup_and_escapes_is_toasted_as_text(make_app):
     app = make_app(failing_factory)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.host.status == "failed"
+        assert app.host.state.failed
         await send(pilot, "hello")  # no engine: a toast names the error
         await wait_for(pilot, lambda: app._notifications)
         await pilot.pause()

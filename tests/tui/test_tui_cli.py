@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from spectui.cli.chat import register
 from spectui.core.events import Source, Step
+from spectui.host.state import Phase
 from spectui.store import Store
 
 runner = CliRunner()
@@ -228,7 +229,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
 
         def __init__(self, host, config, store, **options):
             seen["loading"] = building.wait(10)  # no app yet, no loop: the host began on its own
-            seen["status"] = host.status
+            seen["phase"] = host.state.phase
 
         def run(self):
             for thread in threading.enumerate():
@@ -238,7 +239,7 @@ def test_chat_starts_loading_the_engine_before_the_app_exists(tmp_path, monkeypa
     monkeypatch.setattr("spectui.host.plan.plan_for", lambda config, models: EnginePlan(build))
     monkeypatch.setattr("spectui.tui.app.SpectuiApp", App)
     assert run_chat({"engine": "scripted"}, history=False) == 0
-    assert seen == {"loading": True, "status": "loading"}
+    assert seen == {"loading": True, "phase": Phase.LOADING}
 
 
 def test_chat_takes_top_p_from_the_command_line_over_the_config_file(tmp_path, monkeypatch):

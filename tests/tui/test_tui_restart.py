@@ -60,7 +60,7 @@ async def test_k_presses_restart_the_engine_once_with_the_final_k(make_app):
         factory.release()
         await wait_for(pilot, lambda: app.host.engine is not None)
         await reply_done(pilot)
-        assert factory.built_k == [2, 5] and not timers.pending and app.host.wanted_k is None  # no second restart
+        assert factory.built_k == [2, 5] and not timers.pending and app.host.state.wanted_k is None  # no second restart
         restart_notes = notes(app)  # the same note, now saying how it went
         assert len(restart_notes) == 1 and restart_notes[0].startswith("vLLM restarted with k = 5 in ")
         # The conversation survives, and the waiting message went to the new engine.
@@ -126,7 +126,7 @@ async def test_a_failed_restart_shows_one_error_and_a_k_press_retries(make_app):
         factory.failures.append("CUDA out of memory")
         await pilot.press("f6")
         timers.fire()
-        await wait_for(pilot, lambda: app.host.status == "failed")
+        await wait_for(pilot, lambda: app.host.state.failed)
         await pilot.pause()
         errors = notes(app, error=True)
         assert len(errors) == 1

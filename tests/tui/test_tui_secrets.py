@@ -47,7 +47,7 @@ async def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_
         app = make_app(factory, config)
         async with app.run_test(size=(110, 36)) as pilot:
             await ready(pilot)
-            assert app.host.engine is not None, app.host.error
+            assert app.host.engine is not None, app.host.state.error
             await send(pilot, "hello")
             await reply_done(pilot)
             await pilot.press(app.first_key("screenshot"))
@@ -91,7 +91,7 @@ async def test_a_key_in_the_server_url_is_sent_and_shown_nowhere(make_app, tmp_p
         app = make_app(factory, config)
         async with app.run_test(size=(110, 36)) as pilot:
             await ready(pilot)
-            assert app.host.engine is not None, app.host.error
+            assert app.host.engine is not None, app.host.state.error
             await send(pilot, "hello")
             await reply_done(pilot)
             await pilot.press(app.first_key("screenshot"))

@@ -22,7 +22,7 @@ async def test_a_plain_server_streams_and_the_panel_says_speculation_is_not_repo
         app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
         async with app.run_test(size=(110, 36)) as pilot:
             await ready(pilot)
-            assert app.host.engine is not None, app.host.error
+            assert app.host.engine is not None, app.host.state.error
             # Said from the start, before any reply.
             await wait_for(pilot, lambda: "not reported by this server" in panel_text(app))
             await send(pilot, "count")
@@ -88,7 +88,7 @@ async def test_a_server_chat_is_recorded_with_the_k_the_server_runs(make_app, tm
         app = make_app(lambda progress: ServerEngine(url), config)
         async with app.run_test(size=(110, 36)) as pilot:
             await ready(pilot)
-            assert app.host.reported_k == 3, app.host.error
+            assert app.host.reported_k == 3, app.host.state.error
             await send(pilot, "count")
             await reply_done(pilot)
             conversation_id = app.chat_screen.transcript.conversation_id

@@ -4,6 +4,7 @@ that fails to load leaves the chat on the engine it had, usable, with the reason
 from __future__ import annotations
 
 from fake_engines import PlanEngine, factory_for
+from spectui.host.state import Phase
 from spectui.settings.config import ChatConfig
 from spectui.tui.screens.model import ModelScreen
 from tui_helpers import notices, ready, reply_done, send, wait_for
@@ -33,7 +34,7 @@ async def test_the_model_screen_refuses_the_draft_method_for_a_target_without_a_
         await pilot.pause()
         error = str(screen.query_one("#model-error").render())
         assert app.screen is screen and "has no preset draft model" in error
-        assert built == [] and app.host.wanted_swap is None and app.host.status == "ready"
+        assert built == [] and app.host.state.wanted_swap is None and app.host.state.ready
 
 
 async def test_a_switch_that_fails_to_load_leaves_the_chat_on_its_engine(make_app, monkeypatch):
@@ -88,7 +89,7 @@ async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_
         screen = await open_model_screen(pilot)
         screen.query_one("#model-method").value = "ngram"
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.host.swapping_to is not None)
+        await wait_for(pilot, lambda: app.host.state.phase is Phase.SWITCHING)
         await send(pilot, "sent while it loads")
         assert app.chat_screen.prompt.waiting is not None
         release.set()

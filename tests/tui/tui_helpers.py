@@ -44,7 +44,7 @@ async def send(pilot, text: str) -> None:
 
 async def ready(pilot) -> None:
     host = pilot.app.host
-    await wait_for(pilot, lambda: host.engine is not None or host.status == "failed")
+    await wait_for(pilot, lambda: host.engine is not None or host.state.failed)
     await pilot.pause()
 
 

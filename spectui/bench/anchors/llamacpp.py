@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.bench.runs import Arm, TimedReply
+from spectui.bench.runs import Arm, ArmReply
 from spectui.core.events import GenerationParams, Message, Source, Step
 from spectui.models.registry import ModelPair, ResolvedModel
 
@@ -81,7 +81,9 @@ def target_token(logits, temperature: float, top_p: float, seed: int, position: 
 
 
 @dataclass
-class Reply:
+class AnchorReply:
+    """What llama.cpp's own loop produced for one prompt, before the bench times it as an ArmReply."""
+
     token_ids: list[int]
     steps: list[Step]
     first_token_seconds: float
@@ -89,13 +91,13 @@ class Reply:
 
 
 def plain_reply(target, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
-                stop_ids: set[int], clock: Clock) -> Reply:
+                stop_ids: set[int], clock: Clock) -> AnchorReply:
     """One token per target decode."""
     return speculative_reply(target, None, prompt_ids, params, temperature, stop_ids, 0, clock)
 
 
 def speculative_reply(target, draft, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
-                      stop_ids: set[int], k: int, clock: Clock, p_min: float = DRAFT_P_MIN) -> Reply:
+                      stop_ids: set[int], k: int, clock: Clock, p_min: float = DRAFT_P_MIN) -> AnchorReply:
     """llama.cpp's speculative-simple loop (draft None or k = 0: plain decoding). The stop
     token that ends a reply is its last token, as vLLM and transformers return it."""
     seed = params.seed or 0
@@ -140,7 +142,7 @@ def speculative_reply(target, draft, prompt_ids: Sequence[int], params: Generati
         emitted += new
         context += new
     finish = "stop" if emitted[-1] in stop_ids else "length"
-    return Reply(emitted, steps, first_token_seconds, finish)
+    return AnchorReply(emitted, steps, first_token_seconds, finish)
 
 
 def draft_tokens(draft, context: list[int], k: int, p_min: float) -> list[int]:
@@ -193,7 +195,7 @@ class LlamaCppRunner:
         }
 
     def run(self, arm: Arm, messages: Sequence[Message], params: GenerationParams, temperature: float,
-            clock: Clock = time.perf_counter) -> TimedReply:
+            clock: Clock = time.perf_counter) -> ArmReply:
         prompt_ids = self.prompt_ids(list(messages))
         stop_ids = self.stop_ids | set(params.stop_token_ids)
         self.fit_threads()
@@ -208,7 +210,7 @@ class LlamaCppRunner:
         from spectui.bench.drafters import resident_bytes
 
         self.loaded["resident_peak"] = max(self.loaded.get("resident_peak") or 0, resident_bytes() or 0)
-        return TimedReply(arm, reply.token_ids, wall, reply.first_token_seconds, reply.steps, reply.finish_reason)
+        return ArmReply(arm, reply.token_ids, wall, reply.first_token_seconds, reply.steps, reply.finish_reason)
 
     def fit_threads(self) -> None:
         from spectui.engines.threads import free_cores

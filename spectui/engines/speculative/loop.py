@@ -23,8 +23,9 @@ from spectui.engines.speculative.verify import Verdict, greedy_verdict, verify_c
 
 
 @dataclass
-class Reply:
-    """One reply in progress: its context, its randomness and its clocks."""
+class LoopReply:
+    """One reply in progress inside the loop: its context, its randomness and its clocks.
+    (What the caller records of it is spectui.measure.run's MeasuredReply.)"""
 
     prompt_ids: tuple[int, ...]
     params: GenerationParams
@@ -132,14 +133,14 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
         yield Prefill(end - cached, total)
 
 
-def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device, arrays: str = "torch") -> Reply:
+def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device, arrays: str = "torch") -> LoopReply:
     """arrays: the kind of rows the target returns ("numpy" on ggml), so of the draws too."""
     draws = PositionDraws(params.seed, device, arrays)
     generator = draws.ops.generator(params.seed, device) if params.seed is not None else None
-    return Reply(tuple(prompt_ids), params, list(prompt_ids), generator, draws)
+    return LoopReply(tuple(prompt_ids), params, list(prompt_ids), generator, draws)
 
 
-def plan_step(reply: Reply, control: LiveControl, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
+def plan_step(reply: LoopReply, control: LiveControl, adaptive: AdaptiveK | None, looks_first: bool) -> Draft:
     """The step's k: the control's, or adaptive k's choice (a proposer that looks first is
     told its k after drafting)."""
     k, temperature = control.snapshot()
@@ -150,11 +151,11 @@ def plan_step(reply: Reply, control: LiveControl, adaptive: AdaptiveK | None, lo
     return Draft(min(k, reply.room), temperature, auto)
 
 
-def no_drafts(reply: Reply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
+def no_drafts(reply: LoopReply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
     return replace(plan, k=0)
 
 
-def propose_step(proposer: Proposer, reply: Reply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
+def propose_step(proposer: Proposer, reply: LoopReply, plan: Draft, adaptive: AdaptiveK | None) -> Draft:
     if reply.num_generated == 0:
         # The first token comes from the prefill alone, as in vLLM. The drafter reads the prompt
         # meanwhile: its cost lands in the time to first token, not in the first drafting step.
@@ -173,7 +174,7 @@ def propose_step(proposer: Proposer, reply: Reply, plan: Draft, adaptive: Adapti
                    method=proposer.method)
 
 
-def draft_then_choose(proposer: Proposer, reply: Reply, plan: Draft, adaptive: AdaptiveK) -> Draft:
+def draft_then_choose(proposer: Proposer, reply: LoopReply, plan: Draft, adaptive: AdaptiveK) -> Draft:
     """Drafting costs next to nothing: draft as many as adaptive k could verify, then let the
     drafts' evidence say how many to verify."""
     most = min(adaptive.k_max, reply.room)
@@ -198,7 +199,7 @@ def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[
     return replace(plan, k=k, auto=auto), {"stop_below": floor}
 
 
-def verify_chain(target: CachedLogits, reply: Reply, draft: Draft) -> Checked:
+def verify_chain(target: CachedLogits, reply: LoopReply, draft: Draft) -> Checked:
     width = target.exact_rows
     if draft.temperature == 0.0 and width is not None and len(draft.drafted) >= width:
         verdict, logits = verify_greedy_in_pieces(target, reply.token_ids, draft.drafted, width)
@@ -228,7 +229,7 @@ def verify_greedy_in_pieces(target: CachedLogits, token_ids: list[int], drafted:
     raise AssertionError("the last piece holds the row after every draft: it always decides")
 
 
-def verify_feeding(target: CachedFeatures, proposer: Proposer, reply: Reply, draft: Draft) -> Checked:
+def verify_feeding(target: CachedFeatures, proposer: Proposer, reply: LoopReply, draft: Draft) -> Checked:
     """Verify a chain or a tree and hand the proposer the target's features, for a proposer
     that drafts from them (Medusa, EAGLE: torch only, a CachedFeatures)."""
     from spectui.engines.speculative.tree import verify_tree
@@ -251,7 +252,7 @@ def verify_feeding(target: CachedFeatures, proposer: Proposer, reply: Reply, dra
     return checked
 
 
-def verify_rule(reply: Reply, draft: Draft, target_logits: Array) -> Verdict:
+def verify_rule(reply: LoopReply, draft: Draft, target_logits: Array) -> Verdict:
     """Greedy at T = 0; at T > 0 the rejection rule for the draft's kind."""
     if draft.temperature == 0.0:
         return verify_greedy(draft.drafted, target_logits)
@@ -265,7 +266,7 @@ def verify_rule(reply: Reply, draft: Draft, target_logits: Array) -> Verdict:
 
 
 def emit(
-    reply: Reply,
+    reply: LoopReply,
     draft: Draft,
     checked: Checked,
     seconds: tuple[float, float],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from spectui.host.state import Phase
 from spectui.tui.widgets.param_bar import BarState
 
 if TYPE_CHECKING:
@@ -20,26 +21,28 @@ class ReplyState(Protocol):
 
 def engine_status(host: EngineHost) -> tuple[str, str]:
     """The engine's state word and the detail after it, with no reply in the way."""
-    if host.restarting_k is not None:
-        return "restarting", f"{host.label} with k = {host.restarting_k} · {host.loading_text}"
-    if host.swapping_to is not None:
-        return "restarting", f"as {host.swapping_to} · {host.loading_text}"
-    if host.status == "loading":
+    state = host.state
+    if state.phase is Phase.RESTARTING:
+        return "restarting", f"{host.label} with k = {state.k} · {host.loading_text}"
+    if state.phase is Phase.SWITCHING:
+        return "restarting", f"as {state.switching_to} · {host.loading_text}"
+    if state.phase is Phase.LOADING:
         return "loading", host.loading_text
-    if host.status == "failed":
-        if host.restart_failed:
-            return "failed", "a k key tries the restart again; Ctrl+Q quits"
+    if state.phase is Phase.RESTART_FAILED:
+        return "failed", "a k key tries the restart again; Ctrl+Q quits"
+    if state.phase is Phase.FAILED:
         return "failed", "see the message; F1 help, Ctrl+Q quits"
     return "ready", ""
 
 
 def pending_restart(host: EngineHost, replying: bool) -> str:
     when = "after this reply" if replying else "in a moment"
-    if host.wanted_swap is not None:
-        return f"switches to {host.wanted_swap[1]} {when}"
-    if host.wanted_k is None or host.restarting_k is not None:
+    state = host.state
+    if state.wanted_swap is not None:
+        return f"switches to {state.wanted_swap.what} {when}"
+    if state.wanted_k is None or state.phase is Phase.RESTARTING:
         return ""
-    return f"{host.label} restarts with k = {host.wanted_k} {when}"
+    return f"{host.label} restarts with k = {state.wanted_k} {when}"
 
 
 def bar_status(host: EngineHost, reply: ReplyState | None, waiting: bool, note: str = "") -> tuple[str, str]:

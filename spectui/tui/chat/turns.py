@@ -44,8 +44,8 @@ class Turns:
             screen.notify("A reply is streaming; Esc cancels it.")
         elif screen.prompt.waiting is not None:
             screen.notify("A message already waits for the engine; this one stays in the box.")
-        elif host.status == "failed" and host.engine is None:
-            screen.notify(f"No engine: {host.error}", severity="error")
+        elif host.state.failed and host.engine is None:
+            screen.notify(f"No engine: {host.state.error}", severity="error")
         elif host.engine is None:
             screen.welcome.drop()
             screen.commands.attach_mentioned(text)

@@ -133,7 +133,7 @@ class ChatScreen(Screen):
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
         self.refresh_panels()
-        if self.host.status == "loading":
+        if self.host.state.loading:
             self.refresh_bar()
 
     def on_resize(self, event: events.Resize) -> None:

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from spectui.core.engine import K, EngineInfo
+from spectui.host.state import Phase
 
 if TYPE_CHECKING:
     from spectui.host.host import EngineHost
@@ -39,10 +40,10 @@ HIDDEN_STATS = ("traceback", "per_step_drafted")  # the second says what "drafte
 def info_lines(host: EngineHost, engine_stats: dict) -> list[tuple[str, str]]:
     engine = host.engine
     if engine is None:
-        if host.restarting_k is not None:
-            return [("engine", f"restarting {host.label} with k = {host.restarting_k} · {host.loading_text}")]
-        state = host.error if host.status == "failed" else f"loading {host.loading_text}"
-        return [("engine", state)]
+        state = host.state
+        if state.phase is Phase.RESTARTING:
+            return [("engine", f"restarting {host.label} with k = {state.k} · {host.loading_text}")]
+        return [("engine", state.error if state.failed else f"loading {host.loading_text}")]
     info = engine.info
     rows = [
         ("engine", info.name),

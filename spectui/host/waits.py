@@ -1,6 +1,8 @@
-"""What holds the engine: replies and compare runs in their threads, an open compare view.
+"""What a restart waits for: what holds the engine (replies and compare runs in their
+threads, an open compare view) and key presses settling (F6 F6 F6 is one restart with
+k + 3, not three).
 
-A k restart waits until none is left; quitting stops them all and waits for their threads,
+A k restart waits until no use is left; quitting stops them all and waits for their threads,
 since closing an engine under a running forward pass pulls its caches away mid-step.
 """
 
@@ -10,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 def start_thread(target: Callable[[], None], name: str) -> threading.Thread:
@@ -95,3 +98,41 @@ class Uses:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(thread.is_alive() for thread in threads)
+
+
+class Timer(Protocol):
+    def stop(self) -> None: ...
+
+
+SetTimer = Callable[[float, Callable[[], None]], Timer]
+
+
+class Debounce:
+    """One callback, run `delay` seconds after the last start() on the owner's thread
+    (set_timer), or at once where there is no timer to set."""
+
+    def __init__(self, delay: float, set_timer: SetTimer | None = None) -> None:
+        self.delay = delay
+        self.set_timer = set_timer
+        self._timer: Timer | None = None
+
+    @property
+    def settling(self) -> bool:
+        return self._timer is not None
+
+    def start(self, callback: Callable[[], None]) -> None:
+        self.stop()
+        if self.set_timer is None:
+            callback()
+            return
+
+        def elapsed() -> None:
+            self._timer = None
+            callback()
+
+        self._timer = self.set_timer(self.delay, elapsed)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
