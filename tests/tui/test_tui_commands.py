@@ -211,6 +211,22 @@ async def test_save_of_a_block_the_reply_never_closed_warns_and_asks_even_for_a_
         assert (tmp_path / "new.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
+async def test_the_save_question_keeps_its_keys_in_view_over_a_long_diff_at_80x24(make_app, tmp_path):
+    long_reply = [[("```python\n", T)], *([(f"x{i} = {i}\n", D)] for i in range(80)), [("```\n", T)]]
+    (tmp_path / "long.py").write_text("x = 0\n")
+    app = make_app(factory_for(TextEngine(long_reply)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        at(app, tmp_path)
+        await send(pilot, "write it")
+        await reply_done(pilot)
+        await send(pilot, "/save long.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        hint = app.screen.query_one("#save-hint")
+        assert hint.region.height and hint.region.bottom <= 24, hint.region  # on screen, not pushed below it
+        assert "N / Esc keeps the file" in str(hint.render())
+
+
 async def test_unknown_commands_literal_slashes_and_the_settings_commands(make_app, monkeypatch):
     engine = PlanEngine([None])
     app = make_app(factory_for(engine), ChatConfig(k=2))

@@ -44,7 +44,7 @@ class SaveConfirmScreen(ModalScreen[bool]):
     SaveConfirmScreen #save-title { text-style: bold; color: $accent; margin-bottom: 1; }
     SaveConfirmScreen #save-warning { color: $warning; margin-bottom: 1; }
     SaveConfirmScreen VerticalScroll { height: auto; max-height: 24; }
-    SaveConfirmScreen #save-hint { color: $text-muted; margin-top: 1; }
+    SaveConfirmScreen #save-hint { color: $text-muted; margin-bottom: 1; }
     """
 
     def __init__(self, path: str, diff: str, warning: str | None = None, new: bool = False) -> None:
@@ -56,10 +56,11 @@ class SaveConfirmScreen(ModalScreen[bool]):
             yield Static(Content(safe_text(f"{'Write' if self.new else 'Overwrite'} {self.path}?")), id="save-title")
             if self.warning:
                 yield Static(Content(self.warning), id="save-warning")
-            with VerticalScroll():
-                yield Static(diff_content(self.diff), id="save-diff")
+            # the keys above the diff: a long diff on a short terminal never pushes them out of view
             yield Static("Y / Enter writes it · N / Esc writes nothing" if self.new else
                          "Y / Enter writes it (the old file is kept as a backup) · N / Esc keeps the file", id="save-hint")
+            with VerticalScroll():
+                yield Static(diff_content(self.diff), id="save-diff")
 
     def action_answer(self, write: bool) -> None:
         self.dismiss(write)
