@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 
+from spectui.core.engine import Progress
 from spectui.core.errors import ModelError, UsageError
 from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions
@@ -60,7 +61,7 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
     return library_problem()
 
 
-def build_ggml_engine(options: EngineOptions, models: ModelPair, progress=None):
+def build_ggml_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None):
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.fetch import for_model, no_progress

@@ -158,7 +158,8 @@ class LlamaModel:
         out = numpy.empty((rows, width), dtype=numpy.float32)
         for row in range(rows):
             pointer = self.lib.llama_get_logits_ith(self.context, last_chunk - rows + row)
-            out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
+            row_bytes: Any = self.ffi.buffer(pointer, width * 4)  # has the buffer protocol; cffi's stub does not say
+            out[row] = numpy.frombuffer(row_bytes, dtype=numpy.float32)
         return out
 
     def _decode_chunks(self, tokens: list[int], rows: int) -> None:
@@ -356,7 +357,8 @@ def requantize(source: Path, kind: str, folder: Path, threads: int | None = None
         return target
     folder.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
+    # a C struct: its fields come from the CFFI declarations, not from cffi's stub
+    params: Any = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
     params.ftype = QUANTIZED_TYPES[kind]
     params.allow_requantize = True
     params.nthread = threads or default_threads()
