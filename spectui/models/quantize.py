@@ -171,14 +171,11 @@ def _int8_linear_class():
 
     class Int8Linear(nn.Module):
         """A Linear layer whose output row i depends only on input row i, bit for bit (above)."""
-
-        # buffers (register_buffer), declared for the type checker
-        weight_scale: torch.Tensor
+        weight_scale: torch.Tensor  # buffers (register_buffer), declared for the type checker
         bias: torch.Tensor | None
 
-        def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
-                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None,
-                     per_row: bool = True):
+        def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None = None,
+                     quantizer: RowQuantizer | None = None, per_row: bool = True):
             super().__init__()
             _check_int8_weight(weight_int8, quantizer)
             self.out_features, self.in_features = weight_int8.shape
@@ -191,8 +188,7 @@ def _int8_linear_class():
 
         @classmethod
         def from_linear(cls, linear: nn.Linear, quantizer: RowQuantizer | None = None) -> "Int8Linear":
-            weight = linear.weight.detach().to(torch.float32)
-            weight_int8, weight_scale = quantize_weight_per_channel(weight)
+            weight_int8, weight_scale = quantize_weight_per_channel(linear.weight.detach().to(torch.float32))
             return cls(weight_int8, weight_scale, linear.bias, quantizer)
 
         @property

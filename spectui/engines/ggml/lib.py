@@ -256,7 +256,7 @@ class VerifyShape:
     slope: float  # t(rows)/t(1) - 1 per extra token: what one more verified draft costs
 
 
-def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_counter) -> VerifyShape:
+def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock: Callable[[], float] = time.perf_counter) -> VerifyShape:
     """The most tokens one decode may hold while every row's logits stay bit for bit those of
     decoding the tokens one at a time. llama.cpp's CPU kernels switch at some batch width
     (AVX2: Q4_K's repacked 4-row gemm; Q4_0 past 6 rows) and round differently there; a verify
@@ -281,7 +281,7 @@ def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_c
     return VerifyShape(rows, max(0.0, slope))
 
 
-def _median_seconds(model: LlamaModel, keep: int, tokens: list[int], clock, repeats: int = 5) -> float:
+def _median_seconds(model: LlamaModel, keep: int, tokens: list[int], clock: Callable[[], float], repeats: int = 5) -> float:
     """One decode of `tokens` after `keep` cached positions, the median of a few (one alone is
     at the mercy of whatever else the machine did in that moment)."""
     times = []

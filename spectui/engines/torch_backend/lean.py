@@ -66,7 +66,7 @@ def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 
         mask = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device).tril(past)[None, None]
     causal = sdpa and n > 1 and not past
 
-    def rotate(x):
+    def rotate(x: torch.Tensor) -> torch.Tensor:
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
     for index, layer in enumerate(inner.layers):
