@@ -10,6 +10,13 @@ import atexit
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from spectui.core.engine import Engine
+
+T = TypeVar("T")
 
 # Busy until closed, or until this process is gone (checked now and then, not every turn).
 BUSY_LOOP = "import os\nparent = {parent}\nwhile os.getppid() == parent:\n    for _ in range(200_000): pass"
@@ -49,8 +56,8 @@ def contend(runners: dict, engines: list, neighbour: BusyNeighbour | None) -> di
     return {name: fitted(runner, spectui_engines) for name, runner in runners.items()}
 
 
-def fitted(runner, spectui_engines: list):
-    def run(*args, **kwargs):
+def fitted(runner: Callable[..., T], spectui_engines: list[Engine]) -> Callable[..., T]:
+    def run(*args: object, **kwargs: object) -> T:
         from spectui.engines import threads
 
         count = threads.fit_threads()

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.core.errors import UsageError
 from spectui.models.fetch import ProgressFn
 from spectui.models.registry import ModelPair
 from spectui.settings.options import HEAD_METHODS
+
+if TYPE_CHECKING:
+    import torch
 
 
 def heads_by_method(folders: list[Path], methods: list[str]) -> dict[str, Path]:
@@ -43,7 +47,7 @@ def resident_bytes() -> int | None:
     return reading.used_bytes if reading is not None else None
 
 
-def weights_bytes(module) -> int:
+def weights_bytes(module: torch.nn.Module) -> int:
     """Bytes of a module's own tensors, each counted once (a tied weight is one tensor),
     quantized ones at their packed size: what holding this drafter costs beside the target."""
     import torch
@@ -51,7 +55,7 @@ def weights_bytes(module) -> int:
     seen: set[int] = set()
     total = 0
 
-    def add(value) -> None:
+    def add(value: object) -> None:
         nonlocal total
         if isinstance(value, torch.Tensor):
             if value.data_ptr() not in seen:
@@ -100,7 +104,7 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * embedded.element_size()
 
 
-def device_of(*modules):
+def device_of(*modules: torch.nn.Module) -> torch.device:
     """The device of the first tensor any of the modules holds (CPU where none holds one: GGUF
     blocks kept outside torch)."""
     import itertools

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 
 from spectui.bench.anchors.llamacpp import RUNNER
-from spectui.bench.measure import BASELINE, CaseResult
+from spectui.bench.measure import BASELINE, ArmResult, CaseResult
 from spectui.bench.plan import BenchResult
 from spectui.bench.runs import Arm, median_of, paired_ratio
 from spectui.measure.costs import timings_of
@@ -24,13 +24,13 @@ def speculative_arm(case: CaseResult):
     return next((r for r in case.arms if r.arm.runner == RUNNER and r.arm.speculative), None)
 
 
-def fastest_spectui(case: CaseResult):
+def fastest_spectui(case: CaseResult) -> ArmResult | None:
     """spectui's fastest arm in the case by measured decode speed (k = 0 included)."""
     ours = [r for r in case.arms if r.arm.runner == "spectui" and r.decode_tokens_per_s]
-    return max(ours, key=lambda r: r.decode_tokens_per_s, default=None)
+    return max(ours, key=lambda r: r.decode_tokens_per_s or 0.0, default=None)  # each one timed
 
 
-def ratio(top, bottom) -> float | None:
+def ratio(top: ArmResult | None, bottom: ArmResult | None) -> float | None:
     if top is None or bottom is None:
         return None
     return paired_ratio(top.replies, bottom.replies)

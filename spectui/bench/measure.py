@@ -163,9 +163,9 @@ def arm_result(arm: Arm, replies: list[ArmReply], target_seconds: float | None) 
         choices = [step.auto for step in steps if step.auto is not None]
         result.mean_k = sum(c.k for c in choices) / len(choices) if choices else None
         result.predicted_speedup = median_of(c.predicted_speedup for c in choices)
-    elif result.tau is not None and result.draft_cost is not None and result.verify_cost is not None:
+    elif result.tau is not None and result.draft_cost is not None and (verify_cost := result.verify_cost) is not None:
         alpha = alpha_from_tau(result.tau, arm.k)
-        result.predicted_speedup = speedup(alpha, arm.k, result.draft_cost, lambda _k: result.verify_cost)
+        result.predicted_speedup = speedup(alpha, arm.k, result.draft_cost, lambda _k: verify_cost)
     return result
 
 
@@ -180,14 +180,15 @@ def best_ks(results: Sequence[ArmResult]) -> dict[str, dict]:
         timed = [r for r in ours if r.speedup is not None]
         if not timed:
             continue
-        fastest = max(timed, key=lambda r: r.speedup)
+        fastest = max(timed, key=lambda r: r.speedup or 0.0)  # each one timed
         entry: dict = {"measured_k": fastest.arm.k, "measured_speedup": fastest.speedup}
         drafted = [r for r in ours if r.arm.speculative and r.tau is not None and r.draft_cost is not None]
         if drafted:
             # α from the longest k measured: its positions cover the others'
             longest = max(drafted, key=lambda r: r.arm.k)
-            alpha = alpha_from_tau(longest.tau, longest.arm.k)
             cost = median_of(r.draft_cost for r in drafted)
+            assert longest.tau is not None and cost is not None, "drafted holds the arms with their τ and c"
+            alpha = alpha_from_tau(longest.tau, longest.arm.k)
             slope = slope_through_one([(r.arm.k, r.verify_cost) for r in drafted if r.verify_cost is not None])
             verify = linear_verify_cost(max(0.0, slope or 0.0))
             k, predicted = best_k(alpha, cost, verify, K_MAX)

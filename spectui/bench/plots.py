@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median as median_of  # of lists that each hold a value: the series below make none empty
+from typing import TYPE_CHECKING, cast
 
 from spectui.bench.plan import BenchResult
-from spectui.bench.runs import median_of
+
+if TYPE_CHECKING:
+    from matplotlib.ticker import MaxNLocator
+
+    from spectui.bench.measure import CaseResult
 
 
 class PlotsUnavailable(RuntimeError):
@@ -23,7 +29,7 @@ def pyplot():
     return plt
 
 
-def series_name(result: BenchResult, case) -> str:
+def series_name(result: BenchResult, case: CaseResult) -> str:
     """The category, and the temperature when the run had more than one."""
     several = len({c.case.temperature for c in result.cases}) > 1
     return f"{case.case.workload.category} T={case.case.temperature:g}" if several else case.case.workload.category
@@ -75,7 +81,7 @@ def write_plots(result: BenchResult, folder: Path, overwrite: bool = False) -> l
         for category, points in speedup_by_k(result, method).items():
             axes.plot(list(points), list(points.values()), marker="o", label=category)
         axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        axes.xaxis.get_major_locator().set_params(integer=True)
+        cast("MaxNLocator", axes.xaxis.get_major_locator()).set_params(integer=True)  # a linear axis's AutoLocator is one
         axes.set(xlabel="k (draft tokens per step)", ylabel="decode speedup over k=0",
                  title=f"spectui {method}: speedup vs k, per category")
         axes.legend(fontsize=8, ncol=2)
@@ -122,11 +128,10 @@ def method_bars(result: BenchResult) -> dict[str, dict[str, float]]:
     speedups: dict[str, dict[str, list[float]]] = {}
     for case in result.cases:
         for method in result.settings.get("methods", []):
-            drafted = [r for r in case.arms if r.arm.runner == "spectui" and r.arm.method == method
+            drafted = [r.speedup for r in case.arms if r.arm.runner == "spectui" and r.arm.method == method
                        and not r.arm.auto and r.arm.k > 0 and r.speedup]
             if drafted:
-                fastest = max(drafted, key=lambda r: r.speedup)
-                speedups.setdefault(series_name(result, case), {}).setdefault(method, []).append(fastest.speedup)
+                speedups.setdefault(series_name(result, case), {}).setdefault(method, []).append(max(drafted))
     return {name: {method: median_of(values) for method, values in by_method.items()} for name, by_method in speedups.items()}
 
 

@@ -40,7 +40,7 @@ def best_arm(case: CaseResult, method: str):
              and not r.arm.auto and r.speedup is not None]
     if not any(r.arm.method == method for r in timed):
         return None  # the method did not run: k = 0 alone says nothing about it
-    return max(timed, key=lambda r: r.speedup, default=None)
+    return max(timed, key=lambda r: r.speedup or 0.0, default=None)  # each one timed
 
 
 def auto_arm(method: str) -> Arm:
@@ -81,7 +81,7 @@ def category_auto(cases: Sequence[CaseResult], method: str, by: str = "speedup")
     complete = {k: statistics.geometric_mean(values) for k, values in per_k.items() if len(values) == len(cases)}
     if len(autos) != len(cases) or 0 not in complete or not any(k > 0 for k in complete):
         return None  # the method did not run everywhere: k = 0 alone says nothing about it
-    best_k = max(complete, key=complete.get)
+    best_k = max(complete, key=lambda k: complete[k])
     return CategoryAuto(best_k, complete[best_k], statistics.geometric_mean(autos))
 
 
@@ -126,7 +126,7 @@ def category_rows(result: BenchResult) -> list[CategoryRow]:
             category=category,
             temperature=temperature,
             cases=len(cases),
-            baseline_tokens_per_s=median_of(c.arm(BASELINE).decode_tokens_per_s for c in cases if c.arm(BASELINE)),
+            baseline_tokens_per_s=median_of(arm.decode_tokens_per_s for c in cases if (arm := c.arm(BASELINE))),
             best=best,
             predicted_k={m: statistics.median_low(ks) if (ks := [c.best[m]["predicted_k"] for c in cases
                          if "predicted_k" in c.best.get(m, {})]) else None for m in methods},

@@ -39,7 +39,7 @@ def run_engine(
     engine.forget_prompts()
     control = Control(arm.k, temperature, auto=arm.auto)
     reply = run_reply(engine_for(engine, arm), list(messages), params, control, clock=clock)
-    if reply.finish_reason == "error":
+    if reply.done is not None and reply.done.finish_reason == "error":
         raise RuntimeError(f"{arm.label}: {reply.done.error}")
     return ArmReply.of(arm, reply)
 
@@ -120,7 +120,7 @@ class TransformersRunner:
 class overridden:
     """Set attributes for the duration of a with block, then put the old values back."""
 
-    def __init__(self, target, **values) -> None:
+    def __init__(self, target: object, **values: object) -> None:
         self.target, self.values, self.saved = target, values, {}
 
     def __enter__(self):
@@ -129,7 +129,7 @@ class overridden:
             setattr(self.target, name, value)
         return self.target
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for name, value in self.saved.items():
             setattr(self.target, name, value)
 

@@ -109,6 +109,7 @@ def replayed_seconds(steps: Sequence[Step], method: str, costs: StepTimings) -> 
             total += drafted * draft
             if method == "draft" and missed:
                 widest = costs.verify_seconds(missed) or costs.verify_seconds(max(costs.verify))
+                assert widest is not None, "every k in costs.verify was timed"
                 total += draft * widest / plain
             missed = 0
         else:

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from spectui.cli.common import command_of, fail, help_when_bare
-from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.engine_options import PASSED_BY_TAKES_SETTINGS, Given, takes_settings
 from spectui.cli.prompt import ComparePromptArgument, FilesOption, PromptArgument, read_prompt, with_files
 from spectui.core.errors import SpectuiError, UsageError
 
@@ -56,7 +56,7 @@ def main_callback(
 @takes_settings("generate")
 def generate(
     prompt: PromptArgument = None,
-    settings: Given = None,
+    settings: Given = PASSED_BY_TAKES_SETTINGS,
     files: FilesOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of coloured text."),
     plain: bool = typer.Option(False, "--plain", help="The reply's text alone: no colours, no draft markers."),
@@ -88,7 +88,7 @@ def generate(
 @takes_settings("compare")
 def compare(
     prompt: ComparePromptArgument = None,
-    settings: Given = None,
+    settings: Given = PASSED_BY_TAKES_SETTINGS,
     runs: int = typer.Option(3, "--runs", help="Runs per path, 1-50; the median run is reported."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (headless)."),
     table: bool = typer.Option(False, "--table", help="Print a table (headless)."),
@@ -148,7 +148,7 @@ def bench(
     ),
     contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
     force: bool = typer.Option(False, "--force", help="Replace existing --json, --markdown and --plots files."),
-    settings: Given = None,
+    settings: Given = PASSED_BY_TAKES_SETTINGS,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
     from dataclasses import replace

@@ -64,7 +64,7 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
         drafters = add_drafters(engine, models, methods, heads or {}, progress)
     settle_before_timing(engine, progress)
     engines = [engine]
-    runners = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
+    runners: dict[str, Runner] = {"spectui": lambda arm, *rest: run_engine(engine, arm, *rest)}
     if "transformers" in runner_names:
         anchor = TransformersRunner(engine)
         runners["transformers"] = anchor.run

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from spectui.cli.common import fail, help_when_bare
-from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.engine_options import PASSED_BY_TAKES_SETTINGS, Given, takes_settings
 from spectui.cli.prompt import FilesOption, check_files
 from spectui.core.errors import SpectuiError, UsageError
 
@@ -46,7 +46,7 @@ class ExportFormat(str, Enum):
 def chat_command(
     conversation_id: Optional[int] = typer.Argument(None, metavar="[ID]", help="With --resume: the conversation to reopen (default: the latest)."),
     resume: bool = typer.Option(False, "--resume", help="Reopen a saved conversation: --resume [ID]."),
-    settings: Given = None,
+    settings: Given = PASSED_BY_TAKES_SETTINGS,
     no_history: bool = typer.Option(False, "--no-history", help="Save nothing."),
     files: FilesOption = None,
 ) -> None:

@@ -101,9 +101,9 @@ def run_compare(
 
 
 def exit_code(comparison: Comparison, err: Console) -> int:
-    failed = [run for run in comparison.runs if run.finish_reason == "error"]
+    failed = [done for run in comparison.runs if (done := run.reply.done) is not None and done.finish_reason == "error"]
     if failed:
-        err.print(f"spectui: error: {failed[0].reply.done.error}", style="red")
+        err.print(f"spectui: error: {failed[0].error}", style="red")
         return 1
     # Where the kernels promise lossless decoding at T = 0, a difference is a failure; elsewhere
     # it is reported (divergence_text) as the near-tie it is.

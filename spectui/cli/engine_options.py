@@ -51,6 +51,11 @@ class Given:
         return {name: value for name, value in self.checked().items() if value is not None}
 
 
+# The default a command's `settings: Given` parameter declares: takes_settings takes the parameter
+# out of the command's signature and always passes the command line's values in its place.
+PASSED_BY_TAKES_SETTINGS = Given("", {})
+
+
 def takes_settings(command: str):
     """Put the table's options for `command` where the function has `settings: Given`."""
 

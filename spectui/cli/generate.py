@@ -26,7 +26,7 @@ def engine_k(engine: Engine, asked: int) -> int | None:
     return asked if engine.info.capabilities.honours(K) else None
 
 
-def summary_line(reply: MeasuredReply, k: int, engine: Engine) -> str:
+def summary_line(reply: MeasuredReply, k: int | None, engine: Engine) -> str:
     stats = reply.stats
     gamma = f"{stats.gamma:.2f}" if stats.gamma is not None else "–"
     tau = f"{stats.tau:.2f}" if stats.tau is not None else "–"

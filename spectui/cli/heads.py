@@ -17,6 +17,7 @@ from spectui.core.errors import SpectuiError, UsageError
 
 if TYPE_CHECKING:  # loaded when the heads train
     from rich.console import Console
+    from rich.progress import TaskID
     from rich.progress import Progress
 
     from spectui.models.registry import ResolvedModel
@@ -119,7 +120,7 @@ def training_progress(console: Console) -> tuple[Progress, Callable[[str, int, i
         TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def report(stage: str, done: int, total: int, info: dict) -> None:
         if stage not in tasks:

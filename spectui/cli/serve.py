@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from spectui.cli.common import fail
-from spectui.cli.engine_options import Given, takes_settings
+from spectui.cli.engine_options import PASSED_BY_TAKES_SETTINGS, Given, takes_settings
 from spectui.core.errors import SpectuiError
 from spectui.engines.vllm.serve_plan import Launch, Plan, plan_serve
 from spectui.engines.vllm.server_process import ServerFailed, exited, start_server, stop_server, wait_until_healthy
@@ -34,7 +34,7 @@ from spectui.settings.options import EngineOptions, OptionError
 
 @takes_settings("serve")
 def serve_command(
-    settings: Given = None,
+    settings: Given = PASSED_BY_TAKES_SETTINGS,
     host: Annotated[str, typer.Option("--host", help="Address the server listens on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port the server listens on.")] = 8000,
     print_only: Annotated[bool, typer.Option("--print", help="Print the `vllm serve` command line and exit.")] = False,

@@ -102,6 +102,19 @@ def with_threads(info: EngineInfo, threads: int) -> EngineInfo:
 Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
 
 
+@dataclass(frozen=True)
+class MemoryReading:
+    """A memory reading (spectui.measure reads them; an engine that reads its own returns one)."""
+
+    kind: str  # "VRAM" or "RSS"
+    used_bytes: int
+    total_bytes: int | None = None
+    source: str = ""  # "nvml", "torch.cuda", "psutil"
+    draft_bytes: int | None = None  # the draft model's share, where the engine says
+    pool_bytes: int | None = None  # what the engine reserved up front (vLLM's KV cache pool)
+    with_children: bool = False  # RSS of this process and its children (vLLM's engine processes)
+
+
 class Engine:
     """The engine protocol: `stream` and `close`, and the optional methods with the defaults of
     an engine that cannot do them. An engine overrides what its capabilities declare."""
@@ -144,7 +157,7 @@ class Engine:
             return self
         raise UsageError(f"the {self.info.name} engine drafts by {self.info.method} only")
 
-    def memory(self):
+    def memory(self) -> MemoryReading | None:
         """The engine's own memory reading (a spectui.measure MemoryReading; capabilities.memory),
         or None: then a generic probe of the device answers."""
         return None

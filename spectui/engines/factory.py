@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from spectui.core.engine import Progress
 from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions
 
@@ -52,7 +53,7 @@ def models_to_run(engine: str, model: str | None, draft: str | None) -> ModelPai
     return resolve_pair(model, draft) if names_models_here(engine) else None
 
 
-def build_engine(options: EngineOptions, models: ModelPair | None, progress=None):
+def build_engine(options: EngineOptions, models: ModelPair | None, progress: Progress | None = None):
     """The engine the options choose, running `models` (resolved where the options were read;
     None only for a server, which names its own)."""
     from spectui.core.errors import LOAD_ADVICE, VLLM_LOAD_ADVICE, is_out_of_memory, out_of_memory
@@ -66,7 +67,7 @@ def build_engine(options: EngineOptions, models: ModelPair | None, progress=None
         raise
 
 
-def _build(options: EngineOptions, models: ModelPair | None, progress):
+def _build(options: EngineOptions, models: ModelPair | None, progress: Progress | None):
     options = settled_method(options)
     name = chosen_engine(options)
     if name == "server":

@@ -16,14 +16,21 @@ tokenizer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableSequence, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
-from spectui.core.engine import Engine, EngineInfo
+from spectui.core.engine import Engine, EngineInfo, MemoryReading, Progress
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, Done, Event, GenerationParams, LiveControl, Message
 
-Build = Callable[..., object]  # build(progress) -> Engine; picklable (a module-level function or partial)
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+Build = Callable[[Progress], Engine]  # build(progress) -> Engine; picklable (a module-level function or partial)
+# The live knobs' shared doubles (a multiprocessing Array without a lock), indexed by the slots below.
+Slots = MutableSequence[float]
 
 # Shared slots for the live knobs.
 K, TEMPERATURE, AUTO, CANCELLED = range(4)
@@ -37,7 +44,7 @@ class EngineProcessDied(SpectuiError):
 class SharedControl:
     """The child's view of the parent's Control: read before every step, like Control."""
 
-    def __init__(self, values) -> None:
+    def __init__(self, values: Slots) -> None:
         self._values = values
 
     @property
@@ -60,7 +67,7 @@ class SharedControl:
         return self.k, self.temperature
 
 
-def write_slots(control: Control, values) -> None:
+def write_slots(control: Control, values: Slots) -> None:
     """The slots, from what the control reads now (the one writer of them while a reply runs)."""
     live = control.values
     values[K] = live.k
@@ -69,13 +76,13 @@ def write_slots(control: Control, values) -> None:
     values[CANCELLED] = float(control.cancelled)
 
 
-def ready_reply(engine) -> tuple:
+def ready_reply(engine: Engine) -> tuple:
     """What the parent learns of the loaded engine: its info, its context, and the v(k) slope
     it timed here (ggml at load), which the parent cannot read otherwise (the first screen's cost)."""
     return ("ready", engine.info, engine.context_length, engine.measured_verify_slope)
 
 
-def serve(connection, values, build: Build) -> None:
+def serve(connection: Connection, values: Slots, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
     import signal
 
@@ -97,7 +104,7 @@ def serve(connection, values, build: Build) -> None:
         return
     variants = {engine.info.method: engine}
 
-    def variant(method: str):
+    def variant(method: str) -> Engine:
         # A view made before a restart asks the new process for its method by name.
         if method not in variants:
             variants[method] = engine.with_method(method)
@@ -122,7 +129,7 @@ def serve(connection, values, build: Build) -> None:
             _, method, messages, params = request
             drafting = variant(method)
             drafting.use_threads(free_cores())
-            for event in drafting.stream(messages, params, control):
+            for event in drafting.stream(messages, params, cast(Control, control)):  # engines read its LiveControl part
                 # A Prefill crosses as a step does: the parent yields both as they come.
                 connection.send(("done" if isinstance(event, Done) else "step", event))
         except (BrokenPipeError, EOFError):
@@ -137,7 +144,7 @@ def serve(connection, values, build: Build) -> None:
         pass
 
 
-def settle_while_idle(engine, connection) -> bool:
+def settle_while_idle(engine: Engine, connection: Connection) -> bool:
     """engine.settle() until a request is waiting; True once settled. A failure here only
     leaves the engine as it loaded (as fast as before), so it ends the settling, not the engine."""
     try:
@@ -198,27 +205,27 @@ def process_info(info: EngineInfo) -> EngineInfo:
 class ProcessEngine(Engine):
     """The parent's side: an Engine whose stream() relays what the child's engine yields."""
 
-    def __init__(self, build: Build, progress=None) -> None:
+    def __init__(self, build: Build, progress: Progress | None = None) -> None:
         import multiprocessing
 
         self._build = build
         self._context = multiprocessing.get_context("spawn")  # fork would copy the UI's threads
         self._lock = threading.Lock()  # one request on the pipe at a time
-        self._process = None
+        self._process: BaseProcess | None = None
         # progress(stage, done, total) while a reply starts the process again (set_restart_progress)
-        self._restart_progress = None
+        self._restart_progress: Progress | None = None
         self.info: EngineInfo
         self._context_length: int | None = None
         self._start(progress)
 
-    def _start(self, progress) -> None:
+    def _start(self, progress: Progress | None) -> None:
         start_resource_tracker()
-        self._values = self._context.Array("d", 4, lock=False)
+        self._values: Slots = self._context.Array("d", 4, lock=False)
         self._connection, child_end = self._context.Pipe()
-        self._process = self._context.Process(
+        self._process = process = self._context.Process(
             target=serve, args=(child_end, self._values, self._build), name="spectui-engine", daemon=True
         )
-        self._process.start()
+        process.start()
         child_end.close()
         while True:
             reply = self._receive(START_SECONDS, "loading")
@@ -239,8 +246,13 @@ class ProcessEngine(Engine):
                 raise EngineProcessDied(f"the engine process did not answer within {timeout:.0f} s while {doing}")
             return self._connection.recv()
         except (EOFError, OSError):
-            self._process.join(5)
-            raise EngineProcessDied(f"the engine process ended while {doing} ({exit_description(self._process.exitcode)})")
+            process = self._started()
+            process.join(5)
+            raise EngineProcessDied(f"the engine process ended while {doing} ({exit_description(process.exitcode)})")
+
+    def _started(self) -> BaseProcess:
+        assert self._process is not None, "__init__ starts the process before anything talks to it"
+        return self._process
 
     @property
     def context_length(self) -> int | None:
@@ -266,7 +278,7 @@ class ProcessEngine(Engine):
     def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Event]:
         return self.stream_method(self.info.method, messages, params, control)
 
-    def set_restart_progress(self, progress) -> None:
+    def set_restart_progress(self, progress: Progress | None) -> None:
         """Who hears progress(stage, done, total) when a reply must start the process again:
         a reload of the weights is seconds to minutes the UI should not call streaming."""
         self._restart_progress = progress
@@ -315,10 +327,11 @@ class ProcessEngine(Engine):
                 if reply[0] in ("done", "error"):
                     return
         except EngineProcessDied:
-            self._process.kill()
-            self._process.join(5)
+            process = self._started()
+            process.kill()
+            process.join(5)
 
-    def memory(self):
+    def memory(self) -> MemoryReading | None:
         from spectui.measure.metrics import tree_rss
 
         return tree_rss()
@@ -333,10 +346,11 @@ class ProcessEngine(Engine):
         self._stop()
 
     def _stop(self) -> None:
-        self._process.join(10)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(5)
+        process = self._started()
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
         self._connection.close()
 
 
@@ -352,16 +366,16 @@ class MethodView(Engine):
     def context_length(self) -> int | None:
         return self._base.context_length
 
-    def stream(self, messages, params, control):
+    def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Event]:
         return self._base.stream_method(self.info.method, messages, params, control)
 
-    def with_method(self, method: str):
+    def with_method(self, method: str) -> MethodView:
         return self._base.with_method(method)
 
-    def set_restart_progress(self, progress) -> None:
+    def set_restart_progress(self, progress: Progress | None) -> None:
         self._base.set_restart_progress(progress)
 
-    def memory(self):
+    def memory(self) -> MemoryReading | None:
         return self._base.memory()
 
     def close(self) -> None:

@@ -15,11 +15,12 @@ import random
 import re
 import time
 from dataclasses import replace
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from spectui.engines.adaptive import AdaptiveK
-from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, Kernels, package_version
-from spectui.core.events import Control, Done, GenerationParams, Message, Source, Step
+from spectui.core.engine import ALL_CONTROLS, Capabilities, Engine, EngineInfo, Kernels, Progress, package_version
+from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Source, Step
 
 SCRIPT = """Speculative decoding lets a small **draft** model guess the next few tokens, and the
 large **target** model checks all of them in one forward pass.
@@ -132,7 +133,8 @@ class ScriptedEngine(Engine):
             yield step
         yield self._done("stop" if limit == len(target_ids) else "length", started, virtual)
 
-    def _step(self, target_ids, emitted, limit, k, temperature, rng) -> Step:
+    def _step(self, target_ids: Sequence[int], emitted: int, limit: int, k: int, temperature: float,
+              rng: random.Random) -> Step:
         k = min(k, len(target_ids) - emitted - 1)  # no drafting past the script's end
         correct = target_ids[emitted : emitted + k + 1]
         if k == 0:
@@ -181,7 +183,7 @@ class ScriptedEngine(Engine):
             if wait > 0:
                 time.sleep(wait)
 
-    def _done(self, reason, started, virtual) -> Done:
+    def _done(self, reason: FinishReason, started: float, virtual: dict[str, float]) -> Done:
         return Done(
             reason,
             seconds=virtual["seconds"],
@@ -193,7 +195,7 @@ class ScriptedEngine(Engine):
         self.closed = True
 
 
-def build_scripted_engine(progress=None, **options) -> ScriptedEngine:
+def build_scripted_engine(progress: Progress | None = None, **options: Any) -> ScriptedEngine:
     """progress(stage, done, total) is reported once; module-level, so an engine process
     can be given it by name."""
     if progress is not None:
@@ -201,6 +203,6 @@ def build_scripted_engine(progress=None, **options) -> ScriptedEngine:
     return ScriptedEngine(**options)
 
 
-def scripted_engine_factory(**options):
+def scripted_engine_factory(**options: Any) -> Callable[[Progress | None], ScriptedEngine]:
     """An engine_factory for SpectuiApp."""
     return lambda progress: build_scripted_engine(progress, **options)

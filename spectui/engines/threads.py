@@ -50,6 +50,7 @@ def free_cores(window: float = 0.05) -> int:
     if _last is None or now[0] - _last[0] < window:
         time.sleep(window)
         _last, now = now, _sample()
+        assert now is not None, "the sampling that answered a moment ago answers again"
     wall, busy, own = (b - a for a, b in zip(_last, now))
     _last = now
     others = max(0.0, busy - own) / wall if wall > 0 else 0.0

@@ -246,7 +246,7 @@ class Comparison:
         ordered = sorted(self.runs, key=lambda run: run.started)
         return any(later.started < earlier.ended for earlier, later in zip(ordered, ordered[1:]))
 
-    def as_dict(self, engine: Engine, k: int, baseline: Engine | None = None) -> dict:
+    def as_dict(self, engine: Engine, k: int | None, baseline: Engine | None = None) -> dict:
         return {
             "speculative": self._path_dict("speculative", engine, k),
             "baseline": self._path_dict("baseline", baseline or engine, 0),
@@ -260,7 +260,7 @@ class Comparison:
             "timeline": self.timeline(),
         }
 
-    def _path_dict(self, path: str, engine: Engine, k: int) -> dict | None:
+    def _path_dict(self, path: str, engine: Engine, k: int | None) -> dict | None:
         """The lower-median run's reply in generate --json's shape (its wall speed is in its
         stats); the speedup pairs the rounds of the timeline, so no one run's speed is it."""
         run = self.median_run(path)

@@ -120,7 +120,7 @@ class StepTimings:
         else:
             slope = DEFAULT_VERIFY_SLOPE
             steps = sum(len(times) for times in drafted.values())
-            target = sum(len(times) * _median(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
+            target = sum(len(times) * _middle(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
         return CostEstimate(self.draft_cost(target), slope, estimated=True, verify_ks=tuple(sorted(drafted)))
 
     @staticmethod
@@ -129,7 +129,7 @@ class StepTimings:
         (t0, b / t0), the plain step's time and v(k)'s slope; None when that fails."""
         if len(drafted) < 2:
             return None
-        points = [(n, _median(times), len(times)) for n, times in drafted.items()]
+        points = [(n, _middle(times), len(times)) for n, times in drafted.items()]
         weight = sum(w for _, _, w in points)
         mean_n = sum(n * w for n, _, w in points) / weight
         mean_t = sum(t * w for _, t, w in points) / weight
@@ -164,8 +164,11 @@ def slope_through_one(points: Sequence[tuple[float, float]], weights: Sequence[f
 
 def _median(ordered: Sequence[float]) -> float | None:
     """The median of an already sorted list, without sorting it again."""
-    if not ordered:
-        return None
+    return _middle(ordered) if ordered else None
+
+
+def _middle(ordered: Sequence[float]) -> float:
+    """The median of an already sorted list that holds times (a k's verify times always do)."""
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 

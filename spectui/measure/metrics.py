@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass
 from types import ModuleType
 
+from spectui.core.engine import MemoryReading  # what the readings are (an engine that reads its own returns one too)
+
 
 class RollingRate:
     """Tokens per second over the last `window_s` seconds of arrivals."""
@@ -71,17 +73,6 @@ class ReplyClock:
         if end is None or end <= self.started or not self.num_tokens:
             return None
         return self.num_tokens / (end - self.started)
-
-
-@dataclass(frozen=True)
-class MemoryReading:
-    kind: str  # "VRAM" or "RSS"
-    used_bytes: int
-    total_bytes: int | None = None
-    source: str = ""  # "nvml", "torch.cuda", "psutil"
-    draft_bytes: int | None = None  # the draft model's share, where the engine says
-    pool_bytes: int | None = None  # what the engine reserved up front (vLLM's KV cache pool)
-    with_children: bool = False  # RSS of this process and its children (vLLM's engine processes)
 
 
 def read_memory(device: str = "cpu") -> MemoryReading | None:

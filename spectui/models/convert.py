@@ -89,7 +89,9 @@ def convert_gguf_float32(
     gguf = _read(gguf_path)
 
     def build(work: Path) -> dict:
-        for name in read_marker(model_folder)["files"]:
+        marker = read_marker(model_folder)
+        assert marker is not None, "the model's folder is one spectui wrote (its marker lists the files)"
+        for name in marker["files"]:
             if name != INT8_FILE:
                 shutil.copy2(model_folder / name, work / name)
         with quiet_transformers(report):

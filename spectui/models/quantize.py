@@ -113,7 +113,7 @@ class RowQuantizer:
         return scaled, row_scale
 
 
-def _check_int8_weight(weight_int8, quantizer: RowQuantizer | None) -> None:
+def _check_int8_weight(weight_int8: torch.Tensor, quantizer: RowQuantizer | None) -> None:
     """What fbgemm's exact int32 sums need: a 2-D int8 weight within ±WEIGHT_MAX, and a
     quantizer (if shared) for the same input width."""
     import torch
@@ -130,7 +130,7 @@ def _check_int8_weight(weight_int8, quantizer: RowQuantizer | None) -> None:
                          f"an Int8Linear with {in_features}")
 
 
-def _packed_slices(weight_int8, weight_scale) -> list:
+def _packed_slices(weight_int8: torch.Tensor, weight_scale: torch.Tensor) -> list:
     """The weight packed for fbgemm in load-time slices (fbgemm keeps its own packed copy; the
     plain int8 tensor is not kept: memory)."""
     out_features = weight_int8.shape[0]
@@ -139,7 +139,7 @@ def _packed_slices(weight_int8, weight_scale) -> list:
             for start in range(0, out_features, rows)]
 
 
-def _products(packed: list, rows):
+def _products(packed: list, rows: torch.Tensor) -> torch.Tensor:
     """rows × the packed weight's columns, slice by slice: exact int32 sums, rescaled."""
     import torch
 
@@ -148,7 +148,7 @@ def _products(packed: list, rows):
     return torch.cat([torch.ops.quantized.linear_dynamic(rows, one, REDUCE_RANGE) for one in packed], dim=1)
 
 
-def _join_slices(packed: list, index: int, weight_scale) -> None:
+def _join_slices(packed: list, index: int, weight_scale: torch.Tensor) -> None:
     """Slice `index` of the settled layout: the load-time slices of its SETTLED_ROWS rows packed as one."""
     joined = packed[index:index + SETTLED_ROWS // PACK_ROWS]
     if len(joined) > 1:
@@ -171,10 +171,11 @@ def _int8_linear_class():
 
     class Int8Linear(nn.Module):
         """A Linear layer whose output row i depends only on input row i, bit for bit (above)."""
+        weight_scale: torch.Tensor  # buffers (register_buffer), declared for the type checker
+        bias: torch.Tensor | None
 
-        def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
-                     bias: torch.Tensor | None = None, quantizer: RowQuantizer | None = None,
-                     per_row: bool = True):
+        def __init__(self, weight_int8: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None = None,
+                     quantizer: RowQuantizer | None = None, per_row: bool = True):
             super().__init__()
             _check_int8_weight(weight_int8, quantizer)
             self.out_features, self.in_features = weight_int8.shape
@@ -187,8 +188,7 @@ def _int8_linear_class():
 
         @classmethod
         def from_linear(cls, linear: nn.Linear, quantizer: RowQuantizer | None = None) -> "Int8Linear":
-            weight = linear.weight.detach().to(torch.float32)
-            weight_int8, weight_scale = quantize_weight_per_channel(weight)
+            weight_int8, weight_scale = quantize_weight_per_channel(linear.weight.detach().to(torch.float32))
             return cls(weight_int8, weight_scale, linear.bias, quantizer)
 
         @property
@@ -209,7 +209,7 @@ def _int8_linear_class():
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if x.shape[-1] != self.in_features:
                 raise UsageError(f"Int8Linear expects {self.in_features} input features, got {x.shape[-1]}")
-            if not self.per_row:
+            if self.quantizer is None:  # not per_row (__init__ gives a per_row layer its quantizer)
                 out = _products(self._packed, x.reshape(-1, self.in_features).to(torch.float32))
             else:
                 scaled, row_scale = self.quantizer(x)
@@ -246,14 +246,14 @@ def settle_int8(models: Iterable["nn.Module"], stop: Callable[[], bool] = lambda
     return True
 
 
-def _unpacked(slices) -> "torch.Tensor":
+def _unpacked(slices: list) -> "torch.Tensor":
     """The int8 weight rows held by fbgemm's packed slices, in order."""
     import torch
 
     return torch.cat([torch.ops.quantized.linear_unpack(packed)[0].int_repr() for packed in slices])
 
 
-def _prepack(weight_int8, weight_scale):
+def _prepack(weight_int8: torch.Tensor, weight_scale: torch.Tensor):
     import torch
 
     per_channel = torch._make_per_channel_quantized_tensor(
@@ -261,7 +261,7 @@ def _prepack(weight_int8, weight_scale):
     return torch.ops.quantized.linear_prepack(per_channel, None)
 
 
-def _version_of(x) -> int | None:
+def _version_of(x: torch.Tensor) -> int | None:
     # Inference-mode tensors keep no version counter (and cannot be changed outside it).
     try:
         return x._version
@@ -278,7 +278,7 @@ class SharedProduct:
     no bit. The result is dropped once every sibling took its part (no memory kept).
     """
 
-    def __init__(self, fused, out_sizes: list[int]):
+    def __init__(self, fused: nn.Module, out_sizes: list[int]):
         self.fused = fused
         self.bounds, start = [], 0
         for size in out_sizes:
@@ -289,7 +289,7 @@ class SharedProduct:
     def _clear(self):
         self._source, self._version, self._output, self._taken = None, None, None, set()
 
-    def output_for(self, index: int, x):
+    def output_for(self, index: int, x: torch.Tensor) -> torch.Tensor:
         import weakref
 
         source = self._source() if self._source is not None else None
@@ -299,6 +299,7 @@ class SharedProduct:
             self._output = self.fused(x)
             self._source, self._version = weakref.ref(x), version
         output = self._output
+        assert output is not None, "computed above, or kept from this same input"
         self._taken.add(index)
         if len(self._taken) == len(self.bounds):
             self._clear()
@@ -323,7 +324,7 @@ def _int8_linear_part_class():
             if index == 0:
                 self.fused = shared.fused
 
-        def forward(self, x):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.shared.output_for(self.index, x)
 
         def extra_repr(self) -> str:
@@ -377,9 +378,11 @@ def quantize_int8(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     Int8Linear (False for a draft).
     """
     import torch
+    from torch import nn
 
     def weights_of(name: str):
         linear = model.get_submodule(name)
+        assert isinstance(linear, nn.Linear), "linear_groups names Linear layers"
         weight_int8, weight_scale = quantize_weight_per_channel(linear.weight.detach().to(torch.float32))
         return weight_int8, weight_scale, None if linear.bias is None else linear.bias.detach()
 
@@ -403,8 +406,8 @@ def linear_groups(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     for parent_name, children in by_parent.items():
         children = dict(children)
         for group in FUSED_GROUPS if fuse else ():
-            members = [children.get(child) for child in group]
-            if any(member is None for member in members):
+            members = [children[child] for child in group if child in children]
+            if len(members) != len(group):
                 continue
             if len({member.in_features for member in members}) != 1 or \
                     len({member.bias is None for member in members}) != 1:
@@ -416,8 +419,14 @@ def linear_groups(model: "nn.Module", skip: Iterable[str] = (), fuse: bool = Tru
     return groups
 
 
-def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], weights_of, run=None,
-                 per_row: bool = True) -> None:
+# A layer's int8 weight [out, in], its per-channel scales [out] and its bias, by qualified name.
+LayerWeights = Callable[[str], "tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]"]
+# How the groups are installed: map, or a thread pool's map (its results are not used).
+RunGroups = Callable[[Callable[[tuple[str, tuple[str, ...]]], None], list[tuple[str, tuple[str, ...]]]], Iterable[object]]
+
+
+def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], weights_of: LayerWeights,
+                 run: RunGroups | None = None, per_row: bool = True) -> None:
     """Put an Int8Linear in the place of each group of `linear_groups`, in place.
 
     weights_of(qualified layer name) -> (weight_int8 [out, in], weight_scale [out], bias or None),
@@ -427,12 +436,14 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
     run(function, groups), map by default, may run the groups in threads (packing releases the GIL).
     """
     import torch
+    from torch import nn
 
     int8_linear = _int8_linear_class()
     part_class = _int8_linear_part_class()
     quantizers: dict[int, RowQuantizer] = {}
     for parent_name, children in groups:
         linear = model.get_submodule(f"{parent_name}.{children[0]}" if parent_name else children[0])
+        assert isinstance(linear, nn.Linear), "linear_groups names Linear layers"
         quantizers.setdefault(linear.in_features, RowQuantizer(linear.in_features))
 
     def install(group: tuple[str, tuple[str, ...]]) -> None:
@@ -441,8 +452,8 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
         parts = [weights_of(f"{parent_name}.{child}" if parent_name else child) for child in children]
         weight_int8 = torch.cat([part[0] for part in parts]) if len(parts) > 1 else parts[0][0]
         weight_scale = torch.cat([part[1] for part in parts]) if len(parts) > 1 else parts[0][1]
-        biases = [part[2] for part in parts]
-        bias = None if biases[0] is None else torch.cat(biases) if len(biases) > 1 else biases[0]
+        biases = [part[2] for part in parts if part[2] is not None]  # all or none: linear_groups groups alike
+        bias = None if not biases else torch.cat(biases) if len(biases) > 1 else biases[0]
         layer = int8_linear(weight_int8, weight_scale, bias, quantizers[weight_int8.shape[1]], per_row)
         if len(children) == 1:
             setattr(parent, children[0], layer)
@@ -494,7 +505,7 @@ def batch_invariant_attention(module, query, key, value, attention_mask, scaling
     return attn_output.transpose(1, 2).contiguous(), None
 
 
-def _visible_keys(attention_mask, row: int, kv_len: int):
+def _visible_keys(attention_mask: torch.Tensor, row: int, kv_len: int) -> torch.Tensor:
     """Indices of the keys query row `row` may attend to, from a [1, 1, q, kv] mask (bool, or
     additive float with 0 where allowed)."""
     import torch

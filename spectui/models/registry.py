@@ -341,7 +341,7 @@ def list_models() -> list[dict]:
             folder: Path | None = converted_dir(spec.alias)
             marker = read_marker(folder)
             cached = marker is not None
-            if cached:
+            if marker is not None:
                 state = "int8" if marker.get("format") == 2 else "old format"
             origin = spec.index.packages_text()
         else:

@@ -10,12 +10,20 @@ releases the GIL, so `run` may spread the layers over threads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spectui.core.errors import ModelError
 from spectui.models.convert import BLOCKS_SUFFIX, GGML_TYPE_KEY, INT8_FILE, SCALE_SUFFIX
 from spectui.models.tensorfile import TensorFile
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from spectui.models.quantize import RunGroups
+
+Group = tuple[str, tuple[str, ...]]  # a parent module's name and the Linear layers installed as one
 
 LayerProgress = Callable[[int, int], None]  # (layers packed, layers in all)
 
@@ -24,7 +32,8 @@ LayerProgress = Callable[[int, int], None]  # (layers packed, layers in all)
 TRANSFORMERS_LOCK = threading.Lock()
 
 
-def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer: LayerProgress | None = None):
+def build_from_store(folder: Path, *, batch_invariant: bool, run: RunGroups | None = None,
+                     on_layer: LayerProgress | None = None):
     """The model stored in `folder`, int8, in eval mode with gradients off.
 
     batch_invariant: attention one query row at a time (spectui.models.quantize), so a verify
@@ -45,8 +54,8 @@ def build_from_store(folder: Path, *, batch_invariant: bool, run=None, on_layer:
         return (_tensor(weights, f"{name}.weight"), _tensor(weights, f"{name}.weight{SCALE_SUFFIX}"),
                 _tensor(weights, bias) if bias in weights else None)
 
-    def counted(function, items):
-        def install(item):
+    def counted(function: Callable[[Group], None], items: list[Group]) -> Iterable[object]:
+        def install(item: Group) -> None:
             function(item)
             with done_lock:
                 done[0] += 1
@@ -96,7 +105,7 @@ def _install_embedding(model, weights: TensorFile) -> None:
         embedding.weight = torch.nn.Parameter(_tensor(weights, f"{name}.weight"), requires_grad=False)
 
 
-def _fill_the_rest(model, weights: TensorFile) -> None:
+def _fill_the_rest(model: nn.Module, weights: TensorFile) -> None:
     """Read every parameter and buffer still on the meta device (norms, biases) from the store."""
     import torch
 
@@ -121,7 +130,7 @@ def _tensor(weights: TensorFile, name: str):
     return torch.from_numpy(weights.read(name))
 
 
-def _module_name(model, module) -> str:
+def _module_name(model: nn.Module, module: nn.Module) -> str:
     for name, candidate in model.named_modules():
         if candidate is module:
             return name

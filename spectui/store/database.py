@@ -106,24 +106,24 @@ class Database:
         self.path = Path(path)
         self.wait_for_lock = wait_for_lock
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._opened: sqlite3.Connection | None = None
         try:
             self._open(read_only)
         except BaseException as error:
-            if self._db is not None:
-                self._db.close()
+            if self._opened is not None:
+                self._opened.close()
             if isinstance(error, (sqlite3.Error, OSError)):
                 raise store_error(path, error, opening=True) from None
             raise
 
     def _open(self, read_only: bool) -> None:
         if read_only:
-            self._db = connect_read_only(self.path)
+            self._opened = connect_read_only(self.path)
         else:
             require_fts5()  # before the file is touched: the upgrade and the triggers need it
             if str(self.path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
+            self._opened = sqlite3.connect(
                 str(self.path), check_same_thread=False, isolation_level=None, timeout=LOCK_WAIT_S
             )
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -155,6 +155,11 @@ class Database:
             upgrade(db, version)
         self.version = SCHEMA_VERSION
 
+    @property
+    def _db(self) -> sqlite3.Connection:
+        assert self._opened is not None, "__init__ opens the connection or raises"
+        return self._opened
+
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise StoreError(
@@ -185,8 +190,14 @@ class Database:
     def lock_waited(self, waits: int) -> None:
         """Called after each LOCK_WAIT_S spent waiting for another process's lock (tests watch it)."""
 
-    def _write(self, sql: str, args: Sequence = ()) -> int:
+    def _write(self, sql: str, args: Sequence = ()) -> int | None:
         return self._run(sql, args).lastrowid
+
+    def _insert(self, sql: str, args: Sequence = ()) -> int:
+        """An INSERT: the new row's id."""
+        row_id = self._write(sql, args)
+        assert row_id is not None, "an INSERT sets the cursor's lastrowid"
+        return row_id
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

@@ -55,7 +55,7 @@ class Store(Database):
 
     def new_conversation(self, settings: dict, title: str = "") -> int:
         now = time.time()
-        return self._write(
+        return self._insert(
             "INSERT INTO conversations (title, created, updated, settings) VALUES (?, ?, ?, ?)",
             (title, now, now, json.dumps(settings)),
         )
@@ -65,7 +65,7 @@ class Store(Database):
     ) -> int:
         now = time.time()
         finish = None if role == "assistant" else "stop"
-        message_id = self._write(
+        message_id = self._insert(
             "INSERT INTO messages (conversation_id, role, content, created, finish_reason, settings)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             (conversation_id, role, content, now, finish, json.dumps(settings or {})),
@@ -141,7 +141,7 @@ class Store(Database):
         if self.version < SEARCH_VERSION:
             raise StoreError(f"history {self.path} is not indexed for search yet: open it writable once")
         rows = self._read(SEARCH, {"query": query, "limit": limit})
-        return [SearchHit(*row[:5], snippet_parts(row[5])) for row in rows]
+        return [SearchHit(row[0], row[1], row[2], row[3], row[4], snippet_parts(row[5])) for row in rows]
 
     def list_conversations(self, limit: int = 200) -> list[ConversationSummary]:
         return self._summaries("GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?", (limit,))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 class SpectuiApp(App):
     TITLE = "spectui"
-    BINDINGS = app_bindings()
+    BINDINGS = [*app_bindings()]  # a list of Textual's BindingType, as App declares it
     CSS = """
     Screen { background: $background; }
     Footer { background: $panel; }
@@ -206,6 +206,7 @@ class SpectuiApp(App):
 
     def _open_conversation(self, conversation_id: int | None) -> None:
         if conversation_id is not None and self.chat_screen is not None:
+            assert self.store is not None, "the history screen that chose the conversation reads the store"
             self.chat_screen.post_message(ShowConversation(self.store.load_conversation(conversation_id)))
 
     def theme_names(self) -> list[str]:

@@ -114,10 +114,12 @@ def code_blocks(text: str) -> list[CodeBlock]:
         kind = state.feed(line)
         if kind == OPEN:
             lines = []
-        elif kind == CODE:
-            lines.append(_dedent(line, fence.indent))
-        elif kind == CLOSE:
-            blocks.append(CodeBlock(fence.language, "\n".join(lines)))
+        elif kind in (CODE, CLOSE):
+            assert fence is not None, "code lines and a closing fence come inside an open fence"
+            if kind == CODE:
+                lines.append(_dedent(line, fence.indent))
+            else:
+                blocks.append(CodeBlock(fence.language, "\n".join(lines)))
     if state.fence is not None:  # cut off: the block runs to the end (its last newline is no line)
         if lines and not lines[-1]:
             lines.pop()

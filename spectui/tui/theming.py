@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from textual.theme import Theme
 
-from spectui.themes import NO_COLOUR_STYLES, PALETTE_SOURCES, PANEL_COLOURS, TOKEN_KINDS, SpectuiTheme
+from spectui.themes import NO_COLOUR_STYLES, PALETTE_SOURCES, TOKEN_KINDS, SpectuiTheme
 
 
 def textual_theme(theme: SpectuiTheme) -> Theme:
+    colors = theme.colors
     return Theme(
         name=theme.name,
         dark=theme.dark,
         variables=theme.variables(),
-        **{key: value for key, value in theme.colors.items() if key in PANEL_COLOURS},
+        # the panel colours by name (a theme file must give primary; the others default as in Textual)
+        primary=colors["primary"], secondary=colors.get("secondary"), accent=colors.get("accent"),
+        foreground=colors.get("foreground"), background=colors.get("background"), surface=colors.get("surface"),
+        panel=colors.get("panel"), success=colors.get("success"), warning=colors.get("warning"), error=colors.get("error"),
     )
 
 

@@ -127,7 +127,9 @@ class StyledWrapper:
             self._block = block
             self._wrap_again()
         if block == OPEN:
-            self.lines[self._first].language = opening_fence(self._text).language
+            fence = opening_fence(self._text)
+            assert fence is not None, "the line that opened a block is an opening fence"
+            self.lines[self._first].language = fence.language
 
     def _end_line(self) -> None:
         if self._watching:

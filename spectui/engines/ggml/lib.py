@@ -158,7 +158,8 @@ class LlamaModel:
         out = numpy.empty((rows, width), dtype=numpy.float32)
         for row in range(rows):
             pointer = self.lib.llama_get_logits_ith(self.context, last_chunk - rows + row)
-            out[row] = numpy.frombuffer(self.ffi.buffer(pointer, width * 4), dtype=numpy.float32)
+            row_bytes: Any = self.ffi.buffer(pointer, width * 4)  # has the buffer protocol; cffi's stub does not say
+            out[row] = numpy.frombuffer(row_bytes, dtype=numpy.float32)
         return out
 
     def _decode_chunks(self, tokens: list[int], rows: int) -> None:
@@ -255,7 +256,7 @@ class VerifyShape:
     slope: float  # t(rows)/t(1) - 1 per extra token: what one more verified draft costs
 
 
-def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_counter) -> VerifyShape:
+def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock: Callable[[], float] = time.perf_counter) -> VerifyShape:
     """The most tokens one decode may hold while every row's logits stay bit for bit those of
     decoding the tokens one at a time. llama.cpp's CPU kernels switch at some batch width
     (AVX2: Q4_K's repacked 4-row gemm; Q4_0 past 6 rows) and round differently there; a verify
@@ -280,7 +281,7 @@ def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock=time.perf_c
     return VerifyShape(rows, max(0.0, slope))
 
 
-def _median_seconds(model: LlamaModel, keep: int, tokens: list[int], clock, repeats: int = 5) -> float:
+def _median_seconds(model: LlamaModel, keep: int, tokens: list[int], clock: Callable[[], float], repeats: int = 5) -> float:
     """One decode of `tokens` after `keep` cached positions, the median of a few (one alone is
     at the mercy of whatever else the machine did in that moment)."""
     times = []
@@ -356,7 +357,8 @@ def requantize(source: Path, kind: str, folder: Path, threads: int | None = None
         return target
     folder.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
+    # a C struct: its fields come from the CFFI declarations, not from cffi's stub
+    params: Any = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
     params.ftype = QUANTIZED_TYPES[kind]
     params.allow_requantize = True
     params.nthread = threads or default_threads()

@@ -14,9 +14,12 @@ drafts: llama-server in `timings` (draft_n, draft_n_accepted), LM Studio in `sta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 from spectui.core import json_text
 from spectui.engines.server.transport import message_of, one_line
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,11 @@ def draft_counts(value: dict) -> DraftCounts | None:
     return None
 
 
-def is_count(value) -> bool:
+def is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def of_type(value, kind: type, default):
+def of_type(value: object, kind: type[T], default: T) -> T:
     """value when it is a `kind`, default when absent (None); anything else is a TypeError."""
     if value is None:
         return default
@@ -114,7 +117,7 @@ def of_type(value, kind: type, default):
     return value
 
 
-def token_ids(value) -> tuple[int, ...]:
+def token_ids(value: object) -> tuple[int, ...]:
     ids = of_type(value, list, [])
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
         raise ValueError("token ids must be non-negative integers")

@@ -17,8 +17,9 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo, Kernels
+from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo, Kernels, Progress
 from spectui.core.pieces import guessed_pieces
 from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
@@ -45,9 +46,12 @@ from spectui.engines.server.transport import ServerAddress, ServerError, ServerR
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
+if TYPE_CHECKING:
+    from spectui.settings.options import EngineOptions
+
 API_KEY_VARIABLES = ("SPECTUI_API_KEY", "OPENAI_API_KEY")
 # OpenAI finish reasons a reply can end with normally; "abort" and "error" are failures.
-FINISHED = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop"}
+FINISHED: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop"}
 # A chunk of text without token ids (a server that is not vLLM) counts as one token whose id
 # the client does not know.
 UNKNOWN_TOKEN_ID = -1
@@ -184,6 +188,7 @@ class ServerEngine(Engine):
                 if kind == "refused":
                     reply.failure = str(value)
                 elif kind == "error":
+                    assert isinstance(value, BaseException), "the reader sends an error as (\"error\", exception)"
                     reply.failure = self._dropped(reply.steps, transport.describe(value))
                 return
             if str(value).strip() == "[DONE]":
@@ -311,7 +316,7 @@ def read_api_key_file(path: str) -> str:
     return text
 
 
-def api_key_for(options) -> str | None:
+def api_key_for(options: EngineOptions) -> str | None:
     """--api-key, else --api-key-file, else SPECTUI_API_KEY / OPENAI_API_KEY."""
     if options.api_key:
         return options.api_key
@@ -320,7 +325,7 @@ def api_key_for(options) -> str | None:
     return api_key_from_environment()
 
 
-def build_server_engine(options, progress=None) -> ServerEngine:
+def build_server_engine(options: EngineOptions, progress: Progress | None = None) -> ServerEngine:
     """A ServerEngine from CLI options (`--server`, `--api-key`, `--model`)."""
     if not options.server:
         raise UsageError("--engine server needs --server URL (e.g. http://127.0.0.1:8000)")

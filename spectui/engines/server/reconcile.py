@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 from spectui.engines.provenance import StepCount, is_unambiguous, rebuild, restate
 from spectui.engines.server.bounds import MAX_DRAFTS_PER_STEP
@@ -41,7 +42,7 @@ def per_step_record(record: Mapping | None) -> tuple[list[int], list[int]] | Non
     return None
 
 
-def counts_list(value) -> bool:
+def counts_list(value: object) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
 
 

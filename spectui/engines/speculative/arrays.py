@@ -78,56 +78,56 @@ class NumpyOps:
     def generator(self, seed: int, device: Any = "cpu") -> numpy.random.Generator:
         return numpy.random.Generator(numpy.random.PCG64(seed))
 
-    def uniforms(self, generator, size: int, like):
+    def uniforms(self, generator: numpy.random.Generator | None, size: int, like: numpy.ndarray) -> numpy.ndarray:
         return _stream(generator).random(size, dtype=like.dtype if like.dtype == numpy.float32 else numpy.float64)
 
-    def uniform64(self, generator, like) -> float:
+    def uniform64(self, generator: numpy.random.Generator | None, like: numpy.ndarray) -> float:
         return float(_stream(generator).random())
 
-    def softmax(self, logits, temperature: float):
+    def softmax(self, logits: numpy.ndarray, temperature: float) -> numpy.ndarray:
         scaled = logits.astype(numpy.float32) / numpy.float32(temperature)
         exp = numpy.exp(scaled - scaled.max(axis=-1, keepdims=True))
         return exp / exp.sum(axis=-1, keepdims=True)
 
-    def sort_descending(self, probs):
+    def sort_descending(self, probs: numpy.ndarray) -> tuple[numpy.ndarray, numpy.ndarray]:
         order = numpy.argsort(-probs, axis=-1, kind="stable")
         return numpy.take_along_axis(probs, order, axis=-1), order
 
-    def unsort(self, values, order):
+    def unsort(self, values: numpy.ndarray, order: numpy.ndarray) -> numpy.ndarray:
         out = numpy.empty_like(values)
         numpy.put_along_axis(out, order, values, axis=-1)
         return out
 
-    def cumsum(self, values, float64: bool = False):
+    def cumsum(self, values: numpy.ndarray, float64: bool = False) -> numpy.ndarray:
         return numpy.cumsum(values, axis=-1, dtype=numpy.float64 if float64 else None)
 
-    def blocks(self, probs, block: int):
+    def blocks(self, probs: numpy.ndarray, block: int) -> numpy.ndarray:
         return numpy.pad(probs, (0, (-probs.shape[0]) % block)).reshape(-1, block)
 
-    def row_sums64(self, blocks):
+    def row_sums64(self, blocks: numpy.ndarray) -> numpy.ndarray:
         return blocks.sum(axis=1, dtype=numpy.float64)
 
-    def searchsorted_right(self, cumulative, value: float) -> int:
+    def searchsorted_right(self, cumulative: numpy.ndarray, value: float) -> int:
         return int(numpy.searchsorted(cumulative, value, side="right"))
 
-    def last_with_mass(self, cumulative) -> int:
+    def last_with_mass(self, cumulative: numpy.ndarray) -> int:
         return int(numpy.nonzero(numpy.diff(cumulative, prepend=0.0) > 0)[0][-1])
 
-    def prob_of(self, logits, token: int) -> float:
+    def prob_of(self, logits: numpy.ndarray, token: int) -> float:
         wide = logits.astype(numpy.float64)
         top = wide.max()
         return math.exp(wide[token] - top - math.log(numpy.exp(wide - top).sum()))
 
-    def pad_columns(self, probs, width: int):
+    def pad_columns(self, probs: numpy.ndarray, width: int) -> numpy.ndarray:
         return numpy.pad(probs, (0, width - probs.shape[-1]))
 
-    def stack(self, rows: list):
+    def stack(self, rows: list[numpy.ndarray]) -> numpy.ndarray:
         return numpy.stack(rows)
 
-    def like(self, array, reference):
+    def like(self, array: object, reference: numpy.ndarray) -> numpy.ndarray:
         return numpy.asarray(array, dtype=reference.dtype)
 
-    def top_two_gaps(self, rows) -> list[float]:
+    def top_two_gaps(self, rows: numpy.ndarray) -> list[float]:
         top = numpy.partition(rows.astype(numpy.float32, copy=False), -2, axis=-1)
         return (top[:, -1] - top[:, -2]).tolist()
 

@@ -77,9 +77,11 @@ class IncrementalDetokenizer:
     def _decode(self, ids: list[int]) -> str:
         # No clean-up of spaces: it rewrites text across token boundaries ("a ." -> "a."),
         # which no incremental decoder can reproduce.
-        return self._tokenizer.decode(
+        text = self._tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
+        assert isinstance(text, str), "one list of ids decodes to one string"
+        return text
 
     def _without_special(self, token_ids: Iterable[int]) -> list[int]:
         # Dropped before they reach the window, as decode(skip_special_tokens=True) drops

@@ -84,10 +84,11 @@ class DraftModelProposer(Proposer):
     def reset(self) -> None:
         self.draft.reset()
 
-    def prefill(self, token_ids) -> None:
+    def prefill(self, token_ids: Sequence[int]) -> None:
         self.draft.logits(token_ids, num_rows=1)
 
-    def propose(self, token_ids, k, temperature, top_p, generator, stop_below: float = 0.0) -> Proposal:
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: Generator | None, stop_below: float = 0.0) -> Proposal:
         """Up to k drafts; with stop_below, none after the one where the product of the draft's
         probabilities for its drafts (the chain's confidence) falls below it: the draft's
         probability is a fair guess of acceptance (docs/adaptive-k.md)."""
@@ -127,6 +128,7 @@ class NgramProposer(Proposer):
         self.lookup_min = lookup_min
         self.lookup_max = lookup_max
 
-    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: Generator | None) -> Proposal:
         drafted, match = lookup_ngram(token_ids, k, self.lookup_min, self.lookup_max)
         return Proposal(drafted, None, evidence=match if match.length else None)

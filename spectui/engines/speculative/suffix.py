@@ -23,9 +23,12 @@ conversation tokens and a bounded number of recent history occurrences.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from spectui.engines.speculative.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposal, Proposer
+
+if TYPE_CHECKING:
+    from spectui.engines.speculative.sampling import Generator
 
 # vLLM's defaults for its suffix method (SpeculativeConfig.suffix_decoding_*)
 MAX_DEPTH = 24
@@ -158,7 +161,7 @@ class SuffixProposer(Proposer):
         """A new prompt follows: this conversation's reply so far joins the history."""
         self._start([])
 
-    def prefill(self, token_ids) -> None:
+    def prefill(self, token_ids: Sequence[int]) -> None:
         self._start(token_ids)
 
     def _start(self, token_ids: Sequence[int]) -> None:
@@ -183,19 +186,21 @@ class SuffixProposer(Proposer):
         else:
             self._start(token_ids)
 
-    def propose(self, token_ids, k, temperature, top_p, generator):
-        from spectui.engines.speculative.proposers import Proposal
-
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: Generator | None) -> Proposal:
         self._follow(token_ids)
         if k <= 0 or not token_ids:
             return Proposal([], None)
-        settings = dict(max_depth=self.max_depth, factor=self.factor, offset=self.offset,
-                        min_probability=self.min_probability)
         context = list(token_ids[-self.max_depth:])
-        here = self._conversation.draft(context, k, exclude=(0, len(token_ids) - 1), **settings)
-        earlier = self.history.draft(context, k, **settings) if self.use_history else NO_DRAFT
+        here = self._draft(self._conversation, context, k, exclude=(0, len(token_ids) - 1))
+        earlier = self._draft(self.history, context, k) if self.use_history else NO_DRAFT
         best, from_history = (here, False) if here.score >= earlier.score else (earlier, True)
         if not best.tokens:
             return Proposal([], None)
         evidence = SuffixMatch(min(best.match_length, EVIDENCE_LENGTH_CAP), best.first_probability < 1.0, from_history)
         return Proposal(best.tokens, None, evidence=evidence)
+
+    def _draft(self, index: SuffixIndex, context: Sequence[int], k: int,
+               exclude: tuple[int, int] | None = None) -> Draft:
+        return index.draft(context, k, max_depth=self.max_depth, factor=self.factor, offset=self.offset,
+                           min_probability=self.min_probability, exclude=exclude)

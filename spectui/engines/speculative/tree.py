@@ -42,7 +42,8 @@ def main_chain_length(parents: Sequence[int]) -> int:
     return length
 
 
-def tree_attention_mask(parents: Sequence[int], num_cached: int, num_tail: int, dtype, device) -> torch.Tensor:
+def tree_attention_mask(parents: Sequence[int], num_cached: int, num_tail: int, dtype: torch.dtype,
+                        device: torch.device | str) -> torch.Tensor:
     """[1, 1, num_tail + N, num_cached + num_tail + N] additive mask: the tail (context tokens not
     in the cache yet, the root last) is causal; a node sees the context, its ancestors and itself."""
     num_nodes = len(parents)

@@ -4,9 +4,14 @@ load, wire the proposer."""
 from __future__ import annotations
 
 from spectui.settings.options import EngineOptions
-from spectui.core.engine import EngineInfo, Kernels
+from typing import TYPE_CHECKING
+
+from spectui.core.engine import EngineInfo, Kernels, Progress
 from spectui.core.errors import UsageError
 from spectui.models.registry import ModelPair, ResolvedModel
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def resolve_device(device: str) -> str:
@@ -19,7 +24,8 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def build_embedded_engine(options: EngineOptions, models: ModelPair, progress=None, why_torch: str = ""):
+def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None,
+                          why_torch: str = ""):
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.speculative.proposers import NgramProposer
     from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
@@ -76,7 +82,8 @@ def torch_kernels() -> Kernels:
     return Kernels("torch", torch.get_num_threads(), "torch", torch.__version__)
 
 
-def load_draft_proposer(draft: ResolvedModel, target_model, target_dtype: str, device: str, progress=None):
+def load_draft_proposer(draft: ResolvedModel, target_model: PreTrainedModel, target_dtype: str, device: str,
+                        progress: Progress | None = None):
     """A draft model's drafter, its weights loaded beside the target's."""
     from spectui.engines.torch_backend.backend import torch_draft_proposer
     from spectui.models.load import load_model
@@ -119,5 +126,5 @@ def draft_dtype(target_dtype: str, device: str) -> str:
     return target_dtype
 
 
-def logit_width(model) -> int:
+def logit_width(model: PreTrainedModel) -> int:
     return model.config.vocab_size

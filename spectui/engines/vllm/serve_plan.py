@@ -24,6 +24,7 @@ from spectui.engines.vllm.server_process import (
     run_argv,
     server_environment,
 )
+from spectui.core.engine import Progress
 from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
 
@@ -107,7 +108,7 @@ def make_plan(options: EngineOptions, target: ResolvedModel, draft: ResolvedMode
     return Plan(argv=argv, target_ref=target_ref, draft_ref=draft_ref, served_model=served_name or target_ref)
 
 
-def vllm_model_ref(resolved: ResolvedModel, progress, note: Note) -> str:
+def vllm_model_ref(resolved: ResolvedModel, progress: Progress, note: Note) -> str:
     """What vLLM loads for a spectui model: a hub id or a local folder.
 
     Hub models (aliases or ids) stay ids: vLLM fetches them where it runs. Package-index
@@ -132,7 +133,7 @@ def vllm_model_ref(resolved: ResolvedModel, progress, note: Note) -> str:
     return str(ensure_local(resolved, progress))
 
 
-def _with_vllm_refs_in_json(options: EngineOptions, progress, note: Note) -> EngineOptions:
+def _with_vllm_refs_in_json(options: EngineOptions, progress: Progress, note: Note) -> EngineOptions:
     """A spectui alias as "model" in --speculative-config becomes what vLLM can load."""
     from dataclasses import replace
 

@@ -91,21 +91,23 @@ class ChatPrompt(SafeTextArea):
         """A typed character waits for the rest of its burst: the first posts the insert
         behind the keys already queued. Any other event puts what waits in first, so keys,
         clicks and pastes keep their order."""
-        if self._is_typed_character(event):
+        character = self._typed_character(event)
+        if character is not None:
             event.stop()
             event.prevent_default()
-            self._typed.append(event.character)
+            self._typed.append(character)
             if len(self._typed) == 1:
                 self.call_later(self._insert_typed)
             return
         self._insert_typed()
         await super().on_event(event)
 
-    def _is_typed_character(self, event: events.Event) -> bool:
-        return (
-            isinstance(event, events.Key) and event.is_printable and event.character is not None
-            and not self.read_only and event.key not in self.send_keys | self.newline_keys
-        )
+    def _typed_character(self, event: events.Event) -> str | None:
+        """The character a key typed into the text, or None for any other event."""
+        if (isinstance(event, events.Key) and event.is_printable and not self.read_only
+                and event.key not in self.send_keys | self.newline_keys):
+            return event.character
+        return None
 
     def _insert_typed(self) -> None:
         """The burst's characters as one edit, as the text area inserts a typed key."""

@@ -144,6 +144,7 @@ class HistoryScreen(Screen):
             updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row.updated))
             cells = [str(row.id), updated, str(row.num_messages), title_text(row.title)]
             if searching:
+                assert isinstance(row, SearchHit), "a search lists its hits"
                 cells.append(snippet_text(row))
             table.add_row(*cells, key=str(row.id))
         if keep in self.shown:
@@ -157,6 +158,7 @@ class HistoryScreen(Screen):
         if not table.row_count:
             return None
         row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        assert row_key.value is not None, "every row is added with its conversation id as key"
         return int(row_key.value)
 
     def action_back(self) -> None:

@@ -48,7 +48,7 @@ class KeyFooter(Footer):
         children = list(super().compose())
         palette = [child for child in children if child.has_class(PALETTE_CLASS)]
         keys = [child for child in children if isinstance(child, FooterKey) and child not in palette]
-        room = self.size.width - sum(key_width(key) for key in palette)
+        room = self.size.width - sum(key_width(key) for key in palette if isinstance(key, FooterKey))  # each is one
         yield from fitting(keys, room)
         yield from palette
 

@@ -25,6 +25,8 @@ from spectui.tui.summary import summary_line, summary_lines
 HEADING, LABEL, VALUE, NOTE, BAR, SPARK = "heading", "label", "value", "note", "bar", "spark"
 ROLES = (HEADING, LABEL, VALUE, NOTE, BAR, SPARK)
 MAX_POSITIONS = 8
+# A line of the panel: (text, role) parts, or bare text (no role).
+Line = Sequence[tuple[str, str] | str]
 REASON_LINES = 2  # adaptive k's why: "α 0.82, draft 0.45× target → k 3, up to 8 while 82% sure"
 
 
@@ -32,11 +34,11 @@ def fmt(value: float | None, spec: str = ".2f", unit: str = "") -> str:
     return "–" if value is None else f"{value:{spec}}{unit}"
 
 
-def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) -> list[list[tuple[str, str] | str]]:
+def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) -> list[Line]:
     """The panel as lines of (text, role) parts; kept apart from Textual for tests."""
     inner = max(16, width)
     chart = max(8, inner - 12)
-    lines: list[list[tuple[str, str] | str]] = []
+    lines: list[Line] = []
     add = lines.append
 
     add([("Speculation", HEADING)])
@@ -83,10 +85,11 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     return lines
 
 
-def theory_lines(theory: Theory, inner: int, auto: bool) -> list[list[tuple[str, str] | str]]:
+def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
     """One predicted speedup, what it rests on, the measured one beside it, and best k once
     v(k) is measured at two k; an ended reply described over all its steps."""
     reply = theory.reply
+    lines: list[Line]
     if reply is None:
         lines = [[(f" E(α,k={theory.k}) ", LABEL), (f"{theory.expected_tokens:.2f}", VALUE), (" tokens/step", LABEL)]]
         at = f" at k={theory.k}"
@@ -111,7 +114,7 @@ def theory_lines(theory: Theory, inner: int, auto: bool) -> list[list[tuple[str,
     return lines
 
 
-def tree_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]:
+def tree_lines(data: PanelData, inner: int) -> list[Line]:
     """Candidates the target verified per step of a draft tree: the reply's mean, then the last
     step's, on the same line when the panel is wider than its default."""
     mean = [(" tree    ", LABEL), (fmt(data.tree_nodes_mean, ".1f"), VALUE), (" candidates/step", LABEL)]
@@ -121,9 +124,10 @@ def tree_lines(data: PanelData, inner: int) -> list[list[tuple[str, str] | str]]
     return [mean, [("         last step ", LABEL), (str(data.tree_nodes_last), VALUE)]]
 
 
-def adaptive_lines(data: PanelData, inner: int, engine_slope: float | None = None) -> list[list[tuple[str, str] | str]]:
+def adaptive_lines(data: PanelData, inner: int, engine_slope: float | None = None) -> list[Line]:
     """Adaptive k's choices, its reason as it gave it, and at k 0 why in words and what would pay."""
     auto = data.auto
+    assert auto is not None, "the panel shows adaptive k's lines while adaptive k runs"
     top = max(data.k_series, default=0) or 1
     words = [wrapped for text in k_zero_words(data, engine_slope) for wrapped in textwrap.wrap(text, inner - 1)]
     return [
@@ -136,11 +140,11 @@ def adaptive_lines(data: PanelData, inner: int, engine_slope: float | None = Non
     ]
 
 
-def memory_lines(memory: MemoryReading) -> list[list[tuple[str, str] | str]]:
+def memory_lines(memory: MemoryReading) -> list[Line]:
     # "(all)": on CPU vLLM runs the model in its own processes, and they are counted too.
     kind = f"{memory.kind} (all)" if memory.with_children else memory.kind
     total = f" / {format_bytes(memory.total_bytes)}" if memory.total_bytes else ""
-    lines = [[(f" {kind:<7} ", LABEL), (format_bytes(memory.used_bytes), VALUE), (total, LABEL)]]
+    lines: list[Line] = [[(f" {kind:<7} ", LABEL), (format_bytes(memory.used_bytes), VALUE), (total, LABEL)]]
     if memory.pool_bytes is not None:
         lines.append([(" reserved ", LABEL), (format_bytes(memory.pool_bytes), VALUE), (" up front", LABEL)])
     if memory.draft_bytes is not None:
@@ -170,7 +174,8 @@ class PanelLines(Widget):
         self._base_style = None  # self.rich_style walks the DOM: once per style change, not per line
 
     def show(self, parts: Sequence[Sequence[tuple[str, str] | str]]) -> None:
-        lines = [[part if isinstance(part, tuple) else (part, None) for part in line] for line in parts]
+        lines: list[list[tuple[str, str | None]]] = [
+            [part if isinstance(part, tuple) else (part, None) for part in line] for line in parts]
         old, self._lines = self._lines, lines
         self.plain = "\n".join("".join(text for text, _ in line) for line in lines)
         if len(old) != len(lines):
