@@ -80,3 +80,17 @@ def test_a_wrong_type_passed_to_the_loop_fails_the_check(tmp_path):
     assert result.stdout.count("(reportMissingParameterType)") == 4
     assert 'Type annotation is missing for parameter "proposer"' in result.stdout
     assert "5 errors" in result.stdout
+
+
+def test_every_silenced_finding_says_why_on_its_line():
+    """A `# type: ignore` or `# pyright: ignore` needs its reason beside it: `# type: ignore[code]  # why`."""
+    import re
+
+    silenced = re.compile(r"#\s*(type|pyright):\s*ignore(\[[^\]]*\])?(?P<rest>.*)$")
+    bare = []
+    for path in sorted((ROOT / "spectui").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            found = silenced.search(line)
+            if found and not re.match(r"\s*#\s*\S", found["rest"]):
+                bare.append(f"{path.relative_to(ROOT)}:{number}")
+    assert bare == []

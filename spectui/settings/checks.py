@@ -37,7 +37,7 @@ def parse_k(value: int | str) -> tuple[int, bool]:
         if re.fullmatch(r"-?\d+", text):
             value = int(text)
     try:
-        return check_k(value), False  # type: ignore[arg-type]
+        return check_k(value), False  # type: ignore[arg-type]  # a non-numeric string: check_k refuses it, said below
     except ValueError:
         raise OptionError("k", f"k must be from 0 to {K_MAX} or auto, got {value!r}") from None
 
@@ -52,7 +52,7 @@ def k_setting(value: int | str | None) -> int | str | None:
 
 def check_temperature_setting(name: str, value: object) -> None:
     try:
-        check_temperature(value)  # type: ignore[arg-type]
+        check_temperature(value)  # type: ignore[arg-type]  # any config value: check_temperature refuses a non-number
     except ValueError as error:
         raise OptionError(name, str(error)) from None
 
