@@ -27,6 +27,17 @@ class CachedLogits(Protocol):
     def arrays(self) -> str: ...
 
     @property
+    def seen(self) -> list[int]:
+        """The tokens the cache holds now, in order."""
+        ...
+
+    @property
+    def prefill_chunk(self) -> int | None:
+        """A prompt longer than this goes into the cache a chunk at a time (progress, cancel);
+        None: whole."""
+        ...
+
+    @property
     def exact_rows(self) -> int | None:
         """The widest decode whose rows equal decoding one token at a time (None: any width). A
         T = 0 verify wider than that runs in pieces of it and stops at the first rejection."""

@@ -92,7 +92,7 @@ def decode_steps(
     else:
         verify = partial(verify_chain, target)
     looks_first = proposer is not None and proposer.looks_first
-    reply = start_reply(prompt_ids, params, target.device, getattr(target, "arrays", "torch"))
+    reply = start_reply(prompt_ids, params, target.device, target.arrays)
     yield from prefill_in_chunks(target, prompt_ids, control)
     while not control.cancelled:
         adaptive = chooser if chooser is not None and control.auto and proposer is not None else None
@@ -121,8 +121,8 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
     a forward midway (an 8k-token paste is minutes on a CPU). Chunk ends sit at multiples of the
     chunk from the cached prefix on, the same for every k; the last chunk runs in the first
     step, as a short prompt does whole."""
-    chunk = getattr(target, "prefill_chunk", None)
-    cached = common_prefix_len(getattr(target, "seen", ()), prompt_ids)
+    chunk = target.prefill_chunk
+    cached = common_prefix_len(target.seen, prompt_ids)
     total = len(prompt_ids) - cached
     if not chunk or total <= chunk:
         return

@@ -99,6 +99,7 @@ class StaticCachedModel:
     go through the same forward eagerly, in chunks of at most `chunk` tokens."""
 
     arrays = "torch"  # what logits returns (CachedLogits)
+    prefill_chunk = None  # a CUDA graph's prompt goes in whole
     exact_rows = None  # its batch-invariant paths compute a verify of any width row for row
 
     def __init__(self, model, capacity: int = DEFAULT_CAPACITY, graphs: bool | None = None,
