@@ -23,7 +23,7 @@ def test_code_blocks_are_the_lines_between_the_fences():
     assert code_blocks(REPLY) == [
         CodeBlock("python", "def f(x):\n\treturn x"),
         CodeBlock("", "shell\n line"),  # the fence's two spaces of indentation come off each line
-        CodeBlock("js", "open"),  # cut off: to the end
+        CodeBlock("js", "open", closed=False),  # cut off: to the end, and said so
     ]
     assert code_blocks("no code here") == []
     assert code_blocks("``` a`b\nnot a fence") == []  # a backtick fence's info holds no backtick
