@@ -56,7 +56,7 @@ def main() -> None:
 
     from spectui.bench.anchors.llamacpp import gguf_for
     from spectui.engines.ggml.lib import LlamaModel
-    from spectui.core.files import write_user_file
+    from spectui.core.files import show_report
     from spectui.models.registry import resolve
 
     path = gguf_for(resolve(args.model))
@@ -90,9 +90,7 @@ def main() -> None:
                   f"{plain:.1f} (llama.cpp defaults), {100 * (plain / exact - 1):+.1f} % time: a batch of rows with the "
                   "value cache in bf16 cannot take ggml's tiled attention, which needs keys and values of one type."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
-        write_user_file(args.markdown, text, overwrite=True)
+    show_report(text, args.markdown)
 
 
 if __name__ == "__main__":

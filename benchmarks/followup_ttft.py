@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from spectui.bench.workloads import conversation_script
-    from spectui.core.files import write_user_file
+    from spectui.core.files import show_report
     from spectui.engines.factory import models_to_run
     from spectui.engines.speculative.cached_model import common_prefix_len
     from spectui.host.plan import engine_factory_for
@@ -87,9 +87,7 @@ def main() -> None:
         lines.append(f"| {number} | {question} | {len(turn['prompt_ids'])} | {turn['new']} | "
                      f"{turn['ttft']:.2f} s | {turn['tokens']} | {turn['decode_tok_s']:.2f} | {turn['coloured']:.0%} |")
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
-        write_user_file(args.markdown, text, overwrite=True)
+    show_report(text, args.markdown)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def main() -> None:
     from spectui.bench.identity import arms, check_identity, corpus, rotating
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.build import build_ggml_engine
-    from spectui.core.files import write_user_file
+    from spectui.core.files import show_report
     from spectui.models.registry import resolve_pair
     from spectui.settings.options import EngineOptions
 
@@ -64,9 +64,7 @@ def main() -> None:
         lines += [f"| {d.prompt} | {d.arm} | {d.position} | {d.plain_token} | {d.drafted_token} | "
                   f"{'–' if d.gap is None else f'{d.gap:.4g}'} |" for d in divergences]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.markdown:  # a rerun replaces its report; a device or FIFO there is refused
-        write_user_file(args.markdown, text, overwrite=True)
+    show_report(text, args.markdown)
 
 
 if __name__ == "__main__":

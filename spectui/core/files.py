@@ -227,3 +227,11 @@ def _sync_folder(folder: Path) -> None:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+def show_report(text: str, markdown: Path | str | None) -> None:
+    """A benchmark script's Markdown: printed, and written to `markdown` when given (a rerun
+    replaces its report; a device or FIFO there is refused)."""
+    print(text)
+    if markdown:
+        write_user_file(markdown, text, overwrite=True)
