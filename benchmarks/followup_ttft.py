@@ -3,7 +3,7 @@ first token (the follow-ups reuse the cached conversation), its decode speed and
 the reply that came from accepted drafts (the coloured share).
 
     python benchmarks/followup_ttft.py [--model qwen2.5-coder-1.5b] [--k auto] [--max-tokens 400] \
-        [--markdown benchmarks/reports/followup-ttft.md]
+        [--markdown benchmarks/reports/followup-ttft.md] [--save-ids benchmarks/bench/chat-ids.json]
 
 The conversation is the bench's `chat-attached-file` one (spectui.bench.workloads): the example
 module attached with a question, then a type-hint edit of the whole module, then a summary. Each
@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--k", default="auto", help="a fixed k, or auto (the chat's default)")
     parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--markdown", default=None)
+    parser.add_argument("--save-ids", default=None, metavar="PATH",
+                        help="write each turn's prompt and reply token ids (for benchmarks/copy_replay.py)")
     args = parser.parse_args()
 
     from spectui.bench.workloads import conversation_script
@@ -88,6 +90,13 @@ def main() -> None:
                      f"{turn['ttft']:.2f} s | {turn['tokens']} | {turn['decode_tok_s']:.2f} | {turn['coloured']:.0%} |")
     text = "\n".join(lines) + "\n"
     show_report(text, args.markdown)
+    if args.save_ids:
+        import json
+        from pathlib import Path
+
+        turns = [{"name": f"turn{number}", "question": question, "prompt": list(turn["prompt_ids"]), "reply": turn["token_ids"]}
+                 for number, question, turn in rows]
+        Path(args.save_ids).write_text(json.dumps({"model": args.model, "turns": turns}))
 
 
 if __name__ == "__main__":
