@@ -560,3 +560,18 @@ def test_a_verify_in_pieces_costs_a_piece_only_where_every_draft_before_it_was_k
 def test_pieces_count_only_at_t0_where_the_verify_stops_early():
     chooser = AdaptiveK(draft_seconds=0.001, verify_points=[(0, 0.1), (2, 0.3)], verify_piece=3)
     assert chooser.costs().piece == 3 and chooser.costs(0.7).piece is None
+
+
+def test_a_copy_proposer_measures_its_cost_on_its_first_drafting_step_after_plain_ones():
+    # Suffix decoding on an answer that copies nothing: a draft now and then, plain steps between.
+    # A copy has no catch-up to leave out, so its first drafting step measures what drafting
+    # costs; waiting for two drafting steps in a row kept the chooser "measuring" at k 4 on every
+    # draft of a first reply (8 verifies of refused drafts in a 57-token answer).
+    chooser = AdaptiveK()
+    chooser.observe(Step((0,), (Source.TARGET,), "", temperature=0.0), prefill=True)
+    chooser.observe(Step((0,), (Source.TARGET,), "", k=0, temperature=0.0, verify_seconds=0.1))  # nothing to copy
+    first = chooser.choose_for(1, 0.0)
+    assert first.reason.startswith("measuring"), first
+    chooser.observe(evidence_step(1, 0), evidence=1)
+    chooser.observe(Step((0,), (Source.TARGET,), "", k=0, temperature=0.0, verify_seconds=0.1))  # nothing to copy
+    assert not chooser.choose_for(1, 0.0).reason.startswith("measuring")

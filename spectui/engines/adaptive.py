@@ -258,8 +258,9 @@ class AdaptiveK:
         if drafted:
             # A draft model that sat out some steps first runs over every token it missed (the
             # prompt, after the prefill): that catch-up is paid once, not per drafted token, and
-            # counting it would make drafting look too dear to ever try again.
-            if steady:
+            # counting it would make drafting look too dear to ever try again. A proposer that
+            # drafted first (evidence) reads no model: every one of its steps is its cost.
+            if steady or evidence is not None:
                 self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             accept, seen = self._tables(evidence, step.temperature)
             learn_acceptance(accept, seen, step.num_accepted, drafted, self.k_max, copies=evidence is not None)
