@@ -15,7 +15,7 @@ from spectui.engines import threads
 def test_free_cores_are_the_cores_other_processes_leave(monkeypatch, others_busy, own, expected):
     """Over 1 s of wall time on 2 cores: all cores' busy seconds less this process's."""
     samples = iter([(10.0, 100.0, 5.0), (11.0, 100.0 + others_busy + own, 5.0 + own)])
-    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
+    monkeypatch.setattr(threads, "_sample", lambda also_ours=None: next(samples))
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     monkeypatch.setattr(threads, "_last", None)
     monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
@@ -82,3 +82,27 @@ def test_contention_fits_every_runners_threads(monkeypatch):
     assert wrapped["spectui"]("arm") == ("spectui", ("arm",)) and fitted == [1]
     assert wrapped["transformers"]("arm") == ("transformers", ("arm",)) and fitted == [1, 1]
     assert engines == [llamacpp, neighbour] and llamacpp.fit_to_free_cores
+
+
+def test_the_app_an_engine_process_serves_is_not_a_neighbour(monkeypatch):
+    """Found in tmux: the chat's first reply ran on one thread of two (prefill 25 tok/s against
+    49, decode ~9 against ~15) because the 50 ms look fell on the app drawing the sent message
+    and its attached file. The engine process counts its app's CPU as its own."""
+    app_cpu = iter([3.0, 3.05])  # the app drew for the whole 50 ms window
+    samples = iter([(10.0, 100.0), (10.05, 100.05)])  # only the app was busy
+    monkeypatch.setattr(threads, "_busy_seconds", lambda: next(samples)[1])
+    clock = iter([10.0, 10.05])
+    monkeypatch.setattr(threads.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(threads, "_cpu_seconds_of", lambda pid: next(app_cpu))
+    monkeypatch.setattr(threads.os, "times", lambda: type("T", (), {"user": 1.0, "system": 0.0})())
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_last", None)
+    assert threads.free_cores(also_ours=4242) == 2
+
+
+def test_free_cores_reads_a_processes_cpu_seconds():
+    import os
+
+    assert threads._cpu_seconds_of(os.getpid()) > 0
+    assert threads._cpu_seconds_of(2 ** 22 + 7) == 0.0  # no such process

@@ -84,6 +84,7 @@ def ready_reply(engine: Engine) -> tuple:
 
 def serve(connection: Connection, values: Slots, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
+    import os
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
@@ -93,6 +94,7 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
     # must not kill a reply here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     leave_with_parent()
+    app = os.getppid()
 
     def progress(stage: str, done: int, total: int) -> None:
         connection.send(("progress", stage, done, total))
@@ -128,7 +130,7 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
                 continue
             _, method, messages, params = request
             drafting = variant(method)
-            drafting.use_threads(free_cores())
+            drafting.use_threads(free_cores(also_ours=app))
             for event in drafting.stream(messages, params, cast(Control, control)):  # engines read its LiveControl part
                 # A Prefill crosses as a step does: the parent yields both as they come.
                 connection.send(("done" if isinstance(event, Done) else "step", event))

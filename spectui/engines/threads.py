@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-_last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, this process's CPU seconds)
+_last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, our processes' CPU seconds)
 
 
 def usable_cores() -> int:
@@ -32,24 +32,37 @@ def _busy_seconds() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _sample() -> tuple[float, float, float] | None:
+def _cpu_seconds_of(pid: int) -> float:
+    """A process's CPU seconds (/proc/PID/stat), 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _sample(also_ours: int | None = None) -> tuple[float, float, float] | None:
     busy = _busy_seconds()
     if busy is None:
         return None
     times = os.times()
-    return time.monotonic(), busy, times.user + times.system
+    ours = times.user + times.system + (_cpu_seconds_of(also_ours) if also_ours is not None else 0.0)
+    return time.monotonic(), busy, ours
 
 
-def free_cores(window: float = 0.05) -> int:
+def free_cores(window: float = 0.05, also_ours: int | None = None) -> int:
     """Cores the other processes left free since the last call (the first call looks for
-    `window` seconds): all cores less the others' busy time per second, at least one."""
+    `window` seconds): all cores less the others' busy time per second, at least one.
+    also_ours: a process whose CPU is ours too (the app an engine process serves: its burst
+    at a send, drawing the message, is not a neighbour to make room for)."""
     global _last
-    now = _sample()
+    now = _sample(also_ours)
     if now is None:
         return usable_cores()
     if _last is None or now[0] - _last[0] < window:
         time.sleep(window)
-        _last, now = now, _sample()
+        _last, now = now, _sample(also_ours)
         assert now is not None, "the sampling that answered a moment ago answers again"
     wall, busy, own = (b - a for a, b in zip(_last, now))
     _last = now
