@@ -86,19 +86,22 @@ def test_contention_fits_every_runners_threads(monkeypatch):
 
 def test_the_app_an_engine_process_serves_is_not_a_neighbour(monkeypatch):
     """Found in tmux: the chat's first reply ran on one thread of two (prefill 25 tok/s against
-    49, decode ~9 against ~15) because the 50 ms look fell on the app drawing the sent message
-    and its attached file. The engine process counts its app's CPU as its own."""
-    app_cpu = iter([3.0, 3.05])  # the app drew for the whole 50 ms window
-    samples = iter([(10.0, 100.0), (10.05, 100.05)])  # only the app was busy
-    monkeypatch.setattr(threads, "_busy_seconds", lambda: next(samples)[1])
-    clock = iter([10.0, 10.05])
-    monkeypatch.setattr(threads.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
-    monkeypatch.setattr(threads, "_cpu_seconds_of", lambda pid: next(app_cpu))
-    monkeypatch.setattr(threads.os, "times", lambda: type("T", (), {"user": 1.0, "system": 0.0})())
+    49) because the 50 ms look fell on the app drawing the sent message and its attached file.
+    Over that window only the app (pid 4242) was busy, a whole core of it."""
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
-    monkeypatch.setattr(threads, "_last", None)
-    assert threads.free_cores(also_ours=4242) == 2
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(threads.os, "times", lambda: type("Times", (), {"user": 1.0, "system": 0.0})())
+
+    def look(also_ours):
+        busy, clock, app = iter([100.0, 100.05]), iter([10.0, 10.05]), iter([3.0, 3.05])
+        monkeypatch.setattr(threads, "_busy_seconds", lambda: next(busy))
+        monkeypatch.setattr(threads.time, "monotonic", lambda: next(clock))
+        monkeypatch.setattr(threads, "_cpu_seconds_of", lambda pid: next(app))
+        monkeypatch.setattr(threads, "_last", None)
+        return threads.free_cores(also_ours=also_ours)
+
+    assert look(None) == 1  # a neighbour as far as a process alone can tell
+    assert look(4242) == 2
 
 
 def test_free_cores_reads_a_processes_cpu_seconds():
