@@ -84,7 +84,6 @@ def ready_reply(engine: Engine) -> tuple:
 
 def serve(connection: Connection, values: Slots, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
-    import os
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
@@ -93,8 +92,7 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    leave_with_parent()
-    app = os.getppid()
+    app = leave_with_parent()
 
     def progress(stage: str, done: int, total: int) -> None:
         connection.send(("progress", stage, done, total))
@@ -157,9 +155,9 @@ def settle_while_idle(engine: Engine, connection: Connection) -> bool:
         return True
 
 
-def leave_with_parent() -> None:
+def leave_with_parent() -> int:
     """Exit when the app's process is gone, even mid-load or mid-reply (a SIGKILLed app
-    runs no cleanup): a daemon thread watches the parent pid. prctl's parent-death signal
+    runs no cleanup): a daemon thread watches the parent pid, which is returned. prctl's parent-death signal
     would fire when the thread that started this process ends, which is the loading thread."""
     import os
     import time
@@ -172,6 +170,7 @@ def leave_with_parent() -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="spectui-parent-watch", daemon=True).start()
+    return parent
 
 
 def start_resource_tracker() -> None:
