@@ -31,13 +31,6 @@ FIXED_K = (1, 2, 3, 4, 8)
 PIECE = 3
 
 
-def accepted(drafted: list[int], truth: list[int]) -> int:
-    n = 0
-    while n < len(drafted) and n < len(truth) and drafted[n] == truth[n]:
-        n += 1
-    return n
-
-
 def verify_cost(num_drafted: int, num_accepted: int, pieces: list[float]) -> tuple[float, int]:
     """(plain steps, drafts verified) of a T = 0 verify in pieces that stops at its first rejection."""
     rows = num_drafted + 1
@@ -57,6 +50,7 @@ def replay_turn(turn: dict, proposer, how, chooser, pieces: list[float]) -> dict
     """how: a fixed k, "auto" or "ceiling". Returns speed over k = 0 and the coloured share."""
     from spectui.core.events import Source, Step
     from spectui.engines.adaptive import K_AUTO_MAX
+    from spectui.engines.speculative.cached_model import common_prefix_len
 
     prompt, reply = turn["prompt"], turn["reply"]
     proposer.prefill(prompt)
@@ -72,7 +66,7 @@ def replay_turn(turn: dict, proposer, how, chooser, pieces: list[float]) -> dict
         if drafted and how == "auto":
             auto = chooser.choose_for(proposal.evidence, 0.0)
             drafted = drafted[: auto.k]
-        num_accepted = accepted(drafted, reply[position:])
+        num_accepted = common_prefix_len(drafted, reply[position:])  # T = 0: kept while it equals the reply
         if how == "ceiling":
             drafted = drafted[:num_accepted]
         cost, verified = verify_cost(len(drafted), num_accepted, pieces) if drafted else (1.0, 0)

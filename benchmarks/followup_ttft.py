@@ -92,11 +92,12 @@ def main() -> None:
     show_report(text, args.markdown)
     if args.save_ids:
         import json
-        from pathlib import Path
+
+        from spectui.core.files import write_user_file
 
         turns = [{"name": f"turn{number}", "question": question, "prompt": list(turn["prompt_ids"]), "reply": turn["token_ids"]}
                  for number, question, turn in rows]
-        Path(args.save_ids).write_text(json.dumps({"model": args.model, "turns": turns}))
+        write_user_file(args.save_ids, json.dumps({"model": args.model, "turns": turns}), overwrite=True)
 
 
 if __name__ == "__main__":
