@@ -9,6 +9,10 @@ import pytest
 from tiny_models import make_tiny_draft, make_tiny_model, make_tiny_tokenizer
 from vllm_ran import pytest_configure  # noqa: F401 (a run where vLLM is installed but its tests all skipped fails)
 
+# A fresh shell exports neither: rich would wrap at 80 columns there and at whatever a CI runner
+# sets elsewhere, so the suite sees the width a new user's pipe sees, wherever it runs.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
