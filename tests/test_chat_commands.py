@@ -153,6 +153,33 @@ def test_save_never_follows_into_a_fifo_or_a_device(tmp_path):
     assert saving.save(plan).startswith(f"{tmp_path / 'pipe'}: not written (a FIFO")
 
 
+def test_save_through_a_link_names_the_real_file_and_the_backup_that_exists(tmp_path):
+    """Issue 59 item 8: the question named the link, the result a backup that did not exist."""
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "passwd.copy"
+    real.write_text("root:x:0:0\n")
+    (tmp_path / "link_copy").symlink_to(real)
+    plan = saving.plan_save("link_copy", "x = 1", tmp_path)
+    assert isinstance(plan, saving.SavePlan) and plan.path == real
+    assert plan.title == f"{real} (through the link {tmp_path / 'link_copy'})"
+    line = saving.save(plan)
+    assert line.endswith(f"the old file kept as {real}.bak"), line
+    assert (tmp_path / "link_copy").is_symlink() and real.read_text() == "x = 1\n"
+    assert (tmp_path / "real" / "passwd.copy.bak").read_text() == "root:x:0:0\n"
+    assert not (tmp_path / "link_copy.bak").exists()
+
+
+def test_save_refuses_a_read_only_file(tmp_path):
+    target = tmp_path / "locked.py"
+    target.write_text("x = 0\n")
+    target.chmod(0o444)
+    assert saving.plan_save("locked.py", "x = 1", tmp_path) == \
+        "locked.py: read-only (mode 0444); nothing written (make it writable first)"
+    plan = saving.SavePlan(target, "x = 1\n", "x = 0\n")  # made read-only after the question
+    assert saving.save(plan) == f"{target}: not written (read-only, mode 0444)"
+    assert target.read_text() == "x = 0\n" and not (tmp_path / "locked.py.bak").exists()
+
+
 # ---------------------------------------------------------------- -f on the command line
 
 

@@ -211,6 +211,29 @@ async def test_save_of_a_block_the_reply_never_closed_warns_and_asks_even_for_a_
         assert (tmp_path / "new.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
+async def test_enter_is_no_answer_to_the_save_question_and_a_link_is_named_by_its_target(make_app, tmp_path):
+    """Issue 59 item 8: Enter, the key that sent `/save`, said yes to overwriting a link's target."""
+    real = tmp_path / "real.py"
+    real.write_text("x = 0\n")
+    (tmp_path / "link.py").symlink_to(real)
+    app = make_app(factory_for(TextEngine(CODE_REPLY)))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        at(app, tmp_path)
+        await send(pilot, "write add")
+        await reply_done(pilot)
+        await send(pilot, "/save link.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        title = str(app.screen.query_one("#save-title").render())
+        assert title == f"Overwrite {real} (through the link {tmp_path / 'link.py'})?"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "SaveConfirmScreen" and real.read_text() == "x = 0\n"
+        await pilot.press("y")
+        assert real.read_text() == "def add(a, b):\n    return a + b\n" and (tmp_path / "link.py").is_symlink()
+        assert notes(app)[-1].endswith(f"kept as {real}.bak") and (tmp_path / "real.py.bak").exists()
+
+
 async def test_the_save_question_keeps_its_keys_in_view_over_a_long_diff_at_80x24(make_app, tmp_path):
     long_reply = [[("```python\n", T)], *([(f"x{i} = {i}\n", D)] for i in range(80)), [("```\n", T)]]
     (tmp_path / "long.py").write_text("x = 0\n")

@@ -1,5 +1,6 @@
 """Before `/save` overwrites a file: the unified diff of what would change, and a yes or no.
-Y (or Enter) writes it, the old file kept as a backup; N or Esc writes nothing."""
+Y writes it, the old file kept as a backup; N or Esc writes nothing. Enter is no answer: it is
+the key that sent `/save`, and a second press of it must not replace a file."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class SaveConfirmScreen(ModalScreen[bool]):
     """Dismisses with True to write, False to leave the file as it is."""
 
     BINDINGS = [
-        Binding("y,enter", "answer(True)", "write it", priority=True),
+        Binding("y", "answer(True)", "write it", priority=True),
         Binding("n,escape", "answer(False)", "keep the file", priority=True),
     ]
     DEFAULT_CSS = """
@@ -57,8 +58,8 @@ class SaveConfirmScreen(ModalScreen[bool]):
             if self.warning:
                 yield Static(Content(self.warning), id="save-warning")
             # the keys above the diff: a long diff on a short terminal never pushes them out of view
-            yield Static("Y / Enter writes it · N / Esc writes nothing" if self.new else
-                         "Y / Enter writes it (the old file is kept as a backup) · N / Esc keeps the file", id="save-hint")
+            yield Static("Y writes it · N / Esc writes nothing" if self.new else
+                         "Y writes it (the old file is kept as a backup) · N / Esc keeps the file", id="save-hint")
             with VerticalScroll():
                 yield Static(diff_content(self.diff), id="save-diff")
 

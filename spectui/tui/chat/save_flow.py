@@ -61,4 +61,4 @@ def confirm(screen: ChatScreen, plan: SavePlan, warning: str | None = None) -> N
         screen.scroll.note(save(plan) if write else f"{plan.path}: kept as it was, nothing written")
         screen.prompt.focus()
 
-    screen.app.push_screen(SaveConfirmScreen(str(plan.path), plan.diff, warning, new=plan.old is None), answered)
+    screen.app.push_screen(SaveConfirmScreen(plan.title, plan.diff, warning, new=plan.old is None), answered)
