@@ -229,3 +229,24 @@ def test_a_file_command_with_a_request_below_attaches_then_sends_the_request():
     assert file_then_message(Command("file", "a.py b.py")) == (Command("file", "a.py b.py"), None)
     system = Command("system", "line one\nline two")  # other commands keep their lines
     assert file_then_message(system) == (system, None)
+
+
+def test_an_existing_name_wins_over_its_glob_and_the_glob_cap_counts_bytes(tmp_path, monkeypatch):
+    """Issue 59 item 8: `page[1].txt` was read as a glob; a `**` glob had no total cap."""
+    from typer.testing import CliRunner
+
+    from spectui.cli.app import app
+
+    (tmp_path / "page[1].txt").write_text("page one\n")
+    assert attachments.expand(["page[1].txt"], tmp_path) == (["page[1].txt"], [])
+    seen = []
+    monkeypatch.setattr("spectui.cli.generate.run_generate", lambda options, prompt, **kw: seen.append(prompt) or 0)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["generate", "-f", "page[1].txt", "explain"])
+    assert result.exit_code == 0 and "page one" in seen[0], result.output
+    for index in range(9):  # 9 files of 500 KB: under the file count, over 4 MB
+        (tmp_path / f"big{index}.txt").write_text("x" * 500 * 1024)
+    assert attachments.expand(["big*.txt"], tmp_path) == ([], [
+        "9 files match, 4.4 MB: at most 200 files and 4 MB go with one message, so nothing was attached (name fewer)"])
+    result = CliRunner().invoke(app, ["generate", "-f", "big*.txt", "explain"])
+    assert result.exit_code == 2 and "9 files match" in result.stderr and len(seen) == 1

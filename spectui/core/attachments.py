@@ -12,14 +12,20 @@ from __future__ import annotations
 import difflib
 import glob
 import hashlib
+import itertools
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectui.core.files import KB, FileTooLarge, NotAFile, read_capped, reason, size_words
+from spectui.core.files import KB, MB, FileTooLarge, NotAFile, read_capped, reason, size_words
 
 ATTACHMENT_LIMIT = 512 * KB  # far above a source file anyone asks a small model about
+# What the files waiting for one message may come to: far past any small model's context
+# (32k tokens ≈ 128 KB), far below the 54 MB a `**/*.py` over site-packages read in one go.
+FILES_AT_ONCE = 200
+BYTES_AT_ONCE = 4 * MB
+_COUNT_AT_MOST = 10_000  # a glob over the whole disk stops being walked here
 CHARS_PER_TOKEN = 4  # the estimate where the engine gives no tokenizer on this side
 _AT_PATH = re.compile(r"(?:^|(?<=\s))@(\S+)")
 _BACKTICKS = re.compile(r"`{3,}")
@@ -65,23 +71,47 @@ def size_text(size: int) -> str:
     return f"{size / KB:.1f} KB" if size < 1024 * KB else f"{size / (1024 * KB):.1f} MB"
 
 
-def expand(patterns: list[str], cwd: str | os.PathLike | None = None) -> tuple[list[str], list[str]]:
+def expand(patterns: list[str], cwd: str | os.PathLike | None = None,
+           waiting: tuple[int, int] = (0, 0)) -> tuple[list[str], list[str]]:
     """The paths the patterns name (globs expanded, sorted, each once) and one line per
-    pattern that names nothing."""
+    pattern that names nothing. A name that exists as written is that file, never a glob
+    (`page[1].txt`). Past FILES_AT_ONCE files or BYTES_AT_ONCE bytes, with the `waiting`
+    (files, bytes) already attached, no path and one line that says how many matched."""
     base = Path(cwd) if cwd is not None else Path.cwd()
     paths: list[str] = []
     problems: list[str] = []
     for pattern in patterns:
         expanded = os.path.expanduser(pattern)
-        if glob.has_magic(expanded):
-            found = sorted(glob.glob(expanded, root_dir=base, recursive=True))
+        if glob.has_magic(expanded) and not os.path.lexists(base / expanded):
+            found = sorted(itertools.islice(glob.iglob(expanded, root_dir=base, recursive=True), _COUNT_AT_MOST + 1))
             if not found:
                 problems.append(f"{pattern}: no file matches")
             paths.extend(found)
         else:
             paths.append(expanded)
     seen: set[str] = set()
-    return [p for p in paths if not (p in seen or seen.add(p))], problems
+    paths = [p for p in paths if not (p in seen or seen.add(p))]
+    over = over_cap(paths, base, waiting)
+    return ([], [over]) if over is not None else (paths, problems)
+
+
+def over_cap(paths: list[str], base: Path, waiting: tuple[int, int]) -> str | None:
+    """The line that refuses `paths` with the `waiting` (files, bytes), past the caps."""
+    files = len(paths) + waiting[0]
+    size = waiting[1] + sum(_size(base / path) for path in paths)
+    if files <= FILES_AT_ONCE and size <= BYTES_AT_ONCE:
+        return None
+    count = f"more than {_COUNT_AT_MOST:,}" if len(paths) > _COUNT_AT_MOST else f"{len(paths):,}"
+    already = f" (with the {waiting[0]:,} already waiting)" if waiting[0] else ""
+    return (f"{count} files match, {size_text(size)}{already}: at most {FILES_AT_ONCE} files and "
+            f"{size_words(BYTES_AT_ONCE)} go with one message, so nothing was attached (name fewer)")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def read_attachment(name: str, cwd: str | os.PathLike | None = None) -> Attachment | str:

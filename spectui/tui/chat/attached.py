@@ -10,10 +10,11 @@ chat again from there.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from spectui.core.attachments import (
-    Attachment, block, changed_lines, estimate_tokens, expand, message_with, read_attachment, size_text, split_blocks, without,
+    Attachment, block, changed_lines, estimate_tokens, expand, message_with, over_cap, read_attachment, size_text, split_blocks, without,
 )
 from spectui.tui.chat.transcript import Entry
 
@@ -46,6 +47,12 @@ class AttachedFiles:
         """Read the files the patterns name into the next message: one line per file
         (attached, changed, unchanged, or why not)."""
         paths, lines = expand(patterns, cwd)
+        base = Path(cwd) if cwd is not None else Path.cwd()
+        named = {str((base / path).resolve()) for path in paths}
+        others = [a for a in self.pending if a.path not in named]  # a file attached again replaces itself
+        over = over_cap(paths, base, (len(others), sum(a.size for a in others))) if others else None
+        if over is not None:
+            return [over]
         for name in paths:
             read = read_attachment(name, cwd)
             lines.append(read if isinstance(read, str) else self._add(read))
@@ -64,6 +71,22 @@ class AttachedFiles:
             return f"Attached {described}: it goes with your next message"
         added, removed = changed_lines(before.text, attachment.text)
         return f"{attachment.name} changed (+{added} −{removed} lines): the new version goes with your next message"
+
+    def refresh(self) -> list[str]:
+        """The waiting files read again as the message goes: one that changed since `/file`
+        goes as it is now, and a line says so (a file gone or unreadable goes as attached)."""
+        lines = []
+        for index, attached in enumerate(self.pending):
+            now = read_attachment(attached.path)
+            if isinstance(now, str):
+                lines.append(f"{attached.name} cannot be read again ({now.partition(': ')[2]}): "
+                             f"it goes as it was attached")
+            elif now.sha256 != attached.sha256:
+                self.pending[index] = replace(now, name=attached.name)
+                added, removed = changed_lines(attached.text, now.text)
+                lines.append(f"{attached.name} changed since it was attached (+{added} −{removed} lines): "
+                             f"the version sent is the one on disk now")
+        return lines
 
     def compose(self, text: str) -> tuple[str, list[Attachment]]:
         """The user's turn with the waiting files in it, and those files (no longer waiting)."""

@@ -33,13 +33,13 @@ class ChatCommands:
         self.files = AttachedFiles()
         self.finder = Finder(screen)
         self.cwd: str | None = None  # where relative paths start (None: the process's folder)
+        self.confirming: str | None = None  # a message whose @path files a server would get, asked once
 
     def intercept(self, typed: str) -> str | None:
         """The text to send as a message, or None when the box held a command (done here)."""
         parsed = parse(typed)
         if parsed is None:
-            self.attach_mentioned(typed)
-            return typed
+            return typed  # its @path files are read once the message is accepted (Turns.submit)
         if isinstance(parsed, Literal):
             return parsed.text
         if isinstance(parsed, Unknown):
@@ -67,10 +67,28 @@ class ChatCommands:
             self.screen.notify(over, severity="warning", timeout=10)
             self.say([over], error=True)
 
+    def mentioned(self, text: str) -> list[str]:
+        """The message's `@path` words that name a file or folder here."""
+        return [path for path in at_paths(text) if (Path(self.cwd or ".") / path).expanduser().exists()]
+
     def attach_mentioned(self, text: str) -> None:
-        mentioned = [path for path in at_paths(text) if (Path(self.cwd or ".") / path).expanduser().exists()]
+        mentioned = self.mentioned(text)
         if mentioned:
             self.attach(mentioned)
+
+    def may_send_mentioned(self, text: str) -> bool:
+        """A message whose `@path` files would leave this machine (a server engine) goes only
+        when sent a second time as it is: the first Enter says where they would go."""
+        engine = self.screen.host.engine
+        mentioned = self.mentioned(text)
+        if engine is None or engine.info.name != "server" or not mentioned or self.confirming == text:
+            self.confirming = None
+            return True
+        self.confirming = text
+        names = ", ".join(mentioned)
+        self.say([f"{names} would go to the server at {engine.info.device} with this message: "
+                  f"Enter again sends them; edit the message to keep them here"], error=True)
+        return False
 
     def context_note(self) -> str | None:
         """One line when the chat with its waiting files would not fit the model's context."""
@@ -87,6 +105,7 @@ class ChatCommands:
     def compose(self, text: str, before: Widget | None = None) -> tuple[str, list]:
         """The user's turn with the waiting files, each shown as a folded block (before `before`,
         a message already shown while it waited), and those files."""
+        self.say(self.files.refresh())
         content, files = self.files.compose(text)
         for attachment in files:
             view = AttachmentView(attachment, f"≈{attachment.estimated_tokens:,} tokens")

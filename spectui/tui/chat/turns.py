@@ -51,7 +51,7 @@ class Turns:
             screen.commands.attach_mentioned(text)
             screen.prompt.wait(text, screen.scroll)
             screen.refresh_bar()
-        else:
+        elif screen.commands.may_send_mentioned(text):
             screen.commands.attach_mentioned(text)
             screen.prompt.clear()
             screen.send(text)
