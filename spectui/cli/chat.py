@@ -214,8 +214,22 @@ def config_init_command(force: bool = typer.Option(False, "--force", help="Overw
     typer.echo(str(path))
 
 
+LimitOption = typer.Option(200, "--limit", min=1, help="Show the newest N (default 200).")
+AllOption = typer.Option(False, "--all", help="Show every one (no --limit).")
+
+
+def say_how_many(shown: int, total: int, what: str) -> None:
+    """On stderr, when the list is cut: a script reading stdout sees only the rows."""
+    if shown < total:
+        typer.echo(f"showing the newest {shown:,} of {total:,} {what}: --limit N or --all shows more", err=True)
+
+
 @history_app.command("list")
-def history_list_command(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")) -> None:
+def history_list_command(
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    limit: int = LimitOption,
+    every: bool = AllOption,
+) -> None:
     """Saved conversations, newest first."""
     import time
 
@@ -223,11 +237,12 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
     from spectui.store import Store, default_store_path
 
     path = default_store_path()
-    summaries = []
+    summaries, total = [], 0
     if path.exists():
         try:
             store = Store(path, read_only=True)
-            summaries = store.list_conversations()
+            summaries = store.list_conversations(None if every else limit)
+            total = store.count_conversations()
             store.close()
         except SpectuiError as error:
             fail(error)
@@ -239,6 +254,7 @@ def history_list_command(as_json: bool = typer.Option(False, "--json", help="One
         else:
             updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.updated))
             typer.echo(f"{summary.id:>5}  {updated}  {summary.num_messages:>3} msgs  {safe_line(summary.title)}")
+    say_how_many(len(summaries), total, "conversations")
 
 
 @history_app.command("export")
@@ -324,6 +340,8 @@ def history_salvage_command(
 def history_search_command(
     text: list[str] = typer.Argument(..., help="Words to find, each as a word or its start; all in one message, or in the title."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    limit: int = LimitOption,
+    every: bool = AllOption,
 ) -> None:
     """Search every conversation's messages and titles; newest first, the match marked."""
     from rich.console import Console
@@ -335,7 +353,8 @@ def history_search_command(
         return  # nothing saved yet
     try:
         store = open_for_search(path)
-        hits = store.search(" ".join(text))
+        hits = store.search(" ".join(text), None if every else limit)
+        total = store.count_matches(" ".join(text)) if len(hits) == limit and not every else len(hits)
         store.close()
     except SpectuiError as error:
         fail(error)
@@ -346,6 +365,7 @@ def history_search_command(
             typer.echo(json.dumps(search_record(hit)))
         else:
             console.print(search_line(hit, styled))
+    say_how_many(len(hits), total, "conversations that match")
 
 
 # Where a terminal draws no styles (a pipe, TERM=dumb), the match sits between these.

@@ -9,7 +9,7 @@ own, so a lock held elsewhere never freezes the UI. The modules import each othe
 
 from spectui.store.database import data_folder, default_store_path
 from spectui.store.export import APPROXIMATE_NOTE, export_json, export_markdown, export_trace_jsonl
-from spectui.store.history import Store, open_existing, open_for_search
+from spectui.store.history import LIST_LIMIT, Store, open_existing, open_for_search
 from spectui.store.records import (
     Conversation,
     ConversationSummary,
@@ -25,6 +25,7 @@ from spectui.store.write_queue import HistoryQueue, RowId
 
 __all__ = [
     "APPROXIMATE_NOTE",
+    "LIST_LIMIT",
     "SCHEMA_VERSION",
     "Conversation",
     "ConversationSummary",

@@ -22,7 +22,10 @@ from spectui.store.records import (
     StoredStep,
     StoreError,
 )
-from spectui.store.schema import SEARCH, SEARCH_VERSION, SHOWN, match_query, require_fts5, snippet_parts
+from spectui.store.schema import SEARCH, SEARCH_COUNT, SEARCH_VERSION, SHOWN, match_query, require_fts5, snippet_parts
+
+
+LIST_LIMIT = 200  # rows a list or a search shows unless asked for more (they say how many there are)
 
 
 def open_for_search(path: Path) -> Store:
@@ -132,19 +135,34 @@ class Store(Database):
 
     # reading
 
-    def search(self, text: str, limit: int = 200) -> list[SearchHit]:
-        """Conversations whose messages or title hold every word of `text` (as prefixes)."""
-        query = match_query(text)
+    def search(self, text: str, limit: int | None = LIST_LIMIT) -> list[SearchHit]:
+        """Conversations whose messages or title hold every word of `text` (as prefixes),
+        the newest `limit` of them (None: all)."""
+        query = self._search_query(text)
         if not query:
             return []
-        require_fts5()
-        if self.version < SEARCH_VERSION:
-            raise StoreError(f"history {self.path} is not indexed for search yet: open it writable once")
-        rows = self._read(SEARCH, {"query": query, "limit": limit})
+        rows = self._read(SEARCH, {"query": query, "limit": -1 if limit is None else limit})
         return [SearchHit(row[0], row[1], row[2], row[3], row[4], snippet_parts(row[5])) for row in rows]
 
-    def list_conversations(self, limit: int = 200) -> list[ConversationSummary]:
-        return self._summaries("GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?", (limit,))
+    def count_matches(self, text: str) -> int:
+        """How many conversations `search(text, None)` would list."""
+        query = self._search_query(text)
+        return self._read(SEARCH_COUNT, {"query": query})[0][0] if query else 0
+
+    def _search_query(self, text: str) -> str:
+        query = match_query(text)
+        if query:
+            require_fts5()
+            if self.version < SEARCH_VERSION:
+                raise StoreError(f"history {self.path} is not indexed for search yet: open it writable once")
+        return query
+
+    def list_conversations(self, limit: int | None = LIST_LIMIT) -> list[ConversationSummary]:
+        """The newest `limit` conversations (None: all)."""
+        return self._summaries("GROUP BY c.id ORDER BY c.updated DESC, c.id DESC LIMIT ?", (-1 if limit is None else limit,))
+
+    def count_conversations(self) -> int:
+        return self._read("SELECT COUNT(*) FROM conversations")[0][0]
 
     def conversation_summary(self, conversation_id: int) -> ConversationSummary:
         found = self._summaries("WHERE c.id = ? GROUP BY c.id", (conversation_id,))

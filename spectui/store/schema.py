@@ -141,6 +141,16 @@ SHOWN = "(CASE WHEN json_valid(m.stats) THEN coalesce(json_extract(m.stats, '$.s
 
 # One row per conversation, newest first like the list it filters, with the snippet of its
 # best match (by FTS5's rank); a message's match is preferred to the title's.
+# How many conversations SEARCH would list with no limit ("showing 200 of 5,001").
+SEARCH_COUNT = f"""
+SELECT COUNT(*) FROM (
+    SELECT m.conversation_id FROM message_search JOIN messages m ON m.id = message_search.rowid
+    WHERE message_search MATCH :query AND {SHOWN}
+    UNION
+    SELECT title_search.rowid FROM title_search WHERE title_search MATCH :query
+) hits JOIN conversations c ON c.id = hits.conversation_id
+"""
+
 SEARCH = f"""
 WITH hits (conversation_id, from_title, score, snippet) AS (
     SELECT m.conversation_id, 0, message_search.rank,

@@ -25,7 +25,7 @@ from spectui.core.files import write_user_file
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.core.safe_text import escaped_json
-from spectui.store import ConversationSummary, HistoryQueue, SearchHit, Store, export_json, export_markdown, export_trace_jsonl
+from spectui.store import LIST_LIMIT, ConversationSummary, HistoryQueue, SearchHit, Store, export_json, export_markdown, export_trace_jsonl
 from spectui.tui.widgets.safe_fields import SafeInput
 
 MATCH_STYLE = "bold reverse"
@@ -86,6 +86,7 @@ class HistoryScreen(Screen):
         Binding(DEFAULT_KEYS["history_rename"], "rename", "rename", id="history_rename"),
         Binding(DEFAULT_KEYS["history_delete"], "delete", "delete", id="history_delete"),
         Binding("down", "results", show=False),  # from the search box down into the list
+        Binding("m", "more", "more"),
     ]
     DEFAULT_CSS = """
     HistoryScreen { background: $background; }
@@ -93,6 +94,7 @@ class HistoryScreen(Screen):
     HistoryScreen #search { margin: 0 1; }
     HistoryScreen DataTable { height: 1fr; }
     HistoryScreen #empty { padding: 1 2; color: $text-muted; }
+    HistoryScreen #more { padding: 0 1; color: $warning; }
     """
 
     def __init__(self, store: Store, export_dir: Path, open_id: int | None = None,
@@ -103,11 +105,13 @@ class HistoryScreen(Screen):
         self.export_dir = export_dir
         self.open_id = open_id
         self.shown: dict[int, ConversationSummary] = {}  # by id, as listed
+        self.limit = LIST_LIMIT  # the newest this many are listed; M lists LIST_LIMIT more
 
     def compose(self) -> ComposeResult:
         yield Static("History", classes="title")
         yield SafeInput(placeholder="search all conversations (/)", id="search")
         yield Static("", id="empty")
+        yield Static("", id="more")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="conversations")
         yield Footer()
 
@@ -131,11 +135,16 @@ class HistoryScreen(Screen):
         """Every conversation (newest first), or those that match `text`; the cursor stays
         on `keep` when it is still listed."""
         try:
-            rows = self.store.search(text) if text.strip() else self.store.list_conversations()
+            rows = self.store.search(text, self.limit) if text.strip() else self.store.list_conversations(self.limit)
+            total = len(rows) if len(rows) < self.limit else \
+                self.store.count_matches(text) if text.strip() else self.store.count_conversations()
         except SpectuiError as error:
             self.notify(one_line(error), severity="error")
             return
         searching = bool(text.strip())
+        more = self.query_one("#more", Static)
+        more.update(Text(f"Showing the newest {len(rows):,} of {total:,}: M shows {LIST_LIMIT} more"))
+        more.display = len(rows) < total
         table = self.table
         table.clear(columns=True)
         table.add_columns("id", "updated", "messages", "title", *(["match"] if searching else []))
@@ -167,6 +176,10 @@ class HistoryScreen(Screen):
             self.table.focus()
         else:
             self.app.pop_screen()
+
+    def action_more(self) -> None:
+        self.limit += LIST_LIMIT
+        self.show_matches(self.search_box.value, keep=self._selected_id())
 
     def action_search(self) -> None:
         self.search_box.focus()
