@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spectui.core.files import KB, MB, FileTooLarge, NotAFile, read_capped, reason, size_words
+from spectui.core.safe_text import echoed, safe_text
 
 ATTACHMENT_LIMIT = 512 * KB  # far above a source file anyone asks a small model about
 # What the files waiting for one message may come to: far past any small model's context
 # (32k tokens ≈ 128 KB), far below the 54 MB a `**/*.py` over site-packages read in one go.
 FILES_AT_ONCE = 200
 BYTES_AT_ONCE = 4 * MB
+NAME_ECHO_LIMIT = 160  # characters of a path a one-line refusal repeats
 _COUNT_AT_MOST = 10_000  # a glob over the whole disk stops being walked here
 CHARS_PER_TOKEN = 4  # the estimate where the engine gives no tokenizer on this side
 _AT_PATH = re.compile(r"(?:^|(?<=\s))@(\S+)")
@@ -85,7 +87,7 @@ def expand(patterns: list[str], cwd: str | os.PathLike | None = None,
         if glob.has_magic(expanded) and not os.path.lexists(base / expanded):
             found = sorted(itertools.islice(glob.iglob(expanded, root_dir=base, recursive=True), _COUNT_AT_MOST + 1))
             if not found:
-                problems.append(f"{pattern}: no file matches")
+                problems.append(f"{echoed(pattern, NAME_ECHO_LIMIT)}: no file matches")
             paths.extend(found)
         else:
             paths.append(expanded)
@@ -118,25 +120,32 @@ def read_attachment(name: str, cwd: str | os.PathLike | None = None) -> Attachme
     """The file `name` as an attachment, or the one line that says why it is not one: a
     folder, a device, a FIFO, a binary, an unreadable or a huge file (never read past the cap)."""
     path = Path(cwd or Path.cwd()) / Path(name).expanduser()
+    shown = echoed(name, NAME_ECHO_LIMIT)
     try:
         data = read_capped(path, ATTACHMENT_LIMIT)
     except FileTooLarge:
-        return f"{name}: larger than {size_words(ATTACHMENT_LIMIT)}, not attached"
+        return f"{shown}: larger than {size_words(ATTACHMENT_LIMIT)}, not attached"
     except IsADirectoryError:
-        return f"{name}: a folder, not attached (name its files, or a glob such as {name.rstrip('/')}/*.py)"
+        return f"{shown}: a folder, not attached (name its files, or a glob such as {shown.rstrip('/')}/*.py)"
     except NotAFile as error:
-        return f"{name}: {reason(error)}, not attached"
+        return f"{shown}: {reason(error)}, not attached"
     except FileNotFoundError:
-        return f"{name}: no such file"
+        return f"{shown}: no such file"
     except OSError as error:
-        return f"{name}: cannot read it ({reason(error)})"
+        return f"{shown}: cannot read it ({reason(error)})"
     if b"\0" in data:
-        return f"{name}: a binary file, not attached"
+        return f"{shown}: a binary file, not attached"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return f"{name}: not UTF-8 text (a binary file?), not attached"
-    return Attachment(name, str(path.resolve()), len(data), hashlib.sha256(data).hexdigest(), text)
+        return f"{shown}: not UTF-8 text (a binary file?), not attached"
+    return Attachment(file_name(name), str(path.resolve()), len(data), hashlib.sha256(data).hexdigest(), text)
+
+
+def file_name(name: str) -> str:
+    """A file's name as the chat shows and stores it: one line, every control a visible picture
+    (a newline in it would break its block's header, which a resumed chat reads back)."""
+    return safe_text(name).replace("\n", "\u240a").replace("\t", "\u2409")
 
 
 def block(attachment: Attachment) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from spectui.core.safe_text import echoed
+
 
 @dataclass(frozen=True)
 class CommandSpec:
@@ -58,7 +60,7 @@ class Unknown:
 
     @property
     def message(self) -> str:
-        return f"No command /{self.name}: /help lists them (// sends a line that starts with a slash)."
+        return f"No command /{echoed(self.name)}: /help lists them (// sends a line that starts with a slash)."
 
 
 @dataclass(frozen=True)
@@ -110,13 +112,18 @@ def help_lines() -> list[str]:
     return [f"{spec.synopsis:<{width}}  {spec.help}" for spec in COMMANDS]
 
 
+K_DIGITS = 6  # /k and /save's N: far past any k or block count, far short of int()'s digit limit
+
+
 def parse_k(text: str) -> int | str:
     """`/k`'s argument: a whole number of tokens from 0, or "auto". ValueError says why not."""
     word = text.strip().lower()
     if word == "auto":
         return "auto"
-    if not word.isdigit():
-        raise ValueError(f"/k takes a whole number from 0 or auto, not {text.strip()!r}")
+    # ASCII digits only ("²" is a digit to str.isdigit, not to int), and few of them: int() of
+    # 5,000 digits raises its own limit's message
+    if not (word.isascii() and word.isdigit()) or len(word) > K_DIGITS:
+        raise ValueError(f"/k takes a whole number from 0 or auto, not {echoed(text.strip())!r}")
     return int(word)
 
 
@@ -125,9 +132,9 @@ def parse_temperature(text: str) -> float:
     try:
         value = float(text.strip())
     except ValueError:
-        raise ValueError(f"/t takes a temperature such as 0 or 0.7, not {text.strip()!r}") from None
+        raise ValueError(f"/t takes a temperature such as 0 or 0.7, not {echoed(text.strip())!r}") from None
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"/t takes a temperature from 0, not {text.strip()!r}")
+        raise ValueError(f"/t takes a temperature from 0, not {echoed(text.strip())!r}")
     return value
 
 
@@ -136,7 +143,7 @@ def parse_save(args: list[str]) -> tuple[str, int | None]:
     if not args or len(args) > 2:
         raise ValueError("/save takes a path and, if you want another than the last, a block's number: /save PATH [N]")
     if len(args) == 2:
-        if not args[1].isdigit() or int(args[1]) < 1:
-            raise ValueError(f"/save's block number counts from 1, not {args[1]!r}")
+        if not (args[1].isascii() and args[1].isdigit()) or len(args[1]) > K_DIGITS or int(args[1]) < 1:
+            raise ValueError(f"/save's block number counts from 1, not {echoed(args[1])!r}")
         return args[0], int(args[1])
     return args[0], None

@@ -54,6 +54,16 @@ def safe_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", safe_text(text))
 
 
+ECHO_LIMIT = 60  # characters of what the user typed that a one-line answer repeats
+
+
+def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
+    """What the user typed, repeated in a one-line answer: one safe line, cut past `limit`
+    characters (a 100 KB argument would otherwise fill the screen with its echo)."""
+    line = safe_line(text)
+    return line if len(line) <= limit else f"{line[:limit]}… ({len(text):,} characters)"
+
+
 # What json.dumps(..., ensure_ascii=False) leaves raw that a terminal may act on (DEL, C1)
 # or cannot encode (lone surrogates) or lays out reordered (bidi controls); U+2028/9 end
 # lines in some readers.

@@ -123,7 +123,8 @@ class AttachedFiles:
     def find(self, name: str) -> Attachment | Sent | None:
         """The file called `name` (its name as attached, or the file's own name): waiting first."""
         def named(attachment: Attachment) -> bool:
-            return name in (attachment.name, attachment.name.rsplit("/", 1)[-1])
+            plain = attachment.name.replace("\u240a", " ")  # a newline in the name, typed as a space
+            return name in (attachment.name, attachment.name.rsplit("/", 1)[-1], plain, plain.rsplit("/", 1)[-1])
 
         waiting = next((a for a in self.pending if named(a)), None)
         return waiting if waiting is not None else next((s for s in reversed(self.sent) if named(s.attachment)), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spectui.core.safe_text import echoed
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
 
@@ -43,7 +44,7 @@ class Finder:
             if shown is not None:
                 self.matches.extend([widget] * shown.casefold().count(needle))
         if not self.matches:
-            screen.notify(f"Not in this chat: {text}")
+            screen.notify(f"Not in this chat: {echoed(text)}")
             return
         screen.scroll.focus()  # n and N are the conversation's keys, not letters for the box
         self.show(0)
@@ -64,7 +65,7 @@ class Finder:
             widget.collapsed = False
         self.screen.scroll.following = False
         self.screen.scroll.scroll_to_widget(widget, animate=False, top=True)
-        self.screen.notify(f"{self.text}: match {index + 1} of {len(self.matches)} · n next · N previous · Esc back",
+        self.screen.notify(f"{echoed(self.text)}: match {index + 1} of {len(self.matches)} · n next · N previous · Esc back",
                            timeout=3)
 
     def clear(self) -> None:
