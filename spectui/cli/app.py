@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from spectui.cli.common import command_of, fail, help_when_bare
+from spectui.cli.common import OUTPUT_ERRNOS, command_of, fail, help_when_bare, output_failed, tolerant_output
 from spectui.cli.engine_options import PASSED_BY_TAKES_SETTINGS, Given, takes_settings
 from spectui.cli.prompt import ComparePromptArgument, FilesOption, PromptArgument, read_prompt, with_files
 from spectui.core.errors import SpectuiError, UsageError
@@ -238,10 +238,16 @@ _register_commands()
 
 
 def main() -> None:
+    tolerant_output()
     try:
         # Not standalone: a usage error (a bad choice, a missing argument) comes here as an
         # exception, to be one line like every other refusal instead of typer's boxed block.
         code = command_of(app)(standalone_mode=False, prog_name="spectui")
+        sys.stdout.flush()  # here, where a full disk is one line, not at exit
+    except OSError as error:
+        if error.errno not in OUTPUT_ERRNOS:
+            raise
+        output_failed(error)
     except (KeyboardInterrupt, typer.Abort):
         typer.echo("spectui: interrupted", err=True)
         sys.exit(130)

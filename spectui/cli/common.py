@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import sys
 from typing import Any, NoReturn
 
 import typer
@@ -41,3 +44,28 @@ def _unlabel_flags(command: Any) -> None:
             param.metavar = ""
     for sub in getattr(command, "commands", {}).values():
         _unlabel_flags(sub)
+
+
+def tolerant_output() -> None:
+    """stdout and stderr in an encoding that lacks a character (PYTHONIOENCODING=latin-1,
+    an ascii locale) write "?" for it instead of raising: the reply is kept, not lost."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (stream.encoding or "").lower().replace("-", "") != "utf8":
+            reconfigure(errors="replace" if stream is sys.stdout else "backslashreplace")
+
+
+# What a write to stdout fails with: a full disk or quota, a device error, a reader gone.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EPIPE, errno.EFBIG})
+
+
+def output_failed(error: OSError) -> NoReturn:
+    """Writing the output failed (a full disk, a closed pipe): one line on stderr, none for a
+    reader that simply stopped, and no second failure when Python flushes stdout at exit."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if error.errno != errno.EPIPE:
+        typer.echo(f"spectui: error: cannot write the output: {safe_line(error.strerror or str(error))}", err=True)
+    sys.exit(1)

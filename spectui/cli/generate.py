@@ -90,10 +90,13 @@ def run_generate(
         err.print(legend)
 
     def show(step: Step, _reply: object = None) -> None:
-        if raw:
-            render.write_raw(out, step.text)
-        elif not as_json:
-            out.print(render.step_text(step, look), end="")
+        try:
+            if raw:
+                render.write_raw(out, step.text)
+            elif not as_json:
+                out.print(render.step_text(step, look), end="")
+        except OSError as error:  # the output's own failure, not the engine's: said as it is
+            raise SpectuiError(f"cannot write the reply: {error.strerror or error}") from None
 
     try:
         reply = run_reply(engine, messages, params, control, on_step=None if as_json else show)

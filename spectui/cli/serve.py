@@ -145,11 +145,11 @@ def _short(line: str, width: int = 90) -> str:
 
 
 def _shell_line(argv: list[str]) -> str:
-    import shlex
-
     from rich.markup import escape
 
-    return escape(" ".join(shlex.quote(part) for part in argv))
+    from spectui.engines.vllm.args import shell_line
+
+    return escape(shell_line(argv))
 
 
 def _note(text: str) -> None:

@@ -10,6 +10,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from spectui.core.safe_text import safe_text
 from spectui.settings.options import EngineOptions, OptionError, speculative_config_dict
 
 # spectui's --method -> vLLM's speculative_config "method"
@@ -112,4 +113,20 @@ def serve_argv(options: EngineOptions, models: VllmModels, host: str = "127.0.0.
 
 
 def shell_line(argv: list[str]) -> str:
-    return " ".join(shlex.quote(part) for part in argv)
+    """The command as a shell reads it, every word quoted; a word holding a control (a model
+    folder's name) in bash's $'…' form, so the line is still exact and the terminal obeys nothing."""
+    return " ".join(shell_word(part) for part in argv)
+
+
+def shell_word(part: str) -> str:
+    if safe_text(part) == part and "\n" not in part and "\t" not in part:
+        return shlex.quote(part)
+    return "$'" + "".join(_ansi_c(char) for char in part) + "'"
+
+
+def _ansi_c(char: str) -> str:
+    if char in "\\'":
+        return "\\" + char
+    if safe_text(char) == char and char not in "\n\t":
+        return char
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
