@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spectui.cli.app import app, main
+from spectui.core.errors import UsageError
 from spectui.settings.config import ChatConfig
 from spectui.settings.table import settings_for
 from spectui.store import Store
@@ -190,3 +191,24 @@ def test_chat_refuses_a_pipe_in_one_line(data_dir, monkeypatch):
     assert re.fullmatch(r"spectui: error: the chat app needs a terminal, but stdin is not one: .*\n", result.stderr)
     result = runner.invoke(app, ["chat", "--engine", "scripted"], input="")
     assert result.exit_code == 2 and list(data_dir.iterdir()) == []  # no history file made for it
+
+
+
+def test_chat_refuses_a_dumb_terminal_in_one_line(monkeypatch):
+    """Issue 59 item 8: TERM=dumb drew the full-screen app anyway."""
+    from spectui.cli.chat import require_terminal
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    monkeypatch.setattr("sys.stdout", Terminal())
+    monkeypatch.setenv("TERM", "dumb")
+    with pytest.raises(UsageError) as caught:
+        require_terminal()
+    assert caught.value.exit_code == 2 and str(caught.value) == (
+        "the chat app needs a terminal that can draw a full screen, and TERM=dumb cannot: "
+        "use spectui generate for one reply, or set TERM (e.g. xterm-256color)")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    require_terminal()

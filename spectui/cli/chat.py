@@ -190,6 +190,12 @@ def require_terminal() -> None:
         if not stream.isatty():
             raise UsageError(f"the chat app needs a terminal, but {name} is not one: "
                              "for one reply from a pipe use spectui generate (or compare --table)")
+    if os.environ.get("TERM", "") in DUMB_TERMINALS:  # it cannot draw the full screen: a scroll of escapes
+        raise UsageError(f"the chat app needs a terminal that can draw a full screen, and TERM={os.environ['TERM']} "
+                         "cannot: use spectui generate for one reply, or set TERM (e.g. xterm-256color)")
+
+
+DUMB_TERMINALS = frozenset({"dumb", "unknown"})
 
 
 @config_app.command("path")
