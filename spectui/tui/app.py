@@ -119,10 +119,15 @@ class SpectuiApp(App):
         if self.attach:
             self.call_after_refresh(self.chat_screen.commands.attach, self.attach)
         if self.history is not None:
-            self.history_watch = HistoryWatch(self.history, self.notify)
+            self.history_watch = HistoryWatch(self.history, self.notify, self.withdraw_notice)
             self.set_interval(HistoryWatch.EVERY_S, self.history_watch.check)
         self.host.start()  # if the command did not start it before the app
         self.host.attach(lambda: self.call_later(self.host.pump), self.set_timer)
+
+    def withdraw_notice(self, message: str) -> None:
+        """Take the notices that say `message` off the screen now."""
+        for notification in [n for n in self._notifications if n.message == message]:
+            self._unnotify(notification)
 
     def exit(self, result: object = None, return_code: int = 0, message: RenderableType | None = None) -> None:
         self.host.drop_restart()  # the screens let the engine go as they close: no restart then

@@ -16,9 +16,11 @@ class HistoryWatch:
     EVERY_S = 0.25
     NOTICE_AFTER_S = 1.0
 
-    def __init__(self, history: HistoryQueue, notify: Callable[..., None]) -> None:
+    def __init__(self, history: HistoryQueue, notify: Callable[..., None],
+                 withdraw: Callable[[str], None] = lambda message: None) -> None:
         self.history = history
         self.notify = notify
+        self.withdraw = withdraw  # takes a notice off the screen before its timeout
         self.locked = False
         self.dropped_said = 0
 
@@ -32,5 +34,6 @@ class HistoryWatch:
         if stalled and not self.locked:
             self.notify(LOCKED_NOTICE, severity="warning", timeout=30)
         elif self.locked and not stalled and self.history.idle:
+            self.withdraw(LOCKED_NOTICE)  # else it stays up to its 30 s, saying a lock that is gone
             self.notify("History saved: the other spectui let go of it.")
         self.locked = stalled or (self.locked and not self.history.idle)
