@@ -71,3 +71,22 @@ def test_serve_print_shows_a_folders_controls_as_escapes_that_still_paste(model_
     assert word == "$'" + str(model_folder.parent) + "/model\\x1b]0;pwned\\x07\\x1b[2J'"
     echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True)
     assert echoed.stdout == str(model_folder)
+
+
+def test_generate_says_why_it_runs_on_torch(monkeypatch, capsys):
+    """Issue 59 item 8: generate fell back from ggml to torch without a word."""
+    from dataclasses import replace
+
+    from spectui.cli.generate import run_generate
+    from spectui.engines.scripted import ScriptedEngine
+    from spectui.settings.options import EngineOptions
+
+    def torch_engine(options, models, progress=None):
+        engine = ScriptedEngine()
+        engine.info = replace(engine.info, backend="torch float32: libllama could not load: libggml.so: no such file")
+        return engine
+
+    monkeypatch.setattr("spectui.engines.factory.build_engine", torch_engine)
+    assert run_generate(EngineOptions(max_tokens=8), "hi", models=None, system=None, as_json=False) == 0
+    err = capsys.readouterr().err
+    assert "spectui: on torch, not ggml: libllama could not load: libggml.so: no such file" in err.replace("\n", " ")

@@ -74,6 +74,8 @@ def run_generate(
     else:
         with rich_progress() as progress:
             engine = build_engine(options, models, progress=progress)
+    if engine.info.backend.startswith("torch ") and ": " in engine.info.backend:  # ggml was the choice
+        err.print(render.shown(f"spectui: on torch, not ggml: {engine.info.backend.partition(': ')[2]}"), style="yellow")
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     k = engine_k(engine, options.k)
