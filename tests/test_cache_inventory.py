@@ -6,6 +6,7 @@ is "(default)", and a byte flipped between the sampled blocks of a kept GGUF is 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,12 +49,19 @@ def keep_gguf(alias: str, data: bytes, monkeypatch) -> Path:
     return path
 
 
-def flip_between_samples(path: Path) -> None:
+def flip_between_samples(path: Path, unseen: bool = True) -> None:
+    """unseen: as the disk's own damage would be, with the file's stamp as recorded (a write
+    through the filesystem changes it, and the load check then hashes the file whole)."""
     with open(path, "r+b") as handle:
         handle.seek(FLIPPED_AT)
         byte = handle.read(1)
         handle.seek(FLIPPED_AT)
         handle.write(bytes([byte[0] ^ 0xFF]))
+    if unseen:
+        record_path = path.parent / gguf_local.RECORD_FILE
+        record = json.loads(record_path.read_text())
+        record["file"]["stamp"] = integrity.stamp_of(path)
+        record_path.write_text(json.dumps(record))
 
 
 def test_the_list_shows_a_kept_gguf_cached_with_its_size_and_one_default(tiny_bytes, monkeypatch):
@@ -84,6 +92,27 @@ def test_verify_finds_a_byte_flipped_between_the_sampled_blocks_of_a_kept_gguf(t
     assert result.exit_code == 0 and "holds no models" not in said
     assert f"{DEFAULT_TARGET} GGUF: {path.name} does not match its checksum: fetching it" in said
     assert fetched == [DEFAULT_TARGET]
+
+
+def test_a_byte_flipped_by_a_write_between_the_samples_is_refetched_at_the_next_start(tiny_bytes, monkeypatch):
+    """Issue 59 item 8: it loaded silently; the write changed the file's stamp."""
+    path = keep_gguf(DEFAULT_TARGET, tiny_bytes, monkeypatch)
+    flip_between_samples(path, unseen=False)
+    fetched = []
+
+    def fetch_again(spec, folder, progress=None):
+        fetched.append(spec.alias)
+        path.write_bytes(tiny_bytes)
+        return path
+
+    monkeypatch.setattr("spectui.models.fetch.fetch_gguf", fetch_again)
+    assert gguf_local.local_gguf(resolve(DEFAULT_TARGET)) == path
+    assert fetched == [DEFAULT_TARGET] and path.read_bytes() == tiny_bytes
+    assert gguf_local.local_gguf(resolve(DEFAULT_TARGET)) == path and fetched == [DEFAULT_TARGET]
+    os.utime(path, ns=(1, 1))  # touched, the bytes the same: hashed whole once, the new stamp kept
+    assert gguf_local.local_gguf(resolve(DEFAULT_TARGET)) == path and fetched == [DEFAULT_TARGET]
+    record = json.loads((path.parent / gguf_local.RECORD_FILE).read_text())["file"]
+    assert record["stamp"] == integrity.stamp_of(path)
 
 
 def test_a_crash_while_loading_makes_the_next_start_hash_every_byte(tiny_bytes, monkeypatch):

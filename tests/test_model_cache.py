@@ -198,6 +198,8 @@ def test_verify_hashes_every_byte_where_the_load_check_samples(tmp_path):
     with open(big, "r+b") as handle:  # one byte between two samples
         handle.seek(integrity.SAMPLE_STRIDE * 10 + integrity.SAMPLE_BYTES + 100)
         handle.write(b"\x00" if handle.read(1) != b"\x00" else b"\x01")
+    assert "does not match" in integrity.quick_problem(tmp_path, records)  # written: its stamp changed
+    records["big.bin"]["stamp"] = integrity.stamp_of(big)  # a flip the filesystem never saw (the disk's own)
     assert integrity.quick_problem(tmp_path, records) is None
     assert "does not match" in integrity.full_problem(tmp_path, records)
 

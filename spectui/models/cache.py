@@ -34,7 +34,7 @@ def int8_scheme() -> dict:
 _checked: dict[Path, int] = {}  # folders whose quick check passed in this process -> their marker's mtime
 # Beside spectui.json once every byte matched its checksum, holding that spectui.json's mtime: the
 # first load after a download (and `models verify`) hashes every byte, later loads the sample
-# (which misses a flip between its blocks).
+# (a file whose stamp changed since its record, whole: spectui.models.integrity).
 FULL_CHECK_FILE = "full-check-passed"
 
 

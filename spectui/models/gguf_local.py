@@ -24,7 +24,8 @@ from spectui.models.registry import ModelPair, ResolvedModel, cache_dir, gguf_di
 RECORD_FILE = "spectui-gguf.json"  # beside a kept GGUF: written once it was hashed whole
 # Beside the record while llama.cpp loads the file, named for the loading process: one left by
 # a process that is gone means it died while loading (a SIGBUS on a damaged page, say), and the
-# next start hashes every byte, not the sample (which misses a flip between its blocks).
+# next start hashes every byte, not the sample (which misses a flip between its blocks that
+# no write made: the disk's own damage; a write changes the file's stamp, and is hashed whole).
 LOADING_PREFIX = "loading-"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -188,10 +189,14 @@ def _checked_record(folder: Path, sha256: str, whole: bool = False) -> Path | No
     try:
         record = json.loads((folder / RECORD_FILE).read_text())
         path = Path(record["path"])
+        stamp = record["file"].get("stamp")
         if record["sha256"] != sha256 or check(path.parent, {path.name: record["file"]}) is not None:
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    if record["file"].get("stamp") != stamp:  # hashed whole after a write that changed nothing
+        with contextlib.suppress(OSError):
+            _keep_record(folder, record)
     return path
 
 
@@ -199,7 +204,10 @@ def _write_record(folder: Path, path: Path, sha256: str) -> None:
     from spectui.models.integrity import record
 
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"sha256": sha256, "path": str(path), "file": record(path.parent, [path.name])[path.name]}
+    _keep_record(folder, {"sha256": sha256, "path": str(path), "file": record(path.parent, [path.name])[path.name]})
+
+
+def _keep_record(folder: Path, data: dict) -> None:
     partial = folder / f"{RECORD_FILE}.{os.getpid()}"
     partial.write_text(json.dumps(data))
     os.replace(partial, folder / RECORD_FILE)

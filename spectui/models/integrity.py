@@ -3,8 +3,10 @@
 The first load after a download (or after a verify found damage) hashes every byte; later
 loads make a quick check: each file's size, the full sha256 of the small files and, for the
 large weight files, the sha256 of a 4 KiB sample every 128 KiB (any damage that spans 132 KiB
-or more, and any truncation, is caught in a few tens of milliseconds; a flip between the
-samples is not). `spectui models verify` and `spectui doctor` hash every byte.
+or more, and any truncation, is caught in a few tens of milliseconds). A flip between the
+samples written through the filesystem changes the file's stamp (inode, mtime, ctime: the
+ctime cannot be set back), recorded beside its hash: a stamp that changed makes the quick
+check hash that file whole. `spectui models verify` and `spectui doctor` hash every byte.
 spectui.models.cache records which folders passed the full check.
 """
 
@@ -45,17 +47,39 @@ def sampled_sha256(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
+def stamp_of(path: Path) -> list[int]:
+    """What any write to the file changes: its inode, mtime and ctime (a stat: no read)."""
+    found = path.stat()
+    return [found.st_ino, found.st_mtime_ns, found.st_ctime_ns]
+
+
 def record(folder: Path, names: list[str]) -> dict[str, dict]:
-    """{file name: {size, sha256[, sampled_sha256]}} for the files `names` of `folder`."""
+    """{file name: {size, sha256[, sampled_sha256, stamp]}} for the files `names` of `folder`."""
     records = {}
     for name in names:
         path = folder / name
         size = path.stat().st_size
-        entry = {"size": size, "sha256": sha256_of(path)}
+        entry: dict = {"size": size, "sha256": sha256_of(path)}
         if size > SMALL_FILE_BYTES:
             entry["sampled_sha256"] = sampled_sha256(path, size)
+            entry["stamp"] = stamp_of(path)
         records[name] = entry
     return records
+
+
+def _sampled_problem(path: Path, size: int, entry: dict) -> bool:
+    """The quick check of a large file: its samples, and every byte where its stamp changed
+    since the record (a write the samples may miss). A whole hash that matches takes the new
+    stamp into `entry`, for the caller to keep."""
+    if sampled_sha256(path, size) != entry["sampled_sha256"]:
+        return True
+    stamp = stamp_of(path)
+    if "stamp" not in entry or entry["stamp"] == stamp:
+        return False
+    if sha256_of(path) != entry["sha256"]:
+        return True
+    entry["stamp"] = stamp
+    return False
 
 
 def quick_problem(folder: Path, records: dict[str, dict]) -> str | None:
@@ -67,7 +91,7 @@ def quick_problem(folder: Path, records: dict[str, dict]) -> str | None:
             if size != entry["size"]:
                 return f"{name} has {size:,} bytes where {entry['size']:,} were written"
             if "sampled_sha256" in entry:
-                if sampled_sha256(path, size) != entry["sampled_sha256"]:
+                if _sampled_problem(path, size, entry):
                     return f"{name} does not match its checksum"
             elif sha256_of(path) != entry["sha256"]:
                 return f"{name} does not match its checksum"
