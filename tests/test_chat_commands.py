@@ -250,3 +250,22 @@ def test_an_existing_name_wins_over_its_glob_and_the_glob_cap_counts_bytes(tmp_p
         "9 files match, 4.4 MB: at most 200 files and 4 MB go with one message, so nothing was attached (name fewer)"])
     result = CliRunner().invoke(app, ["generate", "-f", "big*.txt", "explain"])
     assert result.exit_code == 2 and "9 files match" in result.stderr and len(seen) == 1
+
+
+def test_a_glob_still_walking_folders_past_its_time_is_refused(tmp_path, monkeypatch):
+    """Issue 59 item 8: `/**/*.xyz` walks the whole disk while the chat waits."""
+    import threading
+
+    walked = threading.Event()
+
+    def slow_walk(pattern, root_dir=None, recursive=False):
+        walked.wait(10)  # folders with no match, for as long as the test holds it
+        yield "late.txt"
+
+    monkeypatch.setattr(attachments.glob, "iglob", slow_walk)
+    monkeypatch.setattr(attachments, "GLOB_SECONDS", 0.05)
+    try:
+        assert attachments.expand(["/**/*.xyz"], tmp_path) == ([], [
+            "/**/*.xyz: still walking folders after 0.05 s, so nothing was attached (name a narrower glob)"])
+    finally:
+        walked.set()

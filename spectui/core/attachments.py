@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import glob
 import hashlib
-import itertools
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ FILES_AT_ONCE = 200
 BYTES_AT_ONCE = 4 * MB
 NAME_ECHO_LIMIT = 160  # characters of a path a one-line refusal repeats
 _COUNT_AT_MOST = 10_000  # a glob over the whole disk stops being walked here
+GLOB_SECONDS = 2.0  # a glob still walking folders after this is refused: the chat waits on it
 CHARS_PER_TOKEN = 4  # the estimate where the engine gives no tokenizer on this side
 _AT_PATH = re.compile(r"(?:^|(?<=\s))@(\S+)")
 _BACKTICKS = re.compile(r"`{3,}")
@@ -85,7 +86,10 @@ def expand(patterns: list[str], cwd: str | os.PathLike | None = None,
     for pattern in patterns:
         expanded = os.path.expanduser(pattern)
         if glob.has_magic(expanded) and not os.path.lexists(base / expanded):
-            found = sorted(itertools.islice(glob.iglob(expanded, root_dir=base, recursive=True), _COUNT_AT_MOST + 1))
+            found = _matches(expanded, base)
+            if found is None:
+                return [], [f"{echoed(pattern, NAME_ECHO_LIMIT)}: still walking folders after {GLOB_SECONDS:g} s, "
+                            "so nothing was attached (name a narrower glob)"]
             if not found:
                 problems.append(f"{echoed(pattern, NAME_ECHO_LIMIT)}: no file matches")
             paths.extend(found)
@@ -95,6 +99,28 @@ def expand(patterns: list[str], cwd: str | os.PathLike | None = None,
     paths = [p for p in paths if not (p in seen or seen.add(p))]
     over = over_cap(paths, base, waiting)
     return ([], [over]) if over is not None else (paths, problems)
+
+
+def _matches(pattern: str, base: Path) -> list[str] | None:
+    """The glob's matches, sorted, at most _COUNT_AT_MOST + 1 of them; None when walking the
+    folders takes past GLOB_SECONDS (`/**/*.xyz` walks the whole disk): the walk, on a thread
+    of its own, stops at its next match."""
+    found: list[str] = []
+    stop = threading.Event()
+
+    def walk() -> None:
+        for path in glob.iglob(pattern, root_dir=base, recursive=True):
+            if stop.is_set() or len(found) > _COUNT_AT_MOST:
+                return
+            found.append(path)
+
+    walker = threading.Thread(target=walk, name="glob-walk", daemon=True)
+    walker.start()
+    walker.join(GLOB_SECONDS)
+    if walker.is_alive():
+        stop.set()
+        return None
+    return sorted(found)
 
 
 def over_cap(paths: list[str], base: Path, waiting: tuple[int, int]) -> str | None:
