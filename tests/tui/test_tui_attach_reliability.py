@@ -5,6 +5,9 @@ the cap attaches nothing, `page[1].txt` is a file and not a glob, a file changed
 
 from __future__ import annotations
 
+import threading
+
+from spectui.settings.config import ChatConfig
 from spectui.tui.widgets.conversation import SystemNote
 
 from fake_engines import PlanEngine, fake_info, factory_for
@@ -57,6 +60,29 @@ async def test_an_at_path_for_a_server_engine_goes_only_when_sent_twice(make_app
         assert notes(app)[-1].startswith("secret.txt would go to the server at gpu-box with this message")
         assert chat.commands.files.pending == []
         await send(pilot, "summarise @secret.txt")
+        await reply_done(pilot)
+        assert "the password" in engine.messages_seen[-1][-1]["content"]
+
+
+async def test_an_at_path_asks_too_while_a_server_engine_is_still_loading(make_app, tmp_path):
+    (tmp_path / "secret.txt").write_text("the password\n")
+    release = threading.Event()
+    engine = PlanEngine([None])
+
+    def slow_factory(progress):
+        release.wait(10)
+        return engine
+
+    app = make_app(slow_factory, ChatConfig(engine="server", server="http://gpu-box:8000"))
+    async with app.run_test(size=SIZE) as pilot:
+        chat = at(app, tmp_path).chat_screen
+        await send(pilot, "summarise @secret.txt")
+        assert chat.prompt.waiting is None and chat.commands.files.pending == []
+        assert notes(app)[-1].startswith("secret.txt would go to the server at http://gpu-box:8000")
+        await send(pilot, "summarise @secret.txt")
+        assert chat.prompt.waiting is not None and len(chat.commands.files.pending) == 1
+        release.set()
+        await ready(pilot)
         await reply_done(pilot)
         assert "the password" in engine.messages_seen[-1][-1]["content"]
 

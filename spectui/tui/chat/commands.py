@@ -79,14 +79,16 @@ class ChatCommands:
     def may_send_mentioned(self, text: str) -> bool:
         """A message whose `@path` files would leave this machine (a server engine) goes only
         when sent a second time as it is: the first Enter says where they would go."""
-        engine = self.screen.host.engine
+        engine, config = self.screen.host.engine, self.screen.config
+        remote = engine.info.name == "server" if engine is not None else config.engine == "server"  # still loading
         mentioned = self.mentioned(text)
-        if engine is None or engine.info.name != "server" or not mentioned or self.confirming == text:
+        if not remote or not mentioned or self.confirming == text:
             self.confirming = None
             return True
         self.confirming = text
         names = ", ".join(mentioned)
-        self.say([f"{names} would go to the server at {engine.info.device} with this message: "
+        where = engine.info.device if engine is not None else config.server
+        self.say([f"{names} would go to the server at {where} with this message: "
                   f"Enter again sends them; edit the message to keep them here"], error=True)
         return False
 

@@ -46,12 +46,14 @@ class Turns:
             screen.notify("A message already waits for the engine; this one stays in the box.")
         elif host.state.failed and host.engine is None:
             screen.notify(f"No engine: {host.state.error}", severity="error")
+        elif not screen.commands.may_send_mentioned(text):
+            return  # its @path files would go to a server: the next Enter sends them
         elif host.engine is None:
             screen.welcome.drop()
             screen.commands.attach_mentioned(text)
             screen.prompt.wait(text, screen.scroll)
             screen.refresh_bar()
-        elif screen.commands.may_send_mentioned(text):
+        else:
             screen.commands.attach_mentioned(text)
             screen.prompt.clear()
             screen.send(text)
