@@ -167,6 +167,10 @@ def test_save_through_a_link_names_the_real_file_and_the_backup_that_exists(tmp_
     assert (tmp_path / "link_copy").is_symlink() and real.read_text() == "x = 1\n"
     assert (tmp_path / "real" / "passwd.copy.bak").read_text() == "root:x:0:0\n"
     assert not (tmp_path / "link_copy.bak").exists()
+    (tmp_path / "dangling").symlink_to(tmp_path / "real" / "new.py")  # never a new file where a link points
+    assert saving.plan_save("dangling", "x", tmp_path) == \
+        f"dangling: a link to nothing ({tmp_path / 'real' / 'new.py'}); nothing written"
+    assert not (tmp_path / "real" / "new.py").exists()
 
 
 def test_save_refuses_a_read_only_file(tmp_path):

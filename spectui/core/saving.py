@@ -81,6 +81,8 @@ def plan_save(path: str, text: str, cwd: str | os.PathLike | None = None) -> Sav
         return f"{path}: no folder {target.parent}; nothing written"
     named = target if target.is_symlink() else None
     target = Path(os.path.realpath(target)) if named is not None else target
+    if named is not None and not target.exists():  # never a new file wherever a link points
+        return f"{path}: a link to nothing ({target}); nothing written"
     read_only = _read_only(target)
     if read_only is not None:
         return f"{path}: read-only (mode {read_only}); nothing written (make it writable first)"
