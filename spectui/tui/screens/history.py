@@ -86,7 +86,7 @@ class HistoryScreen(Screen):
         Binding(DEFAULT_KEYS["history_rename"], "rename", "rename", id="history_rename"),
         Binding(DEFAULT_KEYS["history_delete"], "delete", "delete", id="history_delete"),
         Binding("down", "results", show=False),  # from the search box down into the list
-        Binding("m", "more", "more"),
+        Binding(DEFAULT_KEYS["history_more"], "more", "more", id="history_more"),
     ]
     DEFAULT_CSS = """
     HistoryScreen { background: $background; }
@@ -143,7 +143,7 @@ class HistoryScreen(Screen):
             return
         searching = bool(text.strip())
         more = self.query_one("#more", Static)
-        more.update(Text(f"Showing the newest {len(rows):,} of {total:,}: M shows {LIST_LIMIT} more"))
+        more.update(Text(f"Showing the newest {len(rows):,} of {total:,}: {self.more_key} shows {LIST_LIMIT} more"))
         more.display = len(rows) < total
         table = self.table
         table.clear(columns=True)
@@ -176,6 +176,12 @@ class HistoryScreen(Screen):
             self.table.focus()
         else:
             self.app.pop_screen()
+
+    @property
+    def more_key(self) -> str:
+        """The key that lists more (the config file may remap it)."""
+        first_key = getattr(self.app, "first_key", None)  # SpectuiApp's; a bare App in a test has none
+        return first_key("history_more").upper() if first_key is not None else DEFAULT_KEYS["history_more"].upper()
 
     def action_more(self) -> None:
         self.limit += LIST_LIMIT
