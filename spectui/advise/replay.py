@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from spectui.advise.costs import CostProfile
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Source, Step
-from spectui.engines.adaptive import AdaptiveK
+from spectui.engines.adaptive import K_AUTO_MAX, AdaptiveK
 from spectui.engines.speculative.cached_model import common_prefix_len
 from spectui.engines.speculative.proposers import Proposer
 
 AUTO = "auto"
+CEILING = "ceiling"  # verify exactly the drafts that will be kept: no k does better
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class ReplayedStep:
 
 def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: CostProfile,
                  chooser: AdaptiveK | None = None) -> list[ReplayedStep]:
-    """Every step of `reply` under `proposer` at k (an int, or AUTO with `chooser`); the first is
+    """Every step of `reply` under `proposer` at k (an int, CEILING, or AUTO with `chooser`); the first is
     the prefill's plain step (seconds 0: decode speed leaves it out)."""
     ids, prompt = reply.reply_ids, list(reply.prompt_ids)
     if not ids:
@@ -57,7 +58,7 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     if auto and chooser is None:
         raise ValueError("k auto replays with an AdaptiveK")
     budget = len(ids) if reply.finish_reason == "length" else None
-    if auto or (isinstance(k, int) and k > 0):
+    if auto or k == CEILING or (isinstance(k, int) and k > 0):
         proposer.prefill(prompt)
     first = Step((ids[0],), (Source.TARGET,), "", temperature=0.0)
     if chooser is not None and auto:
@@ -72,9 +73,11 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
             chooser.observe_overhead(costs.overhead_seconds)
             step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, context, room)
         else:
-            step_k = min(int(k), room)
+            step_k = min(K_AUTO_MAX if k == CEILING else int(k), room)
             drafted = list(proposer.propose(context, step_k, 0.0, 1.0, None).drafted) if step_k > 0 else []
             evidence, choice, looked = None, None, step_k > 0
+            if k == CEILING:
+                drafted = drafted[:common_prefix_len(drafted, list(ids[position:]))]
         step, seconds = replayed_step(drafted, ids, position, step_k, costs, proposer.method if looked else None)
         if chooser is not None and auto:
             chooser.observe(as_step(step, drafted, seconds, choice, ids, position), evidence=evidence)
