@@ -42,7 +42,7 @@ class Drafter:
 
 COPY_DRAFTERS = (
     Drafter("suffix", "suffix"),
-    Drafter("suffix, this chat only", "suffix", history=False),
+    Drafter("suffix (no history)", "suffix", history=False),
     Drafter(f"ngram 1-{LOOKUP_MAX}", "ngram"),
     Drafter(f"ngram 3-{LOOKUP_MAX}", "ngram", lookup=(3, LOOKUP_MAX)),
 )

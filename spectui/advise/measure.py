@@ -16,7 +16,9 @@ from spectui.core.errors import UsageError
 from spectui.models.gguf_local import RECORD_FILE, GgufModel, has_gguf, tokenizer_folder
 from spectui.models.registry import ResolvedModel, gguf_dir
 
-ROUNDS = 5  # timings per width; the median is kept
+# Timings per width, widths interleaved; the fastest is kept: on a shared machine the others
+# measure the neighbours (a decode's own cost is its least time).
+ROUNDS = 7
 WIDEST = 9  # rows timed where the verify has no piece (k 8 and its bonus row)
 CONTEXT_MAX = 1024  # the longest context timed: prefill is the measurement's dearest part
 Progress = Callable[[str, int, int], None]
@@ -67,10 +69,10 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
                 target.logits(base + tail[:width], num_rows=width)
                 timings[width].append(time.perf_counter() - started)
             report("verify widths", round_index + 1, ROUNDS)
-        medians = {width: statistics.median(values) for width, values in timings.items()}
-        plain = medians[1]
+        fastest = {width: min(values) for width, values in timings.items()}
+        plain = fastest[1]
         return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
-                           verify={width: value / plain for width, value in medians.items()}, piece=piece,
+                           verify={width: value / plain for width, value in fastest.items()}, piece=piece,
                            context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
                            machine=f"{platform.machine()} {platform.processor() or ''}".strip())
     finally:
