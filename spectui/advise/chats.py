@@ -17,7 +17,7 @@ from spectui.core.errors import UsageError
 from spectui.core.events import Message, Step
 from spectui.engines.prompt import chat_prompt_ids
 from spectui.store.history import Store
-from spectui.store.records import Conversation, StoredMessage
+from spectui.store.records import Conversation, NoSuchConversation, StoredMessage
 
 ROLES = ("system", "user", "assistant")
 
@@ -53,6 +53,8 @@ def read_conversations(path: Path, last: int | None = None, conversation_id: int
                        since: float | None = None) -> list[Conversation]:
     """The chosen conversations, oldest first (a replay runs them in the order they were had).
     A missing, locked or damaged history raises StoreError (one line); an unknown id NoSuchConversation."""
+    if not path.is_file() and conversation_id is not None:
+        raise NoSuchConversation(f"no conversation {conversation_id}: no history at {path} yet")
     if not path.is_file():
         raise UsageError(f"no history at {path} yet: chat first (spectui chat saves every reply there)")
     store = Store(path, read_only=True)

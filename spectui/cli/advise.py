@@ -64,7 +64,8 @@ def run_advise(last: int | None, conversation: int | None, since: str | None, mo
     since_time = parse_since(since) if since is not None else None
     given = read_profile(costs_file) if costs_file is not None else None
     target = cached_target(model)
-    selection = read_selection(target, last, conversation, since_time, must=save_costs is None)
+    asked = conversation is not None or last is not None or since is not None
+    selection = read_selection(target, last, conversation, since_time, must=save_costs is None or asked)
     if not selection.replies and save_costs is None:
         raise UsageError(no_reply_line(selection))
     costs = given or this_machine(target, selection, remeasure, quiet=as_json)
