@@ -95,3 +95,36 @@ def test_adaptive_k_steps_draft_and_keep_what_the_real_run_did(smollm2_ggml, tmp
                     checked += 1
                 position += len(step.token_ids)
     assert checked > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 5])
+def test_a_draft_model_teacher_forced_replays_a_real_draft_model_run_step_for_step(tmp_path, k):
+    """SmolLM2 drafting for itself on ggml (a separate copy of it teacher-forced): one pass per
+    reply gives the same drafts kept, step for step, as the real run."""
+    pytest.importorskip("llama_cpp_py_sync")
+    from spectui.advise.draft_model import all_predictions, replay_teacher_forced
+    from spectui.advise.measure import cached_gguf
+    from spectui.engines.ggml.lib import LlamaModel
+    from spectui.engines.ggml.load import load_ggml_engine
+    from spectui.models.registry import resolve
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    model = cached_gguf(resolve("smollm2-135m"))
+    engine = load_ggml_engine(model.gguf, JsonTokenizer(model.tokenizer), "draft", draft_gguf=model.gguf, threads=1,
+                              target_name=model.name)
+    teacher = LlamaModel(model.gguf, threads=1)
+    try:
+        path = tmp_path / "history.sqlite3"
+        recorded = recorded_history(path, engine, {"draft": Control(k, 0.0)}, CHATS[:1])
+        replies = read_back(engine, path, recorded)
+        predictions = all_predictions(teacher, replies, engine.target.model.vocab_size)
+    finally:
+        teacher.close()
+        engine.close()
+    kept = 0
+    for reply, forced, (_, steps) in zip(replies, predictions, recorded["draft"], strict=True):
+        replayed = replay_teacher_forced(reply, forced, k, COSTS)
+        assert [(step.emitted, step.coloured, step.drafted) for step in replayed] == as_recorded(steps)
+        kept += sum(step.coloured for step in replayed)
+    assert kept > 0
