@@ -5,7 +5,8 @@ costs, without the machine's noise.
     python benchmarks/copy_replay.py [--ids benchmarks/bench/chat-ids.json] [--pieces 1,1.55,2.3] [--history]
 
 At T = 0 a copied draft is accepted exactly while it equals the reply, so every step of suffix
-decoding can be replayed from the chat's prompt and reply ids. The turns run in order on one
+decoding can be replayed from the chat's prompt and reply ids: spectui.advise.replay does it
+(the library behind `spectui advise`); this script feeds it one saved chat. The turns run in order on one
 `SuffixProposer` and one `spectui.engines.adaptive.AdaptiveK` (verify_piece 3, as the engine
 builds them for Q4_K_M), driven as the loop drives them (`draft_then_choose`): drafts, then
 choose_for on their evidence. A verify runs in pieces of at most 3 rows and stops at the piece
@@ -26,77 +27,42 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from spectui.advise.advice import new_chooser  # noqa: E402
+from spectui.advise.costs import CostProfile  # noqa: E402
+from spectui.advise.replay import AUTO, CEILING, ReplayInput, replay_reply  # noqa: E402
+from spectui.engines.adaptive import AdaptiveK  # noqa: E402
+from spectui.engines.speculative.proposers import Proposer  # noqa: E402
+from spectui.engines.speculative.suffix import SuffixProposer  # noqa: E402
+
 IDS = HERE / "bench" / "chat-ids.json"
 FIXED_K = (1, 2, 3, 4, 8)
 PIECE = 3
 
 
-def verify_cost(num_drafted: int, num_accepted: int, pieces: list[float]) -> tuple[float, int]:
-    """(plain steps, drafts verified) of a T = 0 verify in pieces that stops at its first rejection."""
-    rows = num_drafted + 1
-    if rows <= PIECE:
-        return pieces[rows - 1], num_drafted
-    cost, done = 0.0, 0
-    while done < rows:
-        width = min(PIECE, rows - done)
-        cost += pieces[width - 1]
-        done += width
-        if num_accepted < done:  # the piece held the first rejected draft (or the bonus row)
-            break
-    return cost, done - 1
+def pieces_profile(pieces: list[float]) -> CostProfile:
+    """The pieces as a cost profile in plain steps (a plain step costs 1 s): speed is then over k = 0."""
+    return CostProfile("chat-ids", "ggml", 1.0, {rows: cost for rows, cost in enumerate(pieces, start=1)}, piece=PIECE)
 
 
-def replay_turn(turn: dict, proposer, how, chooser, pieces: list[float]) -> dict:
-    """how: a fixed k, "auto" or "ceiling". Returns speed over k = 0 and the coloured share."""
-    from spectui.core.events import Source, Step
-    from spectui.engines.adaptive import K_AUTO_MAX
-    from spectui.engines.speculative.cached_model import common_prefix_len
-
-    prompt, reply = turn["prompt"], turn["reply"]
-    proposer.prefill(prompt)
-    if chooser is not None:
-        chooser.observe(Step((0,), (Source.TARGET,), "", temperature=0.0), prefill=True)
-    position, seconds, kept, steps = 1, 0.0, 0, 0
-    while position < len(reply):
-        room = len(reply) - position - 1
-        most = min(K_AUTO_MAX if how in ("auto", "ceiling") else how, room)
-        proposal = proposer.propose(prompt + reply[:position], most, 0.0, 1.0, None) if most > 0 else None
-        drafted = list(proposal.drafted) if proposal is not None else []
-        auto = None
-        if drafted and how == "auto":
-            auto = chooser.choose_for(proposal.evidence, 0.0)
-            drafted = drafted[: auto.k]
-        num_accepted = common_prefix_len(drafted, reply[position:])  # T = 0: kept while it equals the reply
-        if how == "ceiling":
-            drafted = drafted[:num_accepted]
-        cost, verified = verify_cost(len(drafted), num_accepted, pieces) if drafted else (1.0, 0)
-        emitted = num_accepted + 1
-        if chooser is not None:
-            chooser.observe_overhead(0.0)
-            chooser.observe(Step((0,) * emitted, (Source.DRAFT,) * num_accepted + (Source.TARGET,), "",
-                                 drafted=tuple(drafted), k=len(drafted), temperature=0.0, accepted_count=num_accepted,
-                                 draft_seconds=0.0, verify_seconds=cost, auto=auto,
-                                 verified_count=verified if verified < len(drafted) else None),
-                            evidence=proposal.evidence if auto is not None else None)
-        position += emitted
-        seconds += cost
-        kept += num_accepted
-        steps += 1
-    decoded = len(reply) - 1
-    return {"speed": decoded / seconds, "coloured": kept / len(reply), "steps": steps}
+def replay_turn(turn: dict, proposer: Proposer, how: int | str, chooser: AdaptiveK | None, costs: CostProfile) -> dict:
+    """how: a fixed k, "auto" or "ceiling" (spectui.advise.replay). Returns speed over k = 0 and the coloured share."""
+    steps = replay_reply(ReplayInput(tuple(turn["prompt"]), tuple(turn["reply"]), "length"), proposer, how, costs, chooser)
+    decoding = steps[1:]
+    seconds = sum(step.seconds for step in decoding)
+    decoded = sum(step.emitted for step in decoding)
+    return {"speed": decoded / seconds if seconds else 1.0, "coloured": sum(step.coloured for step in decoding) / len(turn["reply"]),
+            "steps": len(decoding)}
 
 
 def replay(turns: list[dict], pieces: list[float], history: bool) -> dict[str, list[dict]]:
     """arm -> per turn: the chat's turns in order on one proposer (and one chooser for auto)."""
-    from spectui.engines.adaptive import AdaptiveK
-    from spectui.engines.speculative.suffix import SuffixProposer
-
+    costs = pieces_profile(pieces)
     out: dict[str, list[dict]] = {}
-    for how in (*FIXED_K, "auto", "ceiling"):
+    for how in (*FIXED_K, AUTO, CEILING):
         proposer = SuffixProposer(use_history=history)
-        chooser = AdaptiveK(verify_piece=PIECE, prior_verify_slope=pieces[1] - 1) if how == "auto" else None
-        out["auto" if how == "auto" else "ceiling" if how == "ceiling" else f"k {how}"] = [
-            replay_turn(turn, proposer, how, chooser, pieces) for turn in turns]
+        chooser = new_chooser(costs) if how == AUTO else None
+        out[how if isinstance(how, str) else f"k {how}"] = [replay_turn(turn, proposer, how, chooser, costs) for turn in turns]
     return out
 
 

@@ -25,6 +25,7 @@ app.add_typer(models_app, name="models")
 
 def _register_commands() -> None:
     """The commands that live in their own modules (typer and stdlib at import, like this one)."""
+    from spectui.cli.advise import advise_command
     from spectui.cli.chat import register
     from spectui.cli.doctor import doctor_command
     from spectui.cli.heads import heads_app
@@ -33,6 +34,7 @@ def _register_commands() -> None:
     register(app)
     app.command("serve")(serve_command)
     app.command("doctor")(doctor_command)
+    app.command("advise")(advise_command)
     app.add_typer(heads_app, name="heads")
 
 

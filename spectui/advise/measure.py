@@ -1,0 +1,119 @@
+"""This machine's cost profile for a target on ggml, measured with the real target: a plain step
+and a decode of n rows at the conversations' length (v(n), in plain steps), each copy drafter's
+time per drafting step. Kept beside the history per model and backend, so it is measured once.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from spectui.advise.costs import CostProfile, cached_profile_path, load_cached_profile, profile_json
+from spectui.core.errors import UsageError
+from spectui.models.gguf_local import RECORD_FILE, GgufModel, has_gguf, tokenizer_folder
+from spectui.models.registry import ResolvedModel, gguf_dir
+
+# Timings per width, widths interleaved; the fastest is kept: on a shared machine the others
+# measure the neighbours (a decode's own cost is its least time).
+ROUNDS = 7
+WIDEST = 9  # rows timed where the verify has no piece (k 8 and its bonus row)
+CONTEXT_MAX = 1024  # the longest context timed: prefill is the measurement's dearest part
+Progress = Callable[[str, int, int], None]
+
+
+def cached_gguf(resolved: ResolvedModel) -> GgufModel:
+    """The target's GGUF and tokenizer, only if already on this machine: advise never fetches."""
+    if not has_gguf(resolved):
+        raise UsageError(f"{resolved.name} has no GGUF: advise measures on ggml (give --costs FILE for another backend)")
+    if resolved.kind == "gguf":
+        assert resolved.path is not None
+        gguf = resolved.path
+    else:
+        assert resolved.spec is not None
+        record = gguf_dir(resolved.spec.alias) / RECORD_FILE
+        if not record.is_file():
+            raise UsageError(f"{resolved.name} is not cached: `spectui models fetch {resolved.name}` first")
+        import json
+
+        gguf = Path(json.loads(record.read_text())["path"])
+    if not gguf.is_file():
+        raise UsageError(f"{resolved.name} is not cached ({gguf} is gone): `spectui models fetch {resolved.name}` first")
+    return GgufModel(resolved.name, resolved, gguf, tokenizer_folder(resolved, gguf))
+
+
+def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Progress | None = None) -> CostProfile:
+    """Time the real target on ggml at len(context_ids) cached tokens (capped at CONTEXT_MAX)."""
+    from spectui.engines.ggml.load import load_ggml_engine
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    report = progress or (lambda stage, done, total: None)
+    report("load", 0, 1)
+    engine = load_ggml_engine(model.gguf, JsonTokenizer(model.tokenizer), "ngram", target_name=model.name)
+    report("load", 1, 1)
+    try:
+        target = engine.target
+        piece = target.exact_rows
+        widest = piece or WIDEST
+        ids = list(context_ids[:CONTEXT_MAX]) or [0] * 64
+        base, tail = ids[:-widest] if len(ids) > widest else ids, (ids * (widest // len(ids) + 1))[:widest]
+        report("prefill", 0, 1)
+        target.logits(base, num_rows=1)
+        report("prefill", 1, 1)
+        timings: dict[int, list[float]] = {width: [] for width in range(1, widest + 1)}
+        for round_index in range(ROUNDS):
+            for width in timings:
+                started = time.perf_counter()
+                target.logits(base + tail[:width], num_rows=width)
+                timings[width].append(time.perf_counter() - started)
+            report("verify widths", round_index + 1, ROUNDS)
+        fastest = {width: min(values) for width, values in timings.items()}
+        plain = fastest[1]
+        return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
+                           verify={width: value / plain for width, value in fastest.items()}, piece=piece,
+                           context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
+                           machine=f"{platform.machine()} {platform.processor() or ''}".strip())
+    finally:
+        engine.close()
+
+
+def copy_draft_seconds(context: Sequence[int]) -> dict[str, float]:
+    """Seconds per drafting step of each copy drafter over `context` (the median of a few)."""
+    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.speculative.suffix import SuffixProposer
+
+    out = {}
+    for proposer in (SuffixProposer(use_history=False), NgramProposer()):
+        proposer.prefill(list(context))
+        times = []
+        for end in range(max(1, len(context) - 16), len(context) + 1):
+            started = time.perf_counter()
+            proposer.propose(list(context[:end]), 8, 0.0, 1.0, None)
+            times.append(time.perf_counter() - started)
+        out[proposer.method] = statistics.median(times)
+    return out
+
+
+def this_machine_profile(model: GgufModel, data_dir: Path, context_ids: Sequence[int], remeasure: bool = False,
+                         progress: Progress | None = None) -> tuple[CostProfile, bool]:
+    """(profile, whether it was measured now): the kept one for this model and backend, else measured and kept."""
+    from spectui.engines.ggml.lib import library_problem
+
+    problem = library_problem()
+    if problem:
+        raise UsageError(f"advise measures costs on ggml, which cannot run here ({problem}): give --costs FILE")
+    kept = sorted((data_dir / "advise-costs").glob(f"{cached_profile_path(data_dir, model.name, '').stem}*.json")) \
+        if (data_dir / "advise-costs").is_dir() else []
+    if kept and not remeasure:
+        profile = load_cached_profile(kept[-1])
+        if profile is not None:
+            return profile, False
+    profile = measure_profile(model, context_ids, progress)
+    path = cached_profile_path(data_dir, model.name, profile.backend)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(profile_json(profile), encoding="utf-8")
+    partial.replace(path)
+    return profile, True

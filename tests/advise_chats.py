@@ -1,0 +1,61 @@
+"""Real replies recorded into a history file as the chat saves them (spectui.store's Store):
+what tests/test_advise_*.py replay and compare with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spectui.core.events import Control, Done, GenerationParams, Step
+from spectui.store.history import Store
+
+CHATS = (
+    ("Write a Python function that reverses a list, then the same function with type hints.",
+     "Now rename the function to flip and show it again."),
+    ("List the numbers one to twelve in words, one per line.", "Again, in reverse order."),
+)
+
+
+MAX_TOKENS = 32
+
+
+def record_chat(store: Store, engine, turns: tuple[str, ...], control: Control,
+                max_tokens: int = MAX_TOKENS) -> list[tuple[list[int], list[Step]]]:
+    """One conversation of `turns` through `engine`, every message and step saved; each reply's
+    prompt ids (as the engine built them) and steps."""
+    conversation = store.new_conversation({})
+    messages: list[dict] = []
+    replies = []
+    settings = {"k": control.k, "temperature": control.temperature, "seed": 0, "method": engine.info.method}
+    if control.auto:
+        settings["auto_k"] = True
+    for text in turns:
+        store.add_message(conversation, "user", text)
+        messages.append({"role": "user", "content": text})
+        reply_id = store.add_message(conversation, "assistant", "", settings=settings)
+        events = list(engine.stream(messages, GenerationParams(max_tokens=max_tokens, top_p=1.0, seed=0), control))
+        done = events[-1]
+        assert isinstance(done, Done) and done.finish_reason in ("stop", "length"), done
+        steps = [event for event in events if isinstance(event, Step)]
+        for index, step in enumerate(steps):
+            store.add_step(reply_id, index, step, step.pieces, "", 0.0)
+        content = "".join(step.text for step in steps)
+        store.finish_message(reply_id, content, done.finish_reason)
+        messages.append({"role": "assistant", "content": content})
+        replies.append((engine.prompt_ids(messages[:-1]), steps))
+    return replies
+
+
+def recorded_history(path: Path, engine, controls: dict[str, Control],
+                     chats: tuple[tuple[str, ...], ...] = CHATS) -> dict[str, list[tuple[list[int], list[Step]]]]:
+    """Every chat under each method's control, into one history at `path`: method -> (prompt ids, steps) per reply."""
+    store = Store(path)
+    out: dict[str, list[tuple[list[int], list[Step]]]] = {}
+    try:
+        for method, control in controls.items():
+            drafting = engine.with_method(method)
+            for turns in chats:
+                drafting.forget_prompts()
+                out.setdefault(method, []).extend(record_chat(store, drafting, turns, control))
+    finally:
+        store.close()
+    return out
