@@ -18,7 +18,6 @@ from spectui.cli.common import fail
 from spectui.core.errors import SpectuiError, UsageError
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
 
     from spectui.advise.advice import Advice

@@ -1,0 +1,250 @@
+"""The advise screen (Ctrl+F2, the palette, /advise): the history's replies replayed by
+spectui.advise at a cost profile kept beside the history (no model runs: SmolLM2's tokenizer
+gives the ids), the recommendation applied to the running chat and kept in the config file,
+and the first screen's link once the history holds enough replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectui.advise.advice import advise
+from spectui.advise.chats import chat_replies, read_conversations
+from spectui.advise.costs import CostProfile, cached_profile_path, profile_json
+from spectui.core.engine import Capabilities
+from spectui.core.events import Source, Step
+from spectui.settings.config import ChatConfig, load_config
+from spectui.store.history import Store
+from spectui.tui.advise_work import recommended
+from spectui.tui.screens.advise import AdviseScreen
+
+from fake_engines import PlanEngine, factory_for
+from tui_helpers import notices, ready, send, wait_for
+
+pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
+
+SIZE = (120, 44)
+MODEL = "smollm2-135m"
+CODE = "def area(width, height):\n    return width * height\n"
+COSTS = CostProfile(MODEL, "test", 0.01, {1: 1.0, 2: 1.3, 3: 1.6}, piece=3,
+                    draft_seconds={"suffix": 0.0001, "ngram": 0.0001})
+SWITCHES = Capabilities(live_controls=True, method_switch=True)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from spectui.advise.measure import cached_gguf
+    from spectui.models.registry import resolve
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    return JsonTokenizer(cached_gguf(resolve(MODEL)).tokenizer)
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "config"
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(folder))
+    return folder
+
+
+def save_chat(path, tokenizer, question: str, answer: str, temperature: float = 0.0) -> int:
+    """A conversation whose reply was plain decoding, one token a step, as the chat saves it."""
+    store = Store(path)
+    try:
+        conversation = store.new_conversation({})
+        store.add_message(conversation, "user", question)
+        reply = store.add_message(conversation, "assistant", "", settings={"k": 0, "temperature": temperature})
+        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        text = ""
+        for index, token in enumerate(ids):
+            piece = tokenizer.decode(ids[: index + 1])[len(text):]
+            text += piece
+            store.add_step(reply, index, Step((token,), (Source.TARGET,), piece, temperature=temperature), (piece,), "", 0.0)
+        store.finish_message(reply, text, "stop")
+        return conversation
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def history(tmp_path, tokenizer):
+    """Three chats that copy their prompt's code (T = 0) and one sampled at T 0.7, where the
+    app's history is; this machine's costs kept beside it, as advise keeps them."""
+    path = tmp_path / "history.sqlite3"
+    for opening in ("Repeat this code", "Show this again", "Once more"):
+        save_chat(path, tokenizer, f"{opening}:\n{CODE}", f"Here it is:\n{CODE}")
+    save_chat(path, tokenizer, "Say hello.", "Hello there!", temperature=0.7)
+    kept = cached_profile_path(tmp_path, MODEL, "test")
+    kept.parent.mkdir(parents=True)
+    kept.write_text(profile_json(COSTS))
+    return path
+
+
+def expected_advice(path, tokenizer, conversation_id=None):
+    """The library's own answer over the same history and costs: what the screen must show."""
+    conversations = read_conversations(path, conversation_id=conversation_id)
+    selection = chat_replies(conversations, tokenizer, max(tokenizer.get_vocab().values()) + 1)
+    return advise(selection, COSTS)
+
+
+def chat_app(make_app, method: str = "ngram", k: int | str = 2, capabilities: Capabilities = SWITCHES, **options):
+    engine = PlanEngine([None, None], capabilities=capabilities, method=method)
+    config = ChatConfig(model=MODEL, engine="scripted", method=method, k=k, temperature=0.0)
+    return make_app(factory_for(engine), config, **options)
+
+
+async def advice_shown(pilot) -> AdviseScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, AdviseScreen))
+    screen = pilot.app.screen
+    await wait_for(pilot, lambda: screen.scope in screen.results)
+    await pilot.pause()
+    return screen
+
+
+def text_of(screen, selector: str) -> str:
+    return str(screen.query_one(selector).render())
+
+
+def table_rows(screen) -> list[list[str]]:
+    table = screen.query_one("#advise-table")
+    return [[str(cell) for cell in table.get_row_at(index)] for index in range(table.row_count)]
+
+
+async def test_ctrl_f2_shows_the_replayed_table_and_the_recommendation(make_app, history, tokenizer):
+    expected = expected_advice(history, tokenizer)
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        rows = table_rows(screen)
+        assert len(rows) == 1 + 4 * 9  # k 0, then every copy drafter × k 1-8 and auto
+        assert rows[0][:3] == ["plain", "0", "×1.00"]
+        by_arm = {(row[0], row[1]): row for row in rows}
+        for arm in expected.arms:  # the library's numbers, every row
+            row = by_arm[(arm.drafter, str(arm.k))]
+            assert row[2] == f"×{arm.speedup:.2f}" and row[6] == str(arm.replies) == "3", row
+        assert by_arm[("suffix", "4")][2] != "×1.00"  # a real replay: copying the prompt's code pays
+        assert "replayed at T = 0" in text_of(screen, "#advise-predicted")
+        assert text_of(screen, "#advise-recommendation") == expected.recommendation()
+        assert "Left out: 1 sampled at T > 0" in text_of(screen, "#advise-costs")
+        assert "Costs of smollm2-135m on test: plain step 10.0 ms" in text_of(screen, "#advise-costs")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.chat_screen)
+
+
+async def test_the_palette_and_slash_advise_open_it(make_app, history):
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "/advise")
+        await advice_shown(pilot)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: app.screen is app.chat_screen)
+        assert app.chat_screen.prompt.text == ""  # a command, never sent to the model
+        assert not app.chat_screen.transcript.entries
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"which drafter")
+        await pilot.pause(0.5)  # the palette searches in a worker
+        await pilot.press("down", "enter")
+        await advice_shown(pilot)
+
+
+async def test_t_shows_this_chat_only(make_app, history, tokenizer):
+    store = Store(history)
+    resumed = store.load_conversation(2)
+    store.close()
+    expected = expected_advice(history, tokenizer, conversation_id=2)
+    app = chat_app(make_app, resume=resumed)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        assert table_rows(screen)[1][6] == "3"
+        await pilot.press("t")
+        await wait_for(pilot, lambda: "this chat" in screen.results)
+        await pilot.pause()
+        assert "Replies of this chat" in text_of(screen, "#advise-scope")
+        assert [row[6] for row in table_rows(screen)] == ["1"] * 37
+        assert text_of(screen, "#advise-recommendation") == expected.recommendation()
+        await pilot.press("t")  # back: the whole history's, as computed before
+        assert table_rows(screen)[1][6] == "3"
+
+
+async def test_a_new_chat_has_no_replies_of_its_own_to_replay(make_app, history):
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        await pilot.press("t")
+        await pilot.pause()
+        assert "This chat has no saved reply yet" in text_of(screen, "#advise-status")
+        assert not screen.query_one("#advise-table").display
+        assert not screen.check_action("apply", ())
+
+
+async def test_a_applies_the_recommendation_and_keeps_it(make_app, history, tokenizer, config_dir):
+    choice = recommended(expected_advice(history, tokenizer))
+    assert choice.method == "suffix"  # the copies pay: a drafter, not k 0
+    app = chat_app(make_app, method="ngram", k=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        assert screen.check_action("apply", ()) and "a: run suffix" in text_of(screen, "#advise-apply")
+        await pilot.press("a")
+        await pilot.pause()
+        assert not screen.check_action("apply", ())  # applied: the key is gone
+        assert "Applied: suffix" in text_of(screen, "#advise-apply")
+        await pilot.press("escape")
+        chat, live = app.chat_screen, app.host.live
+        # the engine is switched to the chosen method, as the model screen switches it
+        await wait_for(pilot, lambda: app.host.engine is not None and chat.config.method == "suffix")
+        assert (live.auto, chat.config.k) == (True, "auto") if choice.k == "auto" else (live.k, chat.config.k) == (choice.k, choice.k)
+        assert any("kept in" in note for note in notices(app))
+    kept = load_config(config_dir / "config.toml")  # the next chat starts with them
+    assert (kept.method, kept.k, kept.history_drafting) == ("suffix", choice.k, choice.history_drafting)
+
+
+async def test_no_apply_where_the_recommendation_already_runs(make_app, history, tokenizer):
+    choice = recommended(expected_advice(history, tokenizer))
+    app = chat_app(make_app, method="suffix", k=choice.k)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        assert not screen.check_action("apply", ())
+        assert "already runs suffix" in text_of(screen, "#advise-apply")
+
+
+async def test_no_apply_where_the_engine_cannot_switch_method(make_app, history, config_dir):
+    app = chat_app(make_app, method="ngram", capabilities=Capabilities(live_controls=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        assert not screen.check_action("apply", ())
+        assert "cannot switch method" in text_of(screen, "#advise-apply")
+        await pilot.press("a")  # does nothing
+        await pilot.pause()
+        assert app.host.info.method == "ngram" and not (config_dir / "config.toml").exists()
+
+
+async def test_the_first_screen_links_to_advise_once_there_are_enough_replies(make_app, tmp_path, tokenizer):
+    path = tmp_path / "history.sqlite3"
+    save_chat(path, tokenizer, "One", "Reply one.")
+    save_chat(path, tokenizer, "Two", "Reply two.")
+    save_chat(path, tokenizer, "Hot", "Sampled.", temperature=0.7)  # not replayable: not counted
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert not app.chat_screen.query("#first-advise")  # two replies at T = 0: not yet
+    save_chat(path, tokenizer, "Three", "Reply three.")
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        link = app.chat_screen.query_one("#first-advise")
+        assert "Your 3 saved replies can say: Ctrl+F2 or /advise" in str(link.render())
+        await pilot.click("#first-advise")
+        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen))
