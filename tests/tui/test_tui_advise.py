@@ -66,16 +66,25 @@ def save_chat(path, tokenizer, question: str, answer: str, temperature: float = 
 
 
 @pytest.fixture
-def history(tmp_path, tokenizer):
-    """Three chats that copy their prompt's code (T = 0) and one sampled at T 0.7, where the
-    app's history is; this machine's costs kept beside it, as advise keeps them."""
-    path = tmp_path / "history.sqlite3"
-    for opening in ("Repeat this code", "Show this again", "Once more"):
-        save_chat(path, tokenizer, f"{opening}:\n{CODE}", f"Here it is:\n{CODE}")
-    save_chat(path, tokenizer, "Say hello.", "Hello there!", temperature=0.7)
+def costs_kept(tmp_path):
+    """This machine's costs kept beside the app's history, as advise keeps them."""
     kept = cached_profile_path(tmp_path, MODEL, "test")
     kept.parent.mkdir(parents=True)
     kept.write_text(profile_json(COSTS))
+    return kept
+
+
+def copying_chats(path, tokenizer) -> None:
+    """Three chats that copy their prompt's code (T = 0) and one sampled at T 0.7."""
+    for opening in ("Repeat this code", "Show this again", "Once more"):
+        save_chat(path, tokenizer, f"{opening}:\n{CODE}", f"Here it is:\n{CODE}")
+    save_chat(path, tokenizer, "Say hello.", "Hello there!", temperature=0.7)
+
+
+@pytest.fixture
+def history(tmp_path, tokenizer, costs_kept):
+    path = tmp_path / "history.sqlite3"
+    copying_chats(path, tokenizer)
     return path
 
 
@@ -231,7 +240,7 @@ async def test_no_apply_where_the_engine_cannot_switch_method(make_app, history,
         assert app.host.info.method == "ngram" and not (config_dir / "config.toml").exists()
 
 
-async def test_the_first_screen_links_to_advise_once_there_are_enough_replies(make_app, tmp_path, tokenizer):
+async def test_the_first_screen_links_to_advise_once_there_are_enough_replies(make_app, tmp_path, tokenizer, costs_kept):
     path = tmp_path / "history.sqlite3"
     save_chat(path, tokenizer, "One", "Reply one.")
     save_chat(path, tokenizer, "Two", "Reply two.")
@@ -248,3 +257,37 @@ async def test_the_first_screen_links_to_advise_once_there_are_enough_replies(ma
         assert "Your 3 saved replies can say: Ctrl+F2 or /advise" in str(link.render())
         await pilot.click("#first-advise")
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen))
+
+
+async def test_costs_not_measured_yet_are_measured_with_progress_and_kept(make_app, tmp_path, tokenizer, monkeypatch):
+    """No kept profile: the screen says it measures this machine's costs (the library's
+    this_machine_profile, its measurement stood in for here: the real one loads the model),
+    then shows the table, and the profile is kept for the next time."""
+    import threading
+
+    import spectui.advise.measure as measure
+
+    path = tmp_path / "history.sqlite3"
+    copying_chats(path, tokenizer)
+    go_on = threading.Event()
+
+    def measured(model, context_ids, progress=None):
+        assert model.name == MODEL and len(context_ids) > 20  # timed at a conversation's length
+        progress("verify widths", 3, 7)
+        go_on.wait(20)
+        return COSTS
+
+    monkeypatch.setattr(measure, "measure_profile", measured)
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: "verify widths" in text_of(screen, "#advise-status"))
+        assert "measuring this machine's costs for smollm2-135m once" in text_of(screen, "#advise-status")
+        assert screen.query_one("#advise-progress").display
+        go_on.set()
+        screen = await advice_shown(pilot)
+        assert len(table_rows(screen)) == 37
+    assert cached_profile_path(tmp_path, MODEL, "test").is_file()

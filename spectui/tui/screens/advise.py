@@ -95,6 +95,9 @@ class AdviseScreen(ModalScreen):
     def on_mount(self) -> None:
         self.show_scope()
 
+    def on_unmount(self) -> None:
+        self.closed.set()  # the app quits with the screen open: a measurement stops too
+
     @property
     def advice(self) -> Advice | None:
         result = self.results.get(self.scope)
