@@ -27,7 +27,10 @@ def with_settings(text: str, values: dict[str, object]) -> str:
             added.append(line)
         else:
             lines[found] = line
-    lines[first_table:first_table] = added + ([""] if added and first_table < len(lines) else [])
+    end = first_table  # after the top level's last line, before the blank lines above a table
+    while end > 0 and not lines[end - 1].strip():
+        end -= 1
+    lines[end:end] = added
     return "\n".join(lines) + "\n"
 
 
