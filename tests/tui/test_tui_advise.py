@@ -291,3 +291,14 @@ async def test_costs_not_measured_yet_are_measured_with_progress_and_kept(make_a
         screen = await advice_shown(pilot)
         assert len(table_rows(screen)) == 37
     assert cached_profile_path(tmp_path, MODEL, "test").is_file()
+
+
+def test_the_advise_screen_snapshot(snap_compare, make_app, history):
+    """The table, the costs, the recommendation and the apply line over a frozen clock."""
+    async def open_advise(pilot) -> None:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        await advice_shown(pilot)
+
+    app = chat_app(make_app, clock=lambda: 0.0)
+    assert snap_compare(app, run_before=open_advise, terminal_size=SIZE)

@@ -143,7 +143,9 @@ class AdviseScreen(ModalScreen):
         self.post_message(AdviseDone(scope, advice, None))
 
     def progress(self, what: str, done: int, total: int) -> None:
-        self.query_one("#advise-status", Static).update(Content(safe_text(what)))
+        status = self.query_one("#advise-status", Static)
+        status.update(Content(safe_text(what)))
+        status.display = True
         bar = self.query_one("#advise-progress", ProgressBar)
         bar.display = True
         bar.update(total=total or None, progress=done)
@@ -163,7 +165,9 @@ class AdviseScreen(ModalScreen):
         result = self.results[self.scope]
         self.query_one("#advise-progress", ProgressBar).display = False
         advice = None if isinstance(result, str) else result
-        self.query_one("#advise-status", Static).update(Content(safe_text(result) if isinstance(result, str) else ""))
+        status = self.query_one("#advise-status", Static)
+        status.update(Content(safe_text(result) if isinstance(result, str) else ""))
+        status.display = isinstance(result, str)  # a line only while it says something
         self.show_rows(advice)
         self.query_one("#advise-costs", Static).update(Content(costs_text(advice) if advice is not None else ""))
         self.query_one("#advise-recommendation", Static).update(
