@@ -15,8 +15,13 @@ CHATS = (
 )
 
 
-def record_chat(store: Store, engine, turns: tuple[str, ...], control: Control, max_tokens: int = 64) -> list[list[Step]]:
-    """One conversation of `turns` through `engine`, every message and step saved; the steps of each reply."""
+MAX_TOKENS = 32
+
+
+def record_chat(store: Store, engine, turns: tuple[str, ...], control: Control,
+                max_tokens: int = MAX_TOKENS) -> list[tuple[list[int], list[Step]]]:
+    """One conversation of `turns` through `engine`, every message and step saved; each reply's
+    prompt ids (as the engine built them) and steps."""
     conversation = store.new_conversation({})
     messages: list[dict] = []
     replies = []
@@ -36,18 +41,19 @@ def record_chat(store: Store, engine, turns: tuple[str, ...], control: Control, 
         content = "".join(step.text for step in steps)
         store.finish_message(reply_id, content, done.finish_reason)
         messages.append({"role": "assistant", "content": content})
-        replies.append(steps)
+        replies.append((engine.prompt_ids(messages[:-1]), steps))
     return replies
 
 
-def recorded_history(path: Path, engine, controls: dict[str, Control]) -> dict[str, list[list[Step]]]:
-    """Every chat under each method's control, into one history at `path`: method -> replies' steps."""
+def recorded_history(path: Path, engine, controls: dict[str, Control],
+                     chats: tuple[tuple[str, ...], ...] = CHATS) -> dict[str, list[tuple[list[int], list[Step]]]]:
+    """Every chat under each method's control, into one history at `path`: method -> (prompt ids, steps) per reply."""
     store = Store(path)
-    out: dict[str, list[list[Step]]] = {}
+    out: dict[str, list[tuple[list[int], list[Step]]]] = {}
     try:
         for method, control in controls.items():
             drafting = engine.with_method(method)
-            for turns in CHATS:
+            for turns in chats:
                 drafting.forget_prompts()
                 out.setdefault(method, []).extend(record_chat(store, drafting, turns, control))
     finally:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from spectui.advise.chats import ChatReply, Selection
 from spectui.advise.costs import CostProfile
+from spectui.advise.draft_model import replay_teacher_forced
 from spectui.advise.replay import AUTO, ReplayedStep, replay_reply
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
@@ -98,6 +99,14 @@ class ArmResult:
                 "steps": self.steps, "predicted_seconds": self.seconds}
 
 
+@dataclass(frozen=True)
+class DraftReplay:
+    """A draft model's teacher-forced greedy predictions, one list per reply (spectui.advise.draft_model)."""
+
+    name: str
+    predictions: list[list[int]]
+
+
 @dataclass
 class Advice:
     costs: CostProfile
@@ -152,10 +161,13 @@ def replayed_arm_name(reply: ChatReply) -> str:
 
 
 def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter] = COPY_DRAFTERS,
-           ks: Sequence[int | str] = KS, progress: Callable[[int, int], None] | None = None) -> Advice:
+           ks: Sequence[int | str] = KS, progress: Callable[[int, int], None] | None = None,
+           draft: DraftReplay | None = None) -> Advice:
     """Replay every drafter × k over the selection's replies (in order: suffix's history grows
-    as it did) and charge each at `costs`. progress(done, total) counts arms."""
-    total = 1 + len(drafters) * len(ks)
+    as it did) and charge each at `costs`; with `draft`, a draft model at every fixed k too.
+    progress(done, total) counts arms."""
+    fixed = [k for k in ks if isinstance(k, int)] if draft is not None else []
+    total = 1 + len(drafters) * len(ks) + len(fixed)
     report = progress or (lambda done, total: None)
     baseline = replay_arm(selection.replies, None, 0, costs)
     report(1, total)
@@ -166,7 +178,20 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
             arm.speedup = baseline.seconds / arm.seconds if arm.seconds else 1.0
             arms.append(arm)
             report(len(arms) + 1, total)
+    for k in fixed:
+        assert draft is not None
+        arms.append(draft_arm(selection.replies, draft, k, costs, baseline))
+        report(len(arms) + 1, total)
     return Advice(costs, baseline, arms, selection)
+
+
+def draft_arm(replies: Sequence[ChatReply], draft: DraftReplay, k: int, costs: CostProfile, baseline: ArmResult) -> ArmResult:
+    """A draft model at a fixed k, teacher-forced (spectui.advise.draft_model)."""
+    result = ArmResult(draft.name, k)
+    for reply, predictions in zip(replies, draft.predictions, strict=True):
+        result.add(replay_teacher_forced(reply, predictions, k, costs))
+    result.speedup = baseline.seconds / result.seconds if result.seconds else 1.0
+    return result
 
 
 def replay_arm(replies: Sequence[ChatReply], drafter: Drafter | None, k: int | str, costs: CostProfile) -> ArmResult:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from spectui.advise.replay import ReplayInput
 from spectui.core.errors import UsageError
@@ -20,6 +21,12 @@ from spectui.store.history import Store
 from spectui.store.records import Conversation, NoSuchConversation, StoredMessage
 
 ROLES = ("system", "user", "assistant")
+
+
+class Tokenizer(Protocol):
+    """The target's tokenizer as the replay uses it (JsonTokenizer, or transformers')."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ def shown(message: StoredMessage) -> bool:
     return message.role in ROLES and not message.stats.get("superseded")
 
 
-def chat_replies(conversations: Sequence[Conversation], tokenizer, vocab_size: int,
+def chat_replies(conversations: Sequence[Conversation], tokenizer: Tokenizer, vocab_size: int,
                  encode: Callable[[object, list[Message]], list[int]] = chat_prompt_ids) -> Selection:
     """Every finished reply of the conversations with its prompt ids; T > 0 replies and the
     ones this target's tokenizer did not write are counted, not replayed."""
@@ -91,7 +98,7 @@ def chat_replies(conversations: Sequence[Conversation], tokenizer, vocab_size: i
     return selection
 
 
-def _reply(conversation_id: int, message: StoredMessage, before: list[StoredMessage], tokenizer, vocab_size: int,
+def _reply(conversation_id: int, message: StoredMessage, before: list[StoredMessage], tokenizer: Tokenizer, vocab_size: int,
            encode: Callable[[object, list[Message]], list[int]], selection: Selection) -> ChatReply | None:
     steps = tuple(stored.step for stored in message.steps)
     ids = tuple(token for step in steps for token in step.token_ids)
@@ -113,7 +120,7 @@ def _reply(conversation_id: int, message: StoredMessage, before: list[StoredMess
     return ChatReply(prompt, ids, message.finish_reason, conversation_id, message.id, steps, dict(message.settings))
 
 
-def _same_text(tokenizer, ids: Sequence[int], steps: Sequence[Step]) -> bool:
+def _same_text(tokenizer: Tokenizer, ids: Sequence[int], steps: Sequence[Step]) -> bool:
     """The ids decode to the text the reply showed: this tokenizer wrote them."""
     shown_text = "".join(step.text for step in steps)
     decoded = tokenizer.decode(list(ids), skip_special_tokens=True)

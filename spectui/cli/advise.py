@@ -20,7 +20,7 @@ from spectui.core.errors import SpectuiError, UsageError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from spectui.advise.advice import Advice
+    from spectui.advise.advice import Advice, DraftReplay
     from spectui.advise.chats import Selection
     from spectui.advise.costs import CostProfile
     from spectui.models.gguf_local import GgufModel
@@ -34,6 +34,7 @@ def advise_command(
     conversation: Optional[int] = typer.Option(None, "--conversation", help="Only this conversation (see history list)."),
     since: Optional[str] = typer.Option(None, "--since", help="Only conversations active since DATE (YYYY-MM-DD or ISO time)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The target (default: the configured model)."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Also replay this cached draft model, teacher-forced (fixed k)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: every arm, and each reply's recorded vs replayed acceptance."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Write speed-vs-k plots (PNG) into this folder (matplotlib)."),
     costs_file: Optional[Path] = typer.Option(None, "--costs", help="Charge the replay at a cost profile from FILE (another machine's)."),
@@ -43,7 +44,7 @@ def advise_command(
     """Which drafter and k pay for your chats: your saved replies replayed at T = 0 (exact) for
     every copy drafter and k, at costs measured on this machine. Speeds are predictions."""
     try:
-        code = run_advise(last, conversation, since, model, as_json, plots, costs_file, save_costs, remeasure)
+        code = run_advise(last, conversation, since, model, as_json, plots, costs_file, save_costs, remeasure, draft)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -57,17 +58,23 @@ def parse_since(text: str) -> float:
 
 
 def run_advise(last: int | None, conversation: int | None, since: str | None, model: str | None, as_json: bool,
-               plots: Path | None, costs_file: Path | None, save_costs: Path | None, remeasure: bool) -> int:
+               plots: Path | None, costs_file: Path | None, save_costs: Path | None, remeasure: bool,
+               draft_name: str | None = None) -> int:
     from spectui.advise.costs import read_profile
 
     since_time = parse_since(since) if since is not None else None
     given = read_profile(costs_file) if costs_file is not None else None
-    target = cached_target(model)
+    if given is not None and draft_name is not None and "draft" not in given.draft_seconds:
+        raise UsageError(f"--costs {costs_file} has no draft model's cost (draft_seconds.draft) to charge --draft at")
+    target, draft = cached_models(model, draft_name)
     asked = conversation is not None or last is not None or since is not None
     selection = read_selection(target, last, conversation, since_time, must=save_costs is None or asked)
     if not selection.replies and save_costs is None:
         raise UsageError(no_reply_line(selection))
     costs = given or this_machine(target, selection, remeasure, quiet=as_json)
+    teacher = None
+    if draft is not None and selection.replies:
+        costs, teacher = teacher_forced(draft, selection, costs, measure=given is None, quiet=as_json)
     if save_costs is not None:
         from spectui.advise.costs import profile_json
         from spectui.core.files import write_user_file
@@ -79,7 +86,7 @@ def run_advise(last: int | None, conversation: int | None, since: str | None, mo
         typer.echo(f"wrote {save_costs}", err=True)
         if not selection.replies:
             return 0
-    advice = replay(selection, costs, quiet=as_json)
+    advice = replay(selection, costs, quiet=as_json, draft=teacher)
     if as_json:
         typer.echo(json.dumps(advice.as_dict(), indent=2))
     else:
@@ -89,13 +96,44 @@ def run_advise(last: int | None, conversation: int | None, since: str | None, mo
     return 0
 
 
-def cached_target(model: str | None) -> GgufModel:
+def cached_models(model: str | None, draft: str | None) -> tuple[GgufModel, GgufModel | None]:
+    """The target (and draft) on this machine, each name resolved once; a draft must share the target's tokens."""
     from spectui.advise.measure import cached_gguf
+    from spectui.models.load import check_same_tokens
     from spectui.models.registry import resolve_pair
     from spectui.settings.config import load_config
 
-    name = model if model is not None else load_config().model
-    return cached_gguf(resolve_pair(name, None).target)
+    pair = resolve_pair(model if model is not None else load_config().model, draft)
+    target = cached_gguf(pair.target)
+    if pair.draft is None:
+        return target, None
+    drafting = cached_gguf(pair.draft)
+    check_same_tokens(target.name, target.tokenizer, drafting.name, drafting.tokenizer)
+    return target, drafting
+
+
+def teacher_forced(draft: GgufModel, selection: Selection, costs: CostProfile, measure: bool,
+                   quiet: bool) -> tuple[CostProfile, DraftReplay]:
+    """The draft's greedy token after every true prefix of every reply (one pass each), and its
+    cost per token measured here when the profile lacks it."""
+    from dataclasses import replace
+
+    from spectui.advise.advice import DraftReplay
+    from spectui.advise.draft_model import all_predictions, draft_token_seconds
+    from spectui.engines.ggml.lib import LlamaModel
+
+    model = LlamaModel(draft.gguf)
+    try:
+        if measure and "draft" not in costs.draft_seconds:
+            seconds = draft_token_seconds(model, context_ids(draft, selection))
+            costs = replace(costs, draft_seconds={**costs.draft_seconds, "draft": seconds})
+        with progress_bar(quiet) as bar:
+            task = bar.add_task(f"teacher-forcing {draft.name}", total=len(selection.replies))
+            predictions = all_predictions(model, selection.replies, None,
+                                          lambda done, total: bar.update(task, completed=done, total=total))
+    finally:
+        model.close()
+    return costs, DraftReplay(f"draft {draft.name}", predictions)
 
 
 def read_selection(target: GgufModel, last: int | None, conversation: int | None, since: float | None,
@@ -155,13 +193,14 @@ def context_ids(target: GgufModel, selection: Selection) -> list[int]:
     return [*middle.prompt_ids, *middle.reply_ids]
 
 
-def replay(selection: Selection, costs: CostProfile, quiet: bool) -> Advice:
+def replay(selection: Selection, costs: CostProfile, quiet: bool, draft: DraftReplay | None = None) -> Advice:
     from spectui.advise.advice import advise
 
     tokens = sum(len(reply.reply_ids) for reply in selection.replies)
     with progress_bar(quiet) as bar:
         task = bar.add_task(f"replaying {len(selection.replies)} replies ({tokens:,} tokens)", total=None)
-        return advise(selection, costs, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return advise(selection, costs, progress=lambda done, total: bar.update(task, completed=done, total=total),
+                      draft=draft)
 
 
 def progress_bar(quiet: bool):  # noqa: ANN201 - rich's Progress, imported here only

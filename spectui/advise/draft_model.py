@@ -1,0 +1,82 @@
+"""A draft model replayed teacher-forced: one forward pass over prompt + reply gives the draft's
+greedy token after every true prefix, and that is all a T = 0 replay needs.
+
+Draft j of a step matters only while drafts 1 … j−1 matched the reply, so its context is the
+reply's own prefix: the step at position p keeps the run of positions p, p+1, … where the
+draft's argmax equals the reply's token, up to k. Every step drafts k (the loop's fixed k asks
+the draft model for k tokens) and pays k draft tokens at the profile's cost per token. Adaptive
+k is not replayed for a draft model: its confidence floor reads the draft's probabilities
+chain by chain, which the one pass does not keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from spectui.advise.costs import CostProfile
+from spectui.advise.replay import ReplayedStep, ReplayInput
+
+if TYPE_CHECKING:
+    from spectui.engines.ggml.lib import LlamaModel
+
+
+def greedy_predictions(draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int],
+                       target_width: int | None = None) -> list[int]:
+    """The draft's argmax after prompt + reply[:i] for every i in 0 … len(reply)−1."""
+    draft.clear()
+    predictions = [int(draft.decode(list(prompt), 1)[0][:target_width].argmax())]
+    for start in range(0, len(reply) - 1, draft.batch):
+        chunk = list(reply[start:min(start + draft.batch, len(reply) - 1)])
+        rows = draft.decode(chunk, len(chunk))
+        predictions += [int(row[:target_width].argmax()) for row in rows]
+    return predictions
+
+
+def replay_teacher_forced(reply: ReplayInput, predictions: Sequence[int], k: int,
+                          costs: CostProfile) -> list[ReplayedStep]:
+    """The loop's steps at a fixed k for a draft whose greedy tokens are `predictions`."""
+    ids = reply.reply_ids
+    budget = len(ids) if reply.finish_reason == "length" else None
+    steps = [ReplayedStep(0, 0, 0, 1, 0.0)]
+    position = 1
+    while position < len(ids):
+        room = budget - position - 1 if budget is not None else len(ids) + 64
+        step_k = min(k, room)
+        accepted = 0
+        while accepted < step_k and position + accepted < len(ids) and predictions[position + accepted] == ids[position + accepted]:
+            accepted += 1
+        emitted = min(accepted + 1, len(ids) - position)
+        verify_steps, _ = costs.verify_steps(step_k, accepted)
+        seconds = step_k * costs.draft_cost("draft") + verify_steps * costs.plain_seconds + costs.overhead_seconds
+        steps.append(ReplayedStep(step_k, step_k, accepted, emitted, seconds))
+        position += emitted
+    return steps
+
+
+def all_predictions(draft: LlamaModel, replies: Sequence[ReplayInput], target_width: int | None,
+                    progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
+    """Every reply's teacher-forced predictions, progress(done, total) in replies."""
+    out = []
+    for index, reply in enumerate(replies):
+        out.append(greedy_predictions(draft, reply.prompt_ids, reply.reply_ids, target_width))
+        if progress is not None:
+            progress(index + 1, len(replies))
+    return out
+
+
+def draft_token_seconds(draft: LlamaModel, context: Sequence[int], rounds: int = 7) -> float:
+    """The draft's seconds per drafted token at len(context) cached tokens (the fastest of a few:
+    on a shared machine the rest measure the neighbours)."""
+    import time
+
+    ids = list(context) or [0] * 16
+    draft.clear()
+    draft.decode(ids[:-1] or ids, 1)
+    times = []
+    for _ in range(rounds):
+        draft.keep(max(1, len(ids) - 1))
+        started = time.perf_counter()
+        draft.decode(ids[-1:], 1)
+        times.append(time.perf_counter() - started)
+    return min(times)
