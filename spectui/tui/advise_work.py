@@ -76,13 +76,16 @@ class Choice:
         return f"{self.method}{lookup}{drafting}, k {self.k}"
 
 
-def recommended(advice: Advice) -> Choice:
+def recommended(advice: Advice) -> Choice | None:
+    """The best arm as the chat runs it; None for one it cannot switch to (a draft model's arm)."""
     from spectui.advise.advice import COPY_DRAFTERS, SAME_SPEED
 
     best = advice.best
-    drafter = next((d for d in COPY_DRAFTERS if d.name == best.drafter), None)
-    if drafter is None or best.speedup < 1 + SAME_SPEED:
+    if best.speedup < 1 + SAME_SPEED:
         return Choice(0)
+    drafter = next((d for d in COPY_DRAFTERS if d.name == best.drafter), None)
+    if drafter is None:
+        return None
     return Choice(best.k, drafter.method, drafter.history, drafter.lookup if drafter.method == "ngram" else None)
 
 

@@ -302,3 +302,17 @@ def test_the_advise_screen_snapshot(snap_compare, make_app, history):
 
     app = chat_app(make_app, clock=lambda: 0.0)
     assert snap_compare(app, run_before=open_advise, terminal_size=SIZE)
+
+
+def test_where_no_drafter_pays_the_recommendation_is_k_0_and_keeps_the_method(history, tokenizer):
+    from dataclasses import replace
+
+    from spectui.tui.advise_work import config_for, kept_values
+
+    dear = replace(COSTS, verify={1: 1.0, 2: 3.0, 3: 5.0})  # a verify row as dear as two plain steps
+    selection = chat_replies(read_conversations(history), tokenizer, max(tokenizer.get_vocab().values()) + 1)
+    choice = recommended(advise(selection, dear))
+    assert choice is not None and (choice.method, choice.k, choice.words) == (None, 0, "k 0 (plain decoding)")
+    assert kept_values(choice) == {"k": 0}
+    config = config_for(choice, ChatConfig(method="suffix", k="auto"))
+    assert (config.method, config.k) == ("suffix", 0)
