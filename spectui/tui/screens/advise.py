@@ -122,6 +122,8 @@ class AdviseScreen(ModalScreen):
             self.results[self.scope] = "This chat has no saved reply yet: t shows the whole history."
             self.show_result()
             return
+        for line in ("#advise-costs", "#advise-recommendation", "#advise-apply"):
+            self.say(line, "")
         self.show_rows(None)
         self.progress("reading your chats", 0, 0)
         self.run_worker(partial(self.compute, self.scope, conversation), thread=True, group="advise")
@@ -169,10 +171,15 @@ class AdviseScreen(ModalScreen):
         status.update(Content(safe_text(result) if isinstance(result, str) else ""))
         status.display = isinstance(result, str)  # a line only while it says something
         self.show_rows(advice)
-        self.query_one("#advise-costs", Static).update(Content(costs_text(advice) if advice is not None else ""))
-        self.query_one("#advise-recommendation", Static).update(
-            Content(safe_text(advice.recommendation())) if advice is not None else "")
+        self.say("#advise-costs", costs_text(advice) if advice is not None else "")
+        self.say("#advise-recommendation", safe_text(advice.recommendation()) if advice is not None else "")
         self.show_apply()
+
+    def say(self, selector: str, text: str) -> None:
+        """A line of the screen, taking no room while it says nothing."""
+        line = self.query_one(selector, Static)
+        line.update(Content(text))
+        line.display = bool(text)
 
     def show_rows(self, advice: Advice | None) -> None:
         table = self.query_one("#advise-table", DataTable)
@@ -188,7 +195,7 @@ class AdviseScreen(ModalScreen):
             table.add_row(*(Text(cell, style=style, justify="left" if i == 0 else "right") for i, cell in enumerate(cells)))
 
     def show_apply(self) -> None:
-        self.query_one("#advise-apply", Static).update(Content(self.apply_words()))
+        self.say("#advise-apply", self.apply_words())
         self.refresh_bindings()
 
     def apply_words(self) -> str:
