@@ -130,19 +130,19 @@ def k_changes(choice: Choice, host: EngineHost) -> bool:
 
 
 def apply_problem(choice: Choice, host: EngineHost, config: ChatConfig) -> str | None:
-    """Why applying would not act (the apply key is hidden then), or None."""
+    """Why applying would not act (the apply key is hidden then), as the screen says it, or None."""
     engine = host.engine
     if engine is None:
-        return "the engine is not ready"
+        return "Not applied here: the engine is not ready."
     changes_method = method_changes(choice, host, config)
     if not changes_method and not k_changes(choice, host):
-        return f"the chat already runs {choice.words}"
+        return f"The chat already runs {choice.words}."
     if changes_method and not engine.capabilities.method_switch:
-        return f"the {engine.info.name} engine cannot switch method (the model screen, F11, picks another engine)"
+        return f"Not applied here: the {engine.info.name} engine cannot switch method (the model screen, F11, picks another engine)."
     if choice.k == "auto" and not engine.capabilities.live(AUTO):
-        return f"the {engine.info.name} engine cannot run adaptive k"
+        return f"Not applied here: the {engine.info.name} engine cannot run adaptive k."
     if host.k_from_engine or host.k_fixed_elsewhere:
-        return f"the {engine.info.name} engine sets its own k"
+        return f"Not applied here: the {engine.info.name} engine sets its own k."
     return None
 
 

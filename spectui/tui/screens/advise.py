@@ -206,7 +206,7 @@ class AdviseScreen(ModalScreen):
             return ""
         problem = apply_problem(choice, self.chat.host, self.chat.config)
         if problem is not None:
-            return f"Not applied here: {problem}."
+            return problem
         return f"a: run {choice.words} in this chat, and keep it in your config file."
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
