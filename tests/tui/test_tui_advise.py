@@ -316,3 +316,14 @@ def test_where_no_drafter_pays_the_recommendation_is_k_0_and_keeps_the_method(hi
     assert kept_values(choice) == {"k": 0}
     config = config_for(choice, ChatConfig(method="suffix", k="auto"))
     assert (config.method, config.k) == ("suffix", 0)
+
+
+async def test_with_history_off_the_key_says_why_and_opens_nothing(make_app):
+    app = chat_app(make_app, store=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        await pilot.pause()
+        assert app.screen is app.chat_screen
+        assert any(note.startswith("History is off") and "advise" in note for note in notices(app))
+        assert not app.chat_screen.query("#first-advise")
