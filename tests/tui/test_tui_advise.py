@@ -327,3 +327,23 @@ async def test_with_history_off_the_key_says_why_and_opens_nothing(make_app):
         assert app.screen is app.chat_screen
         assert any(note.startswith("History is off") and "advise" in note for note in notices(app))
         assert not app.chat_screen.query("#first-advise")
+
+
+async def test_a_failing_replay_is_one_line_on_the_screen_and_the_chat_goes_on(make_app, history, monkeypatch):
+    import spectui.advise.advice as library
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("replay broke\nsecond line")
+
+    monkeypatch.setattr(library, "advise", broken)
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        status = text_of(screen, "#advise-status")
+        assert status.startswith("advise failed: ") and "replay broke" in status and "\n" not in status
+        assert not screen.query_one("#advise-table").display and not screen.check_action("apply", ())
+        await pilot.press("escape")
+        await send(pilot, "still here")
+        await wait_for(pilot, lambda: len(app.chat_screen.transcript.entries) >= 2)

@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 
-from spectui.core.errors import SpectuiError
+from spectui.core.errors import SpectuiError, one_line
 from spectui.core.safe_text import safe_text
 from spectui.tui.advise_work import Choice, apply_problem, config_for, kept_values, method_changes, recommended, run_advice
 
@@ -141,6 +141,9 @@ class AdviseScreen(ModalScreen):
             return
         except (SpectuiError, OSError) as error:
             self.post_message(AdviseDone(scope, None, str(error)))
+            return
+        except Exception as error:  # a library's own failure: one line on the screen, the chat goes on
+            self.post_message(AdviseDone(scope, None, f"advise failed: {one_line(error)}"))
             return
         self.post_message(AdviseDone(scope, advice, None))
 
