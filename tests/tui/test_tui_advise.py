@@ -347,3 +347,20 @@ async def test_a_failing_replay_is_one_line_on_the_screen_and_the_chat_goes_on(m
         await pilot.press("escape")
         await send(pilot, "still here")
         await wait_for(pilot, lambda: len(app.chat_screen.transcript.entries) >= 2)
+
+
+async def test_a_k_of_its_own_is_applied_live_without_a_new_engine(make_app, history, tokenizer, config_dir):
+    choice = recommended(expected_advice(history, tokenizer))
+    assert choice is not None and choice.method == "suffix" and choice.k != 8
+    app = chat_app(make_app, method="suffix", k=8)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        engine = app.host.engine
+        await pilot.press("ctrl+f2")
+        await advice_shown(pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        assert app.host.engine is engine and app.host.state.wanted_swap is None  # the same engine, k live
+        assert (app.host.live.k, app.host.live.auto, app.chat_screen.config.k) == (choice.k, False, choice.k)
+    kept = load_config(config_dir / "config.toml")
+    assert (kept.method, kept.k) == ("suffix", choice.k)
