@@ -56,7 +56,7 @@ def as_recorded(steps):
     return [(len(step.token_ids), sum(s is Source.DRAFT for s in step.sources), step.num_drafted) for step in steps]
 
 
-@pytest.mark.parametrize("k", [1, 3, 8])
+@pytest.mark.parametrize("k", [pytest.param(1, marks=pytest.mark.slow), 3, pytest.param(8, marks=pytest.mark.slow)])
 def test_a_fixed_k_replays_step_for_step(smollm2_ggml, tmp_path, k):
     path = tmp_path / "history.sqlite3"
     recorded = recorded_history(path, smollm2_ggml, {"ngram": Control(k, 0.0), "suffix": Control(k, 0.0)}, CHATS[:1])

@@ -185,3 +185,8 @@ def test_save_costs_writes_the_profile_it_charged(history, tmp_path):
     result = advise("--costs", str(costs), "--save-costs", str(saved), "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(saved.read_text()) == json.loads(costs.read_text())
+
+
+def test_a_draft_with_a_costs_file_that_has_no_draft_cost_is_one_line(history, tmp_path):
+    _, costs = history
+    one_error_line(advise("--costs", str(costs), "--draft", "smollm2-135m"), "no draft model's cost")

@@ -231,11 +231,13 @@ def costs_line(costs: CostProfile) -> str:
 
 
 def advice_table(advice: Advice) -> Table:
+    from rich import box
     from rich.table import Table
 
     best = advice.best
-    table = Table(title="Predicted speed on your chats (replayed at T = 0, exact acceptance; measured costs)")
-    for header in ("drafter", "k", "speed vs k 0", "γ", "τ", "coloured", "replies", "tokens"):
+    table = Table(title="Predicted speed vs k 0 on your chats (replayed at T = 0, exact acceptance)", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)
+    for header in ("drafter", "k", "speed", "γ", "τ", "coloured", "replies", "tokens"):
         table.add_column(header, justify="left" if header == "drafter" else "right", no_wrap=header == "drafter")
     for arm in [advice.baseline, *advice.arms]:
         style = "bold green" if arm is best and arm.speedup > 1 else None
