@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from spectui.advise.costs import CostProfile, cached_profile_path, load_cached_profile, profile_json
+from spectui.advise.replay import ReplayInput
 from spectui.core.errors import UsageError
 from spectui.models.gguf_local import RECORD_FILE, GgufModel, has_gguf, tokenizer_folder
 from spectui.models.registry import ResolvedModel, gguf_dir
@@ -117,3 +118,12 @@ def this_machine_profile(model: GgufModel, data_dir: Path, context_ids: Sequence
     partial.write_text(profile_json(profile), encoding="utf-8")
     partial.replace(path)
     return profile, True
+
+
+def median_context_ids(replies: Sequence[ReplayInput]) -> list[int]:
+    """A conversation of the median length (prompt and reply) to time v(n) at; [] without replies."""
+    if not replies:
+        return []
+    ranked = sorted(replies, key=lambda reply: len(reply.prompt_ids) + len(reply.reply_ids))
+    middle = ranked[len(ranked) // 2]
+    return [*middle.prompt_ids, *middle.reply_ids]

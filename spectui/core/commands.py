@@ -35,6 +35,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("t", "X", "set the temperature"),
     CommandSpec("system", "", "edit this chat's system prompt"),
     CommandSpec("export", "[FOLDER]", "write this chat as Markdown, JSON and its trace"),
+    CommandSpec("advise", "", "which drafter and k pay for your chats (replayed at T = 0)"),
 )
 BY_NAME = {spec.name: spec for spec in COMMANDS}
 

@@ -64,6 +64,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "system_prompt": "ctrl+f12",
     "model": "f11,ctrl+f11",
     "stats": "ctrl+f5",  # not Ctrl+F3: xterm sends it as a cursor position report
+    "advise": "ctrl+f2",  # F1-F12 are taken; beside F2's history, which it replays
 }
 
 KEY_DESCRIPTIONS: dict[str, str] = {
@@ -99,6 +100,7 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "system_prompt": "edit this chat's system prompt",
     "model": "change model, draft, method, heads or engine",
     "stats": "hide / show the stats panel",
+    "advise": "which drafter and k pay for your chats (replayed), and apply it",
 }
 
 

@@ -178,6 +178,14 @@ class Store(Database):
         )
         return [ConversationSummary(*row) for row in rows]
 
+    def replies_at_greedy(self) -> int:
+        """Finished replies sampled at T = 0 (what `spectui advise` can replay), shown ones only."""
+        rows = self._read(
+            "SELECT COUNT(*) FROM messages m WHERE m.role = 'assistant' AND m.finish_reason IN ('stop', 'length')"
+            f" AND json_valid(m.settings) AND json_extract(m.settings, '$.temperature') = 0 AND {SHOWN}"
+        )
+        return int(rows[0][0])
+
     def latest_conversation_id(self) -> int | None:
         rows = self._read("SELECT id FROM conversations ORDER BY updated DESC, id DESC LIMIT 1")
         return rows[0][0] if rows else None

@@ -192,6 +192,15 @@ class SpectuiApp(App):
             screen = HistoryScreen(self.store, self.export_dir, open_id, writes=self.history)
             self.push_screen(screen, self._open_conversation)
 
+    def action_advise(self) -> None:
+        from spectui.tui.screens.advise import AdviseScreen
+
+        if self.store is None:
+            self.notify("History is off (no store): advise replays your saved replies.")
+        elif self.chat_screen is not None and self.screen is self.chat_screen:
+            self.wait_for_history()  # the last reply's rows may still wait in the queue
+            self.push_screen(AdviseScreen(self.chat_screen, self.store.path))
+
     def export_conversation(self, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
         """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""
         from spectui.tui.screens.history import write_exports

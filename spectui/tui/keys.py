@@ -42,12 +42,13 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "system_prompt": ("system_prompt", "system"),
     "model": ("model", "model"),
     "stats": ("toggle_stats", "stats"),
+    "advise": ("app.advise", "advise"),
 }
 PROMPT = ("send", "newline")  # the message box's own keys, shown while it has the focus
 # Kept off the footer (help and the Ctrl+P palette list them): said elsewhere (Enter sends:
 # the message box says so), useful only at a moment the screen names (a chat over the
 # context), or rarer than the footer's width allows.
-HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model")
+HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "model", "advise")
 
 # What the footer shows first when it cannot show everything (a group: all or none).
 FOOTER_PRIORITY = (

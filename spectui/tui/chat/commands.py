@@ -165,6 +165,9 @@ class ChatCommands:
     def do_system(self, command: Command) -> None:
         self.screen.action_system_prompt()
 
+    def do_advise(self, command: Command) -> None:
+        cast("SpectuiApp", self.screen.app).action_advise()  # what its key does
+
     def do_k(self, command: Command) -> None:
         host = self.screen.host
         try:

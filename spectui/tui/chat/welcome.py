@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spectui.tui.advise_work import advise_link
 from spectui.tui.k_words import measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
 
@@ -23,7 +24,7 @@ class Welcome:
 
     def show(self) -> None:
         if self.card is None:
-            self.screen.scroll.mount(FirstScreen(self.cost()))
+            self.screen.scroll.mount(FirstScreen(self.cost(), advise=advise_link(getattr(self.screen.app, "store", None), self.screen.config.keys)))
 
     def drop(self) -> None:
         self.screen.scroll.query(FirstScreen).remove()

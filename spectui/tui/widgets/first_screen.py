@@ -77,8 +77,9 @@ class FirstScreen(Vertical):
             super().__init__()
             self.suggestion = suggestion
 
-    def __init__(self, cost: str, example: Path = EXAMPLE) -> None:
+    def __init__(self, cost: str, example: Path = EXAMPLE, advise: str | None = None) -> None:
         super().__init__(id="first-screen")
+        self.advise = advise  # the advise screen's link, once the history has enough replies to say
         self.suggestions = suggestions(example)
         self.list = SuggestionList(*(Option(suggestion_prompt(s, cost)) for s in self.suggestions))
 
@@ -88,6 +89,8 @@ class FirstScreen(Vertical):
             yield TokenView([(sample, kind), (" " * (SAMPLE_WIDTH - len(sample)) + meaning, "target")], show_ghosts=True)
         yield Static("Try one: click it, or Tab and Enter, to fill the box", classes="first-title")
         yield self.list
+        if self.advise is not None:
+            yield Static(Content.from_markup("[@click=app.advise]$text[/]", text=self.advise), id="first-advise")
 
     def set_cost(self, cost: str) -> None:
         for index, suggestion in enumerate(self.suggestions):
