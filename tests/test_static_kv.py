@@ -277,3 +277,25 @@ def test_t0_replies_are_the_same_across_a_span_boundary_on_the_captured_path(tin
             assert engine.target.span == 512 and engine.target.graphs.widths(512)  # crossed, and replayed there
     assert replies[True] == replies[False]
     assert replies[True][0] == replies[True][1]
+
+
+# --- the bench's drafters, added beside a loaded target: on the target's path, or refused
+
+
+def test_a_drafter_added_beside_a_static_target_runs_on_the_same_path(tiny_target, tiny_draft, tiny_tokenizer):
+    from spectui.core.errors import UsageError
+    from spectui.engines.torch_backend.static_kv import on_the_targets_path
+
+    info = EngineInfo("embedded", "tiny", None, "ngram", "float32", "cpu")
+    engine = torch_engine(tiny_target, tiny_tokenizer, NgramProposer(), info)
+    dynamic = torch_draft_proposer(tiny_draft)
+    assert on_the_targets_path(engine, dynamic).draft.__class__ is CachedModel  # a dynamic target: as it was
+    assert use_static_caches(engine, 4, auto=True, graphs=False) == ["target"]
+    assert isinstance(on_the_targets_path(engine, torch_draft_proposer(tiny_draft)).draft, StaticCachedModel)
+
+    class Heads(NgramProposer):
+        method = "medusa"
+        needs_hidden = True
+
+    with pytest.raises(UsageError, match="medusa heads read the target's hidden states"):
+        on_the_targets_path(engine, Heads())

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 import spectui.engines.torch_backend.lean as lean
+from spectui.core.errors import UsageError
 from spectui.engines.adaptive import K_AUTO_MAX
 from spectui.engines.torch_backend.cuda_graphs import Capture, WidthGraphs
 from spectui.engines.torch_backend.kv import common_prefix_len
@@ -29,7 +30,7 @@ MIN_SPAN = 256
 
 
 def supports(model) -> bool:
-    return lean.supports(model)
+    return lean.supports(model, capture=True)
 
 
 def model_dtype(model) -> torch.dtype:
@@ -252,6 +253,23 @@ def static_draft(engine, graphs: bool | None = None, capture: Capture | None = N
     proposer.draft = warmed(StaticCachedModel(draft_model, graphs=graphs, graph_widths=2, capture=capture,
                                               on_failure=on_failure), (1, 2))
     return True
+
+
+def on_the_targets_path(engine, proposer):
+    """A drafter added beside a just-built engine (the bench's), on the path its target runs: a
+    draft model on a static cache where the target is on one, so a bench's arms compare like
+    with like. Heads need the target's hidden states, which a static cache does not give."""
+    from spectui.engines.speculative.proposers import DraftModelProposer
+
+    if not isinstance(engine.target, StaticCachedModel):
+        return proposer
+    if getattr(proposer, "needs_hidden", False):
+        raise UsageError(f"{proposer.method} heads read the target's hidden states, which its static cache does not "
+                         "keep: run them with SPECTUI_STATIC_KV=0")
+    draft_model = getattr(proposer.draft, "model", None) if isinstance(proposer, DraftModelProposer) else None
+    if draft_model is not None and supports(draft_model) and not isinstance(proposer.draft, StaticCachedModel):
+        proposer.draft = warmed(StaticCachedModel(draft_model, graph_widths=2), (1, 2))
+    return proposer
 
 
 def graphs_report(engine) -> str | None:
