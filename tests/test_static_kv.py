@@ -106,7 +106,7 @@ def test_graphs_are_off_without_cuda_and_the_forward_runs_eagerly(monkeypatch):
     monkeypatch.setenv("SPECTUI_CUDA_GRAPHS", "0")
     assert graphs_unavailable("cuda") == "SPECTUI_CUDA_GRAPHS=0"
     seen = []
-    graphs = WidthGraphs(lambda ids, positions, span: seen.append((ids.tolist(), positions.tolist())) or ids, "cpu")
+    graphs = WidthGraphs(lambda ids, positions, bucket: seen.append((ids.tolist(), positions.tolist())) or ids, "cpu")
     assert not graphs.on
     graphs.prepare(3)  # nothing to capture: no forward at load
     assert graphs.run([5, 6], 10).tolist() == [[5, 6]] and seen == [([[5, 6]], [10, 11])]
@@ -131,8 +131,8 @@ class EagerReplay:
 
 
 class Captures:
-    """capture=Captures(): every capture made, by (span-less) width, in order; fail_at: spans
-    whose capture raises `error`."""
+    """capture=Captures(): every capture made, in order; with an error, the captures at spans
+    from fail_from_span on raise it."""
 
     def __init__(self, error: Exception | None = None, fail_from_span: int = 0) -> None:
         self.made: list[EagerReplay] = []
@@ -146,12 +146,12 @@ class Captures:
 
     @staticmethod
     def span_of(forward) -> int:
-        return forward.__closure__[0].cell_contents if forward.__closure__ else 0
+        return forward.keywords["bucket"]  # a partial of the span's forward
 
 
 def test_a_capture_that_fails_falls_back_to_eager_and_says_why_once():
     heard = []
-    graphs = WidthGraphs(lambda ids, positions, span: positions, "cpu",
+    graphs = WidthGraphs(lambda ids, positions, bucket: positions, "cpu",
                          capture=Captures(RuntimeError("operation not permitted when stream is capturing\nmore")),
                          on_failure=heard.append)
     assert graphs.on and graphs.status() == "on, none captured yet"
@@ -166,7 +166,7 @@ def test_a_capture_that_fails_falls_back_to_eager_and_says_why_once():
                                    RuntimeError("CUDA error: out of memory")])
 def test_out_of_memory_in_a_capture_is_raised_not_hidden_behind_eager(error):
     heard = []
-    graphs = WidthGraphs(lambda ids, positions, span: positions, "cpu", capture=Captures(error), on_failure=heard.append)
+    graphs = WidthGraphs(lambda ids, positions, bucket: positions, "cpu", capture=Captures(error), on_failure=heard.append)
     with pytest.raises(RuntimeError, match="out of memory"):
         graphs.run([1, 2], 0)
     assert graphs.on and not graphs.failed and heard == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Protocol
 
 import torch
@@ -17,6 +18,7 @@ import torch
 from spectui.core.errors import is_out_of_memory
 
 # (input_ids [1, n], positions [n], bucket) -> out; bucket: the attended span the forward is for
+# (a parameter named so: captures bind it by keyword)
 Forward = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
@@ -140,9 +142,7 @@ class WidthGraphs:
     def _replay(self, tokens: Sequence[int], start: int, width: int, bucket: int) -> torch.Tensor:
         graph = self.captured.get((bucket, width))
         if graph is None:
-            def forward(ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-                return self.forward(ids, positions, bucket)
-
+            forward = partial(self.forward, bucket=bucket)  # a keyword, so a capture can tell the span
             graph = self.captured[(bucket, width)] = self.capture(forward, width, self.device, tokens, start)
         return graph.replay(tokens, start)
 

@@ -174,8 +174,8 @@ class StaticCachedModel:
         positions = torch.arange(start, start + len(tokens), device=self.device)
         return self._forward(ids, positions, self.span)
 
-    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, span: int) -> torch.Tensor:
-        return static_forward(self.model, self.spans[span], input_ids, positions)
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, bucket: int) -> torch.Tensor:
+        return static_forward(self.model, self.spans[bucket], input_ids, positions)
 
     def _make_room(self, length: int) -> None:
         if length <= self.span:
