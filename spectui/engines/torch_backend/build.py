@@ -13,6 +13,8 @@ from spectui.models.registry import ModelPair, ResolvedModel
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from spectui.engines.speculative.engine import SpeculativeEngine
+
 
 def resolve_device(device: str) -> str:
     import torch
@@ -77,7 +79,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
     return engine
 
 
-def warm_static_caches(engine, k: int, auto: bool, progress: Progress | None) -> None:
+def warm_static_caches(engine: SpeculativeEngine, k: int, auto: bool, progress: Progress | None) -> None:
     """Static caches and their graphs, captured now; the load log says what captured (or why
     none did: the first failure and its cause), as engine.info's kernels do."""
     from spectui.engines.torch_backend.static_kv import use_static_caches

@@ -11,15 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
 from spectui.core.errors import is_out_of_memory
 
-# (input_ids [1, n], positions [n], bucket) -> out; bucket: the attended span the forward is for
-# (a parameter named so: captures bind it by keyword)
-Forward = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+class Forward(Protocol):
+    """(input_ids [1, n], positions [n], bucket) -> out; bucket: the attended span the forward
+    is for (named so: a capture gets the forward with it bound by keyword)."""
+
+    def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, bucket: int) -> torch.Tensor: ...
 
 
 class Replay(Protocol):
@@ -45,7 +47,7 @@ class CapturedWidth:
     """A width's static inputs, its graph and the output tensor every replay refills."""
 
     def __init__(self, forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], width: int,
-                 device: torch.device, pool: object, tokens: Sequence[int], start: int) -> None:
+                 device: torch.device, pool: Any, tokens: Sequence[int], start: int) -> None:  # pool: graph_pool_handle()
         self.inputs = torch.zeros(2, width, dtype=torch.long, device=device)  # ids, positions
         self.staging = torch.zeros(2, width, dtype=torch.long, pin_memory=True)
         self.fill(tokens, start)
@@ -77,7 +79,7 @@ class CudaCapture:
     """The default Capture: CUDA graphs sharing one memory pool."""
 
     def __init__(self) -> None:
-        self.pool = None
+        self.pool: Any = None  # torch.cuda.graph_pool_handle(), made with the first capture
 
     def __call__(self, forward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], width: int,
                  device: torch.device, tokens: Sequence[int], start: int) -> Replay:

@@ -40,7 +40,7 @@ def supports(model, capture: bool = False) -> bool:
     )
 
 
-def rope_type(config) -> str:
+def rope_type(config: object) -> str:
     """"default", "llama3", "dynamic", ...: rope_parameters in newer transformers, rope_scaling before."""
     scaling = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     return str(scaling.get("rope_type") or scaling.get("type") or "default")

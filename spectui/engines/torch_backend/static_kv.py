@@ -15,6 +15,7 @@ states (heads keep kv.CachedModel).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -23,6 +24,11 @@ from spectui.core.errors import UsageError
 from spectui.engines.adaptive import K_AUTO_MAX
 from spectui.engines.torch_backend.cuda_graphs import Capture, WidthGraphs
 from spectui.engines.torch_backend.kv import common_prefix_len
+
+if TYPE_CHECKING:
+    from spectui.engines.speculative.engine import SpeculativeEngine
+    from spectui.engines.speculative.proposers import Proposer
+    from spectui.engines.torch_backend.backend import TorchBackend
 
 # The smallest attended span; spans double from it as the context needs (each attends over all
 # of its slots, masked, so a chat's forward reads a few hundred slots, not the model's limit).
@@ -214,7 +220,7 @@ def verify_widths(k: int, auto: bool) -> list[int]:
     return list(range(1, K_AUTO_MAX + 2)) if auto else sorted({1, k + 1})
 
 
-def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None,
+def use_static_caches(engine: SpeculativeEngine, k: int, auto: bool, graphs: bool | None = None,
                       capture: Capture | None = None) -> list[str]:
     """Put the target (and a draft model) of a just-built embedded engine on static caches and
     warm every width it will run, so the first reply runs as fast as the next. Returns what was
@@ -223,7 +229,7 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None,
     model's graphs off and says so in engine.info."""
     switched = []
     proposer = engine.proposer
-    backend = engine.backend
+    backend = cast("TorchBackend", engine.backend)
 
     def failed(_why: str) -> None:
         report_graphs(engine)
@@ -238,7 +244,7 @@ def use_static_caches(engine, k: int, auto: bool, graphs: bool | None = None,
     return switched
 
 
-def static_draft(engine, graphs: bool | None = None, capture: Capture | None = None,
+def static_draft(engine: SpeculativeEngine, graphs: bool | None = None, capture: Capture | None = None,
                  on_failure: Callable[[str], None] | None = None) -> bool:
     """The engine's draft model (if it has one that fits) on a static cache, warmed; True if so.
     The proposer asks its draft for logits and resets only: CachedLogits, which this is."""
@@ -255,7 +261,7 @@ def static_draft(engine, graphs: bool | None = None, capture: Capture | None = N
     return True
 
 
-def on_the_targets_path(engine, proposer):
+def on_the_targets_path(engine: SpeculativeEngine, proposer: Proposer) -> Proposer:
     """A drafter added beside a just-built engine (the bench's), on the path its target runs: a
     draft model on a static cache where the target is on one, so a bench's arms compare like
     with like. Heads need the target's hidden states, which a static cache does not give."""
@@ -266,13 +272,14 @@ def on_the_targets_path(engine, proposer):
     if getattr(proposer, "needs_hidden", False):
         raise UsageError(f"{proposer.method} heads read the target's hidden states, which its static cache does not "
                          "keep: run them with SPECTUI_STATIC_KV=0")
-    draft_model = getattr(proposer.draft, "model", None) if isinstance(proposer, DraftModelProposer) else None
-    if draft_model is not None and supports(draft_model) and not isinstance(proposer.draft, StaticCachedModel):
-        proposer.draft = warmed(StaticCachedModel(draft_model, graph_widths=2), (1, 2))
+    if isinstance(proposer, DraftModelProposer) and not isinstance(proposer.draft, StaticCachedModel):
+        draft_model = getattr(proposer.draft, "model", None)
+        if draft_model is not None and supports(draft_model):
+            proposer.draft = warmed(StaticCachedModel(draft_model, graph_widths=2), (1, 2))
     return proposer
 
 
-def graphs_report(engine) -> str | None:
+def graphs_report(engine: SpeculativeEngine) -> str | None:
     """What the static caches' graphs captured, per model ("target widths 1-9; draft widths
     1-2"), or why none run; None where no model runs on a static cache."""
     from spectui.engines.speculative.proposers import DraftModelProposer
@@ -289,7 +296,7 @@ def graphs_report(engine) -> str | None:
     return "; ".join(f"{name} {text}" for name, text in said.items())
 
 
-def report_graphs(engine) -> None:
+def report_graphs(engine: SpeculativeEngine) -> None:
     """engine.info's kernels say what the graphs captured (the record's and F3's line)."""
     from dataclasses import replace
 
