@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spectui.core.engine import EngineInfo  # noqa: E402
+from spectui.core.engine import EngineInfo, Kernels  # noqa: E402
 from spectui.core.events import Control, GenerationParams, Step  # noqa: E402
 from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine  # noqa: E402
 from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches  # noqa: E402
@@ -103,14 +104,22 @@ def build_model(shape: dict, vocab: int, dtype, device, seed: int, silent: list[
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)
         model.lm_head.weight[silent] = 0
-    return model
+    # generate's models load so: a captured graph that records autograd is another graph
+    return model.requires_grad_(False)
 
 
-def build_engine(target, draft, tokenizer, device, dtype_name: str):
-    info = EngineInfo("embedded", "random Llama-3.1-8B shapes", "random Llama-3.2-1B shapes", "draft", dtype_name, str(device))
+def static_wanted(device, tiny: bool) -> bool:
+    """The GPU's path: static caches wherever generate would use them, and on --tiny's CPU too
+    (SPECTUI_STATIC_KV=0 still says no)."""
+    return static_kv_wanted(str(device)) or (tiny and os.environ.get("SPECTUI_STATIC_KV") != "0")
+
+
+def build_engine(target, draft, tokenizer, device, dtype_name: str, static: bool):
+    info = EngineInfo("embedded", "random Llama-3.1-8B shapes", "random Llama-3.2-1B shapes", "draft", dtype_name, str(device),
+                      kernels=Kernels("torch", torch.get_num_threads(), "torch", torch.__version__))
     engine = torch_engine(target, tokenizer, torch_draft_proposer(draft, target_width=target.config.vocab_size), info)
     engine.add_proposer("suffix", suffix_proposer(tokenizer, False), None)
-    switched = use_static_caches(engine, 4, auto=True) if static_kv_wanted(device) else []
+    switched = use_static_caches(engine, 4, auto=True) if static else []
     return engine, switched
 
 
@@ -236,28 +245,32 @@ def markdown(result: dict) -> str:
               f"{result['arms']['k 0']['tok_s'] / result['ceiling_tok_s']:.2f}x of it",
               f"- first reply after load: {result['first_reply']['tok_s']:.1f} tok/s "
               f"({result['first_reply']['tok_s'] / result['arms']['k 0']['tok_s']:.2f}x the warm k 0)",
-              f"- static cache + CUDA graphs on: {', '.join(result['static']) or 'no'}", ""]
+              f"- static cache: {', '.join(result['static']) or 'no'}; CUDA graphs: {result['graphs'] or 'none'}", ""]
     return "\n".join(lines)
 
 
 def measure(args, device, dtype) -> dict:
     shapes, vocab = (TINY, TINY_VOCAB) if args.tiny else (SHAPES, VOCAB)
     tokenizer = load_tokenizer(args.tokenizer, vocab)
+    vocab = max(vocab, len(tokenizer))  # a real tokenizer's ids (128,256 for Llama 3) on tiny shapes too
     silent = special_ids(tokenizer)
     say(f"building the target and the draft on {device} ({dtype}), {len(tokenizer)} ids, {len(silent)} special rows zeroed")
     stop_id = tokenizer.eos_token_id
     target = build_model(shapes["target"], vocab, dtype, device, 1, silent, stop_id)
     draft = build_model(shapes["draft"], vocab, dtype, device, 2, silent, stop_id)
     started = time.perf_counter()
-    engine, switched = build_engine(target, draft, tokenizer, device, str(dtype).removeprefix("torch."))
-    say(f"engine ready in {time.perf_counter() - started:.1f} s (static caches: {', '.join(switched) or 'none'})")
+    engine, switched = build_engine(target, draft, tokenizer, device, str(dtype).removeprefix("torch."),
+                                    static_wanted(device, args.tiny))
+    graphs = engine.info.kernels.graphs  # what captured, not what was asked for
+    say(f"engine ready in {time.perf_counter() - started:.1f} s (static caches: {', '.join(switched) or 'none'}; "
+        f"CUDA graphs: {graphs or 'none'})")
     generator = torch.Generator().manual_seed(0)
     ordinary = min(vocab, min(silent) if silent and min(silent) > 1000 else vocab)
     prompt_ids = torch.randint(1, ordinary, (args.prompt_tokens,), generator=generator).tolist()
     result = {"settings": {"tiny": args.tiny, "device": str(device), "dtype": str(dtype), "max_tokens": args.max_tokens,
                            "prompt_tokens": args.prompt_tokens, "tokenizer": args.tokenizer or "synthetic",
                            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"},
-              "static": switched, "target_bytes": weight_bytes(target), "draft_bytes": weight_bytes(draft)}
+              "static": switched, "graphs": graphs, "target_bytes": weight_bytes(target), "draft_bytes": weight_bytes(draft)}
     result["first_reply"] = run_arm(engine, "ngram", 0, False, prompt_ids, args.max_tokens)
     say(f"first reply after load: {result['first_reply']['tok_s']:.1f} tok/s")
     result["arms"] = {}
@@ -274,6 +287,7 @@ def measure(args, device, dtype) -> dict:
     say(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s: ceiling {result['ceiling_tok_s']:.0f} tok/s")
     result["transformers"] = transformers_arms(target, draft, prompt_ids, args.max_tokens, stop_id)
     say("transformers: " + ", ".join(f"{n} {a['tok_s']:.1f} tok/s" for n, a in result["transformers"].items()))
+    result["graphs_at_end"] = engine.info.kernels.graphs  # spans captured on the way, or a failure since load
     return result
 
 

@@ -88,3 +88,24 @@ def test_the_cached_model_runs_lean_unless_hidden_states_are_asked_for(tiny_fold
     reference.lean = False
     assert (reference.logits(tokens, 1) == plain).all()
     assert (reference.logits([*tokens, 7], 2) == with_hidden).all()
+
+
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "dynamic", "factor": 2.0},
+    {"rope_type": "longrope", "factor": 2.0, "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+     "original_max_position_embeddings": 256},
+])
+def test_rope_that_follows_the_context_length_is_not_captured(rope, tiny_tokenizer):
+    """Its frequencies are recomputed on the host from the positions: a CUDA graph would keep the
+    first ones. The static cache refuses it; the lean forward, eager, calls the same module."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from spectui.engines.torch_backend import static_kv
+
+    config = LlamaConfig(vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, rope_scaling=rope)
+    model = LlamaForCausalLM(config).eval()
+    assert supports(model) and not supports(model, capture=True)
+    assert not static_kv.supports(model)
+    plain = make_tiny_model(len(tiny_tokenizer), seed=5)
+    assert supports(plain, capture=True) and static_kv.supports(plain)

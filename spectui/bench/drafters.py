@@ -151,6 +151,7 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
                  progress: ProgressFn | None = None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
     from spectui.engines.torch_backend.build import load_draft_proposer, load_heads_proposer
+    from spectui.engines.torch_backend.static_kv import on_the_targets_path
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.heads.store import read_config
 
@@ -182,6 +183,6 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
             config = read_config(name)
             cost["file_bytes"] = sum(path.stat().st_size for path in Path(name).iterdir() if path.is_file())
             cost["training"] = config.get("training", {})
-        engine.add_proposer(method, proposer, name)
+        engine.add_proposer(method, on_the_targets_path(engine, proposer), name)
         costs[method] = cost
     return costs

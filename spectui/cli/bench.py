@@ -60,7 +60,9 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
         if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
             check_same_vocab(models.target, models.draft_model(), progress)
         # The target alone first, so that each drafter's memory is measured as it loads.
-        engine = build_embedded_engine(replace(target_options, backend="torch"), models, progress)
+        # Heads read hidden states a static cache does not keep: then every arm runs on the dynamic one.
+        engine = build_embedded_engine(replace(target_options, backend="torch"), models, progress,
+                                       static=False if heads else None)
         drafters = add_drafters(engine, models, methods, heads or {}, progress)
     settle_before_timing(engine, progress)
     engines = [engine]

@@ -65,6 +65,9 @@ class Kernels:
     threads: int | None = None
     library: str | None = None
     version: str | None = None
+    # CUDA graphs (torch on a static cache): the widths that captured, or why none run; None
+    # where the engine captures none
+    graphs: str | None = None
 
 
 def package_version(distribution: str) -> str | None:

@@ -105,9 +105,9 @@ def kernels_record(kernels: Kernels | None) -> dict:
     """Which kernels ran: the bar says "ggml Q4_K_M · 2 threads", the record the same, and the
     library's version (a number from another build of it is another number)."""
     if kernels is None:
-        return {"backend": None, "threads": None, "library": None, "library_version": None}
+        return {"backend": None, "threads": None, "library": None, "library_version": None, "graphs": None}
     return {"backend": kernels.backend, "threads": kernels.threads, "library": kernels.library,
-            "library_version": kernels.version}
+            "library_version": kernels.version, "graphs": kernels.graphs}
 
 
 def model_record(info: EngineInfo, k: int | None) -> dict:

@@ -71,6 +71,14 @@ class ArrayOps(Protocol):
         """Each row's top value minus its second: how near a tie a greedy choice was."""
         ...
 
+    def greedy_rows(self, rows: Any) -> tuple[list[int], list[float]]:
+        """Each row's argmax and top_two_gaps, read back from the device at once."""
+        ...
+
+    def argmax_and_prob(self, logits: Any) -> tuple[int, float]:
+        """A [V] vector's argmax and its softmax probability (prob_of), read back at once."""
+        ...
+
 
 class NumpyOps:
     name = "numpy"
@@ -130,6 +138,13 @@ class NumpyOps:
     def top_two_gaps(self, rows: numpy.ndarray) -> list[float]:
         top = numpy.partition(rows.astype(numpy.float32, copy=False), -2, axis=-1)
         return (top[:, -1] - top[:, -2]).tolist()
+
+    def greedy_rows(self, rows: numpy.ndarray) -> tuple[list[int], list[float]]:
+        return rows.argmax(-1).tolist(), self.top_two_gaps(rows)
+
+    def argmax_and_prob(self, logits: numpy.ndarray) -> tuple[int, float]:
+        token = int(logits.argmax())
+        return token, self.prob_of(logits, token)
 
 
 _unseeded: numpy.random.Generator | None = None

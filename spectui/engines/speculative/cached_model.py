@@ -9,11 +9,24 @@ from typing import Any, Protocol, runtime_checkable
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens a and b share. Called k + 2 times a step on the whole context:
+    slices compared in C (about 10x a Python loop at 8k tokens), halving the span that holds
+    the first difference, then a short loop inside it."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    a = a if isinstance(a, list) else list(a)  # a list never equals a tuple: compare like with like
+    b = b if isinstance(b, list) else list(b)
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low]; the first difference is before high
+    while high - low > 32:
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    while a[low] == b[low]:
+        low += 1
+    return low
 
 
 class CachedLogits(Protocol):

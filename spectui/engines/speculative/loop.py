@@ -19,7 +19,9 @@ from spectui.engines.speculative.cached_model import CachedFeatures, CachedLogit
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 from spectui.engines.speculative.proposers import Proposer
 from spectui.engines.speculative.sampling import Array, Generator, PositionDraws, sample, target_probs
-from spectui.engines.speculative.verify import Verdict, greedy_verdict, verify_copies, verify_greedy, verify_sampled
+from spectui.engines.speculative.verify import (
+    Verdict, greedy_verdict, verify_copies, verify_greedy, verify_greedy_with_gaps, verify_sampled,
+)
 
 
 @dataclass
@@ -201,31 +203,39 @@ def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[
 
 def verify_chain(target: CachedLogits, reply: LoopReply, draft: Draft) -> Checked:
     width = target.exact_rows
+    gaps: list[float] = []
     if draft.temperature == 0.0 and width is not None and len(draft.drafted) >= width:
-        verdict, logits = verify_greedy_in_pieces(target, reply.token_ids, draft.drafted, width)
+        verdict, logits, gaps = verify_greedy_in_pieces(target, reply.token_ids, draft.drafted, width)
     else:
         logits = target.logits(reply.token_ids + draft.drafted, num_rows=len(draft.drafted) + 1)
-        verdict = verify_rule(reply, draft, logits)
+        if draft.temperature == 0.0:
+            verdict, gaps = verify_greedy_with_gaps(draft.drafted, logits)
+        else:
+            verdict = verify_rule(reply, draft, logits)
     # T = 0: how near a tie each emitted row was (the compare view's report of a divergence)
-    margins = tuple(ops_of(logits).top_two_gaps(logits[: verdict.num_accepted + 1])) if draft.temperature == 0.0 else ()
+    margins = tuple(gaps[: verdict.num_accepted + 1])
     verified = len(logits) - 1 if len(logits) <= len(draft.drafted) else None
     return Checked(draft.drafted, verdict, margins=margins, verified=verified)
 
 
-def verify_greedy_in_pieces(target: CachedLogits, token_ids: list[int], drafted: list[int], width: int) -> tuple[Verdict, Array]:
+def verify_greedy_in_pieces(target: CachedLogits, token_ids: list[int], drafted: list[int],
+                            width: int) -> tuple[Verdict, Array, list[float]]:
     """A T = 0 verify wider than the target computes exactly, a piece of `width` rows at a time:
     the pieces after the first rejected draft are never run (the verdict is the one the whole
-    verify gives). Returns it with the rows that were run."""
+    verify gives). Returns it with the rows that were run and their top-two gaps."""
     rows: list = []
     predicted: list[int] = []
+    gaps: list[float] = []
     for start in range(0, len(drafted) + 1, width):
         end = min(start + width, len(drafted) + 1)
         piece = target.logits(token_ids + drafted[:end - 1], num_rows=end - start)  # row i checks drafted[i]
         rows.extend(piece)
-        predicted.extend(piece.argmax(-1).tolist())
+        piece_ids, piece_gaps = ops_of(piece).greedy_rows(piece)
+        predicted.extend(piece_ids)
+        gaps.extend(piece_gaps)
         verdict = greedy_verdict(drafted, predicted)
         if verdict is not None:
-            return verdict, ops_of(piece).stack(rows)
+            return verdict, ops_of(piece).stack(rows), gaps
     raise AssertionError("the last piece holds the row after every draft: it always decides")
 
 

@@ -101,9 +101,11 @@ class DraftModelProposer(Proposer):
             logits = self.draft.logits(context, num_rows=1)[0][: self.target_width]
             ops = ops or ops_of(logits)
             if temperature == 0.0:
-                token = int(logits.argmax())
-                if stop_below:
-                    chain *= ops.prob_of(logits, token)
+                if stop_below:  # the token and its probability in one read from the device
+                    token, prob = ops.argmax_and_prob(logits)
+                    chain *= prob
+                else:
+                    token = int(logits.argmax())
             else:
                 p_draft = target_probs(logits, temperature, top_p)
                 if self.target_width and p_draft.shape[0] < self.target_width:

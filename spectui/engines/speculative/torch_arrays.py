@@ -9,13 +9,15 @@ class TorchOps:
     name = "torch"
 
     def generator(self, seed: int, device: str | torch.device = "cpu") -> torch.Generator:
-        return torch.Generator(device=device).manual_seed(seed)
+        """A CPU generator whatever the device: the target draws from one per row (keyed by
+        position), and a CUDA generator per row costs a device call to make and to seed."""
+        return torch.Generator().manual_seed(seed)
 
     def uniforms(self, generator: torch.Generator | None, size: int, like: torch.Tensor) -> torch.Tensor:
-        return torch.rand(size, generator=generator, device=like.device, dtype=like.dtype)
+        return torch.rand(size, generator=generator, dtype=like.dtype).to(like.device)
 
     def uniform64(self, generator: torch.Generator | None, like: torch.Tensor) -> float:
-        return float(torch.rand((), generator=generator, dtype=torch.float64, device=like.device))
+        return float(torch.rand((), generator=generator, dtype=torch.float64))  # on the host: no device read
 
     def softmax(self, logits: torch.Tensor, temperature: float) -> torch.Tensor:
         return torch.softmax(logits.float() / temperature, dim=-1)
@@ -58,6 +60,26 @@ class TorchOps:
     def top_two_gaps(self, rows: torch.Tensor) -> list[float]:
         top = rows.float().topk(2, dim=-1).values
         return (top[:, 0] - top[:, 1]).tolist()
+
+    def greedy_rows(self, rows: torch.Tensor) -> tuple[list[int], list[float]]:
+        ids = rows.argmax(-1)
+        top = rows.float().topk(2, dim=-1).values
+        gaps = top[:, 0] - top[:, 1]
+        if rows.shape[-1] > EXACT_IDS:
+            return ids.tolist(), gaps.tolist()
+        read = torch.cat((ids.to(gaps.dtype), gaps)).tolist()  # one device-to-host copy, not two
+        return [int(token) for token in read[: len(ids)]], read[len(ids):]
+
+    def argmax_and_prob(self, logits: torch.Tensor) -> tuple[int, float]:
+        token = logits.argmax()
+        prob = torch.exp(logits[token] - torch.logsumexp(logits, dim=0))
+        if logits.shape[-1] > EXACT_IDS:
+            return int(token), float(prob)
+        read = torch.stack((token.to(prob.dtype), prob)).tolist()  # one read of both
+        return int(read[0]), read[1]
+
+
+EXACT_IDS = 1 << 24  # ids a float32 holds exactly: read back beside a float, in one copy
 
 
 TORCH = TorchOps()

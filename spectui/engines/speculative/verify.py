@@ -43,6 +43,16 @@ def verify_greedy(drafted: Sequence[int], target_logits: Array) -> Verdict:
     return verdict
 
 
+def verify_greedy_with_gaps(drafted: Sequence[int], target_logits: Array) -> tuple[Verdict, list[float]]:
+    """verify_greedy, and every row's top-two gap (how near a tie it was), from one read of the
+    device: a step's only wait on it."""
+    _check_rows("target_logits", target_logits, len(drafted) + 1)
+    predicted, gaps = ops_of(target_logits).greedy_rows(target_logits)
+    verdict = greedy_verdict(drafted, predicted)
+    assert verdict is not None  # k + 1 rows always decide
+    return verdict, gaps
+
+
 def greedy_verdict(drafted: Sequence[int], predicted: Sequence[int]) -> Verdict | None:
     """The T = 0 verdict as far as the target's choices for the first rows decide it; None
     while every row so far kept its draft and the row after them is still to come."""

@@ -13,6 +13,8 @@ from spectui.models.registry import ModelPair, ResolvedModel
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from spectui.engines.speculative.engine import SpeculativeEngine
+
 
 def resolve_device(device: str) -> str:
     import torch
@@ -25,11 +27,12 @@ def resolve_device(device: str) -> str:
 
 
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None,
-                          why_torch: str = ""):
+                          why_torch: str = "", static: bool | None = None):
+    """static: the static KV cache and CUDA graphs on or off (None: static_kv_wanted decides)."""
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.speculative.proposers import NgramProposer
     from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
-    from spectui.engines.torch_backend.static_kv import static_kv_wanted, use_static_caches
+    from spectui.engines.torch_backend.static_kv import static_kv_wanted
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
 
     target = models.target
@@ -71,9 +74,21 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
         kernels=torch_kernels(),
     )
     engine = torch_engine(target_model, tokenizer, proposer, info)
-    if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
-        use_static_caches(engine, options.k, options.auto_k)
+    if static_kv_wanted(device) if static is None else static:  # CUDA: static caches and graphs, warmed here
+        warm_static_caches(engine, options.k, options.auto_k, progress)
     return engine
+
+
+def warm_static_caches(engine: SpeculativeEngine, k: int, auto: bool, progress: Progress | None) -> None:
+    """Static caches and their graphs, captured now; the load log says what captured (or why
+    none did: the first failure and its cause), as engine.info's kernels do."""
+    from spectui.engines.torch_backend.static_kv import use_static_caches
+    from spectui.models.fetch import note
+
+    switched = use_static_caches(engine, k, auto)
+    graphs = engine.info.kernels.graphs if engine.info.kernels is not None else None
+    if switched:
+        note(progress, f"static KV cache ({' and '.join(switched)}); CUDA graphs: {graphs}")
 
 
 def torch_kernels() -> Kernels:

@@ -21,7 +21,14 @@ ARCHITECTURES = ("llama", "qwen2")
 ATTENTION = ("sdpa", "spectui_batch_invariant")
 
 
-def supports(model) -> bool:
+# RoPE whose frequencies follow the context's length: recomputed from the positions' maximum on
+# the host, which a captured CUDA graph cannot do (eagerly, lean calls the same rotary module)
+LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
+
+
+def supports(model, capture: bool = False) -> bool:
+    """lean_forward stands in for transformers' forward; capture: so does static_kv's forward,
+    captured as a CUDA graph (no RoPE that depends on the context's length)."""
     config = model.config
     return (
         getattr(config, "model_type", None) in ARCHITECTURES
@@ -29,7 +36,14 @@ def supports(model) -> bool:
         and getattr(config, "hidden_act", None) == "silu"
         and "sliding_attention" not in (getattr(config, "layer_types", None) or ())
         and getattr(config, "pretraining_tp", 1) == 1
+        and not (capture and rope_type(config) in LENGTH_DEPENDENT_ROPE)
     )
+
+
+def rope_type(config: object) -> str:
+    """"default", "llama3", "dynamic", ...: rope_parameters in newer transformers, rope_scaling before."""
+    scaling = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return str(scaling.get("rope_type") or scaling.get("type") or "default")
 
 
 def rms_norm(norm, x: "torch.Tensor") -> "torch.Tensor":

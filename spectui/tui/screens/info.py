@@ -53,6 +53,7 @@ def info_lines(host: EngineHost, engine_stats: dict) -> list[tuple[str, str]]:
         ("dtype", said(info.dtype)),
         ("device", info.device),
         *([("backend", info.backend)] if info.backend else []),
+        *([("CUDA graphs", info.kernels.graphs)] if info.kernels is not None and info.kernels.graphs else []),
         ("k", k_text(host, info)),
         ("provenance", "exact" if info.capabilities.exact_provenance else "inferred from chunk sizes"),
     ]
