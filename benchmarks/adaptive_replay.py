@@ -105,10 +105,21 @@ def incremental_logits(draft, prompt: list[int], reply: list[int]):
     return torch.stack(rows).float()
 
 
+def verify_cost_model(measured: dict[int, float]):
+    """v(k) for any k from the ks measured: v(0) = 1 plus a least-squares line through the
+    measured ones (the bench's model when the committed costs were measured; kept here so the
+    replay's numbers stay those docs/adaptive-k.md quotes)."""
+    points = [(0.0, 1.0), *((float(k), v) for k, v in measured.items())]
+    intercept, slope = 1.0, 0.0
+    if len({x for x, _ in points}) >= 2:
+        mean_x, mean_y = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+        intercept = mean_y - slope * mean_x
+    return lambda k: 1.0 if k <= 0 else max(1.0, intercept + slope * k)
+
+
 def category_costs(bench_path: Path) -> dict:
     """category -> (draft cost per token, v(k)), in plain steps, from the bench's fixed-k draft arms."""
-    from spectui.bench.runs import verify_cost_model
-
     costs = {}
     for case in json.loads(bench_path.read_text())["cases"]:
         arms = [a for a in case["arms"] if a["method"] == "draft" and not a["auto"] and a["verify_cost"]]

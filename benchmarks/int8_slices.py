@@ -6,7 +6,8 @@ under OpenMP's own wait policy and under sleeping waits, in one run.
 Each arm runs in a fresh child process (OpenMP reads its wait policy once, when torch loads):
 it loads the model from its int8 store, settles it or not, prefills a 150-token prompt and
 times `--tokens` greedy one-token forwards, `--rounds` times; the arms take turns, round by
-round, so a machine that slows for a while slows them all. The Markdown starts with the
+round, so a machine that slows for a while slows them all (`--arm NAME`, again for more, runs only
+those). The Markdown starts with the
 command that wrote it.
 """
 
@@ -80,10 +81,10 @@ def markdown(command: str, results: dict[str, list[dict]], args) -> str:
         f"Reproduce: `{command}`", "",
         f"Machine: {os.cpu_count()} CPUs. Model {args.model}, {args.tokens} greedy one-token forwards after a 150-token "
         f"prompt, {args.rounds} rounds (arms in turn, each in a fresh process); medians.", "",
-        "| arm | ms / token | vs loaded | load s | settle s | RSS GiB | LM head slices |",
+        f"| arm | ms / token | vs {'loaded' if 'loaded' in results else next(iter(results))} | load s | settle s | RSS GiB | LM head slices |",
         "|---|---|---|---|---|---|---|",
     ]
-    base = statistics.median(r["step_ms"] for r in results["loaded"])
+    base = statistics.median(r["step_ms"] for r in results.get("loaded", next(iter(results.values()))))
     for arm, rounds in results.items():
         step = statistics.median(r["step_ms"] for r in rounds)
         lines.append(f"| {arm} | {step:.1f} | {base / step:.2f}× | {statistics.median(r['load_s'] for r in rounds):.1f} | "
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per child")
+    parser.add_argument("--arm", action="append", choices=list(ARMS), help="run this arm (again for more; default: every arm)")
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -105,9 +107,10 @@ def main() -> None:
         print(json.dumps(child(args.model, args.tokens)))
         return
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    results: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    arms = args.arm or list(ARMS)
+    results: dict[str, list[dict]] = {arm: [] for arm in arms}
     for round_index in range(args.rounds):
-        for arm in ARMS:
+        for arm in arms:
             results[arm].append(run_arm(args, arm))
             print(f"round {round_index + 1}, {arm}: {results[arm][-1]}", file=sys.stderr, flush=True)
     text = markdown(command, results, args)

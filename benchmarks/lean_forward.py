@@ -1,6 +1,6 @@
 """What transformers' forward costs: spectui's lean forward and transformers', timed.
 
-    python benchmarks/lean_forward.py [--model qwen2.5-coder-0.5b] [--dtype int8-dynamic] [--compile]
+    python benchmarks/lean_forward.py [--model qwen2.5-coder-0.5b] [--dtype int8-dynamic] [--compile] [--rounds 4]
 
 `spectui.engines.torch_backend.lean` runs the modules transformers' Llama/Qwen2 forward runs,
 without the plumbing around them, bitwise the same (tests/test_lean.py checks it). This times
@@ -36,8 +36,9 @@ def milliseconds(forward, model) -> tuple[float, float]:
     from transformers import DynamicCache
 
     cache = DynamicCache()
-    forward(model, torch.randint(100, 20000, (1, PROMPT_TOKENS)), cache)
-    one, five = torch.tensor([[1234]]), torch.tensor([[1234, 55, 66, 77, 88]])
+    vocab = model.config.vocab_size  # ids within it: a tiny test model has a few hundred
+    forward(model, torch.randint(100, 20000, (1, PROMPT_TOKENS)) % vocab, cache)
+    one, five = torch.tensor([[1234]]) % vocab, torch.tensor([[1234, 55, 66, 77, 88]]) % vocab
     for _ in range(3):
         forward(model, one, cache)
     start = time.perf_counter()
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--dtype", default="int8-dynamic")
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args()
 
     import torch
@@ -72,13 +74,13 @@ def main() -> None:
     with torch.inference_mode():
         print(f"{args.model} {args.dtype}:")
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
-        for _ in range(ROUNDS):
+        for _ in range(args.rounds):
             for name, forward in arms.items():
                 times[name].append(milliseconds(forward, model))
     for name, rows in times.items():
         one = statistics.median(r[0] for r in rows)
         five = statistics.median(r[1] for r in rows)
-        print(f"  {name:22} 1 token {one:6.1f} ms   5 tokens {five:6.1f} ms   (median of {ROUNDS} rounds)")
+        print(f"  {name:22} 1 token {one:6.1f} ms   5 tokens {five:6.1f} ms   (median of {args.rounds} rounds)")
 
 
 if __name__ == "__main__":

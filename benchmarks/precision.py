@@ -186,7 +186,9 @@ def load_phase(path: str, wanted: list[str]):
 
 
 def forward(model, input_ids, cache):
-    return model(input_ids, cache=cache, use_cache=True).logits[0]
+    from spectui.engines.torch_backend.kv import cache_argument  # `cache` or `past_key_values`, by version
+
+    return model(input_ids, use_cache=True, **{cache_argument(model): cache}).logits[0]
 
 
 @torch.inference_mode()

@@ -9,12 +9,15 @@ PORT="${1:-18765}"
 shift || true
 SCRATCH="$(mktemp -d /tmp/spectui-tmux.XXXXXX)"
 SESSION="spectui-plain-$$"
+# A tmux server of its own (-L): the chat gets this shell's environment (PYTHONPATH, the venv),
+# not that of a server someone else started, and nothing of theirs is touched.
+tmux() { command tmux -L "$SESSION" "$@"; }
 echo "\$ benchmarks/tmux_plain_server.sh ${PORT} $*"
 
 python tests/fake_openai_server.py --port "$PORT" --delay 0.05 "$@" >"$SCRATCH/server.log" 2>&1 &
 SERVER_PID=$!
 cleanup() {
-    tmux kill-session -t "$SESSION" 2>/dev/null || true
+    tmux kill-server 2>/dev/null || true
     kill "$SERVER_PID" 2>/dev/null || true
     rm -rf "$SCRATCH"
 }

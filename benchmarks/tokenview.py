@@ -40,7 +40,7 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
 
     from spectui.engines.scripted import SCRIPT, build_scripted_engine
     from spectui.host.host import EngineHost
-    from spectui.host.live import LiveSettings
+    from spectui.host.live import live_from_config
     from spectui.host.messages import EngineReady
     from spectui.host.plan import EnginePlan
     from spectui.settings.config import ChatConfig
@@ -112,7 +112,7 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
             self.chat_screen.send("stream please")
 
     config = ChatConfig(k=4, max_tokens=tokens, ghosts=False)
-    host = EngineHost(EnginePlan(lambda progress: engine), LiveSettings.from_config(config))
+    host = EngineHost(EnginePlan(lambda progress: engine), live_from_config(config))
     return BenchApp(host, config, None, cursor_blink=False)
 
 

@@ -67,7 +67,7 @@ def generate_once(engine, messages, params, control_args) -> dict:
 def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
     import spectui.tui.screens.chat as chat_module
     from spectui.host.host import EngineHost
-    from spectui.host.live import LiveSettings
+    from spectui.host.live import live_from_config
     from spectui.host.messages import EngineReady
     from spectui.host.plan import EnginePlan
     from spectui.tui.app import SpectuiApp
@@ -106,7 +106,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
             if isinstance(message, EngineReady):
                 self.set_timer(SETTLE_SECONDS, lambda: self.chat_screen.send(prompt))
 
-    host = EngineHost(EnginePlan(lambda progress: KeepOpen(engine)), LiveSettings.from_config(config))
+    host = EngineHost(EnginePlan(lambda progress: KeepOpen(engine)), live_from_config(config))
     chat_module.ChatScreen = BenchChat  # the app builds its chat screen from this name
     try:
         BenchApp(host, config, None).run()

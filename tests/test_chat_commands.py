@@ -36,6 +36,22 @@ def test_every_command_is_in_the_table_and_in_help():
     assert len(lines) == len(names) and all(line.startswith("/") for line in lines)
 
 
+def test_every_command_has_a_handler_and_a_line_in_docs_commands():
+    """A command added to the table gets its do_ method and its docs line (CONTRIBUTING.md)."""
+    import re
+    from pathlib import Path
+
+    from spectui.tui.chat.commands import ChatCommands
+
+    names = [spec.name for spec in commands.COMMANDS]
+    assert [name for name in names if not callable(getattr(ChatCommands, f"do_{name}", None))] == []
+    handlers = {name[3:] for name in dir(ChatCommands) if name.startswith("do_")}
+    assert handlers - set(names) == set()  # no handler left behind by a command taken out
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
+    documented = set(re.findall(r"`/([a-z]+)[ `]", docs))
+    assert [name for name in names if name not in documented] == []
+
+
 def test_the_list_and_tab_follow_what_is_typed():
     assert [spec.name for spec in commands.matching("/fi")] == ["file", "files", "find"]
     assert len(commands.matching("/")) == len(commands.COMMANDS)

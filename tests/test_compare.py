@@ -392,9 +392,9 @@ def smollm2_or_skip() -> None:
         pytest.skip("smollm2-135m is not in the local cache (`spectui models fetch smollm2-135m`)")
 
 
-@pytest.mark.real_weights
-@pytest.mark.parametrize("method", ["draft", "ngram"])
-def test_smollm2_compare_is_identical_at_t0(method):
+@pytest.fixture(scope="module")
+def smollm2_draft_engine():
+    """Loaded once for both methods: prompt lookup is the same target with_method("ngram")."""
     smollm2_or_skip()
     from spectui.engines.torch_backend.build import build_embedded_engine
     from spectui.models.registry import resolve_pair
@@ -402,13 +402,19 @@ def test_smollm2_compare_is_identical_at_t0(method):
 
     # As test_engine_real: no smaller SmolLM2 exists, so the draft is the same weights in
     # dynamic int8 (build's CPU choice for a draft), which agrees often but not always.
-    options = EngineOptions(model="smollm2-135m", draft="smollm2-135m", method=method, dtype="float32", device="cpu")
+    options = EngineOptions(model="smollm2-135m", draft="smollm2-135m", method="draft", dtype="float32", device="cpu")
     engine = build_embedded_engine(options, resolve_pair(options.model, options.draft))
+    yield engine
+    engine.close()
+
+
+@pytest.mark.real_weights
+@pytest.mark.parametrize("method", ["draft", "ngram"])
+def test_smollm2_compare_is_identical_at_t0(method, smollm2_draft_engine):
+    engine = smollm2_draft_engine.with_method(method)
+    assert engine.info.method == method
     messages = [{"role": "user", "content": "Give me a JSON object describing a book with title, author, year and tags."}]
-    try:
-        comparison = compare(engine, messages, GenerationParams(max_tokens=32), 4, 0.0, 2)
-    finally:
-        engine.close()
+    comparison = compare(engine, messages, GenerationParams(max_tokens=32), 4, 0.0, 2)
     assert [run.path for run in comparison.runs] == ["speculative", "baseline", "baseline", "speculative"]
     assert all(run.finished for run in comparison.runs)
     assert comparison.identical is True

@@ -35,13 +35,14 @@ CONFIG = "chat"  # the config file holds the chat's settings: its variant of eac
 
 ENGINES = ("auto", "embedded", "vllm", "server")
 CHAT_ENGINES = ENGINES + ("scripted",)  # scripted: the app's demo engine, no weights
-# Proposers the embedded engine has; vLLM has these and the ones that need trained heads.
+# Each engine's own list, spelt out: a proposer added to the embedded engine is not a vLLM
+# method until engines/vllm/args.py maps it (tests/test_method_lists.py holds both to their code).
 EMBEDDED_METHODS = ("draft", "ngram", "suffix")
-VLLM_METHODS = EMBEDDED_METHODS + ("eagle", "eagle3", "medusa", "mtp")  # suffix: vLLM needs arctic-inference
+VLLM_METHODS = ("draft", "ngram", "suffix", "eagle", "eagle3", "medusa", "mtp")  # suffix: vLLM needs arctic-inference
 # The embedded engine runs these too, from heads trained by `spectui heads train` (--heads).
 HEAD_METHODS = ("medusa", "eagle")
 # auto: the method measured fastest where the engine runs (engines/factory.py settled_method).
-METHODS = ("auto",) + VLLM_METHODS
+METHODS = ("auto",) + tuple(dict.fromkeys(EMBEDDED_METHODS + VLLM_METHODS))  # every engine's, once
 BACKENDS = ("auto", "ggml", "torch")
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")

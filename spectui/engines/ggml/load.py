@@ -41,15 +41,12 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
     target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
     from spectui.engines.ggml.backend import GgmlBackend, ggml_draft_proposer
     from spectui.engines.speculative.engine import SpeculativeEngine
-    from spectui.engines.speculative.proposers import NgramProposer
-    from spectui.engines.speculative.suffix_history import suffix_proposer
+    from spectui.engines.speculative.methods import token_proposer
 
     if draft_model is not None:
         proposer = ggml_draft_proposer(draft_model, target.vocab_size)
-    elif method == "suffix":
-        proposer = suffix_proposer(tokenizer, history_drafting)
-    else:
-        proposer = NgramProposer(*lookup) if lookup else NgramProposer()
+    else:  # heads run on torch (ggml_problem says so): a method ggml cannot draft is refused here
+        proposer = token_proposer(method, tokenizer, lookup, history_drafting)
     info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
                       dtype=target.weight_type, device="cpu",
                       backend=f"ggml {target.weight_type} · {target.threads} threads",

@@ -47,16 +47,21 @@ class SpeculativeEngine(Engine):
     def with_method(self, method: str) -> "SpeculativeEngine":
         """The same target (weights and cache shared), drafting by `method` instead.
 
-        Prompt lookup needs nothing loaded; a draft model must have been loaded with
-        this engine. The variants must not stream at the same time: they share a cache.
+        Prompt lookup and suffix decoding need nothing loaded; a draft model or heads must
+        have been loaded with this engine. The variants must not stream at the same time:
+        they share a cache.
         """
         from spectui.core.errors import UsageError
-        from spectui.engines.speculative.proposers import NgramProposer
+        from spectui.engines.speculative.methods import drafter, token_proposer
 
         if method not in self._proposers:
-            if method != "ngram":
+            try:
+                needs = drafter(method)
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+            if needs != "tokens":
                 raise UsageError(f"no draft model is loaded: start with --method {method} to use it")
-            self._proposers[method] = NgramProposer()
+            self._proposers[method] = token_proposer(method, self.tokenizer)
         variant = copy.copy(self)
         variant.proposer = self._proposers[method]
         variant.info = replace(self.info, method=method, draft=self._draft_names.get(method))

@@ -30,7 +30,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
                           why_torch: str = "", static: bool | None = None):
     """static: the static KV cache and CUDA graphs on or off (None: static_kv_wanted decides)."""
     from spectui.engines.speculative.plain import plain_stand_in
-    from spectui.engines.speculative.proposers import NgramProposer
+    from spectui.engines.speculative.methods import drafter, token_proposer
     from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
     from spectui.engines.torch_backend.static_kv import static_kv_wanted
     from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
@@ -40,7 +40,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = proposer = None  # every method below sets the proposer
     options = plain_stand_in(options, models)
-    if options.method == "draft":
+    if drafter(options.method) == "draft model":
         draft = models.draft_model()
         draft_name = draft.name
         check_same_vocab(target, draft, progress)  # before any weights load; may fetch both
@@ -51,16 +51,13 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
             device, progress)
         proposer = torch_draft_proposer(draft_model, target_width=logit_width(target_model))
     else:
-        if options.method in ("medusa", "eagle"):
+        if drafter(options.method) == "heads":
             draft_name = heads_folder(options)  # checked before the target's weights load
         target_model, tokenizer = load_model(target, target_dtype, device, progress)
-    if options.method == "ngram":
-        proposer = NgramProposer(options.lookup_min, options.lookup_max)
-    elif options.method == "suffix":
-        from spectui.engines.speculative.suffix_history import suffix_proposer
-
-        proposer = suffix_proposer(tokenizer, options.history_drafting)
-    elif options.method != "draft":
+    if drafter(options.method) == "tokens":
+        proposer = token_proposer(options.method, tokenizer, (options.lookup_min, options.lookup_max),
+                                  options.history_drafting)
+    elif drafter(options.method) == "heads":
         assert draft_name is not None
         proposer = load_heads_proposer(options.method, draft_name, target_model, target.name, options.tree_width)
     info = EngineInfo(
