@@ -78,12 +78,14 @@ def fit_prompt(
     truncate: bool = False,
 ) -> FittedPrompt:
     """The conversation's ids and the reply's room; with `truncate`, the oldest turns go
-    until the reply's whole budget fits. Raises ContextOverflow when not one token fits."""
+    until the reply's budget (at most half the context) fits. Raises ContextOverflow when not one token fits."""
     ids = encode(messages)
     if context_length is None:
         return FittedPrompt(ids, max_tokens)
     kept, dropped = list(messages), 0
-    while truncate and len(ids) + max_tokens > context_length and (oldest := _oldest_turn(kept)) is not None:
+    # A budget that may fill the context (the chat's default) keeps half of it for the reply.
+    wanted = min(max_tokens, context_length // 2)
+    while truncate and len(ids) + wanted > context_length and (oldest := _oldest_turn(kept)) is not None:
         dropped += oldest.stop - oldest.start
         del kept[oldest]
         ids = encode(kept)

@@ -24,6 +24,7 @@ from spectui.core.events import Control, Done, GenerationParams, LiveValues, Mes
 from spectui.core.pieces import display_chunks
 from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
 from spectui.tui.chat.bar import prefill_detail
+from spectui.tui.chat.budget import length_note
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
@@ -51,6 +52,7 @@ class ActiveReply:
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
     prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
+    cap: int | None = None  # the budget it stops at short of the context's end (spectui.tui.chat.budget)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Replies:
         self.redraw_bar, self.redraw_panels = redraw_bar, redraw_panels
         trim, new_chat = (key_display(keys[name].split(",")[0].strip()) for name in ("trim", "new_chat"))
         self.overflow_hint = f"{trim} resends it without the oldest turns, {new_chat} starts anew"
+        self.continue_key = key_display(keys.get("continue_reply", "ctrl+f9").split(",")[0].strip())
         self.current: ActiveReply | None = None
         self.detached: dict[int, DetachedReply] = {}
         self.inbox: FrameInbox[StepArrived | PrefillArrived] = FrameInbox(screen, self.flush, STREAM_FRAME_SECONDS)
@@ -105,8 +108,8 @@ class Replies:
         return self.next_id - 1
 
     def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
-              values: LiveValues | None = None, settings: dict | None = None) -> None:
-        """values: the LiveValues it starts from (default: the live ones)."""
+              values: LiveValues | None = None, settings: dict | None = None, cap: int | None = None) -> None:
+        """values: the LiveValues it starts from (default: the live ones); cap: binding_cap's."""
         reply_id = self.new_id()
         view = ReplyView(reply_id, show_ghosts=ghosts)
         view.token_view.streaming = True
@@ -121,7 +124,7 @@ class Replies:
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
         control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {})
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap)
 
     def _drain(self) -> tuple[list[StepArrived], list[PrefillArrived]]:
         """Steps of the current reply, in order, and its prefill progress; a detached reply's
@@ -235,7 +238,9 @@ class Replies:
         tracker.finish(done, message.ended)
         stats = tracker.stats()
         approximate = done is not None and done.approximate
-        summary = reply_summary(stats, tracker.steps) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        summary = reply_summary(stats, tracker.steps)
+        if finish_reason == "length":
+            summary += " · " + length_note(current.cap, stats.num_tokens, self.continue_key)
         problem = problem_text(finish_reason, error)
         if done is not None and done.dropped_messages:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"

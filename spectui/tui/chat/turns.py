@@ -13,6 +13,7 @@ import random
 from typing import TYPE_CHECKING
 
 from spectui.core.events import GenerationParams, LiveValues
+from spectui.tui.chat.budget import binding_cap, reply_budget
 from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
 from spectui.tui.chat.transcript import settings_record
 from spectui.tui.replay import stored_conversation
@@ -80,10 +81,12 @@ class Turns:
         screen = self.screen
         config, transcript = screen.config, screen.transcript
         settings = reply_settings(values, seed, screen.host.info, engine_k(screen.host))
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=seed,
+        context = screen.host.engine.context_length if screen.host.engine is not None else None
+        params = GenerationParams(max_tokens=reply_budget(config.max_tokens, context), top_p=config.top_p, seed=seed,
                                   truncate=transcript.truncating)
         message_id = transcript.open_reply(settings)
-        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings)
+        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings,
+                             cap=binding_cap(config.max_tokens, context))
         screen.refresh_bar()
         screen.refresh_panels()
 
