@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,8 @@ def test_an_unknown_command_and_a_literal_slash():
 
 def test_every_command_is_in_the_table_and_in_help():
     names = {spec.name for spec in commands.COMMANDS}
-    assert names == {"help", "file", "files", "drop", "save", "clear", "model", "k", "t", "system", "export", "find"}
+    assert names == {"help", "file", "files", "drop", "save", "clear", "model", "k", "t", "system", "export", "find",
+                     "continue", "max", "ctx"}
     lines = commands.help_lines()
     assert len(lines) == len(names) and all(line.startswith("/") for line in lines)
 
@@ -202,3 +204,9 @@ def test_a_file_command_with_a_request_below_attaches_then_sends_the_request():
     assert file_then_message(Command("file", "a.py b.py")) == (Command("file", "a.py b.py"), None)
     system = Command("system", "line one\nline two")  # other commands keep their lines
     assert file_then_message(system) == (system, None)
+
+
+def test_every_command_is_in_the_commands_page():
+    page = (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
+    missing = [spec.name for spec in commands.COMMANDS if f"`/{spec.name}" not in page and f", `/{spec.name}" not in page]
+    assert missing == []

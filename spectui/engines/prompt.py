@@ -30,14 +30,24 @@ def stop_token_ids(tokenizer, generation_config=None) -> set[int]:
     return stop
 
 
+def continues_reply(messages: Sequence[Message]) -> bool:
+    """A conversation that ends with the assistant's message asks for that reply to go on."""
+    return bool(messages) and messages[-1]["role"] == "assistant"
+
+
 def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
+    """The prompt's ids; a conversation that ends with a (partial) assistant message is that
+    reply continued in place: the turns before it, the template's generation prompt, then its
+    text, with no end of turn between (an "assistant prefix")."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=False
-        )
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-    # A model without a template gets the plain text of the conversation.
-    text = "\n".join(m["content"] for m in messages)
+        prefix = messages[-1]["content"] if continues_reply(messages) else None
+        turns = list(messages[:-1]) if prefix is not None else list(messages)
+        text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+        return tokenizer(text + (prefix or ""), add_special_tokens=False)["input_ids"]
+    # A model without a template gets the plain text of the conversation (a continued reply
+    # right after the text it answers, as it was made).
+    turns = messages[:-1] if continues_reply(messages) else messages
+    text = "\n".join(m["content"] for m in turns) + (messages[-1]["content"] if continues_reply(messages) else "")
     return tokenizer(text)["input_ids"]
 
 
@@ -59,13 +69,15 @@ class FittedPrompt:
 
 
 def _oldest_turn(messages: Sequence[Message]) -> slice | None:
-    """The oldest user message with its reply; never a system message nor the last message."""
+    """The oldest user message with its reply; never a system message nor the last message
+    (nor the message a continued reply answers)."""
     first = next((i for i, m in enumerate(messages) if m["role"] != "system"), None)
-    if first is None or first >= len(messages) - 1:
+    last = len(messages) - (2 if continues_reply(messages) else 1)
+    if first is None or first >= last:
         return None
     end = first + 1
     # Templates that insist on user/assistant alternation must still accept what is left.
-    if messages[end]["role"] == "assistant" and end < len(messages) - 1:
+    if messages[end]["role"] == "assistant" and end < last:
         end += 1
     return slice(first, end)
 
@@ -112,4 +124,6 @@ def stream_conversation(
     for event in engine.stream_ids(fitted.ids, replace(params, max_tokens=fitted.max_tokens), control):
         if isinstance(event, Done) and fitted.dropped:
             event = replace(event, dropped_messages=fitted.dropped)
+        if isinstance(event, Done) and not event.prompt_token_ids:  # what the context holds: /ctx reads it
+            event = replace(event, prompt_token_ids=tuple(fitted.ids))
         yield event

@@ -48,13 +48,14 @@ def parse_max(text: str) -> int | None:
     return int(word)
 
 
-def context_line(used: int | None, context_length: int | None, cap: int | None) -> str:
-    """`/ctx`: the context used and left, and the reply's cap."""
+def context_line(used: int | None, context_length: int | None, cap: int | None, approximate: bool = False) -> str:
+    """`/ctx`: the context used and left (≈ where counted from the text, not the model's
+    tokens), and the reply's cap."""
     budget = f"replies capped at {cap:,} tokens" if cap is not None else "a reply may fill what is left (/max N caps it)"
     if context_length is None:
         return f"This engine does not say its context; {budget}."
     if used is None:
         return f"The model holds {context_length:,} tokens; nothing sent yet; {budget}."
-    left = max(0, context_length - used)
-    return (f"Context: {used:,} of {context_length:,} tokens used ({100 * used / context_length:.0f}%), "
-            f"{left:,} left; {budget}.")
+    left, about = max(0, context_length - used), "≈" if approximate else ""
+    return (f"Context: {about}{used:,} of {context_length:,} tokens used ({100 * used / context_length:.0f}%), "
+            f"{about}{left:,} left; {budget}.")

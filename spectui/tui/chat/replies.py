@@ -53,6 +53,7 @@ class ActiveReply:
     detail: str = ""  # what the bar says after the status
     prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
     cap: int | None = None  # the budget it stops at short of the context's end (spectui.tui.chat.budget)
+    earlier: tuple[int, int] | None = None  # a continued reply's (tokens, steps) before this part
 
 
 @dataclass
@@ -73,6 +74,7 @@ class EndedReply:
     tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
     done: Done | None = None
     settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
+    continued: bool = False  # the last reply went on: its entry is replaced, not added
 
 
 def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
@@ -108,23 +110,31 @@ class Replies:
         return self.next_id - 1
 
     def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
-              values: LiveValues | None = None, settings: dict | None = None, cap: int | None = None) -> None:
-        """values: the LiveValues it starts from (default: the live ones); cap: binding_cap's."""
+              values: LiveValues | None = None, settings: dict | None = None, cap: int | None = None,
+              view: ReplyView | None = None, earlier: tuple[int, int] | None = None) -> None:
+        """values: the LiveValues it starts from (default: the live ones); cap: binding_cap's.
+        A reply continued in place (spectui.tui.chat.continuing) streams into its `view`, after
+        the `earlier` (tokens, steps) its history row holds."""
         reply_id = self.new_id()
-        view = ReplyView(reply_id, show_ghosts=ghosts)
+        if view is None:
+            view = ReplyView(reply_id, show_ghosts=ghosts)
+            self.scroll.mount(view)
+        else:
+            view.reopen()
         view.token_view.streaming = True
-        self.scroll.mount(view)
+        first_index = earlier[1] if earlier is not None else 0
         self.scroll.scroll_end(animate=False)
         self.scroll.following = True
         host, post, put, store = self.host, self.screen.post_message, self.inbox.put, self.store
 
         def run(engine: Engine, control: Control) -> None:
             stream_reply(engine, messages, params, control, reply_id, post, put,
-                         clock=host.clock, store=store, message_id=message_id)
+                         clock=host.clock, store=store, message_id=message_id, first_index=first_index)
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
         control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap)
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap, earlier=earlier)
+        self.screen.refresh_bindings()  # the keys that act on the last reply wait for this one
 
     def _drain(self) -> tuple[list[StepArrived], list[PrefillArrived]]:
         """Steps of the current reply, in order, and its prefill progress; a detached reply's
@@ -246,6 +256,11 @@ class Replies:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
         if done is not None and done.context_overflow is not None:
             problem += f": {self.overflow_hint}"
+        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        if current.earlier is not None:
+            tokens, steps = current.earlier
+            recorded |= {"reply_tokens": tokens + stats.num_tokens, "reply_steps": steps + stats.num_steps}
+            summary = f"continued: {summary} · the whole reply {tokens + stats.num_tokens:,} tokens"
         if approximate:
             summary += f" · {APPROXIMATE_NOTE}"
         elif message.restated is not None:
@@ -255,6 +270,6 @@ class Replies:
             current.view.set_markdown(True)
         if following:
             self.scroll.call_after_refresh(self.scroll.scroll_end, animate=False)
-        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        self.screen.refresh_bindings()
         return EndedReply(current.message_id, token_view.text, finish_reason, error, recorded, tracker, done,
-                          current.settings)
+                          current.settings, continued=current.earlier is not None)

@@ -132,6 +132,8 @@ class Transcript:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
         unless it was left behind by a new chat."""
         if ended.tracker is not None:
+            if ended.continued and self.last("assistant") is not None:
+                self.entries.pop()  # the same reply, gone on: same row, longer text
             self.entries.append(Entry("assistant", ended.content, ended.message_id, ended.settings, ended.finish_reason,
                                       ended.error, ended.stats))
             if ended.done is not None and ended.done.context_overflow is not None:

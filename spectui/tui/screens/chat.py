@@ -26,6 +26,7 @@ import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.chat.commands import ChatCommands
 from spectui.tui.chat.completion import CommandHints, complete_box
+from spectui.tui.chat.continuing import ReplyActions
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.panel_place import PanelPlace
 from spectui.tui.chat.prompt import ChatPrompt
@@ -61,7 +62,7 @@ ChatScreen .-found { background: $warning 25%; }
 """
 
 
-class ChatScreen(Screen):
+class ChatScreen(ReplyActions, Screen):
     BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
     DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
 

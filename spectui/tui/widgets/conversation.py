@@ -91,6 +91,18 @@ class ReplyView(Vertical):
         else:
             self.note.update(Content(safe_text(summary)))
 
+    def reopen(self) -> None:
+        """A finished reply goes on streaming (continued in place): its note and rendered
+        Markdown go until it ends again."""
+        self.finished, self.finish_reason = False, None
+        self.note.update("")
+        self.note.remove_class("-problem")
+        self.remove_class("-markdown")
+        for child in list(self.children):
+            if isinstance(child, (Markdown, Collapsible)):
+                child.remove()
+        self._markdown = None
+
     def set_markdown(self, on: bool) -> None:
         """Rendered Markdown for a finished reply; a streaming one stays as tokens."""
         if on and self.finished:

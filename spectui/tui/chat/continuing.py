@@ -1,0 +1,77 @@
+"""The last reply continued in place (`/continue`, its key): the model is given the
+conversation with the reply so far as an unfinished assistant message (an "assistant
+prefix", spectui.engines.prompt.chat_prompt_ids) and its tokens join the same reply view,
+history row and transcript entry. No new turn: the reply is one message that stopped and went on.
+
+The chat screen takes ReplyActions as a mixin: the keys that act on the last reply, shown in
+the footer only where they act (Textual's check_action).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from spectui.core.events import GenerationParams
+from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.tui.widgets.conversation import ReplyView
+
+if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
+    from spectui.tui.chat.transcript import Entry
+    from spectui.tui.screens.chat import ChatScreen
+
+# A reply that ended on its own has nothing to continue; one cut at a cap, cancelled,
+# failed, interrupted or edited by the user has.
+ENDED_ON_ITS_OWN = "stop"
+
+
+def reply_so_far(entry: Entry) -> tuple[int, int]:
+    """(tokens, steps) of a reply before it is continued: its row's steps are numbered on from there."""
+    stats = entry.stats
+    return int(stats.get("reply_tokens", stats.get("num_tokens", 0)) or 0), int(stats.get("reply_steps", stats.get("num_steps", 0)) or 0)
+
+
+def why_not(screen: ChatScreen) -> str | None:
+    """Why the last reply cannot be continued now; None when it can."""
+    if screen.replies.current is not None or screen.prompt.waiting is not None:
+        return "A reply is streaming; Esc cancels it."
+    entry = screen.transcript.last("assistant")
+    if entry is None or not screen.query(ReplyView):
+        return "No reply to continue yet."
+    if entry.finish_reason == ENDED_ON_ITS_OWN:
+        return "The last reply ended on its own: nothing to continue (edit it, /edit, and it continues from the edit)."
+    if screen.host.engine is None:
+        return "The engine is not ready yet."
+    return None
+
+
+def continue_last(screen: ChatScreen) -> None:
+    """Continue the last reply where it stopped, or say why not."""
+    problem = why_not(screen)
+    if problem is not None:
+        screen.notify(problem)
+        return
+    entry = screen.transcript.last("assistant")
+    assert entry is not None and screen.host.engine is not None, "why_not found both"
+    messages = [*screen.transcript.messages[:-1], {"role": "assistant", "content": entry.content}]
+    context, cap = screen.host.engine.context_length, screen.config.max_tokens
+    seed = entry.settings.get("seed", screen.config.seed)
+    params = GenerationParams(max_tokens=reply_budget(cap, context), top_p=screen.config.top_p, seed=seed,
+                              truncate=screen.transcript.truncating)
+    view = screen.query(ReplyView).last()
+    screen.replies.start(messages, params, entry.row, screen.show_ghosts, screen.host.live.values, entry.settings,
+                         cap=binding_cap(cap, context), view=view, earlier=reply_so_far(entry))
+    screen.refresh_bar()
+    screen.refresh_panels()
+
+
+class ReplyActions:
+    """The chat screen's actions on its last reply (a mixin: the screen is at its size cap)."""
+
+    def action_continue_reply(self) -> None:
+        continue_last(cast("ChatScreen", self))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer shows the continue key only where it acts."""
+        if action == "continue_reply":
+            return why_not(cast("ChatScreen", self)) is None
+        return True

@@ -1,0 +1,107 @@
+"""Pilot tests of `/continue` and its key (issue 59): the last reply goes on in place, its
+text, colours and history row the same reply's; the model is given the reply so far as an
+unfinished assistant message; the key is in the footer only where it acts."""
+
+from __future__ import annotations
+
+from spectui.core.events import Done
+from spectui.settings.config import ChatConfig
+from spectui.tui.widgets.conversation import ReplyView
+
+from fake_engines import PlanEngine, factory_for
+from test_tui_layout import footer_labels
+from tui_helpers import ready, reply_done, send
+
+SIZE = (110, 36)
+
+
+class CappedEngine(PlanEngine):
+    """Its first reply stops at the cap ("length"), the next ones end on their own."""
+
+    def __init__(self) -> None:
+        super().__init__([None, 2, 2])
+
+    @property
+    def context_length(self) -> int | None:
+        return 4096
+
+    def done(self, steps):
+        return Done("length" if len(self.messages_seen) == 1 else "stop", seconds=0.5, time_to_first_token=0.05)
+
+
+def continue_shown(app) -> bool:
+    return any(label.endswith(" continue") for label in footer_labels(app))
+
+
+async def test_continue_goes_on_in_the_same_reply(make_app):
+    engine = CappedEngine()
+    app = make_app(factory_for(engine), ChatConfig(k=2, max_tokens=7))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "write the whole module")
+        await reply_done(pilot)
+        first = chat.query(ReplyView).last()
+        before = first.token_view.text
+        assert continue_shown(app)
+        await pilot.press(app.first_key("continue_reply"))
+        await reply_done(pilot)
+        # The model saw the conversation with the reply so far as the assistant's unfinished message.
+        assert engine.messages_seen[-1][-1] == {"role": "assistant", "content": before}
+        assert [m["role"] for m in engine.messages_seen[-1]] == ["user", "assistant"]
+        views = list(chat.query(ReplyView))
+        assert views == [first]  # no new turn: the same view
+        assert first.token_view.text == before + "".join(f" w{i}" for i in range(7, 14))
+        note = str(first.note.render())
+        assert note.startswith("continued: 7 tokens") and "the whole reply 14 tokens" in note
+        assert [e.role for e in chat.transcript.entries] == ["user", "assistant"]
+        assert chat.transcript.entries[-1].content == first.token_view.text
+        assert not continue_shown(app)  # it ended on its own: nothing to continue
+        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        replies = [m for m in stored.messages if m.role == "assistant"]
+        assert len(replies) == 1 and replies[0].content == first.token_view.text
+        assert len(replies[0].steps) == 6  # both parts' steps, numbered on
+
+
+async def test_continue_says_why_not_and_the_command_does_what_the_key_does(make_app):
+    engine = CappedEngine()
+    app = make_app(factory_for(engine), ChatConfig(k=2, max_tokens=7))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "/continue")
+        await pilot.pause()
+        assert engine.messages_seen == []
+        assert not continue_shown(app)
+        await send(pilot, "write it")
+        await reply_done(pilot)
+        await send(pilot, "/continue")
+        await reply_done(pilot)
+        assert len(engine.messages_seen) == 2 and engine.messages_seen[-1][-1]["role"] == "assistant"
+        await send(pilot, "/continue")  # ended on its own now
+        await pilot.pause()
+        assert len(engine.messages_seen) == 2
+        assert len(chat.query(ReplyView)) == 1
+
+
+async def test_max_and_ctx(make_app):
+    engine = CappedEngine()
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "/max 300")
+        await pilot.pause()
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        assert engine.params_seen[-1].max_tokens == 300
+        await send(pilot, "/max off")
+        await pilot.pause()
+        assert chat.config.max_tokens is None
+        await send(pilot, "/max lots")
+        await pilot.pause()
+        assert chat.config.max_tokens is None  # refused, one line
+        await send(pilot, "/ctx")
+        await pilot.pause()
+        notes = " ".join(str(note.render()) for note in chat.query("SystemNote"))
+        assert "of 4,096 tokens used" in notes and "a reply may fill what is left" in notes
