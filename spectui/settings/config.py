@@ -96,7 +96,7 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "regenerate": "regenerate the last reply as made (its k, T, seed)",
     "regenerate_live": "regenerate it with the current k, T and a new seed",
     "continue_reply": "continue the last reply where it stopped (a cap, Esc, an edit)",
-    "edit_last": "edit the last message; sending it replaces that turn",
+    "edit_last": "edit the last message; sending it replaces that turn (on a picked reply: edit that reply)",
     "system_prompt": "edit this chat's system prompt",
     "model": "change model, draft, method, heads or engine",
     "stats": "hide / show the stats panel",

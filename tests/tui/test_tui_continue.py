@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from spectui.core.events import Done
 from spectui.settings.config import ChatConfig
+from spectui.tui.messages import ShowConversation
 from spectui.tui.widgets.conversation import ReplyView
 
 from fake_engines import PlanEngine, factory_for
@@ -105,3 +106,74 @@ async def test_max_and_ctx(make_app):
         await pilot.pause()
         notes = " ".join(str(note.render()) for note in chat.query("SystemNote"))
         assert "of 4,096 tokens used" in notes and "a reply may fill what is left" in notes
+
+
+class EndingEngine(PlanEngine):
+    def __init__(self) -> None:
+        super().__init__([None, 2, 2])
+
+    @property
+    def context_length(self) -> int | None:
+        return 4096
+
+
+async def test_an_edited_reply_continues_from_the_edit(make_app):
+    engine = EndingEngine()
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "write the module")
+        await reply_done(pilot)
+        assert not continue_shown(app)  # it ended on its own
+        reply = chat.query(ReplyView).last()
+        reply.focus()  # picked, as Shift+Tab picks it
+        await pilot.press(app.first_key("edit_last"))
+        await pilot.pause()
+        assert chat.prompt.value == reply.token_view.text and "editing the last reply" in chat.param_bar.plain
+        chat.prompt.value = "/def typed(x: int)"  # a reply's text is never a command
+        await pilot.press("enter")
+        await pilot.pause()
+        assert chat.transcript.entries[-1].content == "/def typed(x: int)"
+        assert reply.token_view.chunks == [("/def typed(x: int)", "edited")]
+        assert "edited by you" in str(reply.note.render()) and continue_shown(app)
+        await send(pilot, "/continue")
+        await reply_done(pilot)
+        assert engine.messages_seen[-1][-1] == {"role": "assistant", "content": "/def typed(x: int)"}
+        assert list(chat.query(ReplyView)) == [reply]
+        whole = reply.token_view.text
+        assert whole.startswith("/def typed(x: int) w7") and chat.transcript.entries[-1].content == whole
+        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        kept = [m for m in stored.messages if m.role == "assistant"]
+        assert [m.stats.get("superseded", False) for m in kept] == [True, False]  # the model's reply stays in history
+        assert kept[-1].content == whole and len(kept[-1].steps) == 3
+        await pilot.press(app.first_key("new_chat"))
+        chat.post_message(ShowConversation(stored))
+        await pilot.pause()
+        resumed = chat.query(ReplyView).last()
+        assert resumed.token_view.text == whole and resumed.token_view.chunks[0] == ("/def typed(x: int)", "edited")
+
+
+async def test_esc_leaves_the_reply_and_only_the_last_one_is_edited(make_app):
+    engine = EndingEngine()
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "one")
+        await reply_done(pilot)
+        await send(pilot, "two")
+        await reply_done(pilot)
+        first, last = list(chat.query(ReplyView))
+        first.focus()
+        await pilot.press(app.first_key("edit_last"))
+        await pilot.pause()
+        assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
+        await send(pilot, "/edit")
+        await pilot.pause()
+        assert chat.prompt.value == last.token_view.text
+        chat.prompt.focus()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
+        assert chat.transcript.entries[-1].content == last.token_view.text

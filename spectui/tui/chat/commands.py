@@ -167,6 +167,9 @@ class ChatCommands:
     def do_continue(self, command: Command) -> None:
         continue_last(self.screen)
 
+    def do_edit(self, command: Command) -> None:
+        self.screen.turns.reply_edit.start()
+
     def do_max(self, command: Command) -> None:
         screen = self.screen
         try:

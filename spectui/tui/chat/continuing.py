@@ -70,6 +70,12 @@ class ReplyActions:
     def action_continue_reply(self) -> None:
         continue_last(cast("ChatScreen", self))
 
+    def action_edit_reply(self) -> None:
+        """The edit key on a picked reply: that reply's text into the box (the last one only)."""
+        screen = cast("ChatScreen", self)
+        focused = screen.focused
+        screen.turns.reply_edit.start(focused if isinstance(focused, ReplyView) else None)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The footer shows the continue key only where it acts."""
         if action == "continue_reply":

@@ -152,6 +152,19 @@ class Transcript:
             self._supersede(entry)
         return entry
 
+    def edit_reply(self, text: str, finish_reason: str) -> Entry | None:
+        """The last reply as the user edited it: a row of its own (the model's stays, superseded),
+        with no steps yet (a continuation numbers its steps from the first)."""
+        old = self.drop_last("assistant")
+        if old is None:
+            return None
+        stats = {"edited": True, "reply_tokens": 0, "reply_steps": 0}
+        row = self.open_reply(old.settings)
+        if row is not None:
+            self._write(lambda store: store.finish_message(row, text, finish_reason, None, stats))
+        self.entries.append(Entry("assistant", text, row, old.settings, finish_reason, None, stats))
+        return self.entries[-1]
+
     def set_system(self, text: str) -> None:
         """This chat's system prompt from now on ("" for none): the old row is superseded."""
         old = self.entries.pop(0) if self.system else None

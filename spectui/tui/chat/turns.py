@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from spectui.core.events import GenerationParams, LiveValues
 from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.tui.chat.reply_edit import ReplyEdit
 from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
 from spectui.tui.chat.transcript import settings_record
 from spectui.tui.replay import stored_conversation
@@ -34,10 +35,14 @@ class Turns:
     def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen
         self.editing: tuple[UserMessage, ReplyView] | None = None
+        self.reply_edit = ReplyEdit(screen)  # the last reply edited, not the message
 
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
         screen, host = self.screen, self.screen.host
+        if self.reply_edit.view is not None:  # the box holds the reply's text, commands and all
+            self.reply_edit.keep(typed)
+            return
         text = screen.commands.intercept(message_text(typed))
         if text is None:
             return  # a command: done, never sent
@@ -119,6 +124,7 @@ class Turns:
         screen = self.screen
         if self._busy("edit your message"):
             return
+        self.reply_edit.stop()
         self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
         screen.prompt.value = screen.commands.files.question(screen.transcript.entries[-2])  # its files go again
         screen.prompt.focus()
@@ -127,6 +133,8 @@ class Turns:
     def stop_editing(self) -> bool:
         """Esc while editing: the box empties and the turn stays. False when nothing was edited.
         Only Esc ends an edit: a box emptied to retype it is still the edit."""
+        if self.reply_edit.stop():
+            return True
         if self.editing is None:
             return False
         self.editing = None
@@ -139,6 +147,7 @@ class Turns:
         screen = self.screen
         screen.give_back_waiting()
         self.editing = None
+        self.reply_edit.view = None
         screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
         screen.prompt.recall.reset()
         screen.replies.detach()
@@ -166,7 +175,7 @@ class Turns:
     @property
     def note(self) -> str:
         """What the bar says of an edit under way."""
-        return EDITING_NOTE if self.editing is not None else ""
+        return EDITING_NOTE if self.editing is not None else self.reply_edit.note
 
     def _busy(self, doing: str) -> bool:
         """Say why the last turn cannot be replaced now, if it cannot."""

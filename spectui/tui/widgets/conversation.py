@@ -11,6 +11,7 @@ from textual.widgets import Collapsible, Markdown, Static
 
 from spectui.core.reasoning import split_reasoning
 from spectui.core.safe_text import safe_text
+from spectui.settings.config import DEFAULT_KEYS
 from spectui.tui.widgets.token_view import TokenView
 
 
@@ -50,6 +51,8 @@ class ReplyView(Vertical):
         Binding("up", "screen.pick_reply(-1)", "earlier reply"),
         Binding("down", "screen.pick_reply(1)", "later reply"),
         Binding("escape", "screen.focus_prompt", "back to the message box"),
+        # The chat's edit key (its id: remapped with it) edits the picked reply, not the last message.
+        Binding(DEFAULT_KEYS["edit_last"], "screen.edit_reply", "edit this reply", id="edit_last"),
     ]
     DEFAULT_CSS = """
     ReplyView {
