@@ -33,7 +33,7 @@ def test_an_unknown_command_and_a_literal_slash():
 def test_every_command_is_in_the_table_and_in_help():
     names = {spec.name for spec in commands.COMMANDS}
     assert names == {"help", "file", "files", "drop", "save", "clear", "model", "k", "t", "system", "export", "find",
-                     "continue", "edit", "max", "ctx"}
+                     "continue", "edit", "think", "max", "ctx"}
     lines = commands.help_lines()
     assert len(lines) == len(names) and all(line.startswith("/") for line in lines)
 

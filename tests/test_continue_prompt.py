@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from spectui.engines.prompt import chat_prompt_ids, fit_prompt
+from spectui.engines.prompt import chat_prompt_ids, fit_prompt, has_thinking_switch
 from spectui.engines.server.request import request_body
 from spectui.core.events import Control, GenerationParams
 
@@ -72,3 +72,38 @@ def test_a_reply_continued_on_ggml_is_the_reply_that_did_not_stop(smollm2_ggml):
     rest, _ = reply_tokens(engine, [*MESSAGES, {"role": "assistant", "content": partial}], Control(4, 0.0), max_tokens=28)
     decode = engine.tokenizer.decode
     assert decode(first + rest, skip_special_tokens=True) == decode(whole, skip_special_tokens=True)
+
+
+class ThinkingTokenizer(TemplateTokenizer):
+    chat_template = "{% if enable_thinking is false %}<no-think>{% endif %}"
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool, tokenize: bool, **variables) -> str:
+        text = super().apply_chat_template(messages, add_generation_prompt, tokenize)
+        return text + ("<no-think>" if variables.get("enable_thinking") is False else "")
+
+
+def test_the_thinking_switch_reaches_a_template_that_has_it_only():
+    turns = [{"role": "user", "content": "hi"}]
+    assert as_text(chat_prompt_ids(ThinkingTokenizer(), turns, thinking=False)).endswith("<no-think>")
+    assert not as_text(chat_prompt_ids(ThinkingTokenizer(), turns, thinking=True)).endswith("<no-think>")
+    # A template without the switch is never handed it (transformers would pass it through silently).
+    assert as_text(chat_prompt_ids(TemplateTokenizer(), turns, thinking=False)) == as_text(chat_prompt_ids(TemplateTokenizer(), turns))
+
+
+def test_the_json_tokenizer_renders_enable_thinking(tmp_path):
+    """The ggml engine's tokenizer hands the switch to the template, as transformers does."""
+    import json
+
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    Tokenizer(WordLevel({"a": 0}, unk_token="a")).save(str(tmp_path / "tokenizer.json"))
+    template = "{{ messages[0]['content'] }}{% if enable_thinking is defined and not enable_thinking %} /no_think{% endif %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    tokenizer = JsonTokenizer(tmp_path)
+    turns = [{"role": "user", "content": "hi"}]
+    assert has_thinking_switch(tokenizer)
+    assert tokenizer.apply_chat_template(turns, enable_thinking=False) == "hi /no_think"
+    assert tokenizer.apply_chat_template(turns) == "hi"

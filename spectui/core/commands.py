@@ -29,6 +29,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("find", "TEXT", "find TEXT in this chat (n / N: next / previous)"),
     CommandSpec("continue", "", "continue the last reply where it stopped"),
     CommandSpec("edit", "", "edit the last reply (then /continue goes on from the edit)"),
+    CommandSpec("think", "[on|off]", "thinking on or off, where the model's template has the switch"),
     CommandSpec("max", "N|off", "cap replies at N tokens (off: what the context leaves)"),
     CommandSpec("ctx", "", "show the context used and left"),
     CommandSpec("clear", "", "start a new chat"),

@@ -149,6 +149,8 @@ class GenerationParams:
     stop_token_ids: tuple[int, ...] = ()
     # Leave out the oldest turns when the conversation is longer than the model's context.
     truncate: bool = False
+    # A template with a thinking switch (Capabilities.thinking_switch): on, off, or None for its default.
+    thinking: bool | None = None
 
 
 K_MAX = 16

@@ -35,14 +35,24 @@ def continues_reply(messages: Sequence[Message]) -> bool:
     return bool(messages) and messages[-1]["role"] == "assistant"
 
 
-def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
+THINKING_SWITCH = "enable_thinking"  # the variable Qwen3's template reads
+
+
+def has_thinking_switch(tokenizer) -> bool:
+    """The model's chat template turns its thinking on and off (Qwen3's `enable_thinking`)."""
+    return THINKING_SWITCH in (getattr(tokenizer, "chat_template", None) or "")
+
+
+def chat_prompt_ids(tokenizer, messages: Sequence[Message], thinking: bool | None = None) -> list[int]:
     """The prompt's ids; a conversation that ends with a (partial) assistant message is that
     reply continued in place: the turns before it, the template's generation prompt, then its
-    text, with no end of turn between (an "assistant prefix")."""
+    text, with no end of turn between (an "assistant prefix"). thinking: the template's
+    switch, where it has one (None: its default)."""
     if getattr(tokenizer, "chat_template", None):
         prefix = messages[-1]["content"] if continues_reply(messages) else None
         turns = list(messages[:-1]) if prefix is not None else list(messages)
-        text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+        switch = {THINKING_SWITCH: thinking} if thinking is not None and has_thinking_switch(tokenizer) else {}
+        text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False, **switch)
         return tokenizer(text + (prefix or ""), add_special_tokens=False)["input_ids"]
     # A model without a template gets the plain text of the conversation (a continued reply
     # right after the text it answers, as it was made).
@@ -112,7 +122,7 @@ def stream_conversation(
     """`engine.stream_ids` on the conversation made to fit the model's context."""
     try:
         fitted = fit_prompt(
-            lambda kept: chat_prompt_ids(engine.tokenizer, kept), messages, params.max_tokens, context_length,
+            lambda kept: chat_prompt_ids(engine.tokenizer, kept, params.thinking), messages, params.max_tokens, context_length,
             params.truncate,
         )
     except ContextOverflow as overflow:

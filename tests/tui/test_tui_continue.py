@@ -4,6 +4,8 @@ unfinished assistant message; the key is in the footer only where it acts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spectui.core.events import Done
 from spectui.settings.config import ChatConfig
 from spectui.tui.messages import ShowConversation
@@ -177,3 +179,46 @@ async def test_esc_leaves_the_reply_and_only_the_last_one_is_edited(make_app):
         await pilot.pause()
         assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
         assert chat.transcript.entries[-1].content == last.token_view.text
+
+
+class ThinkingEngine(EndingEngine):
+    def __init__(self, switch: bool) -> None:
+        super().__init__()
+        self.info = replace(self.info, capabilities=replace(self.info.capabilities, thinking_switch=switch))
+
+
+def think_shown(app) -> bool:
+    return any(label.endswith(" think") for label in footer_labels(app))
+
+
+async def test_the_thinking_switch_where_the_template_has_one(make_app):
+    engine = ThinkingEngine(switch=True)
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        assert think_shown(app)
+        await send(pilot, "hi")
+        await reply_done(pilot)
+        assert engine.params_seen[-1].thinking is True
+        await pilot.press(app.first_key("thinking"))
+        await send(pilot, "again")
+        await reply_done(pilot)
+        assert engine.params_seen[-1].thinking is False
+        await send(pilot, "/think on")
+        await send(pilot, "more")
+        await reply_done(pilot)
+        assert engine.params_seen[-1].thinking is True
+
+
+async def test_no_thinking_control_where_no_template_has_one(make_app):
+    engine = ThinkingEngine(switch=False)
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        assert not think_shown(app)
+        await pilot.press(app.first_key("thinking"))  # not bound here: nothing changes
+        await send(pilot, "/think off")
+        await pilot.pause()
+        assert app.chat_screen.turns.thinking is True

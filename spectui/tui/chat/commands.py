@@ -18,6 +18,7 @@ from spectui.core.events import TEMPERATURE_MAX
 from spectui.tui.chat.attached import AttachedFiles, Sent
 from spectui.tui.chat.budget import context_line, parse_max
 from spectui.tui.chat.continuing import continue_last
+from spectui.tui.chat.thinking import set_thinking
 from spectui.tui.chat.find import Finder
 from spectui.tui.chat.save_flow import save_reply
 from spectui.tui.chat.transcript import Entry
@@ -169,6 +170,9 @@ class ChatCommands:
 
     def do_edit(self, command: Command) -> None:
         self.screen.turns.reply_edit.start()
+
+    def do_think(self, command: Command) -> None:
+        set_thinking(self.screen, command.rest)
 
     def do_max(self, command: Command) -> None:
         screen = self.screen

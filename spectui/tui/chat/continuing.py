@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, cast
 
 from spectui.core.events import GenerationParams
 from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.tui.chat.thinking import has_switch, set_thinking
+from spectui.tui.messages import HostEvent
 from spectui.tui.widgets.conversation import ReplyView
 
 if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
@@ -56,7 +58,7 @@ def continue_last(screen: ChatScreen) -> None:
     context, cap = screen.host.engine.context_length, screen.config.max_tokens
     seed = entry.settings.get("seed", screen.config.seed)
     params = GenerationParams(max_tokens=reply_budget(cap, context), top_p=screen.config.top_p, seed=seed,
-                              truncate=screen.transcript.truncating)
+                              truncate=screen.transcript.truncating, thinking=screen.turns.thinking)
     view = screen.query(ReplyView).last()
     screen.replies.start(messages, params, entry.row, screen.show_ghosts, screen.host.live.values, entry.settings,
                          cap=binding_cap(cap, context), view=view, earlier=reply_so_far(entry))
@@ -76,8 +78,18 @@ class ReplyActions:
         focused = screen.focused
         screen.turns.reply_edit.start(focused if isinstance(focused, ReplyView) else None)
 
+    def on_host_event(self, message: HostEvent) -> None:
+        """Textual calls this beside the screen's own handler (base classes' handlers run too):
+        an engine that loaded or switched may have a thinking switch, or none."""
+        cast("ChatScreen", self).refresh_bindings()
+
+    def action_toggle_thinking(self) -> None:
+        set_thinking(cast("ChatScreen", self))
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The footer shows the continue key only where it acts."""
+        """The footer shows the continue and thinking keys only where they act."""
         if action == "continue_reply":
             return why_not(cast("ChatScreen", self)) is None
+        if action == "toggle_thinking":
+            return has_switch(cast("ChatScreen", self))
         return True

@@ -36,6 +36,7 @@ class Turns:
         self.screen = screen
         self.editing: tuple[UserMessage, ReplyView] | None = None
         self.reply_edit = ReplyEdit(screen)  # the last reply edited, not the message
+        self.thinking = True  # the template's switch, where it has one (spectui.tui.chat.thinking)
 
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
@@ -88,7 +89,7 @@ class Turns:
         settings = reply_settings(values, seed, screen.host.info, engine_k(screen.host))
         context = screen.host.engine.context_length if screen.host.engine is not None else None
         params = GenerationParams(max_tokens=reply_budget(config.max_tokens, context), top_p=config.top_p, seed=seed,
-                                  truncate=transcript.truncating)
+                                  truncate=transcript.truncating, thinking=self.thinking)
         message_id = transcript.open_reply(settings)
         screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings,
                              cap=binding_cap(config.max_tokens, context))
