@@ -77,8 +77,8 @@ async def test_an_engine_that_does_not_say_its_context_gets_a_stand_in_cap(make_
         await send(pilot, "hi")
         await reply_done(pilot)
         assert engine.params_seen[-1].max_tokens == 2048
-        # 7 tokens did not reach 2,048: what stopped it was not the cap
-        assert "context is full" in str(app.chat_screen.query(ReplyView).last().note.render())
+        # 7 tokens did not reach 2,048: the server stopped it at a limit of its own
+        assert "stopped at the engine's length limit: Ctrl+F9" in str(app.chat_screen.query(ReplyView).last().note.render())
 
 
 def test_truncating_for_a_budget_that_fills_the_context_keeps_half_of_it():

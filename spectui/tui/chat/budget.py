@@ -29,11 +29,15 @@ def binding_cap(cap: int | None, context_length: int | None) -> int | None:
     return UNKNOWN_CONTEXT_BUDGET if context_length is None else None
 
 
-def length_note(cap: int | None, tokens: int, continue_key: str) -> str:
-    """What a reply that ended at its budget (finish_reason "length") says: at a cap, the
-    key that continues it; else the context is full, which no continuation can help."""
+def length_note(cap: int | None, tokens: int, continue_key: str, context_known: bool = True) -> str:
+    """What a reply that ended at its budget (finish_reason "length") says: at a cap, or at
+    a limit the engine did not say, the key that continues it; else the context is full,
+    which no continuation can help."""
+    go_on = f"{continue_key} or /continue goes on"
     if cap is not None and tokens >= cap:
-        return f"stopped at the {cap:,}-token cap: {continue_key} or /continue goes on (/max N sets the cap)"
+        return f"stopped at the {cap:,}-token cap: {go_on} (/max N sets the cap)"
+    if not context_known:
+        return f"stopped at the engine's length limit: {go_on}"
     return "stopped: the model's context is full (/clear starts a new chat)"
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 from spectui.core.events import GenerationParams
 from spectui.tui.chat.budget import binding_cap, reply_budget
 from spectui.tui.chat.thinking import has_switch, set_thinking
-from spectui.tui.messages import HostEvent
+from spectui.tui.messages import HostEvent, ReplyEnded
 from spectui.tui.widgets.conversation import ReplyView
 
 if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
@@ -82,6 +82,10 @@ class ReplyActions:
         """Textual calls this beside the screen's own handler (base classes' handlers run too):
         an engine that loaded or switched may have a thinking switch, or none."""
         cast("ChatScreen", self).refresh_bindings()
+
+    def on_reply_ended(self, message: ReplyEnded) -> None:
+        """Beside the screen's own handler (as on_host_event): a starter's k ends with its reply."""
+        cast("ChatScreen", self).welcome.reply_ended(message.reply_id)
 
     def action_toggle_thinking(self) -> None:
         set_thinking(cast("ChatScreen", self))

@@ -53,6 +53,7 @@ class ActiveReply:
     detail: str = ""  # what the bar says after the status
     prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
     cap: int | None = None  # the budget it stops at short of the context's end (spectui.tui.chat.budget)
+    context_known: bool = True  # the engine said its context: a reply that stopped short of the cap filled it
     earlier: tuple[int, int] | None = None  # a continued reply's (tokens, steps) before this part
 
 
@@ -133,7 +134,9 @@ class Replies:
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
         control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap, earlier=earlier)
+        context_known = host.engine is not None and host.engine.context_length is not None
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap,
+                                   context_known=context_known, earlier=earlier)
         self.screen.refresh_bindings()  # the keys that act on the last reply wait for this one
 
     def _drain(self) -> tuple[list[StepArrived], list[PrefillArrived]]:
@@ -250,7 +253,7 @@ class Replies:
         approximate = done is not None and done.approximate
         summary = reply_summary(stats, tracker.steps)
         if finish_reason == "length":
-            summary += " · " + length_note(current.cap, stats.num_tokens, self.continue_key)
+            summary += " · " + length_note(current.cap, stats.num_tokens, self.continue_key, current.context_known)
         problem = problem_text(finish_reason, error)
         if done is not None and done.dropped_messages:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"

@@ -147,6 +147,7 @@ class Turns:
         """A new chat: what streams is left to finish in the background, for its history row."""
         screen = self.screen
         screen.give_back_waiting()
+        screen.welcome.give_back_k()  # a starter's k was for its reply, not for the next chat
         self.editing = None
         self.reply_edit.view = None
         screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
