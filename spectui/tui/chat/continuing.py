@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, cast
 from spectui.core.events import GenerationParams
 from spectui.tui.chat.budget import binding_cap, reply_budget
 from spectui.tui.chat.thinking import has_switch, set_thinking
+from spectui.host.messages import EngineReady
 from spectui.tui.messages import HostEvent, ReplyEnded
+from spectui.tui.session import SessionTracker
 from spectui.tui.widgets.conversation import ReplyView
 
 if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
@@ -80,8 +82,14 @@ class ReplyActions:
 
     def on_host_event(self, message: HostEvent) -> None:
         """Textual calls this beside the screen's own handler (base classes' handlers run too):
-        an engine that loaded or switched may have a thinking switch, or none."""
-        cast("ChatScreen", self).refresh_bindings()
+        an engine that loaded or switched may have a thinking switch, or none. A switched
+        model or backend starts its figures anew: "vs plain" and every cost were timed on
+        the one before (after a switch to SmolLM2 the summary read ×2.62 over the old one's steps)."""
+        screen = cast("ChatScreen", self)
+        if isinstance(message.event, EngineReady) and message.event.swapped_to is not None:
+            screen.session = SessionTracker()
+            screen.refresh_panels()
+        screen.refresh_bindings()
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
         """Beside the screen's own handler (as on_host_event): a starter's k ends with its reply."""

@@ -1,0 +1,41 @@
+"""Pilot tests of the figures' honesty (issue 59): "vs plain" and the costs belong to the
+model and backend that timed them, and start anew at a switch."""
+
+from __future__ import annotations
+
+from spectui.settings.config import ChatConfig
+from spectui.tui.summary import speed_vs_plain
+
+from fake_engines import PlanEngine, factory_for
+from test_tui_switch import open_model_screen
+from tui_helpers import ready, reply_done, send, wait_for
+
+SIZE = (110, 36)
+
+
+async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
+    from spectui.host import plan as plan_module
+
+    second = PlanEngine([None, 2, 2, 2])
+    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config, models: factory_for(second))
+    first = PlanEngine([None, 2, 2, 2, 2])
+    app = make_app(factory_for(first), ChatConfig(engine="embedded", k=0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "plain first")  # k = 0: the chat times plain steps
+        await reply_done(pilot)
+        await pilot.press(app.first_key("k_up"), app.first_key("k_up"))
+        await send(pilot, "then drafting")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        figure, known, basis = speed_vs_plain(chat.stats_panel.data)
+        assert known == "measured" and basis == "over this chat's k=0 steps"
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.host.engine is second)
+        await pilot.pause()
+        chat.refresh_panels()
+        assert speed_vs_plain(chat.stats_panel.data)[1] != "measured"  # the old model's plain steps are not this one's
+        assert chat.session.costs.target_seconds() is None
