@@ -20,7 +20,8 @@ def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:
     if theory is None:
         return "–", "not measured yet", "waits for a reply with drafts"
     if theory.measured_speedup is not None:
-        against = "the compare view's k=0" if "compare" in theory.measured_against else "this chat's k=0 steps"
+        against = "the compare view's k=0" if "compare" in theory.measured_against \
+            else f"this chat's {theory.measured_against}"  # k=0 steps only where the chat ran k = 0
         return f"×{theory.measured_speedup:.2f}", "measured", f"over {against}"
     k = f"{theory.reply.mean_k:.1f}" if theory.reply is not None else str(theory.k)
     estimated = ", v(k) est." if not theory.cost.slope_measured else ""

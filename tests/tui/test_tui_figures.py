@@ -39,3 +39,18 @@ async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
         chat.refresh_panels()
         assert speed_vs_plain(chat.stats_panel.data)[1] != "measured"  # the old model's plain steps are not this one's
         assert chat.session.costs.target_seconds() is None
+
+
+async def test_steps_that_drafted_nothing_are_not_called_k0_steps(make_app):
+    """Issue 59: "over this chat's k=0 steps" in a chat at a fixed k 4, where the plain steps
+    were k 4 steps that found nothing to draft."""
+    engine = PlanEngine([None, 2, None, 2, None, 2])
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "at k 2 throughout")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        figure, known, basis = speed_vs_plain(chat.stats_panel.data)
+        assert known == "measured" and basis == "over this chat's undrafted steps"
