@@ -38,7 +38,7 @@ def continues_reply(messages: Sequence[Message]) -> bool:
 THINKING_SWITCH = "enable_thinking"  # the variable Qwen3's template reads
 
 
-def has_thinking_switch(tokenizer) -> bool:
+def has_thinking_switch(tokenizer: object) -> bool:
     """The model's chat template turns its thinking on and off (Qwen3's `enable_thinking`)."""
     return THINKING_SWITCH in (getattr(tokenizer, "chat_template", None) or "")
 

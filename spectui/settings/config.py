@@ -119,7 +119,8 @@ class ChatConfig(EngineSettings):
     and the keys (tests/test_settings_declared.py holds them to the table). CLI options override it."""
 
     k: int | str = 4  # a number or "auto"
-    max_tokens: int | None = None  # None: a reply may fill what the model's context leaves
+    # None: a chat's reply may fill what the model's context leaves (engines never read a ChatConfig's)
+    max_tokens: int | None = None  # pyright: ignore[reportIncompatibleVariableOverride]  # the chat's default is unset, not 512
     system: str | None = None
     baseline_server: str | None = None
     theme: str = "dark"

@@ -13,6 +13,9 @@ from spectui.measure.costs import CostEstimate, StepTimings
 from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
 
 
+BUSY_SHARE = 0.25  # other processes' share of the cores past which a reply's timings are marked
+
+
 class ReplyTracker:
     """One reply's steps, clocks and running totals, as they arrive (O(1) per step)."""
 
@@ -59,6 +62,13 @@ class ReplyTracker:
         self.ended = now
 
     @property
+    def busy(self) -> bool:
+        """Other processes held the cores while it ran (Done.neighbour_share): its timings
+        are not comparable with a quiet machine's."""
+        share = self.done.neighbour_share if self.done is not None else None
+        return share is not None and share >= BUSY_SHARE
+
+    @property
     def seconds(self) -> float:
         if self.done is not None and self.done.seconds > 0:
             return self.done.seconds  # the engine's own timing, as `spectui generate` reports
@@ -98,9 +108,11 @@ class SessionTracker:
     # The compare view's last speedup over k = 0, and what it ran ("k = 4", "k auto (from 4)")
     compared: tuple[float, str] | None = None
     k0_steps: int = 0  # the finished replies' timed steps at k = 0
+    busy_replies: int = 0  # of them, those timed while other processes held the cores
 
     def add_reply(self, reply: ReplyTracker) -> None:
         self.k0_steps += reply.k0_steps
+        self.busy_replies += reply.busy
         self.acceptance = self.acceptance.merged(reply.acceptance)
         self.costs = self.costs.merged(reply.costs)
         if reply.done is not None and reply.done.engine_stats:
@@ -166,6 +178,8 @@ class PanelData:
     # What the engine could not see of the speculation (a server that is not vLLM):
     # "not reported by this server", or "counted by the server per reply".
     speculation_note: str | None = None
+    # Some timing behind the figures was taken while other processes held the cores
+    busy: bool = False
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: ReplyTracker | None = None,
@@ -273,6 +287,7 @@ def panel_data(
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
         speculation_note=note,
+        busy=reply.busy or session.busy_replies > 0,
         **adaptive,
     )
 

@@ -12,6 +12,7 @@ from spectui.tui.k_words import k_zero_short
 from spectui.tui.session import PanelData
 
 LABEL, VALUE, NOTE = "label", "value", "note"
+BUSY = "busy machine: not comparable"  # a figure timed while other processes held the cores
 
 
 def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:
@@ -42,6 +43,7 @@ def summary_lines(data: PanelData) -> list[list[tuple[str, str]]]:
     shown_gamma, shown_rate = gamma(data), rate(data)
     return [
         [("vs plain ", LABEL), (figure, VALUE), (f" {known}", LABEL)],
+        *([[(f" {BUSY}", NOTE)]] if data.busy and data.theory is not None else []),
         [(f" {basis}", NOTE)],
         [("γ ", LABEL), ("–" if shown_gamma is None else f"{shown_gamma:.2f}", VALUE), (" · ", LABEL),
          ("–" if shown_rate is None else f"{shown_rate:.1f}", VALUE), (" tok/s", LABEL)],
@@ -52,7 +54,8 @@ def summary_line(data: PanelData) -> list[tuple[str, str]]:
     """The summary in one line, for when the panel is put away."""
     figure, known, basis = speed_vs_plain(data)
     lines = summary_lines(data)
-    speed = [(figure, VALUE), (" vs plain ", LABEL), (f"{known} {basis}", NOTE)] if figure != "–" \
+    busy = f"({BUSY}) " if data.busy and figure != "–" else ""
+    speed = [(figure, VALUE), (" vs plain ", LABEL), (f"{busy}{known} {basis}", NOTE)] if figure != "–" \
         else [("vs plain ", LABEL), (known, NOTE)]
     why = k_zero_short(data)  # the panel's words for it are out of view
-    return [*speed, (" · ", LABEL), *lines[2], *([(" · ", LABEL), (why, NOTE)] if why else [])]
+    return [*speed, (" · ", LABEL), *lines[-1], *([(" · ", LABEL), (why, NOTE)] if why else [])]

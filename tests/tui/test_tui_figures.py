@@ -3,8 +3,10 @@ model and backend that timed them, and start anew at a switch."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spectui.settings.config import ChatConfig
-from spectui.tui.summary import speed_vs_plain
+from spectui.tui.summary import BUSY, speed_vs_plain, summary_line, summary_lines
 
 from fake_engines import PlanEngine, factory_for
 from test_tui_switch import open_model_screen
@@ -54,3 +56,44 @@ async def test_steps_that_drafted_nothing_are_not_called_k0_steps(make_app):
         chat.refresh_panels()
         figure, known, basis = speed_vs_plain(chat.stats_panel.data)
         assert known == "measured" and basis == "over this chat's undrafted steps"
+
+
+class NeighbourEngine(PlanEngine):
+    """Each reply's Done says what share of the cores other processes held meanwhile."""
+
+    def __init__(self, shares: list[float]) -> None:
+        super().__init__([None, 2, None, 2, None, 2])
+        self.shares = shares
+
+    def done(self, steps):
+        return replace(super().done(steps), neighbour_share=self.shares[len(self.messages_seen) - 1])
+
+
+async def test_a_figure_timed_on_a_busy_machine_is_marked(make_app):
+    engine = NeighbourEngine([0.05, 0.6])
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "a quiet machine")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        assert not chat.stats_panel.data.busy
+        assert BUSY not in "".join(text for text, _ in summary_line(chat.stats_panel.data))
+        await send(pilot, "a neighbour took the cores")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        data = chat.stats_panel.data
+        assert data.busy and speed_vs_plain(data)[1] == "measured"
+        line = "".join(text for text, _ in summary_line(data))
+        assert f"vs plain ({BUSY})" in line  # before what it rests on, which a narrow screen cuts first
+        assert any(BUSY in "".join(text for text, _ in parts) for parts in summary_lines(data))
+
+
+def test_others_share_of_the_cores():
+    from spectui.engines.threads import others_share, usable_cores
+
+    cores = usable_cores()
+    assert others_share((0.0, 10.0, 1.0), (2.0, 10.0 + 2.0 * cores, 1.0)) == 1.0  # every core, by others
+    assert others_share((0.0, 10.0, 1.0), (2.0, 12.0, 3.0)) == 0.0  # the busy seconds were ours
+    assert others_share(None, (1.0, 1.0, 1.0)) is None

@@ -81,11 +81,11 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     if theory is None:
         add([(" waits for drafted steps", NOTE)])
     else:
-        lines.extend(theory_lines(theory, inner, auto=data.auto is not None))
+        lines.extend(theory_lines(theory, inner, auto=data.auto is not None, busy=data.busy))
     return lines
 
 
-def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
+def theory_lines(theory: Theory, inner: int, auto: bool, busy: bool = False) -> list[Line]:
     """One predicted speedup, what it rests on, the measured one beside it, and best k once
     v(k) is measured at two k; an ended reply described over all its steps."""
     reply = theory.reply
@@ -109,7 +109,7 @@ def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
             lines += [[(" " + line, NOTE)] for line in textwrap.wrap(f"best k: measuring… {theory.missing}", inner - 1)]
     cost = theory.cost
     basis = (f"from α {theory.alpha:.2f}, c {cost.draft_cost:.3f}{' est.' if cost.estimated else ''}, "
-             f"v(k)=1+{cost.verify_slope:.2f}k")
+             f"v(k)=1+{cost.verify_slope:.2f}k" + (" · busy machine: not comparable" if busy else ""))
     lines += [[(" " + line, NOTE)] for line in textwrap.wrap(basis, inner - 1)]
     return lines
 
