@@ -3,8 +3,10 @@ conversation with the reply so far as an unfinished assistant message (an "assis
 prefix", spectui.engines.prompt.chat_prompt_ids) and its tokens join the same reply view,
 history row and transcript entry. No new turn: the reply is one message that stopped and went on.
 
-The chat screen takes ReplyActions as a mixin: the keys that act on the last reply, shown in
-the footer only where they act (Textual's check_action).
+The chat screen takes ReplyActions as a mixin (the screen is at its size cap): the keys that
+act on the last reply, shown in the footer only where they act (Textual's check_action), and
+handlers that run beside the screen's own (Textual calls a base class's handler too): stray
+keys back to the box, a starter's k given back, a switched engine's figures started anew.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from spectui.core.events import GenerationParams
+from textual import events
+
 from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.tui.chat.keep_focus import stray_key
 from spectui.tui.chat.thinking import has_switch, set_thinking
 from spectui.host.messages import EngineReady
 from spectui.tui.messages import HostEvent, ReplyEnded
@@ -90,6 +95,13 @@ class ReplyActions:
             screen.session = SessionTracker()
             screen.refresh_panels()
         screen.refresh_bindings()
+
+    def on_key(self, event: events.Key) -> None:
+        """A key from the conversation that nothing took goes back to the message box
+        (spectui.tui.chat.keep_focus); runs before the bindings, which see the rest."""
+        if stray_key(cast("ChatScreen", self), event):
+            event.stop()
+            event.prevent_default()
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
         """Beside the screen's own handler (as on_host_event): a starter's k ends with its reply."""

@@ -101,7 +101,7 @@ def theory_lines(theory: Theory, inner: int, auto: bool, busy: bool = False) -> 
     lines.append([(" predicted ", LABEL), (f"×{theory.speedup:.2f}", VALUE), (at, LABEL)])
     if theory.measured_speedup is not None:
         lines.append([(" measured  ", LABEL), (f"×{theory.measured_speedup:.2f}", VALUE),
-                      (f" vs {theory.measured_against}", LABEL)])
+                      (f" vs {theory.measured_against.replace('undrafted steps', 'undrafted')}", LABEL)])  # fits 34 columns
     if not auto:  # adaptive k picks k itself, step by step
         if theory.best_k is not None:
             lines.append([(" best k    ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f} predicted", LABEL)])
