@@ -258,6 +258,8 @@ def panel_data(
         )
     stats = reply.stats()
     streaming = reply.done is None
+    if reply.steps:  # the reply's k and T as its last step ran them (a key may have changed them since)
+        k, temperature = reply.steps[-1].k, reply.steps[-1].temperature
     alpha = reply.alpha()
     costs = session.costs.merged(reply.costs) if streaming else session.costs
     cost = costs.estimate(session.engine_stats)
@@ -293,8 +295,9 @@ def panel_data(
 
 
 def adaptive_fields(steps: Sequence[Step]) -> dict:
-    """Adaptive k's latest choice and the k it chose at each step; nothing when it was off."""
-    latest = next((step.auto for step in reversed(steps) if step.auto is not None), None)
+    """Adaptive k's latest choice and the k it chose at each step; nothing when it was off,
+    or turned off mid-reply (a k key: the last step ran a fixed k)."""
+    latest = steps[-1].auto if steps else None
     if latest is None:
         return {}
     return {"auto": latest, "k_series": tuple(step.k for step in steps if step.auto is not None)}

@@ -97,3 +97,51 @@ def test_others_share_of_the_cores():
     assert others_share((0.0, 10.0, 1.0), (2.0, 10.0 + 2.0 * cores, 1.0)) == 1.0  # every core, by others
     assert others_share((0.0, 10.0, 1.0), (2.0, 12.0, 3.0)) == 0.0  # the busy seconds were ours
     assert others_share(None, (1.0, 1.0, 1.0)) is None
+
+
+async def test_a_reply_whose_k_changed_mid_way_says_so_in_its_note_panel_and_record(make_app):
+    """Issue 59: F6/F8 during a reply: the panel kept the old k and the export recorded the
+    settings the reply started with."""
+    from spectui.store.export import export_markdown
+    from spectui.tui.widgets.conversation import ReplyView
+
+    engine = PlanEngine([None, 2, 2, 2], gated=True)
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "change it mid-way")
+        engine.release(1)  # the prompt's token, then one step at k 2
+        await wait_for(pilot, lambda: len(engine.steps) == 2)
+        await pilot.press(app.first_key("k_up"), app.first_key("temperature_up"))
+        await pilot.pause()
+        engine.release(2)
+        await reply_done(pilot)
+        note = str(chat.query(ReplyView).last().note.render())
+        assert "k 2→3 · T 0.00→0.10" in note
+        chat.refresh_panels()
+        assert (chat.stats_panel.data.k, chat.stats_panel.data.temperature) == (3, 0.1)
+        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        reply = [m for m in stored.messages if m.role == "assistant"][-1]
+        assert reply.stats["ran"] == "k 2→3 · T 0.00→0.10"
+        assert "k 2→3 · T 0.00→0.10" in export_markdown(stored)
+
+
+def test_what_ran_reads_the_steps_not_the_settings_the_reply_started_with():
+    from spectui.core.events import AutoChoice, Source, Step
+    from spectui.core.stats import settings_ran
+    from spectui.tui.session import adaptive_fields
+
+    auto = AutoChoice(4, 1.0, None, "chosen")
+
+    def step(k: int, temperature: float = 0.0, chosen: AutoChoice | None = None) -> Step:
+        return Step((1,), (Source.TARGET,), "x", k=k, temperature=temperature, auto=chosen)
+
+    adaptive_then_fixed = [step(0), step(4, chosen=auto), step(4, chosen=auto), step(6), step(6, 0.1)]
+    assert settings_ran(adaptive_then_fixed) == "k auto→6 · T 0.00→0.10"
+    assert settings_ran([step(4), step(4)]) == "k 4 · T 0.00"
+    assert settings_ran([step(k) for k in (0, 1, 2, 3, 4, 5, 6)]) == "k 1→…→6 · T 0.00"
+    assert settings_ran([step(0), step(4)]) == "k 4 · T 0.00"  # the prompt's token drafts nothing, whatever k
+    # F6 ended adaptive k mid-reply: the panel no longer shows adaptive k's last choice (k 4)
+    assert adaptive_fields(adaptive_then_fixed) == {}
+    assert adaptive_fields(adaptive_then_fixed[:3])["auto"] is auto

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from spectui.core.engine import Engine
 from spectui.core.events import Control, Done, GenerationParams, LiveValues, Message
 from spectui.core.pieces import display_chunks
+from spectui.core.stats import changed_mid_reply, settings_ran
 from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
 from spectui.tui.chat.bar import prefill_detail
 from spectui.tui.chat.budget import length_note
@@ -259,7 +260,10 @@ class Replies:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
         if done is not None and done.context_overflow is not None:
             problem += f": {self.overflow_hint}"
-        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        ran = settings_ran(tracker.steps)  # what ran, not what the reply started with: keys act mid-reply
+        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {}) | ({"ran": ran} if ran else {})
+        if changed_mid_reply(ran):
+            summary += f" · {ran}"
         if current.earlier is not None:
             tokens, steps = current.earlier
             recorded |= {"reply_tokens": tokens + stats.num_tokens, "reply_steps": steps + stats.num_steps}
