@@ -50,12 +50,26 @@ def summary_lines(data: PanelData) -> list[list[tuple[str, str]]]:
     ]
 
 
-def summary_line(data: PanelData) -> list[tuple[str, str]]:
-    """The summary in one line, for when the panel is put away."""
+def summary_line(data: PanelData, width: int | None = None) -> list[tuple[str, str]]:
+    """The summary in one line, for when the panel is put away; within `width` columns the
+    rest shortens first (what the figure rests on, then γ and tok/s, then how it is known):
+    the busy mark and the reason for k 0 are never the part cut."""
     figure, known, basis = speed_vs_plain(data)
-    lines = summary_lines(data)
+    rate_part = summary_lines(data)[-1]
     busy = f"({BUSY}) " if data.busy and figure != "–" else ""
-    speed = [(figure, VALUE), (" vs plain ", LABEL), (f"{busy}{known} {basis}", NOTE)] if figure != "–" \
-        else [("vs plain ", LABEL), (known, NOTE)]
     why = k_zero_short(data)  # the panel's words for it are out of view
-    return [*speed, (" · ", LABEL), *lines[-1], *([(" · ", LABEL), (why, NOTE)] if why else [])]
+    tail = [(" · ", LABEL), (why, NOTE)] if why else []
+    if figure == "–":
+        shapes = [[("vs plain ", LABEL), (known, NOTE), (" · ", LABEL), *rate_part],
+                  [("vs plain ", LABEL), (known, NOTE)], [("vs plain –", LABEL)]]
+    else:
+        speed = [(figure, VALUE), (" vs plain ", LABEL)]
+        shapes = [[*speed, (f"{busy}{known} {basis}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{busy}{known}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{busy}{known}", NOTE)],
+                  [*speed, *([(BUSY, NOTE)] if busy else [])],
+                  [*speed, *([("(busy)", NOTE)] if busy else [])]]
+    for shape in shapes:
+        if width is None or sum(len(text) for text, _ in shape + tail) <= width:
+            return shape + tail
+    return shapes[-1] + tail

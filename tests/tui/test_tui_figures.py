@@ -145,3 +145,22 @@ def test_what_ran_reads_the_steps_not_the_settings_the_reply_started_with():
     # F6 ended adaptive k mid-reply: the panel no longer shows adaptive k's last choice (k 4)
     assert adaptive_fields(adaptive_then_fixed) == {}
     assert adaptive_fields(adaptive_then_fixed[:3])["auto"] is auto
+
+
+def test_a_cut_summary_shortens_the_rest_before_the_reason():
+    """Issue 59: at 80 columns the summary read '…24.4 tok/s · k'; at 100 '· k 0: drafting
+    does not': the reason for k 0 was the part cut."""
+    from spectui.core.events import AutoChoice
+    from spectui.tui.session import PanelData, Theory
+    from spectui.measure.costs import CostEstimate
+
+    theory = Theory(alpha=0.3, k=0, expected_tokens=1.0, speedup=0.92, best_k=None, best_speedup=None,
+                    cost=CostEstimate(0.1, 0.4, estimated=False, verify_ks=(2, 4)), measured_speedup=0.97)
+    data = PanelData(k=0, temperature=0.0, gamma_reply=0.31, rate_now=24.4, theory=theory, busy=True,
+                     auto=AutoChoice(0, 1.0, None, "match 1: α 0.30 → k 0"))
+    whole = "".join(text for text, _ in summary_line(data))
+    assert whole.endswith("k 0: drafting does not pay here") and BUSY in whole
+    for width in (98, 78, 60):
+        line = "".join(text for text, _ in summary_line(data, width))
+        assert len(line) <= width and line.endswith(" · k 0: drafting does not pay here"), (width, line)
+        assert (BUSY if width > 60 else "(busy)") in line, (width, line)

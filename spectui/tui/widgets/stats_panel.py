@@ -262,4 +262,7 @@ class SummaryLine(Static):
 
     def show(self, data: PanelData) -> None:
         styles = {"label": "$text-muted", "value": "bold $foreground", "note": "italic $text-muted"}
-        self.update(Content.assemble(*((text, styles[role]) for text, role in summary_line(data))))
+        # The room is its container's less its margins, not its own width, which its text may set.
+        parent = self.parent
+        room = parent.size.width - 2 if self.display and isinstance(parent, Widget) and parent.size.width > 2 else None
+        self.update(Content.assemble(*((text, styles[role]) for text, role in summary_line(data, room))))
