@@ -222,3 +222,29 @@ async def test_no_thinking_control_where_no_template_has_one(make_app):
         await send(pilot, "/think off")
         await pilot.pause()
         assert app.chat_screen.turns.thinking is True
+
+
+async def test_no_k_keys_in_the_footer_where_the_engine_runs_its_own_k(make_app):
+    """Issue 59: with --engine server the footer still offered F5/F6/F9 (pressed, they say why not)."""
+    from textual.widgets._footer import FooterKey
+
+    from spectui.core.engine import TEMPERATURE
+    from spectui.tui.chat.continuing import K_ACTIONS
+
+    def shown(app) -> set[str]:
+        return {key.action for key in app.chat_screen.query(FooterKey)}
+
+    own_k = EndingEngine()
+    controls = frozenset({TEMPERATURE})
+    own_k.info = replace(own_k.info, capabilities=replace(own_k.info.capabilities, live_controls=controls,
+                                                           reply_controls=controls))
+    app = make_app(factory_for(own_k), ChatConfig(k=2))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        assert not shown(app) & K_ACTIONS and "temperature(1)" in shown(app)
+    app = make_app(factory_for(EndingEngine()), ChatConfig(k=2))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        assert K_ACTIONS <= shown(app)

@@ -20,6 +20,7 @@ from spectui.tui.chat.budget import binding_cap, reply_budget
 from spectui.tui.chat.keep_focus import stray_key
 from spectui.tui.chat.thinking import has_switch, set_thinking
 from spectui.host.messages import EngineReady
+from spectui.tui.keys import ACTIONS
 from spectui.tui.messages import HostEvent, ReplyEnded
 from spectui.tui.session import SessionTracker
 from spectui.tui.widgets.conversation import ReplyView
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle 
 # A reply that ended on its own has nothing to continue; one cut at a cap, cancelled,
 # failed, interrupted or edited by the user has.
 ENDED_ON_ITS_OWN = "stop"
+K_ACTIONS = frozenset({ACTIONS[name][0] for name in ("k_down", "k_up", "k_auto")})
 
 
 def reply_so_far(entry: Entry) -> tuple[int, int]:
@@ -95,6 +97,11 @@ class ReplyActions:
             screen.session = SessionTracker()
             screen.refresh_panels()
         screen.refresh_bindings()
+
+    def footer_hidden(self) -> frozenset[str]:
+        """Actions the footer leaves out though their keys still answer: no k keys where the
+        engine runs its own k (a server: F5/F6/F9 were offered; pressed, they say why not)."""
+        return K_ACTIONS if cast("ChatScreen", self).host.k_from_engine else frozenset()
 
     def on_key(self, event: events.Key) -> None:
         """A key from the conversation that nothing took goes back to the message box
