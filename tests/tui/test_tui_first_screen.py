@@ -192,3 +192,15 @@ async def test_a_k_the_user_chose_after_the_starter_stays(make_app):
         await pilot.press(app.first_key("new_chat"))
         await pilot.pause()
         assert (live.k, live.auto) == (WATCH_K + 1, False)
+
+
+def test_one_word_per_colour_on_the_card_and_in_help():
+    """Issue 59: F1 said "target" where the card and README say "plain"."""
+    from spectui.tui.screens.help import GLOSSARY, LEGEND as HELP_LEGEND
+    from spectui.tui.widgets.first_screen import LEGEND as CARD_LEGEND
+
+    card = {kind: sample.strip() for kind, sample, _ in CARD_LEGEND}
+    shown = {kind: text.strip() for text, kind in HELP_LEGEND if text.strip()}
+    assert shown == card
+    terms = {term for term, _ in GLOSSARY}
+    assert {"accepted draft", "correction", "bonus", "plain"} <= terms and "target" not in terms
