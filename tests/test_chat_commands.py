@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,8 @@ def test_an_unknown_command_and_a_literal_slash():
 
 def test_every_command_is_in_the_table_and_in_help():
     names = {spec.name for spec in commands.COMMANDS}
-    assert names == {"help", "file", "files", "drop", "save", "clear", "model", "k", "t", "system", "export", "find", "advise"}
+    assert names == {"help", "file", "files", "drop", "save", "clear", "model", "k", "t", "system", "export", "find",
+                     "advise", "continue", "edit", "think", "max", "ctx"}
     lines = commands.help_lines()
     assert len(lines) == len(names) and all(line.startswith("/") for line in lines)
 
@@ -289,3 +291,9 @@ def test_a_glob_still_walking_folders_past_its_time_is_refused(tmp_path, monkeyp
             "/**/*.xyz: still walking folders after 0.05 s, so nothing was attached (name a narrower glob)"])
     finally:
         walked.set()
+
+
+def test_every_command_is_in_the_commands_page():
+    page = (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
+    missing = [spec.name for spec in commands.COMMANDS if f"`/{spec.name}" not in page and f", `/{spec.name}" not in page]
+    assert missing == []

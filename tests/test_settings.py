@@ -26,7 +26,8 @@ def test_each_setting_is_declared_once_and_makes_both_records():
     # (their order: tests/test_settings_declared.py)
     assert sorted(f.name for f in fields(EngineOptions)) == sorted([*engine, "auto_k"])
     assert sorted(f.name for f in fields(ChatConfig)) == sorted([*(setting.name for setting in config_settings()), "keys"])
-    assert EngineOptions().max_tokens == ChatConfig().max_tokens == 512  # one default for every command (issue 40)
+    assert EngineOptions().max_tokens == 512  # one default for generate and compare (issue 40)
+    assert ChatConfig().max_tokens is None  # a chat's reply may fill what the context leaves (issue 59)
 
 
 def test_flags_are_unique_within_each_command():
@@ -134,5 +135,6 @@ def test_a_chat_default_does_not_leak_into_the_engines():
     def default(command: str, name: str):
         return {setting.name: setting.default for setting in settings_for(command)}[name]
 
-    # One reply budget for chat, generate and compare (issue 40); bench's own variant stays its own.
-    assert (default("generate", "max_tokens"), default("chat", "max_tokens"), default("bench", "max_tokens")) == (512, 512, None)
+    # One reply budget for generate and compare (issue 40); the chat's is what the context leaves
+    # (issue 59); bench's own variant stays its own.
+    assert (default("generate", "max_tokens"), default("chat", "max_tokens"), default("bench", "max_tokens")) == (512, None, None)

@@ -41,6 +41,9 @@ class Capabilities:
     # compute a verify row bit for bit as a plain step (ggml, docs/ggml.md). Elsewhere a
     # near-tie can flip (bf16, int8 dynamic, servers): replies are compared, not promised.
     greedy_identical: bool = False
+    # The model's chat template takes enable_thinking (Qwen3's): GenerationParams.thinking
+    # turns its thinking on or off
+    thinking_switch: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.live_controls, bool):  # Capabilities(live_controls=True): all of them

@@ -132,6 +132,9 @@ class Done:
     # offer to resend it with GenerationParams.truncate.
     context_overflow: tuple[int, int] | None = None
     dropped_messages: int = 0  # the oldest messages left out so that the conversation fits
+    # The share of the CPU's cores (0..1) other processes kept busy while the reply ran, where
+    # the engine measured it: timings from a busy machine are not comparable with others
+    neighbour_share: float | None = None
     stop_token_id: int | None = None  # the token that ended a "stop" reply (the last of token_ids)
 
 
@@ -149,6 +152,8 @@ class GenerationParams:
     stop_token_ids: tuple[int, ...] = ()
     # Leave out the oldest turns when the conversation is longer than the model's context.
     truncate: bool = False
+    # A template with a thinking switch (Capabilities.thinking_switch): on, off, or None for its default.
+    thinking: bool | None = None
 
 
 K_MAX = 16

@@ -164,3 +164,29 @@ def summarize(steps: Iterable[Step], seconds: float) -> ReplyStats:
 def per_position_acceptance(steps: Iterable[Step]) -> list[float]:
     """Fraction of steps whose i-th draft was accepted, among steps that drafted i+1."""
     return count_acceptance(steps).per_position
+
+
+def _changes(labels: Iterable[str], most: int = 4) -> str:
+    """Labels in order with repeats collapsed, "a→b→c"; a long run of changes keeps its ends."""
+    runs: list[str] = []
+    for label in labels:
+        if not runs or runs[-1] != label:
+            runs.append(label)
+    return "→".join(runs if len(runs) <= most else [runs[0], "…", runs[-1]])
+
+
+def settings_ran(steps: Iterable[Step]) -> str:
+    """The k and T a reply's steps ran with, in order: "k 4 · T 0.00", "k auto→6 · T 0.00→0.10"
+    (a key pressed mid-reply); "" without steps. The first step is the prompt's token, which
+    drafts nothing whatever k is (an engine may say k 0 there): the others say what ran."""
+    steps = list(steps)
+    if not steps:
+        return ""
+    steps = steps[1:] or steps
+    k = _changes("auto" if step.auto is not None else str(step.k) for step in steps)
+    temperature = _changes(f"{step.temperature:.2f}" for step in steps)
+    return f"k {k} · T {temperature}"
+
+
+def changed_mid_reply(ran: str) -> bool:
+    return "→" in ran

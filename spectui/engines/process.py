@@ -87,7 +87,6 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
     import signal
 
     from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
-    from spectui.engines.threads import free_cores
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -128,8 +127,7 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
                 continue
             _, method, messages, params = request
             drafting = variant(method)
-            drafting.use_threads(free_cores(also_ours=app))
-            for event in drafting.stream(messages, params, cast(Control, control)):  # engines read its LiveControl part
+            for event in measured_stream(drafting, messages, params, cast(Control, control), app):  # engines read its LiveControl part
                 # A Prefill crosses as a step does: the parent yields both as they come.
                 connection.send(("done" if isinstance(event, Done) else "step", event))
         except (BrokenPipeError, EOFError):
@@ -142,6 +140,20 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
         engine.close()
     except Exception:
         pass
+
+
+def measured_stream(engine: Engine, messages: Sequence[Message], params: GenerationParams, control: Control,
+                    app: int) -> Iterator[Event]:
+    """The reply on the cores the other processes leave free (the app's own CPU is ours);
+    its Done says what share of the cores they took meanwhile: its timings' worth."""
+    from spectui.engines.threads import cpu_sample, free_cores, others_share
+
+    engine.use_threads(free_cores(also_ours=app))
+    started = cpu_sample(also_ours=app)
+    for event in engine.stream(messages, params, control):
+        if isinstance(event, Done):
+            event = replace(event, neighbour_share=others_share(started, cpu_sample(also_ours=app)))
+        yield event
 
 
 def settle_while_idle(engine: Engine, connection: Connection) -> bool:

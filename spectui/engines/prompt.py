@@ -30,14 +30,34 @@ def stop_token_ids(tokenizer, generation_config=None) -> set[int]:
     return stop
 
 
-def chat_prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
+def continues_reply(messages: Sequence[Message]) -> bool:
+    """A conversation that ends with the assistant's message asks for that reply to go on."""
+    return bool(messages) and messages[-1]["role"] == "assistant"
+
+
+THINKING_SWITCH = "enable_thinking"  # the variable Qwen3's template reads
+
+
+def has_thinking_switch(tokenizer: object) -> bool:
+    """The model's chat template turns its thinking on and off (Qwen3's `enable_thinking`)."""
+    return THINKING_SWITCH in (getattr(tokenizer, "chat_template", None) or "")
+
+
+def chat_prompt_ids(tokenizer, messages: Sequence[Message], thinking: bool | None = None) -> list[int]:
+    """The prompt's ids; a conversation that ends with a (partial) assistant message is that
+    reply continued in place: the turns before it, the template's generation prompt, then its
+    text, with no end of turn between (an "assistant prefix"). thinking: the template's
+    switch, where it has one (None: its default)."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=False
-        )
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-    # A model without a template gets the plain text of the conversation.
-    text = "\n".join(m["content"] for m in messages)
+        prefix = messages[-1]["content"] if continues_reply(messages) else None
+        turns = list(messages[:-1]) if prefix is not None else list(messages)
+        switch = {THINKING_SWITCH: thinking} if thinking is not None and has_thinking_switch(tokenizer) else {}
+        text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False, **switch)
+        return tokenizer(text + (prefix or ""), add_special_tokens=False)["input_ids"]
+    # A model without a template gets the plain text of the conversation (a continued reply
+    # right after the text it answers, as it was made).
+    turns = messages[:-1] if continues_reply(messages) else messages
+    text = "\n".join(m["content"] for m in turns) + (messages[-1]["content"] if continues_reply(messages) else "")
     return tokenizer(text)["input_ids"]
 
 
@@ -59,13 +79,15 @@ class FittedPrompt:
 
 
 def _oldest_turn(messages: Sequence[Message]) -> slice | None:
-    """The oldest user message with its reply; never a system message nor the last message."""
+    """The oldest user message with its reply; never a system message nor the last message
+    (nor the message a continued reply answers)."""
     first = next((i for i, m in enumerate(messages) if m["role"] != "system"), None)
-    if first is None or first >= len(messages) - 1:
+    last = len(messages) - (2 if continues_reply(messages) else 1)
+    if first is None or first >= last:
         return None
     end = first + 1
     # Templates that insist on user/assistant alternation must still accept what is left.
-    if messages[end]["role"] == "assistant" and end < len(messages) - 1:
+    if messages[end]["role"] == "assistant" and end < last:
         end += 1
     return slice(first, end)
 
@@ -78,12 +100,14 @@ def fit_prompt(
     truncate: bool = False,
 ) -> FittedPrompt:
     """The conversation's ids and the reply's room; with `truncate`, the oldest turns go
-    until the reply's whole budget fits. Raises ContextOverflow when not one token fits."""
+    until the reply's budget (at most half the context) fits. Raises ContextOverflow when not one token fits."""
     ids = encode(messages)
     if context_length is None:
         return FittedPrompt(ids, max_tokens)
     kept, dropped = list(messages), 0
-    while truncate and len(ids) + max_tokens > context_length and (oldest := _oldest_turn(kept)) is not None:
+    # A budget that may fill the context (the chat's default) keeps half of it for the reply.
+    wanted = min(max_tokens, context_length // 2)
+    while truncate and len(ids) + wanted > context_length and (oldest := _oldest_turn(kept)) is not None:
         dropped += oldest.stop - oldest.start
         del kept[oldest]
         ids = encode(kept)
@@ -98,7 +122,7 @@ def stream_conversation(
     """`engine.stream_ids` on the conversation made to fit the model's context."""
     try:
         fitted = fit_prompt(
-            lambda kept: chat_prompt_ids(engine.tokenizer, kept), messages, params.max_tokens, context_length,
+            lambda kept: chat_prompt_ids(engine.tokenizer, kept, params.thinking), messages, params.max_tokens, context_length,
             params.truncate,
         )
     except ContextOverflow as overflow:
@@ -110,4 +134,6 @@ def stream_conversation(
     for event in engine.stream_ids(fitted.ids, replace(params, max_tokens=fitted.max_tokens), control):
         if isinstance(event, Done) and fitted.dropped:
             event = replace(event, dropped_messages=fitted.dropped)
+        if isinstance(event, Done) and not event.prompt_token_ids:  # what the context holds: /ctx reads it
+            event = replace(event, prompt_token_ids=tuple(fitted.ids))
         yield event

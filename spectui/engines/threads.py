@@ -51,6 +51,20 @@ def _sample(also_ours: int | None = None) -> tuple[float, float, float] | None:
     return time.monotonic(), busy, ours
 
 
+def cpu_sample(also_ours: int | None = None) -> tuple[float, float, float] | None:
+    """(wall, all cores' busy seconds, our CPU seconds) now; None off Linux. Two of them give
+    the share of the cores other processes kept busy between (others_share)."""
+    return _sample(also_ours)
+
+
+def others_share(before: tuple[float, float, float] | None, after: tuple[float, float, float] | None) -> float | None:
+    """The share of all cores (0..1) that other processes kept busy between two samples."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    wall, busy, own = (b - a for a, b in zip(before, after))
+    return min(1.0, max(0.0, busy - own) / wall / usable_cores())
+
+
 def free_cores(window: float = 0.05, also_ours: int | None = None) -> int:
     """Cores the other processes left free since the last call (the first call looks for
     `window` seconds): all cores less the others' busy time per second, at least one.

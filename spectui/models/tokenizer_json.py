@@ -52,14 +52,16 @@ class JsonTokenizer:
         clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces
         return _clean_up(text) if clean else text
 
-    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = False, tokenize: bool = False) -> str:
-        """The template rendered as transformers renders it (a sandboxed jinja2 with trimmed blocks)."""
+    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = False, tokenize: bool = False,
+                            **variables: object) -> str:
+        """The template rendered as transformers renders it (a sandboxed jinja2 with trimmed blocks);
+        `variables` as transformers passes extra keyword arguments (enable_thinking)."""
         if tokenize:
             raise ValueError("apply_chat_template here renders text: tokenize it with the tokenizer")
         if self._template is None:
             self._template = _compiled(self.chat_template or "")
         return self._template.render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                     tools=None, documents=None, **self.special_tokens)
+                                     tools=None, documents=None, **(self.special_tokens | variables))
 
 
 def _content(value: object) -> str | None:

@@ -60,6 +60,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "copy_code": "ctrl+f",
     "regenerate": "f10",
     "regenerate_live": "ctrl+f10",
+    "continue_reply": "ctrl+f9",
+    "thinking": "ctrl+f7",
     "edit_last": "f12",
     "system_prompt": "ctrl+f12",
     "model": "f11,ctrl+f11",
@@ -96,7 +98,9 @@ KEY_DESCRIPTIONS: dict[str, str] = {
     "copy_code": "copy a reply's last code block (again: the one before)",
     "regenerate": "regenerate the last reply as made (its k, T, seed)",
     "regenerate_live": "regenerate it with the current k, T and a new seed",
-    "edit_last": "edit the last message; sending it replaces that turn",
+    "continue_reply": "continue the last reply where it stopped (a cap, Esc, an edit)",
+    "thinking": "thinking on / off (a model whose template has the switch)",
+    "edit_last": "edit the last message; sending it replaces that turn (on a picked reply: edit that reply)",
     "system_prompt": "edit this chat's system prompt",
     "model": "change model, draft, method, heads or engine",
     "stats": "hide / show the stats panel",
@@ -118,6 +122,8 @@ class ChatConfig(EngineSettings):
     and the keys (tests/test_settings_declared.py holds them to the table). CLI options override it."""
 
     k: int | str = 4  # a number or "auto"
+    # None: a chat's reply may fill what the model's context leaves (engines never read a ChatConfig's)
+    max_tokens: int | None = None  # pyright: ignore[reportIncompatibleVariableOverride]  # the chat's default is unset, not 512
     system: str | None = None
     baseline_server: str | None = None
     theme: str = "dark"

@@ -120,7 +120,10 @@ SETTINGS: tuple[Setting, ...] = (
             ("--top-p",), RUNS, check=Within(0, 1, low_open=True)),
     Setting("max_tokens", int, 512, "Stop after this many tokens.",
             ("--max-tokens",), RUNS | {"bench"}, check=Within(0, low_open=True),
-            variants={"bench": {"default": None, "help": "Reply budget for every case (default: the workload's)."}}),
+            variants={"bench": {"default": None, "help": "Reply budget for every case (default: the workload's)."},
+                      # A chat's reply may fill what the model's context leaves; a number caps it.
+                      CONFIG: {"default": None, "example": 1024,
+                               "help": "Stop a reply after this many tokens (default: what the model's context leaves)."}}),
     Setting("seed", int, 0, "Seed for sampling.", ("--seed",), RUNS, check=check_seed),
     Setting("dtype", str, "auto",
             "Target precision: auto (the fastest lossless one), float32, bfloat16, float16 or int8.",

@@ -51,11 +51,13 @@ def export_markdown(conversation: Conversation) -> str:
 def _reply_note(message: StoredMessage) -> str:
     # The settings this reply ran with: keys change k and T mid-chat, so the header's are not its.
     parts = []
-    if message.settings.get("auto_k"):
+    if isinstance(message.stats.get("ran"), str):  # the k and T its steps ran with, changes and all
+        parts.append(message.stats["ran"])
+    elif message.settings.get("auto_k"):
         parts.append("k auto")
     elif "k" in message.settings:
         parts.append(f"k {message.settings['k']}")
-    if "temperature" in message.settings:
+    if "temperature" in message.settings and "ran" not in message.stats:
         parts.append(f"T {message.settings['temperature']:.2f}")
     if message.settings.get("method"):
         parts.append(str(message.settings["method"]))

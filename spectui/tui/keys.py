@@ -38,6 +38,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "copy_code": ("copy('code')", "code"),
     "regenerate": ("regenerate(True)", "regen"),
     "regenerate_live": ("regenerate(False)", "regen live"),
+    "continue_reply": ("continue_reply", "continue"),
+    "thinking": ("toggle_thinking", "think"),
     "edit_last": ("edit_last", "edit"),
     "system_prompt": ("system_prompt", "system"),
     "model": ("model", "model"),
@@ -53,7 +55,8 @@ HIDDEN = ("send", "trim", "pick_reply", "regenerate_live", "system_prompt", "mod
 # What the footer shows first when it cannot show everything (a group: all or none).
 FOOTER_PRIORITY = (
     ("help",), ("history",), ("rerun",), ("sweep",), ("swap_method",), ("k_down", "k_up"), ("k_auto",),
-    ("compare",), ("temperature_down", "temperature_up"), ("engine_info",), ("cancel",), ("markdown",),
+    ("compare",), ("continue_reply",), ("thinking",), ("temperature_down", "temperature_up"), ("engine_info",), ("cancel",),
+    ("markdown",),
     ("ghosts",), ("regenerate",), ("edit_last",), ("copy_reply",), ("copy_code",), ("new_chat",),
     ("stats",), ("newline",), ("theme",), ("screenshot",),
 )

@@ -19,8 +19,12 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
         chunks = []
         for saved in stored.steps:
             chunks.extend(display_chunks(saved.step, saved.pieces, saved.ghost))
+        made = "".join(saved.step.text for saved in stored.steps)
+        if stored.content.endswith(made) and len(stored.content) > len(made):  # continued from the user's edit
+            chunks.insert(0, (stored.content[: len(stored.content) - len(made)], "edited"))
     else:
-        chunks = [(stored.content, "target")] if stored.content else []
+        kind = "edited" if stored.finish_reason == "edited" else "target"  # the user's text, not the model's
+        chunks = [(stored.content, kind)] if stored.content else []
     view = ReplyView(reply_id, chunks, show_ghosts=show_ghosts)
     tracker = ReplyTracker(0.0)
     for saved in stored.steps:
@@ -47,7 +51,7 @@ def reply_summary(stats, steps: Sequence[Step] = ()) -> str:
 
 
 def problem_text(finish_reason: str, error: str | None) -> str | None:
-    if finish_reason in ("stop", "length"):
+    if finish_reason in ("stop", "length", "edited"):
         return None
     if finish_reason == "cancelled":
         return "cancelled"

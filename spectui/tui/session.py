@@ -13,6 +13,9 @@ from spectui.measure.costs import CostEstimate, StepTimings
 from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
 
 
+BUSY_SHARE = 0.25  # other processes' share of the cores past which a reply's timings are marked
+
+
 class ReplyTracker:
     """One reply's steps, clocks and running totals, as they arrive (O(1) per step)."""
 
@@ -32,10 +35,12 @@ class ReplyTracker:
         self.drafted_steps: dict[int, int] = {}  # drafted tokens -> steps that drafted that many
         self.timed_tokens = 0  # tokens of the timed decode steps (not the prefill's)...
         self.timed_seconds = 0.0  # ...and their draft and verify seconds
+        self.k0_steps = 0  # timed steps at k = 0 (a step at k 4 that drafted nothing is plain, not k = 0)
 
     def add(self, step: Step, arrived: float) -> None:
         if self.steps:
             self.costs.add(step)
+            self.k0_steps += step.k == 0
             if step.verify_seconds > 0:
                 self.timed_tokens += len(step.token_ids)
                 self.timed_seconds += step.draft_seconds + step.verify_seconds
@@ -55,6 +60,13 @@ class ReplyTracker:
     def finish(self, done: Done | None, now: float) -> None:
         self.done = done
         self.ended = now
+
+    @property
+    def busy(self) -> bool:
+        """Other processes held the cores while it ran (Done.neighbour_share): its timings
+        are not comparable with a quiet machine's."""
+        share = self.done.neighbour_share if self.done is not None else None
+        return share is not None and share >= BUSY_SHARE
 
     @property
     def seconds(self) -> float:
@@ -95,8 +107,12 @@ class SessionTracker:
     engine_stats: dict = field(default_factory=dict)
     # The compare view's last speedup over k = 0, and what it ran ("k = 4", "k auto (from 4)")
     compared: tuple[float, str] | None = None
+    k0_steps: int = 0  # the finished replies' timed steps at k = 0
+    busy_replies: int = 0  # of them, those timed while other processes held the cores
 
     def add_reply(self, reply: ReplyTracker) -> None:
+        self.k0_steps += reply.k0_steps
+        self.busy_replies += reply.busy
         self.acceptance = self.acceptance.merged(reply.acceptance)
         self.costs = self.costs.merged(reply.costs)
         if reply.done is not None and reply.done.engine_stats:
@@ -130,7 +146,9 @@ class Theory:
     missing: str = ""  # what best k waits for
     reply: ReplyFigures | None = None  # set once the reply ended
     measured_speedup: float | None = None  # the reply's tokens per step-second over a plain step's
-    measured_against: str = "k=0 steps"  # or "k=0, compare": the compare view's runs
+    # What the plain step's time comes from: "k=0 steps", "undrafted steps" (steps at k > 0
+    # that drafted nothing: one token each, as plain decoding) or "k=0, compare" (the compare view's runs)
+    measured_against: str = "k=0 steps"
 
 
 @dataclass(frozen=True)
@@ -160,10 +178,12 @@ class PanelData:
     # What the engine could not see of the speculation (a server that is not vLLM):
     # "not reported by this server", or "counted by the server per reply".
     speculation_note: str | None = None
+    # Some timing behind the figures was taken while other processes held the cores
+    busy: bool = False
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: ReplyTracker | None = None,
-               plain_seconds: float | None = None) -> Theory | None:
+               plain_seconds: float | None = None, plain_from: str = "k=0 steps") -> Theory | None:
     """The prediction at k while `reply` streams, for its steps once it ended; best k only
     once v(k) is measured at two k."""
     if alpha is None or cost is None:
@@ -182,6 +202,7 @@ def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: Re
         missing="" if cost.slope_measured else slope_missing(cost),
         reply=figures,
         measured_speedup=measured_speedup(reply, plain_seconds),
+        measured_against=plain_from,
     )
 
 
@@ -237,12 +258,16 @@ def panel_data(
         )
     stats = reply.stats()
     streaming = reply.done is None
+    if reply.steps:  # the reply's k and T as its last step ran them (a key may have changed them since)
+        k, temperature = reply.steps[-1].k, reply.steps[-1].temperature
     alpha = reply.alpha()
     costs = session.costs.merged(reply.costs) if streaming else session.costs
     cost = costs.estimate(session.engine_stats)
     adaptive = adaptive_fields(reply.steps)
     # Under adaptive k the theory line is about the k it chose last, not the k the keys set.
     theory_k = adaptive["auto"].k if adaptive else k
+    k0_steps = session.k0_steps + (reply.k0_steps if streaming else 0)
+    plain_from = "k=0 steps" if k0_steps else "undrafted steps"
     return PanelData(
         k=k,
         temperature=temperature,
@@ -258,18 +283,21 @@ def panel_data(
         rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds()), session.compared),
+        theory=with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds(), plain_from),
+                             session.compared),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
         speculation_note=note,
+        busy=reply.busy or session.busy_replies > 0,
         **adaptive,
     )
 
 
 def adaptive_fields(steps: Sequence[Step]) -> dict:
-    """Adaptive k's latest choice and the k it chose at each step; nothing when it was off."""
-    latest = next((step.auto for step in reversed(steps) if step.auto is not None), None)
+    """Adaptive k's latest choice and the k it chose at each step; nothing when it was off,
+    or turned off mid-reply (a k key: the last step ran a fixed k)."""
+    latest = steps[-1].auto if steps else None
     if latest is None:
         return {}
     return {"auto": latest, "k_series": tuple(step.k for step in steps if step.auto is not None)}

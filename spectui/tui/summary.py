@@ -12,6 +12,7 @@ from spectui.tui.k_words import k_zero_short
 from spectui.tui.session import PanelData
 
 LABEL, VALUE, NOTE = "label", "value", "note"
+BUSY = "busy machine: not comparable"  # a figure timed while other processes held the cores
 
 
 def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:
@@ -20,7 +21,8 @@ def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:
     if theory is None:
         return "–", "not measured yet", "waits for a reply with drafts"
     if theory.measured_speedup is not None:
-        against = "the compare view's k=0" if "compare" in theory.measured_against else "this chat's k=0 steps"
+        against = "the compare view's k=0" if "compare" in theory.measured_against \
+            else f"this chat's {theory.measured_against}"  # k=0 steps only where the chat ran k = 0
         return f"×{theory.measured_speedup:.2f}", "measured", f"over {against}"
     k = f"{theory.reply.mean_k:.1f}" if theory.reply is not None else str(theory.k)
     estimated = ", v(k) est." if not theory.cost.slope_measured else ""
@@ -41,17 +43,33 @@ def summary_lines(data: PanelData) -> list[list[tuple[str, str]]]:
     shown_gamma, shown_rate = gamma(data), rate(data)
     return [
         [("vs plain ", LABEL), (figure, VALUE), (f" {known}", LABEL)],
+        *([[(f" {BUSY}", NOTE)]] if data.busy and data.theory is not None else []),
         [(f" {basis}", NOTE)],
         [("γ ", LABEL), ("–" if shown_gamma is None else f"{shown_gamma:.2f}", VALUE), (" · ", LABEL),
          ("–" if shown_rate is None else f"{shown_rate:.1f}", VALUE), (" tok/s", LABEL)],
     ]
 
 
-def summary_line(data: PanelData) -> list[tuple[str, str]]:
-    """The summary in one line, for when the panel is put away."""
+def summary_line(data: PanelData, width: int | None = None) -> list[tuple[str, str]]:
+    """The summary in one line, for when the panel is put away; within `width` columns the
+    rest shortens first (what the figure rests on, then γ and tok/s, then how it is known):
+    the busy mark and the reason for k 0 are never the part cut."""
     figure, known, basis = speed_vs_plain(data)
-    lines = summary_lines(data)
-    speed = [(figure, VALUE), (" vs plain ", LABEL), (f"{known} {basis}", NOTE)] if figure != "–" \
-        else [("vs plain ", LABEL), (known, NOTE)]
+    rate_part = summary_lines(data)[-1]
+    busy = f"({BUSY}) " if data.busy and figure != "–" else ""
     why = k_zero_short(data)  # the panel's words for it are out of view
-    return [*speed, (" · ", LABEL), *lines[2], *([(" · ", LABEL), (why, NOTE)] if why else [])]
+    tail = [(" · ", LABEL), (why, NOTE)] if why else []
+    if figure == "–":
+        shapes = [[("vs plain ", LABEL), (known, NOTE), (" · ", LABEL), *rate_part],
+                  [("vs plain ", LABEL), (known, NOTE)], [("vs plain –", LABEL)]]
+    else:
+        speed = [(figure, VALUE), (" vs plain ", LABEL)]
+        shapes = [[*speed, (f"{busy}{known} {basis}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{busy}{known}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{busy}{known}", NOTE)],
+                  [*speed, *([(BUSY, NOTE)] if busy else [])],
+                  [*speed, *([("(busy)", NOTE)] if busy else [])]]
+    for shape in shapes:
+        if width is None or sum(len(text) for text, _ in shape + tail) <= width:
+            return shape + tail
+    return shapes[-1] + tail

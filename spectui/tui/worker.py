@@ -62,9 +62,11 @@ def stream_reply(
     clock: Callable[[], float] = time.monotonic,
     store: HistoryQueue | None = None,
     message_id: int | RowId | None = None,
+    first_index: int = 0,
 ) -> None:
     """Run one reply to its end: each Step goes to on_step (the screen's inbox), a long
-    prompt's prefill progress before them, then exactly one ReplyEnded is posted, whatever happened."""
+    prompt's prefill progress before them, then exactly one ReplyEnded is posted, whatever happened.
+    first_index: the row's steps before these (a reply continued in place)."""
     streamed: list[StepArrived] = []
     if engine.info.capabilities.restarts_itself:  # an engine in its own process, which may have to start again
         engine.set_restart_progress(throttled(lambda stage, done, total: post(EngineRestarting(reply_id, stage, done, total))))
@@ -75,7 +77,7 @@ def stream_reply(
         pieces, ghost = step_pieces(step)
         if store is not None and message_id is not None:
             try:
-                store.add_step(message_id, len(streamed), step, pieces, ghost, when - reply.started)
+                store.add_step(message_id, first_index + len(streamed), step, pieces, ghost, when - reply.started)
             except Exception as error:  # a full disk must not stop the reply
                 post(StoreFailed(one_line(error)))
                 store = None

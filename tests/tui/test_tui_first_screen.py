@@ -152,3 +152,55 @@ async def test_the_watch_it_cost_crosses_from_the_engine_process(make_app):
         await ready(pilot)
         await wait_for(pilot, lambda: "2.7" in watch_line(app))
         assert "watch it at k 4: a verify of 5 costs 2.7 steps here" in watch_line(app)
+
+
+async def test_a_starters_k_lasts_for_its_reply_only_and_the_card_says_so(make_app):
+    """Issue 59: after the starter set "watch it" k 4, Ctrl+N opened a new chat still at k 4."""
+    app = make_app(scripted_engine_factory(), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat, live = app.chat_screen, app.host.live
+        assert any(f"k {WATCH_K} for this reply only" in line for line in screen_lines(app))
+        await pilot.press(app.first_key("k_auto"))  # the user's own choice: adaptive k
+        await pilot.press("tab", "enter")
+        await wait_for(pilot, lambda: chat.prompt.text != "")
+        assert (live.k, live.auto) == (WATCH_K, False)
+        chat.prompt.value = "add type hints"  # its reply, whatever the text
+        await pilot.press("enter")
+        await reply_done(pilot)
+        assert live.auto and live.k == 2  # back to the user's k once the starter's reply ended
+        assert chat.welcome.starter is None
+
+        await pilot.press(app.first_key("new_chat"))
+        await wait_for(pilot, lambda: len(cards(app)) == 1)
+        await pilot.press("tab", "enter")  # picked, then a new chat before sending it
+        await wait_for(pilot, lambda: chat.prompt.text != "")
+        assert (live.k, live.auto) == (WATCH_K, False)
+        await pilot.press(app.first_key("new_chat"))
+        await pilot.pause()
+        assert live.auto and live.k == 2
+
+
+async def test_a_k_the_user_chose_after_the_starter_stays(make_app):
+    app = make_app(scripted_engine_factory(), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat, live = app.chat_screen, app.host.live
+        await pilot.press("tab", "enter")
+        await wait_for(pilot, lambda: chat.prompt.text != "")
+        await pilot.press(app.first_key("k_up"))  # k 5, by hand
+        await pilot.press(app.first_key("new_chat"))
+        await pilot.pause()
+        assert (live.k, live.auto) == (WATCH_K + 1, False)
+
+
+def test_one_word_per_colour_on_the_card_and_in_help():
+    """Issue 59: F1 said "target" where the card and README say "plain"."""
+    from spectui.tui.screens.help import GLOSSARY, LEGEND as HELP_LEGEND
+    from spectui.tui.widgets.first_screen import LEGEND as CARD_LEGEND
+
+    card = {kind: sample.strip() for kind, sample, _ in CARD_LEGEND}
+    shown = {kind: text.strip() for text, kind in HELP_LEGEND if text.strip()}
+    assert shown == card
+    terms = {term for term, _ in GLOSSARY}
+    assert {"accepted draft", "correction", "bonus", "plain"} <= terms and "target" not in terms

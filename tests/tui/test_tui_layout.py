@@ -108,7 +108,7 @@ async def test_the_transcript_stays_at_its_end_through_a_resize(make_app):
 
 async def test_help_at_80_columns_wraps_each_meaning_under_itself_and_says_what_it_means(make_app):
     app = make_app(scripted_engine_factory(), ChatConfig())
-    async with app.run_test(size=(80, 90)) as pilot:
+    async with app.run_test(size=(80, 100)) as pilot:  # tall enough for all of help (its keys grow)
         await ready(pilot)
         await pilot.press(app.first_key("help"))
         await pilot.pause()

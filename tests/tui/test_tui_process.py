@@ -36,6 +36,9 @@ async def test_a_reply_streams_from_the_engine_process_with_its_pieces_and_gamma
         gamma = sum(s.num_accepted for s in expected) / sum(s.num_drafted for s in expected)
         assert app.chat_screen.stats_panel.data.gamma_reply == gamma
         assert f"γ reply {gamma:.2f}" in app.chat_screen.stats_panel.plain
+        if os.path.exists("/proc/stat"):  # the engine process says what the neighbours took meanwhile
+            share = app.chat_screen.last_reply.done.neighbour_share
+            assert share is not None and 0.0 <= share <= 1.0
 
 
 async def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_message_restarts_it(make_app):

@@ -138,6 +138,7 @@ async def test_a_failed_restart_shows_one_error_and_a_k_press_retries(make_app):
         await pilot.press("f6")
         timers.fire()
         await wait_for(pilot, lambda: app.host.engine is not None)
+        await pilot.pause()  # the host's EngineReady reaches the screen after the engine is set
         assert factory.built_k == [2, 3, 4]
         assert len(notes(app, error=True)) == 1
         assert any("restarted with k = 4" in n for n in notes(app, error=False))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from spectui.core.events import GenerationParams, Message
 
-VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids")
+VLLM_EXTENSIONS = ("return_token_ids", "stop_token_ids", "continue_final_message")
 
 
 def request_body(
@@ -31,6 +31,8 @@ def request_body(
         body["return_token_ids"] = True  # one chunk's ids = one engine step
         if params.stop_token_ids:
             body["stop_token_ids"] = list(params.stop_token_ids)
+        if messages and messages[-1]["role"] == "assistant":  # a reply continued in place, not a new turn
+            body["continue_final_message"], body["add_generation_prompt"] = True, False
     if params.seed is not None:
         body["seed"] = params.seed
     return body

@@ -12,7 +12,7 @@ from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
 from spectui.core.pieces import StepPieces, tokenizer_decoder
 from spectui.engines.adaptive import AdaptiveK
-from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
+from spectui.engines.prompt import chat_prompt_ids, has_thinking_switch, stop_token_ids, stream_conversation
 from spectui.engines.speculative.backend import Backend
 from spectui.engines.speculative.cached_model import CachedLogits
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
@@ -27,7 +27,7 @@ class SpeculativeEngine(Engine):
         self.backend = backend
         self.tokenizer = tokenizer
         self.proposer = proposer
-        self.info = replace(info, capabilities=backend.capabilities)
+        self.info = replace(info, capabilities=replace(backend.capabilities, thinking_switch=has_thinking_switch(tokenizer)))
         self.stop_ids = stop_token_ids(tokenizer, backend.generation_config)
         # V(k)/V(0) - 1 per drafted token before measuring (adaptive k's prior), and as timed here
         self.verify_slope = backend.verify_slope

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
-from spectui.engines.prompt import chat_prompt_ids, stop_token_ids, stream_conversation
+from spectui.engines.prompt import chat_prompt_ids, has_thinking_switch, stop_token_ids, stream_conversation
 from spectui.engines.provenance import StepCount, counted_step, is_unambiguous, rebuild, restate, split_chunk
 from spectui.core.events import Control, Done, Event, FinishReason, GenerationParams, Message, Step
 from spectui.measure.metrics import MemoryReading
@@ -70,7 +70,7 @@ class VllmEngine(Engine):
     """One vLLM engine; k is fixed at start (a different k means a new engine)."""
 
     def __init__(self, engine_args, tokenizer, generation_config, info: EngineInfo, k: int, pool_bytes: int | None = None) -> None:
-        self.info = replace(info, capabilities=CAPABILITIES)
+        self.info = replace(info, capabilities=replace(CAPABILITIES, thinking_switch=has_thinking_switch(tokenizer)))
         self.k = k
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer, generation_config)

@@ -5,6 +5,7 @@ calls where one exists (new chat, model, system prompt), so a command and a key 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -15,6 +16,9 @@ from spectui.core.commands import Command, Literal, Unknown, help_lines, parse, 
 from spectui.core.errors import SpectuiError
 from spectui.core.events import TEMPERATURE_MAX
 from spectui.tui.chat.attached import AttachedFiles, Sent
+from spectui.tui.chat.budget import context_line, parse_max
+from spectui.tui.chat.continuing import continue_last
+from spectui.tui.chat.thinking import set_thinking
 from spectui.tui.chat.find import Finder
 from spectui.tui.chat.save_flow import save_reply
 from spectui.tui.chat.transcript import Entry
@@ -184,6 +188,37 @@ class ChatCommands:
             host.live.update(auto=False)
         else:
             host.keys.step_k(k - host.live.k)  # the k keys' checks: an engine that fixes k says so
+
+    def do_continue(self, command: Command) -> None:
+        continue_last(self.screen)
+
+    def do_edit(self, command: Command) -> None:
+        self.screen.turns.reply_edit.start()
+
+    def do_think(self, command: Command) -> None:
+        set_thinking(self.screen, command.rest)
+
+    def do_max(self, command: Command) -> None:
+        screen = self.screen
+        try:
+            cap = parse_max(command.rest)
+        except ValueError as error:
+            screen.notify(str(error), severity="warning")
+            return
+        screen.config = replace(screen.config, max_tokens=cap)
+        self.say([f"Replies stop at {cap:,} tokens from now on." if cap is not None
+                  else "Replies may fill what the model's context leaves from now on."])
+
+    def do_ctx(self, command: Command) -> None:
+        screen = self.screen
+        engine, last = screen.host.engine, screen.last_reply
+        used, approximate = None, False
+        if last is not None and last.done is not None and last.done.prompt_token_ids:
+            used = len(last.done.prompt_token_ids) + last.clock.num_tokens  # what the model's cache held
+        elif screen.transcript.entries:
+            used, approximate = sum(estimate_tokens(entry.content) for entry in screen.transcript.entries), True
+        self.say([context_line(used, engine.context_length if engine is not None else None,
+                               screen.config.max_tokens, approximate)])
 
     def do_t(self, command: Command) -> None:
         try:

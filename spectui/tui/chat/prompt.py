@@ -136,6 +136,8 @@ class ChatPrompt(SafeTextArea):
         elif event.key == "tab" and not self.text:
             if not self.empty_tab():
                 return  # the focus moves on, as Tab does
+        elif event.key == "tab":  # text with nothing to complete: the focus stays (typed keys went nowhere)
+            self.notify("Nothing to complete here", timeout=2)
         else:
             return  # the text area's turn
         event.stop()

@@ -22,8 +22,10 @@ from textual.screen import Screen
 from spectui.core.engine import Engine
 from spectui.core.events import Control, Done, GenerationParams, LiveValues, Message
 from spectui.core.pieces import display_chunks
+from spectui.core.stats import changed_mid_reply, settings_ran
 from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
 from spectui.tui.chat.bar import prefill_detail
+from spectui.tui.chat.budget import length_note
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
@@ -51,6 +53,9 @@ class ActiveReply:
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
     prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
+    cap: int | None = None  # the budget it stops at short of the context's end (spectui.tui.chat.budget)
+    context_known: bool = True  # the engine said its context: a reply that stopped short of the cap filled it
+    earlier: tuple[int, int] | None = None  # a continued reply's (tokens, steps) before this part
 
 
 @dataclass
@@ -71,6 +76,7 @@ class EndedReply:
     tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
     done: Done | None = None
     settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
+    continued: bool = False  # the last reply went on: its entry is replaced, not added
 
 
 def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
@@ -90,6 +96,7 @@ class Replies:
         self.redraw_bar, self.redraw_panels = redraw_bar, redraw_panels
         trim, new_chat = (key_display(keys[name].split(",")[0].strip()) for name in ("trim", "new_chat"))
         self.overflow_hint = f"{trim} resends it without the oldest turns, {new_chat} starts anew"
+        self.continue_key = key_display(keys.get("continue_reply", "ctrl+f9").split(",")[0].strip())
         self.current: ActiveReply | None = None
         self.detached: dict[int, DetachedReply] = {}
         self.inbox: FrameInbox[StepArrived | PrefillArrived] = FrameInbox(screen, self.flush, STREAM_FRAME_SECONDS)
@@ -105,23 +112,33 @@ class Replies:
         return self.next_id - 1
 
     def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
-              values: LiveValues | None = None, settings: dict | None = None) -> None:
-        """values: the LiveValues it starts from (default: the live ones)."""
+              values: LiveValues | None = None, settings: dict | None = None, cap: int | None = None,
+              view: ReplyView | None = None, earlier: tuple[int, int] | None = None) -> None:
+        """values: the LiveValues it starts from (default: the live ones); cap: binding_cap's.
+        A reply continued in place (spectui.tui.chat.continuing) streams into its `view`, after
+        the `earlier` (tokens, steps) its history row holds."""
         reply_id = self.new_id()
-        view = ReplyView(reply_id, show_ghosts=ghosts)
+        if view is None:
+            view = ReplyView(reply_id, show_ghosts=ghosts)
+            self.scroll.mount(view)
+        else:
+            view.reopen()
         view.token_view.streaming = True
-        self.scroll.mount(view)
+        first_index = earlier[1] if earlier is not None else 0
         self.scroll.scroll_end(animate=False)
         self.scroll.following = True
         host, post, put, store = self.host, self.screen.post_message, self.inbox.put, self.store
 
         def run(engine: Engine, control: Control) -> None:
             stream_reply(engine, messages, params, control, reply_id, post, put,
-                         clock=host.clock, store=store, message_id=message_id)
+                         clock=host.clock, store=store, message_id=message_id, first_index=first_index)
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
         control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {})
+        context_known = host.engine is not None and host.engine.context_length is not None
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap,
+                                   context_known=context_known, earlier=earlier)
+        self.screen.refresh_bindings()  # the keys that act on the last reply wait for this one
 
     def _drain(self) -> tuple[list[StepArrived], list[PrefillArrived]]:
         """Steps of the current reply, in order, and its prefill progress; a detached reply's
@@ -235,12 +252,22 @@ class Replies:
         tracker.finish(done, message.ended)
         stats = tracker.stats()
         approximate = done is not None and done.approximate
-        summary = reply_summary(stats, tracker.steps) + (" · stopped at max_tokens" if finish_reason == "length" else "")
+        summary = reply_summary(stats, tracker.steps)
+        if finish_reason == "length":
+            summary += " · " + length_note(current.cap, stats.num_tokens, self.continue_key, current.context_known)
         problem = problem_text(finish_reason, error)
         if done is not None and done.dropped_messages:
             summary += f" · the {done.dropped_messages} oldest messages left out to fit the context"
         if done is not None and done.context_overflow is not None:
             problem += f": {self.overflow_hint}"
+        ran = settings_ran(tracker.steps)  # what ran, not what the reply started with: keys act mid-reply
+        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {}) | ({"ran": ran} if ran else {})
+        if changed_mid_reply(ran):
+            summary += f" · {ran}"
+        if current.earlier is not None:
+            tokens, steps = current.earlier
+            recorded |= {"reply_tokens": tokens + stats.num_tokens, "reply_steps": steps + stats.num_steps}
+            summary = f"continued: {summary} · the whole reply {tokens + stats.num_tokens:,} tokens"
         if approximate:
             summary += f" · {APPROXIMATE_NOTE}"
         elif message.restated is not None:
@@ -250,6 +277,6 @@ class Replies:
             current.view.set_markdown(True)
         if following:
             self.scroll.call_after_refresh(self.scroll.scroll_end, animate=False)
-        recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {})
+        self.screen.refresh_bindings()
         return EndedReply(current.message_id, token_view.text, finish_reason, error, recorded, tracker, done,
-                          current.settings)
+                          current.settings, continued=current.earlier is not None)

@@ -132,6 +132,8 @@ class Transcript:
         """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
         unless it was left behind by a new chat."""
         if ended.tracker is not None:
+            if ended.continued and self.last("assistant") is not None:
+                self.entries.pop()  # the same reply, gone on: same row, longer text
             self.entries.append(Entry("assistant", ended.content, ended.message_id, ended.settings, ended.finish_reason,
                                       ended.error, ended.stats))
             if ended.done is not None and ended.done.context_overflow is not None:
@@ -149,6 +151,19 @@ class Transcript:
             self.entries.pop()
             self._supersede(entry)
         return entry
+
+    def edit_reply(self, text: str, finish_reason: str) -> Entry | None:
+        """The last reply as the user edited it: a row of its own (the model's stays, superseded),
+        with no steps yet (a continuation numbers its steps from the first)."""
+        old = self.drop_last("assistant")
+        if old is None:
+            return None
+        stats = {"edited": True, "reply_tokens": 0, "reply_steps": 0}
+        row = self.open_reply(old.settings)
+        if row is not None:
+            self._write(lambda store: store.finish_message(row, text, finish_reason, None, stats))
+        self.entries.append(Entry("assistant", text, row, old.settings, finish_reason, None, stats))
+        return self.entries[-1]
 
     def set_system(self, text: str) -> None:
         """This chat's system prompt from now on ("" for none): the old row is superseded."""

@@ -13,6 +13,8 @@ import random
 from typing import TYPE_CHECKING
 
 from spectui.core.events import GenerationParams, LiveValues
+from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.tui.chat.reply_edit import ReplyEdit
 from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
 from spectui.tui.chat.transcript import settings_record
 from spectui.tui.replay import stored_conversation
@@ -33,10 +35,15 @@ class Turns:
     def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen
         self.editing: tuple[UserMessage, ReplyView] | None = None
+        self.reply_edit = ReplyEdit(screen)  # the last reply edited, not the message
+        self.thinking = True  # the template's switch, where it has one (spectui.tui.chat.thinking)
 
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
         screen, host = self.screen, self.screen.host
+        if self.reply_edit.view is not None:  # the box holds the reply's text, commands and all
+            self.reply_edit.keep(typed)
+            return
         text = screen.commands.intercept(message_text(typed))
         if text is None:
             return  # a command: done, never sent
@@ -82,10 +89,12 @@ class Turns:
         screen = self.screen
         config, transcript = screen.config, screen.transcript
         settings = reply_settings(values, seed, screen.host.info, engine_k(screen.host))
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=seed,
-                                  truncate=transcript.truncating)
+        context = screen.host.engine.context_length if screen.host.engine is not None else None
+        params = GenerationParams(max_tokens=reply_budget(config.max_tokens, context), top_p=config.top_p, seed=seed,
+                                  truncate=transcript.truncating, thinking=self.thinking)
         message_id = transcript.open_reply(settings)
-        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings)
+        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings,
+                             cap=binding_cap(config.max_tokens, context))
         screen.refresh_bar()
         screen.refresh_panels()
 
@@ -118,6 +127,7 @@ class Turns:
         screen = self.screen
         if self._busy("edit your message"):
             return
+        self.reply_edit.stop()
         self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
         screen.prompt.value = screen.commands.files.question(screen.transcript.entries[-2])  # its files go again
         screen.prompt.focus()
@@ -126,6 +136,8 @@ class Turns:
     def stop_editing(self) -> bool:
         """Esc while editing: the box empties and the turn stays. False when nothing was edited.
         Only Esc ends an edit: a box emptied to retype it is still the edit."""
+        if self.reply_edit.stop():
+            return True
         if self.editing is None:
             return False
         self.editing = None
@@ -137,7 +149,9 @@ class Turns:
         """A new chat: what streams is left to finish in the background, for its history row."""
         screen = self.screen
         screen.give_back_waiting()
+        screen.welcome.give_back_k()  # a starter's k was for its reply, not for the next chat
         self.editing = None
+        self.reply_edit.view = None
         screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
         screen.prompt.recall.reset()
         screen.replies.detach()
@@ -165,7 +179,7 @@ class Turns:
     @property
     def note(self) -> str:
         """What the bar says of an edit under way."""
-        return EDITING_NOTE if self.editing is not None else ""
+        return EDITING_NOTE if self.editing is not None else self.reply_edit.note
 
     def _busy(self, doing: str) -> bool:
         """Say why the last turn cannot be replaced now, if it cannot."""

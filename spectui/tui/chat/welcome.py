@@ -1,10 +1,16 @@
 """The first screen's card in an empty chat: shown when the chat starts empty and on a new
-chat, gone with the first message; a picked suggestion fills the message box."""
+chat, gone with the first message; a picked suggestion fills the message box.
+
+A starter's k ("watch it") lasts for its reply only: the k (and adaptive k) the user had
+come back once that reply ends, or at a new chat before it, unless the user chose another
+k meanwhile."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from spectui.core.events import LiveValues
 from spectui.tui.advise_work import advise_link
 from spectui.tui.k_words import measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
@@ -13,9 +19,20 @@ if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle 
     from spectui.tui.screens.chat import ChatScreen
 
 
+@dataclass(frozen=True)
+class StarterK:
+    """A starter's k in force: the user's values before it, the starter's, and the first reply
+    id after the pick (an older reply, left behind by a new chat, is not the starter's)."""
+
+    before: LiveValues
+    during: LiveValues
+    first_reply_id: int
+
+
 class Welcome:
     def __init__(self, screen: ChatScreen) -> None:
         self.screen = screen  # the chat screen: its scroll, prompt, host and panel
+        self.starter: StarterK | None = None
 
     @property
     def card(self) -> FirstScreen | None:
@@ -44,7 +61,24 @@ class Welcome:
         prompt.value = suggestion.text
         prompt.focus()
         if suggestion.k is not None:
+            live = self.screen.host.live
+            before = self.starter.before if self.starter is not None else live.values
             self.screen.host.keys.set_k(suggestion.k)
+            if live.values != before:
+                self.starter = StarterK(before, live.values, self.screen.replies.next_id)
+
+    def reply_ended(self, reply_id: int) -> None:
+        """The starter's reply ended: the user's k again."""
+        if self.starter is not None and reply_id >= self.starter.first_reply_id:
+            self.give_back_k()
+
+    def give_back_k(self) -> None:
+        """The k the user had before the starter, unless they chose another since."""
+        starter, self.starter = self.starter, None
+        live = self.screen.host.live
+        if starter is not None and live.values == starter.during:
+            before = starter.before
+            live.update(k=before.k, auto=before.auto, temperature=before.temperature)
 
     def tab(self) -> bool:
         """Tab from the empty message box goes to the suggestions; False without a card."""

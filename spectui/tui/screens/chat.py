@@ -26,6 +26,7 @@ import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.chat.commands import ChatCommands
 from spectui.tui.chat.completion import CommandHints, complete_box
+from spectui.tui.chat.continuing import ReplyActions
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.panel_place import PanelPlace
 from spectui.tui.chat.prompt import ChatPrompt
@@ -55,13 +56,13 @@ ChatScreen { layout: vertical; }
 ChatScreen #body { height: 1fr; }
 ChatScreen #main { width: 1fr; height: 1fr; }
 ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
-ChatScreen #prompt { margin: 0 1; border: round $primary 40%; background: $surface; }
-ChatScreen #prompt:focus { border: round $primary; }
+ChatScreen #prompt { margin: 0 1; border: round $primary 30%; background: $surface; }
+ChatScreen #prompt:focus { border: heavy $accent; }
 ChatScreen .-found { background: $warning 25%; }
 """
 
 
-class ChatScreen(Screen):
+class ChatScreen(ReplyActions, Screen):
     BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
     DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spectui.core.events import GenerationParams, Message
+from spectui.tui.chat.budget import COMPARE_BUDGET
 
 if TYPE_CHECKING:  # the chat screen opens these: a type-only import, no cycle when the code runs
     from spectui.models.registry import ModelPair
@@ -67,7 +68,8 @@ def open_compare(chat: ChatScreen, messages: list[Message]) -> None:
         chat.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
     else:
         config = chat.config
-        params = GenerationParams(max_tokens=config.max_tokens, top_p=config.top_p, seed=config.seed)
+        budget = config.max_tokens if config.max_tokens is not None else COMPARE_BUDGET
+        params = GenerationParams(max_tokens=budget, top_p=config.top_p, seed=config.seed)
         chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))
 
 

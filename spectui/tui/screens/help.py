@@ -23,7 +23,7 @@ LEGEND = [
     ("  ", "target"),
     (" bonus ", "bonus"),
     ("  ", "target"),
-    (" target ", "target"),
+    (" plain ", "target"),  # one word per colour: the card's and README's
     ("  ", "target"),
     (" rejected draft ", "ghost"),
 ]
@@ -49,7 +49,7 @@ GLOSSARY = [
     ("accepted draft", "drafted and kept"),
     ("correction", "the target's own token at the first rejected draft (not an error)"),
     ("bonus", "the target's extra token after all k drafts were accepted"),
-    ("target", "a plain target token (first token, k = 0)"),
+    ("plain", "came from the target alone (first token, k = 0, or no draft offered)"),
 ]
 
 

@@ -11,6 +11,7 @@ from textual.widgets import Collapsible, Markdown, Static
 
 from spectui.core.reasoning import split_reasoning
 from spectui.core.safe_text import safe_text
+from spectui.settings.config import DEFAULT_KEYS
 from spectui.tui.widgets.token_view import TokenView
 
 
@@ -50,6 +51,8 @@ class ReplyView(Vertical):
         Binding("up", "screen.pick_reply(-1)", "earlier reply"),
         Binding("down", "screen.pick_reply(1)", "later reply"),
         Binding("escape", "screen.focus_prompt", "back to the message box"),
+        # The chat's edit key (its id: remapped with it) edits the picked reply, not the last message.
+        Binding(DEFAULT_KEYS["edit_last"], "screen.edit_reply", "edit this reply", id="edit_last"),
     ]
     DEFAULT_CSS = """
     ReplyView {
@@ -90,6 +93,18 @@ class ReplyView(Vertical):
             self.note.add_class("-problem")
         else:
             self.note.update(Content(safe_text(summary)))
+
+    def reopen(self) -> None:
+        """A finished reply goes on streaming (continued in place): its note and rendered
+        Markdown go until it ends again."""
+        self.finished, self.finish_reason = False, None
+        self.note.update("")
+        self.note.remove_class("-problem")
+        self.remove_class("-markdown")
+        for child in list(self.children):
+            if isinstance(child, (Markdown, Collapsible)):
+                child.remove()
+        self._markdown = None
 
     def set_markdown(self, on: bool) -> None:
         """Rendered Markdown for a finished reply; a streaming one stays as tokens."""

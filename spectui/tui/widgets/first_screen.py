@@ -48,7 +48,7 @@ def suggestions(example: Path = EXAMPLE) -> tuple[Suggestion, ...]:
     return (
         Suggestion(f"Edit a file: add type hints to {example.name}",
                    f"/file {example}\nadd type hints to this module, keep everything else, reply with the whole module",
-                   "copies the file: long runs of kept drafts", WATCH_K),
+                   f"long runs of kept drafts; k {WATCH_K} for this reply only", WATCH_K),
         Suggestion("Regular output: the months as JSON",
                    "List the twelve months as a JSON array of objects with their name and number of days.",
                    "a repeating shape: many drafts kept"),

@@ -47,7 +47,9 @@ class KeyFooter(Footer):
     def compose(self):
         children = list(super().compose())
         palette = [child for child in children if child.has_class(PALETTE_CLASS)]
-        keys = [child for child in children if isinstance(child, FooterKey) and child not in palette]
+        hidden = getattr(self.screen, "footer_hidden", frozenset)()  # a screen's keys that act but say nothing here
+        keys = [child for child in children if isinstance(child, FooterKey) and child not in palette
+                and child.action not in hidden]
         room = self.size.width - sum(key_width(key) for key in palette if isinstance(key, FooterKey))  # each is one
         yield from fitting(keys, room)
         yield from palette

@@ -81,11 +81,11 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     if theory is None:
         add([(" waits for drafted steps", NOTE)])
     else:
-        lines.extend(theory_lines(theory, inner, auto=data.auto is not None))
+        lines.extend(theory_lines(theory, inner, auto=data.auto is not None, busy=data.busy))
     return lines
 
 
-def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
+def theory_lines(theory: Theory, inner: int, auto: bool, busy: bool = False) -> list[Line]:
     """One predicted speedup, what it rests on, the measured one beside it, and best k once
     v(k) is measured at two k; an ended reply described over all its steps."""
     reply = theory.reply
@@ -101,7 +101,7 @@ def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
     lines.append([(" predicted ", LABEL), (f"×{theory.speedup:.2f}", VALUE), (at, LABEL)])
     if theory.measured_speedup is not None:
         lines.append([(" measured  ", LABEL), (f"×{theory.measured_speedup:.2f}", VALUE),
-                      (f" vs {theory.measured_against}", LABEL)])
+                      (f" vs {theory.measured_against.replace('undrafted steps', 'undrafted')}", LABEL)])  # fits 34 columns
     if not auto:  # adaptive k picks k itself, step by step
         if theory.best_k is not None:
             lines.append([(" best k    ", LABEL), (str(theory.best_k), VALUE), (f"  ×{theory.best_speedup:.2f} predicted", LABEL)])
@@ -109,7 +109,7 @@ def theory_lines(theory: Theory, inner: int, auto: bool) -> list[Line]:
             lines += [[(" " + line, NOTE)] for line in textwrap.wrap(f"best k: measuring… {theory.missing}", inner - 1)]
     cost = theory.cost
     basis = (f"from α {theory.alpha:.2f}, c {cost.draft_cost:.3f}{' est.' if cost.estimated else ''}, "
-             f"v(k)=1+{cost.verify_slope:.2f}k")
+             f"v(k)=1+{cost.verify_slope:.2f}k" + (" · busy machine: not comparable" if busy else ""))
     lines += [[(" " + line, NOTE)] for line in textwrap.wrap(basis, inner - 1)]
     return lines
 
@@ -262,4 +262,7 @@ class SummaryLine(Static):
 
     def show(self, data: PanelData) -> None:
         styles = {"label": "$text-muted", "value": "bold $foreground", "note": "italic $text-muted"}
-        self.update(Content.assemble(*((text, styles[role]) for text, role in summary_line(data))))
+        # The room is its container's less its margins, not its own width, which its text may set.
+        parent = self.parent
+        room = parent.size.width - 2 if self.display and isinstance(parent, Widget) and parent.size.width > 2 else None
+        self.update(Content.assemble(*((text, styles[role]) for text, role in summary_line(data, room))))

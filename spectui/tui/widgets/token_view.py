@@ -24,7 +24,7 @@ from spectui.core.safe_text import safe_text
 from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
-KINDS = ("draft", "recovered", "bonus", "target", "ghost")
+KINDS = ("draft", "recovered", "bonus", "target", "ghost", "edited")  # edited: the user's text in a reply
 BLOCK_CLASSES = ("code", "code-label", "reasoning")
 REASONING_LABEL = " reasoning "
 REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
@@ -44,6 +44,7 @@ class TokenView(Widget):
     TokenView > .tokenview--bonus { color: $spectui-bonus; text-style: $spectui-bonus-style; }
     TokenView > .tokenview--target { color: $spectui-target; text-style: $spectui-target-style; }
     TokenView > .tokenview--ghost { color: $spectui-ghost; text-style: $spectui-ghost-style; }
+    TokenView > .tokenview--edited { color: $foreground; text-style: italic; }
     TokenView > .tokenview--code { background: $surface; }
     TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
     TokenView > .tokenview--reasoning { color: $text-muted; }

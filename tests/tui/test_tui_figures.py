@@ -1,0 +1,166 @@
+"""Pilot tests of the figures' honesty (issue 59): "vs plain" and the costs belong to the
+model and backend that timed them, and start anew at a switch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from spectui.settings.config import ChatConfig
+from spectui.tui.summary import BUSY, speed_vs_plain, summary_line, summary_lines
+
+from fake_engines import PlanEngine, factory_for
+from test_tui_switch import open_model_screen
+from tui_helpers import ready, reply_done, send, wait_for
+
+SIZE = (110, 36)
+
+
+async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
+    from spectui.host import plan as plan_module
+
+    second = PlanEngine([None, 2, 2, 2])
+    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config, models: factory_for(second))
+    first = PlanEngine([None, 2, 2, 2, 2])
+    app = make_app(factory_for(first), ChatConfig(engine="embedded", k=0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "plain first")  # k = 0: the chat times plain steps
+        await reply_done(pilot)
+        await pilot.press(app.first_key("k_up"), app.first_key("k_up"))
+        await send(pilot, "then drafting")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        figure, known, basis = speed_vs_plain(chat.stats_panel.data)
+        assert known == "measured" and basis == "over this chat's k=0 steps"
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.host.engine is second)
+        await pilot.pause()
+        chat.refresh_panels()
+        assert speed_vs_plain(chat.stats_panel.data)[1] != "measured"  # the old model's plain steps are not this one's
+        assert chat.session.costs.target_seconds() is None
+
+
+async def test_steps_that_drafted_nothing_are_not_called_k0_steps(make_app):
+    """Issue 59: "over this chat's k=0 steps" in a chat at a fixed k 4, where the plain steps
+    were k 4 steps that found nothing to draft."""
+    engine = PlanEngine([None, 2, None, 2, None, 2])
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "at k 2 throughout")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        figure, known, basis = speed_vs_plain(chat.stats_panel.data)
+        assert known == "measured" and basis == "over this chat's undrafted steps"
+
+
+class NeighbourEngine(PlanEngine):
+    """Each reply's Done says what share of the cores other processes held meanwhile."""
+
+    def __init__(self, shares: list[float]) -> None:
+        super().__init__([None, 2, None, 2, None, 2])
+        self.shares = shares
+
+    def done(self, steps):
+        return replace(super().done(steps), neighbour_share=self.shares[len(self.messages_seen) - 1])
+
+
+async def test_a_figure_timed_on_a_busy_machine_is_marked(make_app):
+    engine = NeighbourEngine([0.05, 0.6])
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "a quiet machine")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        assert not chat.stats_panel.data.busy
+        assert BUSY not in "".join(text for text, _ in summary_line(chat.stats_panel.data))
+        await send(pilot, "a neighbour took the cores")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        data = chat.stats_panel.data
+        assert data.busy and speed_vs_plain(data)[1] == "measured"
+        line = "".join(text for text, _ in summary_line(data))
+        assert f"vs plain ({BUSY})" in line  # before what it rests on, which a narrow screen cuts first
+        assert any(BUSY in "".join(text for text, _ in parts) for parts in summary_lines(data))
+
+
+def test_others_share_of_the_cores():
+    from spectui.engines.threads import others_share, usable_cores
+
+    cores = usable_cores()
+    assert others_share((0.0, 10.0, 1.0), (2.0, 10.0 + 2.0 * cores, 1.0)) == 1.0  # every core, by others
+    assert others_share((0.0, 10.0, 1.0), (2.0, 12.0, 3.0)) == 0.0  # the busy seconds were ours
+    assert others_share(None, (1.0, 1.0, 1.0)) is None
+
+
+async def test_a_reply_whose_k_changed_mid_way_says_so_in_its_note_panel_and_record(make_app):
+    """Issue 59: F6/F8 during a reply: the panel kept the old k and the export recorded the
+    settings the reply started with."""
+    from spectui.store.export import export_markdown
+    from spectui.tui.widgets.conversation import ReplyView
+
+    engine = PlanEngine([None, 2, 2, 2], gated=True)
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "change it mid-way")
+        engine.release(1)  # the prompt's token, then one step at k 2
+        await wait_for(pilot, lambda: len(engine.steps) == 2)
+        await pilot.press(app.first_key("k_up"), app.first_key("temperature_up"))
+        await pilot.pause()
+        engine.release(2)
+        await reply_done(pilot)
+        note = str(chat.query(ReplyView).last().note.render())
+        assert "k 2→3 · T 0.00→0.10" in note
+        chat.refresh_panels()
+        assert (chat.stats_panel.data.k, chat.stats_panel.data.temperature) == (3, 0.1)
+        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        reply = [m for m in stored.messages if m.role == "assistant"][-1]
+        assert reply.stats["ran"] == "k 2→3 · T 0.00→0.10"
+        assert "k 2→3 · T 0.00→0.10" in export_markdown(stored)
+
+
+def test_what_ran_reads_the_steps_not_the_settings_the_reply_started_with():
+    from spectui.core.events import AutoChoice, Source, Step
+    from spectui.core.stats import settings_ran
+    from spectui.tui.session import adaptive_fields
+
+    auto = AutoChoice(4, 1.0, None, "chosen")
+
+    def step(k: int, temperature: float = 0.0, chosen: AutoChoice | None = None) -> Step:
+        return Step((1,), (Source.TARGET,), "x", k=k, temperature=temperature, auto=chosen)
+
+    adaptive_then_fixed = [step(0), step(4, chosen=auto), step(4, chosen=auto), step(6), step(6, 0.1)]
+    assert settings_ran(adaptive_then_fixed) == "k auto→6 · T 0.00→0.10"
+    assert settings_ran([step(4), step(4)]) == "k 4 · T 0.00"
+    assert settings_ran([step(k) for k in (0, 1, 2, 3, 4, 5, 6)]) == "k 1→…→6 · T 0.00"
+    assert settings_ran([step(0), step(4)]) == "k 4 · T 0.00"  # the prompt's token drafts nothing, whatever k
+    # F6 ended adaptive k mid-reply: the panel no longer shows adaptive k's last choice (k 4)
+    assert adaptive_fields(adaptive_then_fixed) == {}
+    assert adaptive_fields(adaptive_then_fixed[:3])["auto"] is auto
+
+
+def test_a_cut_summary_shortens_the_rest_before_the_reason():
+    """Issue 59: at 80 columns the summary read '…24.4 tok/s · k'; at 100 '· k 0: drafting
+    does not': the reason for k 0 was the part cut."""
+    from spectui.core.events import AutoChoice
+    from spectui.tui.session import PanelData, Theory
+    from spectui.measure.costs import CostEstimate
+
+    theory = Theory(alpha=0.3, k=0, expected_tokens=1.0, speedup=0.92, best_k=None, best_speedup=None,
+                    cost=CostEstimate(0.1, 0.4, estimated=False, verify_ks=(2, 4)), measured_speedup=0.97)
+    data = PanelData(k=0, temperature=0.0, gamma_reply=0.31, rate_now=24.4, theory=theory, busy=True,
+                     auto=AutoChoice(0, 1.0, None, "match 1: α 0.30 → k 0"))
+    whole = "".join(text for text, _ in summary_line(data))
+    assert whole.endswith("k 0: drafting does not pay here") and BUSY in whole
+    for width in (98, 78, 60):
+        line = "".join(text for text, _ in summary_line(data, width))
+        assert len(line) <= width and line.endswith(" · k 0: drafting does not pay here"), (width, line)
+        assert (BUSY if width > 60 else "(busy)") in line, (width, line)
