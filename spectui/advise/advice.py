@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from spectui.advise.chats import ChatReply, Selection
 from spectui.advise.costs import CostProfile
 from spectui.advise.draft_model import replay_teacher_forced
+from spectui.advise.lookups import LookupTable, SharedLookup
 from spectui.advise.replay import AUTO, ReplayedStep, replay_reply
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
@@ -35,10 +36,14 @@ class Drafter:
     history: bool = True  # suffix: earlier replies too
     lookup: tuple[int, int] = (1, LOOKUP_MAX)  # ngram: the n-gram range
 
-    def build(self) -> Proposer:
+    def build(self, lookups: dict[int, LookupTable] | None = None) -> Proposer:
+        """A fresh proposer; prompt lookup's from `lookups` (by lookup_max) when given, shared with other arms."""
         if self.method == "suffix":
             return SuffixProposer(use_history=self.history)
-        return NgramProposer(*self.lookup)
+        if lookups is None:
+            return NgramProposer(*self.lookup)
+        lookup_min, lookup_max = self.lookup
+        return SharedLookup(lookups.setdefault(lookup_max, LookupTable(lookup_max)), lookup_min)
 
 
 COPY_DRAFTERS = (
@@ -172,9 +177,10 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
     baseline = replay_arm(selection.replies, None, 0, costs)
     report(1, total)
     arms = []
+    lookups: dict[int, LookupTable] = {}  # prompt lookup's matches, shared by its arms (spectui.advise.lookups)
     for drafter in drafters:
         for k in ks:
-            arm = replay_arm(selection.replies, drafter, k, costs)
+            arm = replay_arm(selection.replies, drafter, k, costs, lookups)
             arm.speedup = baseline.seconds / arm.seconds if arm.seconds else 1.0
             arms.append(arm)
             report(len(arms) + 1, total)
@@ -194,13 +200,16 @@ def draft_arm(replies: Sequence[ChatReply], draft: DraftReplay, k: int, costs: C
     return result
 
 
-def replay_arm(replies: Sequence[ChatReply], drafter: Drafter | None, k: int | str, costs: CostProfile) -> ArmResult:
+def replay_arm(replies: Sequence[ChatReply], drafter: Drafter | None, k: int | str, costs: CostProfile,
+               lookups: dict[int, LookupTable] | None = None) -> ArmResult:
     """One arm over every reply, on one proposer (and one AdaptiveK for auto), as one engine
-    would run them in a row."""
+    would run them in a row; `lookups`: prompt lookup's matches shared with the other arms."""
     result = ArmResult(drafter.name if drafter else "", k)
-    proposer = drafter.build() if drafter else NgramProposer()
+    proposer = drafter.build(lookups) if drafter else NgramProposer()
     chooser = new_chooser(costs) if k == AUTO else None
-    for reply in replies:
+    for index, reply in enumerate(replies):
+        if isinstance(proposer, SharedLookup):
+            proposer.reply = index
         result.add(replay_reply(reply, proposer, k if drafter else 0, costs, chooser))
     return result
 

@@ -15,6 +15,7 @@ import math
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from spectui.core.events import AutoChoice, Step
 
@@ -98,16 +99,34 @@ def learn_acceptance(accept: list, seen: list[int], accepted: int, drafted: int,
 def verify_line(points: Sequence[tuple[int, float]], prior_slope: float, k: int) -> float:
     """V(k) in seconds: the least-squares line through the last verify forwards (a line, not a
     table per k: a k left behind keeps no stale figure); one k so far: the prior's slope."""
-    mean_k = sum(n for n, _ in points) / len(points)
-    mean_v = sum(v for _, v in points) / len(points)
-    spread = sum((n - mean_k) ** 2 for n, _ in points)
-    if not spread:
-        plain = mean_v / (1 + prior_slope * mean_k)
-        return plain * (1 + prior_slope * k)
-    slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
-    if slope <= 0:  # noise: a bigger verify is never cheaper
-        return mean_v
-    return max(1e-9, mean_v + slope * (k - mean_k))
+    return VerifyLine.fit(points, prior_slope).at(k)
+
+
+@dataclass(frozen=True)
+class VerifyLine:
+    """verify_line's fit, kept so that V(k) at many k fits the points once (a chooser asks ~50 a step)."""
+
+    mean_k: float
+    mean_v: float
+    slope: float  # the fitted slope (<= 0: flat at mean_v)
+    plain: float | None  # one k so far: V(0) along the prior's slope
+
+    @staticmethod
+    def fit(points: Sequence[tuple[int, float]], prior_slope: float) -> VerifyLine:
+        mean_k = sum(n for n, _ in points) / len(points)
+        mean_v = sum(v for _, v in points) / len(points)
+        spread = sum((n - mean_k) ** 2 for n, _ in points)
+        if not spread:
+            return VerifyLine(mean_k, mean_v, prior_slope, mean_v / (1 + prior_slope * mean_k))
+        slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
+        return VerifyLine(mean_k, mean_v, slope, None)
+
+    def at(self, k: int) -> float:
+        if self.plain is not None:
+            return self.plain * (1 + self.slope * k)
+        if self.slope <= 0:  # noise: a bigger verify is never cheaper
+            return self.mean_v
+        return max(1e-9, self.mean_v + self.slope * (k - self.mean_k))
 
 
 @dataclass(frozen=True)
@@ -121,8 +140,12 @@ class Costs:
     overhead: float
     piece: int | None = None  # rows a verify runs at a time, stopping at its first rejection
 
+    @cached_property
+    def line(self) -> VerifyLine:
+        return VerifyLine.fit(self.verify_points, self.prior_slope)
+
     def verify(self, k: int) -> float:
-        return verify_line(self.verify_points, self.prior_slope, k)
+        return self.line.at(k)
 
     def expected_verify(self, k: int, accept: list[float]) -> float:
         """V(k) where the verify runs in pieces: a piece is paid only when every draft before

@@ -114,23 +114,29 @@ class SuffixIndex:
         tokens: list[int] = []
         probability, score, first = 1.0, 0.0, 0.0
         while len(tokens) < limit and ends:
-            counts: dict[int, int] = {}
-            for s, i in reversed(ends):  # most recent first: a tie goes to the latest continuation
-                if i + 1 < len(sequences[s]):
-                    token = sequences[s][i + 1]
-                    counts[token] = counts.get(token, 0) + 1
-            if not counts:
+            # each continuation's occurrences, most recent first: a tie goes to the latest continuation
+            following: dict[int, list[tuple[int, int]]] = {}
+            for s, i in reversed(ends):
+                stored = sequences[s]
+                if i + 1 < len(stored):
+                    token = stored[i + 1]
+                    if token in following:
+                        following[token].append((s, i + 1))
+                    else:
+                        following[token] = [(s, i + 1)]
+            if not following:
                 break
-            token = max(counts, key=counts.__getitem__)
+            token = max(following, key=lambda t: len(following[t]))
+            count = len(following[token])
             # occurrences that end here (nothing after them yet) count against every continuation
-            probability *= counts[token] / len(ends)
+            probability *= count / len(ends)
             if probability < min_probability:
                 break
             if not tokens:
-                first = counts[token] / len(ends)
+                first = count / len(ends)
             tokens.append(token)
             score += probability
-            ends = [(s, i + 1) for s, i in ends if i + 1 < len(sequences[s]) and sequences[s][i + 1] == token]
+            ends = following[token][::-1]  # back in the order the search keeps them
         return Draft(tokens, score, length, first)
 
 
