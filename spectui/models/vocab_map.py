@@ -25,6 +25,8 @@ from spectui.core.files import MODEL_JSON_LIMIT, read_capped
 if TYPE_CHECKING:
     import numpy
 
+    from spectui.models.registry import ResolvedModel
+
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 MAP_FORMAT = 1  # in the cache file's name: a map written under another layout is rebuilt
@@ -246,6 +248,20 @@ def draft_vocab(target: str, target_folder: Path, draft: str, draft_folder: Path
     if not built.identical and built.shared == 0:
         raise ModelError(f"draft {draft} shares no token with {target}'s vocabulary: it cannot draft for it")
     return built
+
+
+def cached_tokenizer_folder(model: ResolvedModel) -> Path | None:
+    """The model's tokenizer files where they already are on disk (nothing fetched); None if not yet."""
+    from spectui.models.registry import cache_dir, converted_dir
+
+    candidates: list[Path] = []
+    if model.kind == "folder" and model.path is not None:
+        candidates.append(model.path)
+    elif model.spec is not None:
+        candidates.append(converted_dir(model.spec.alias))
+    if model.kind == "gguf" and model.path is not None:
+        candidates += sorted((cache_dir() / "tokenizers").glob(f"{model.path.stem}-*"))
+    return next((folder for folder in candidates if (folder / TOKENIZER_FILE).is_file()), None)
 
 
 def _read_map(path: Path) -> VocabMap | None:
