@@ -229,3 +229,10 @@ def test_the_statistic_rejects_drafting_without_the_mask(small_target, letters_d
     joint, _ = exact_joint(small_target, PROMPT_IDS, 1.0)
     pairs, _, _ = sampled_pairs(tli_engine(small_target, letters_draft, tiny_tokenizer, wrong), REPLIES // 2)
     assert rejected(pairs, joint)
+
+
+def test_the_engine_says_the_overlap_while_the_cross_vocabulary_draft_drafts(small_target, letters_draft, tiny_tokenizer):
+    engine = tli_engine(small_target, letters_draft, tiny_tokenizer)
+    lookup = engine.with_method("ngram")
+    assert lookup.info.draft_vocab == ""  # prompt lookup drafts from the target's own tokens
+    assert lookup.with_method("draft").info.draft_vocab == "50% shared"  # a, b, c, f of the draft's eight

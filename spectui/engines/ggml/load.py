@@ -55,7 +55,7 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
     else:
         proposer = NgramProposer(*lookup) if lookup else NgramProposer()
     info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
-                      draft_vocab=vocab.panel_words() if vocab is not None and draft_model is not None else "",
+                      draft_vocab=proposer.vocab_words,
                       dtype=target.weight_type, device="cpu",
                       backend=f"ggml {target.weight_type} · {target.threads} threads",
                       kernels=Kernels("ggml", target.threads, "llama-cpp-py-sync", library_version()))

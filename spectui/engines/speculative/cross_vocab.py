@@ -99,6 +99,7 @@ class CrossVocabProposer(Proposer):
         self.draft = draft
         self.vocab = vocab
         self.context = DraftContext(vocab, encode)
+        self.vocab_words = vocab.panel_words()
         self.target_width = target_width
         shared = (vocab.draft_to_target >= 0) & (vocab.draft_to_target < target_width)
         self.shared_drafts = shared.nonzero()[0]

@@ -59,7 +59,8 @@ class SpeculativeEngine(Engine):
             self._proposers[method] = NgramProposer()
         variant = copy.copy(self)
         variant.proposer = self._proposers[method]
-        variant.info = replace(self.info, method=method, draft=self._draft_names.get(method))
+        variant.info = replace(self.info, method=method, draft=self._draft_names.get(method),
+                               draft_vocab=variant.proposer.vocab_words)
         return variant
 
     def add_proposer(self, method: str, proposer: Proposer, name: str | None) -> None:

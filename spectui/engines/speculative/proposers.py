@@ -43,6 +43,8 @@ class Proposer:
     looks_first = False
     # propose(..., stop_below=floor) ends the chain where the proposer's confidence falls below it.
     stops_early = False
+    # A draft with another tokenizer: how much of its vocabulary the target shares, for the panel.
+    vocab_words = ""
 
     def propose(
         self,

@@ -39,7 +39,6 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
     device = resolve_device(options.device)
     target_dtype = resolve_dtype(options.dtype, device)
     draft_name = proposer = None  # every method below sets the proposer
-    vocab = None
     options = plain_stand_in(options, models)
     if options.method == "draft":
         draft = models.draft_model()
@@ -73,7 +72,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
         device=device,
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
         kernels=torch_kernels(),
-        draft_vocab=vocab.panel_words() if vocab is not None else "",
+        draft_vocab=proposer.vocab_words if proposer is not None else "",
     )
     engine = torch_engine(target_model, tokenizer, proposer, info)
     if static_kv_wanted(device):  # CUDA: static caches and captured graphs, warmed here
