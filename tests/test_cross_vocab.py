@@ -227,7 +227,7 @@ def test_the_statistic_rejects_drafting_without_the_mask(small_target, letters_d
     wrong = VocabMap(unmasked, wrong.target_offsets, wrong.target_blob, wrong.draft_byte_ids,
                      wrong.draft_shareable, wrong.target_shareable, 0)
     joint, _ = exact_joint(small_target, PROMPT_IDS, 1.0)
-    pairs, _, _ = sampled_pairs(tli_engine(small_target, letters_draft, tiny_tokenizer, wrong), REPLIES // 2)
+    pairs, _, _ = sampled_pairs(tli_engine(small_target, letters_draft, tiny_tokenizer, wrong), REPLIES // 4)
     assert rejected(pairs, joint)
 
 

@@ -1,6 +1,6 @@
 """A draft with another tokenizer on ggml, real weights: SmolLM2-135M (49,152 tokens) drafting
 for Qwen2.5-Coder-0.5B (151,936) by TLI writes the target's plain greedy reply bit for bit, on
-several prompts and k, with drafts accepted."""
+two prompts (one whose characters are cut between tokens) and k, with drafts accepted."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ pytest.importorskip("llama_cpp_py_sync")
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",
-    "List the numbers one to twelve in words, one per line.",
     "Écris une phrase en français sur les crêpes, puis traduis-la en 日本語.",  # characters cut between tokens
 ]
 
 
-def reply(engine, prompt: str, control: Control, max_tokens: int = 32) -> tuple[list[int], list[Step]]:
+def reply(engine, prompt: str, control: Control, max_tokens: int = 24) -> tuple[list[int], list[Step]]:
     engine.forget_prompts()
     events = list(engine.stream([{"role": "user", "content": prompt}],
                                 GenerationParams(max_tokens=max_tokens, top_p=1.0, seed=0), control))

@@ -167,11 +167,12 @@ class CrossVocabProposer(Proposer):
 
         kind = "numpy" if isinstance(like, numpy.ndarray) else f"torch:{like.device}"
         if kind not in self._in_kind:
-            arrays = (self.bias, self.shared_drafts, self.shared_targets)
+            arrays: tuple[Any, Any, Any] = (self.bias, self.shared_drafts, self.shared_targets)
             if kind != "numpy":
                 import torch
 
-                arrays = tuple(torch.as_tensor(array).to(like.device) for array in arrays)
+                bias, drafts, targets = (torch.as_tensor(array).to(like.device) for array in arrays)
+                arrays = (bias, drafts, targets)
             self._in_kind[kind] = arrays
         bias, drafts, targets = self._in_kind[kind]
         return ops_of(like).like(bias, like), drafts, targets
