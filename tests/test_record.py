@@ -21,7 +21,7 @@ def generate_json(monkeypatch, tiny_target, tiny_tokenizer, stop_ids=None) -> di
 
     monkeypatch.setattr("spectui.models.load.load_models", lambda requests, *args, **kwargs: [
         (tiny_target, tiny_tokenizer) for _ in requests])  # the pair loads together, never from the real cache
-    monkeypatch.setattr("spectui.models.load.check_same_vocab", lambda *args, **kwargs: None)
+    monkeypatch.setattr("spectui.engines.torch_backend.build.checked_draft_vocab", lambda *args, **kwargs: (None, None))
     if stop_ids is not None:
         monkeypatch.setattr("spectui.engines.speculative.engine.stop_token_ids", lambda *args: set(stop_ids))
     result = CliRunner().invoke(app, [

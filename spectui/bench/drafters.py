@@ -123,7 +123,9 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
     from spectui.engines.ggml.backend import ggml_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.gguf_local import gguf_models
-    from spectui.models.load import check_same_tokens
+    from spectui.engines.speculative.cross_vocab import encoder_of
+    from spectui.models.tokenizer_json import JsonTokenizer
+    from spectui.models.vocab_map import draft_vocab
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     for method in methods:
@@ -136,10 +138,11 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
             files = gguf_models(models, with_draft=True, progress=progress)
             draft = files.draft
             assert draft is not None, "with_draft: the draft, or a UsageError"
-            check_same_tokens(files.target.name, files.target.tokenizer, draft.name, draft.tokenizer)
+            vocab = draft_vocab(files.target.name, files.target.tokenizer, draft.name, draft.tokenizer)
+            encode = None if vocab.identical else encoder_of(JsonTokenizer(draft.tokenizer))
             name, gguf = draft.name, draft.gguf
             before = resident_bytes()
-            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size)
+            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size, vocab, encode)
             after = resident_bytes()
             engine.add_proposer(method, proposer, name)
             costs[method] = {"name": name, "weights_bytes": gguf.stat().st_size,
@@ -169,7 +172,7 @@ def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str,
         gc.collect()
         before = resident_bytes()
         if draft is not None:
-            proposer = load_draft_proposer(draft, engine.target.model, engine.info.dtype,
+            proposer = load_draft_proposer(draft, models.target, engine.target.model, engine.info.dtype,
                                            engine.info.device, progress)
         else:
             proposer = load_heads_proposer(method, name, engine.target.model, target_name)

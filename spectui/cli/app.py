@@ -185,11 +185,21 @@ def bench(
 
 
 @models_app.command("list")
-def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
+def models_list(
+    as_json: bool = typer.Option(False, "--json"),
+    for_target: str = typer.Option(None, "--for", metavar="TARGET",
+                                   help="Which cached models can draft for TARGET, and how (same vocabulary, or TLI's overlap)."),
+) -> None:
     """Aliases and presets, what is cached and its size."""
-    from spectui.cli.models import print_models
+    from spectui.cli.models import print_drafts_for, print_models
 
-    print_models(as_json)
+    if for_target is None:
+        print_models(as_json)
+        return
+    try:
+        print_drafts_for(for_target, as_json)
+    except SpectuiError as error:
+        fail(error)
 
 
 @models_app.command("fetch")

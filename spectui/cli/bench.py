@@ -41,8 +41,7 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     {method: what its drafter costs in memory}."""
     from spectui.bench.drafters import add_drafters
     from spectui.bench.runners import TransformersRunner, run_engine
-    from spectui.engines.torch_backend.build import build_embedded_engine
-    from spectui.models.load import check_same_vocab
+    from spectui.engines.torch_backend.build import build_embedded_engine, checked_draft_vocab
     from spectui.measure.run import settle_before_timing
 
     from spectui.bench.drafters import add_ggml_drafters
@@ -58,7 +57,7 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
         drafters = add_ggml_drafters(engine, models, methods, progress)
     else:
         if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
-            check_same_vocab(models.target, models.draft_model(), progress)
+            checked_draft_vocab(models.target, models.draft_model(), progress)
         # The target alone first, so that each drafter's memory is measured as it loads.
         # Heads read hidden states a static cache does not keep: then every arm runs on the dynamic one.
         engine = build_embedded_engine(replace(target_options, backend="torch"), models, progress,

@@ -66,6 +66,34 @@ def print_models(as_json: bool) -> None:
     console.print(WEIGHTS_NOTE, style="dim")
 
 
+def print_drafts_for(target_name: str, as_json: bool) -> None:
+    """Which models on disk can draft for target_name, and how: the same vocabulary, or TLI
+    with the share of the draft's vocabulary the target holds (tokenizer files only, nothing fetched)."""
+    from spectui.models.registry import MODELS, alias_model, resolve
+    from spectui.models.vocab_map import cached_tokenizer_folder, vocab_map
+
+    target = resolve(target_name)
+    target_folder = cached_tokenizer_folder(target)
+    if target_folder is None:
+        raise ModelError(f"{target_name}'s tokenizer is not on disk yet: `spectui models fetch {target_name}` first")
+    rows = []
+    for spec in MODELS.values():
+        if spec.alias == target.display_name:
+            continue
+        folder = cached_tokenizer_folder(alias_model(spec))
+        how = vocab_map(target_folder, folder).describe() if folder is not None else "not cached (spectui models fetch)"
+        rows.append({"draft": spec.alias, "params": spec.params, "how": how, "cached": folder is not None})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"drafts for {target_name}", title_justify="left")
+    for column in ("draft", "params", "how it drafts"):
+        table.add_column(column)
+    for row in sorted(rows, key=lambda row: not row["cached"]):
+        table.add_row(row["draft"], row["params"], row["how"])
+    Console().print(table)
+
+
 def default_target() -> str:
     """The model a chat runs when none is named: the config's, else spectui's default."""
     from spectui.models.registry import DEFAULT_TARGET, get_spec

@@ -96,6 +96,8 @@ class EngineInfo:
     # "torch int8: libllama could not load: ..."); "" where the engine name says it all.
     backend: str = ""
     kernels: Kernels | None = None  # the same, for the record (None: an engine that does not say)
+    # A draft with another tokenizer: how much of its vocabulary the target shares ("80% shared"); "" else.
+    draft_vocab: str = ""
 
 
 def with_threads(info: EngineInfo, threads: int) -> EngineInfo:

@@ -122,7 +122,8 @@ class ModelPair:
         draft = self.draft or self.target.preset_draft
         if draft is None:
             raise UsageError(
-                f"{self.target.name} has no preset draft model: pass --draft NAME (same tokenizer) or use --method ngram"
+                f"{self.target.name} has no preset draft model: pass --draft NAME "
+                f"(`spectui models list --for {self.target.name}` shows which) or use --method ngram"
             )
         return draft
 

@@ -100,7 +100,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", str, None, "Target: alias, local folder, .gguf or hub id.",
             ("--model", "-m"), ALL, check=check_model_name),
-    Setting("draft", str, None, "Draft model (same tokenizer as the target).",
+    Setting("draft", str, None, "Draft model (another tokenizer drafts by TLI, on the tokens both vocabularies share).",
             ("--draft", "-d"), ALL, check=check_model_name),
     Setting("method", str, "auto",
             "Where drafts come from: auto (suffix with adaptive k on a CPU, where a draft model does not pay; "

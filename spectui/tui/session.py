@@ -180,6 +180,8 @@ class PanelData:
     speculation_note: str | None = None
     # Some timing behind the figures was taken while other processes held the cores
     busy: bool = False
+    # A draft with another tokenizer: the share of its vocabulary the target holds ("80% shared").
+    draft_vocab: str = ""
 
 
 def theory_for(alpha: float | None, k: int, cost: CostEstimate | None, reply: ReplyTracker | None = None,
@@ -248,13 +250,15 @@ def panel_data(
     memory: MemoryReading | None = None,
     status: str = "idle",
     speculation_reported: bool = True,
+    draft_vocab: str = "",
 ) -> PanelData:
     note = session.engine_stats.get("speculation")  # the last reply's word on it, if any
     if not isinstance(note, str):
         note = None if speculation_reported else SPECULATION_NOT_REPORTED
     if reply is None:
         return PanelData(
-            k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note
+            k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note,
+            draft_vocab=draft_vocab,
         )
     stats = reply.stats()
     streaming = reply.done is None
@@ -290,6 +294,7 @@ def panel_data(
         tree_nodes_last=reply.tree_nodes_last,
         speculation_note=note,
         busy=reply.busy or session.busy_replies > 0,
+        draft_vocab=draft_vocab,
         **adaptive,
     )
 

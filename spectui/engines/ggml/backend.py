@@ -14,6 +14,9 @@ from spectui.engines.speculative.cached_model import CachedLogits
 
 if TYPE_CHECKING:
     from spectui.engines.ggml.lib import LlamaModel
+    from spectui.engines.speculative.cross_vocab import Encode
+    from spectui.engines.speculative.proposers import Proposer
+    from spectui.models.vocab_map import VocabMap
 
 
 class GgmlBackend:
@@ -56,8 +59,10 @@ class GgmlBackend:
             draft.model.close()
 
 
-def ggml_draft_proposer(draft: LlamaModel, target_width: int):
-    """spectui's draft-model proposer, its forwards run by llama.cpp."""
-    from spectui.engines.speculative.proposers import DraftModelProposer
+def ggml_draft_proposer(draft: LlamaModel, target_width: int, vocab: VocabMap | None = None,
+                        encode: Encode | None = None) -> Proposer:
+    """spectui's draft-model proposer, its forwards run by llama.cpp; across vocabularies (vocab
+    not identical, encode the draft's tokenizer) the TLI proposer."""
+    from spectui.engines.speculative.cross_vocab import draft_model_proposer
 
-    return DraftModelProposer(LlamaCached(draft), target_width)
+    return draft_model_proposer(LlamaCached(draft), target_width, vocab, encode)

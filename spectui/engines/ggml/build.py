@@ -61,21 +61,24 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress: Progr
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.gguf_local import gguf_models
-    from spectui.models.load import check_same_tokens
+    from spectui.engines.speculative.cross_vocab import encoder_of
     from spectui.models.tokenizer_json import JsonTokenizer
+    from spectui.models.vocab_map import draft_vocab
 
     report = progress or no_progress
     options = plain_stand_in(options, models)
     files = gguf_models(models, with_draft=options.method == "draft", progress=report)  # each model asked once
     target, draft = files.target, files.draft
-    if draft is not None:
-        check_same_tokens(target.name, target.tokenizer, draft.name, draft.tokenizer)  # before weights load
+    # Before weights load: the pair's shared tokens (one tokenizer, or TLI's intersection).
+    vocab = draft_vocab(target.name, target.tokenizer, draft.name, draft.tokenizer) if draft is not None else None
+    encode = encoder_of(JsonTokenizer(draft.tokenizer)) if draft is not None and vocab is not None and not vocab.identical else None
     report(f"{target.name} load", 0, 1)
     with files.loading():
         engine = load_ggml_engine(
             target.gguf, JsonTokenizer(target.tokenizer), options.method, draft.gguf if draft else None,
             target_name=target.name, draft_name=draft.name if draft else None,
             lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
+            vocab=vocab, draft_encode=encode,
         )
     report(f"{target.name} load", 1, 1)
     return engine

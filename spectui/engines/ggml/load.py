@@ -10,14 +10,18 @@ from typing import TYPE_CHECKING
 from spectui.core.engine import EngineInfo, Kernels
 
 if TYPE_CHECKING:
+    from spectui.engines.speculative.cross_vocab import Encode
     from spectui.engines.speculative.engine import SpeculativeEngine
+    from spectui.models.vocab_map import VocabMap
 
 
 def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
                      threads: int | None = None, target_name: str = "", draft_name: str | None = None,
-                     lookup: tuple[int, int] | None = None, history_drafting: bool = False) -> SpeculativeEngine:
+                     lookup: tuple[int, int] | None = None, history_drafting: bool = False,
+                     vocab: VocabMap | None = None, draft_encode: Encode | None = None) -> SpeculativeEngine:
     """spectui's loop with its target (and draft, for method "draft") run by llama.cpp. The models load
-    side by side: libllama's calls release the GIL."""
+    side by side: libllama's calls release the GIL. vocab: the pair's vocabulary map (with
+    draft_encode, the draft's tokenizer, when the draft's tokenizer is another one: TLI)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from spectui.engines.ggml.lib import LlamaModel, library, library_version
@@ -44,10 +48,11 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
     from spectui.engines.speculative.methods import token_proposer
 
     if draft_model is not None:
-        proposer = ggml_draft_proposer(draft_model, target.vocab_size)
+        proposer = ggml_draft_proposer(draft_model, target.vocab_size, vocab, draft_encode)
     else:  # heads run on torch (ggml_problem says so): a method ggml cannot draft is refused here
         proposer = token_proposer(method, tokenizer, lookup, history_drafting)
     info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,
+                      draft_vocab=proposer.vocab_words,
                       dtype=target.weight_type, device="cpu",
                       backend=f"ggml {target.weight_type} · {target.threads} threads",
                       kernels=Kernels("ggml", target.threads, "llama-cpp-py-sync", library_version()))

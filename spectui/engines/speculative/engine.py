@@ -63,8 +63,9 @@ class SpeculativeEngine(Engine):
                 raise UsageError(f"no draft model is loaded: start with --method {method} to use it")
             self._proposers[method] = token_proposer(method, self.tokenizer)
         variant = copy.copy(self)
-        variant.proposer = self._proposers[method]
-        variant.info = replace(self.info, method=method, draft=self._draft_names.get(method))
+        variant.proposer = proposer = self._proposers[method]
+        variant.info = replace(self.info, method=method, draft=self._draft_names.get(method),
+                               draft_vocab=proposer.vocab_words if proposer is not None else "")
         return variant
 
     def add_proposer(self, method: str, proposer: Proposer, name: str | None) -> None:

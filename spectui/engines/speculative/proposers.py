@@ -43,6 +43,8 @@ class Proposer:
     looks_first = False
     # propose(..., stop_below=floor) ends the chain where the proposer's confidence falls below it.
     stops_early = False
+    # A draft with another tokenizer: how much of its vocabulary the target shares, for the panel.
+    vocab_words = ""
 
     def propose(
         self,
@@ -72,14 +74,16 @@ class DraftModelProposer(Proposer):
     method = "draft"
     stops_early = True
 
-    def __init__(self, draft: CachedLogits, target_width: int | None = None) -> None:
+    def __init__(self, draft: CachedLogits, target_width: int | None = None, sampled_width: int | None = None) -> None:
         """draft: the draft model on its backend, with its cache (torch_backend.backend.torch_draft_proposer
-        wraps a torch model; ggml's a LlamaCached)."""
+        wraps a torch model; ggml's a LlamaCached). sampled_width: the ids that are real tokens
+        in both (spectui.models.vocab_map.VocabMap.same_width); None: all the target has."""
         self.draft = draft
         # Draft and target may pad their vocabularies differently (the shared ids mean the
-        # same tokens). The draft never proposes an id the target lacks, and gives the
-        # target's extra ids probability 0: the rejection rule stays exact.
+        # same tokens). The draft never proposes an id the target lacks, nor a padding row, and
+        # gives the target's other ids probability 0: the rejection rule stays exact.
         self.target_width = target_width
+        self.sampled_width = min(sampled_width, target_width) if sampled_width and target_width else sampled_width or target_width
 
     def reset(self) -> None:
         self.draft.reset()
@@ -98,7 +102,7 @@ class DraftModelProposer(Proposer):
         chain = 1.0
         ops = None
         for _ in range(k):
-            logits = self.draft.logits(context, num_rows=1)[0][: self.target_width]
+            logits = self.draft.logits(context, num_rows=1)[0][: self.sampled_width]
             ops = ops or ops_of(logits)
             if temperature == 0.0:
                 if stop_below:  # the token and its probability in one read from the device

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import torch
 
     from spectui.core.engine import EngineInfo
+    from spectui.engines.speculative.cross_vocab import Encode
+    from spectui.models.vocab_map import VocabMap
 
 
 class TorchBackend:
@@ -71,3 +73,13 @@ def torch_draft_proposer(draft_model: torch.nn.Module, target_width: int | None 
     from spectui.engines.torch_backend.kv import CachedModel
 
     return DraftModelProposer(CachedModel(draft_model), target_width)
+
+
+def torch_vocab_proposer(draft_model: torch.nn.Module, target_width: int, vocab: VocabMap | None,
+                         encode: Encode | None) -> Proposer:
+    """A transformers draft model for a pair whose vocabularies the map relates: the plain
+    drafter for one tokenizer (its padding never drafted), TLI for two (encode: the draft's tokenizer)."""
+    from spectui.engines.speculative.cross_vocab import draft_model_proposer
+    from spectui.engines.torch_backend.kv import CachedModel
+
+    return draft_model_proposer(CachedModel(draft_model), target_width, vocab, encode)

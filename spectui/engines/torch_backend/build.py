@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from spectui.engines.speculative.engine import SpeculativeEngine
+    from spectui.engines.speculative.cross_vocab import Encode
+    from spectui.models.vocab_map import VocabMap
 
 
 def resolve_device(device: str) -> str:
@@ -31,9 +33,9 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
     """static: the static KV cache and CUDA graphs on or off (None: static_kv_wanted decides)."""
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.speculative.methods import drafter, token_proposer
-    from spectui.engines.torch_backend.backend import torch_draft_proposer, torch_engine
+    from spectui.engines.torch_backend.backend import torch_engine, torch_vocab_proposer
     from spectui.engines.torch_backend.static_kv import static_kv_wanted
-    from spectui.models.load import LoadRequest, check_same_vocab, load_model, load_models, resolve_dtype
+    from spectui.models.load import LoadRequest, load_model, load_models, resolve_dtype
 
     target = models.target
     device = resolve_device(options.device)
@@ -43,13 +45,13 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
     if drafter(options.method) == "draft model":
         draft = models.draft_model()
         draft_name = draft.name
-        check_same_vocab(target, draft, progress)  # before any weights load; may fetch both
+        vocab, encode = checked_draft_vocab(target, draft, progress)  # before any weights load; may fetch both
         # Side by side: the two models' layers are packed in one pool of threads.
         (target_model, tokenizer), (draft_model, _) = load_models(
             [LoadRequest(target, target_dtype),
              LoadRequest(draft, draft_dtype(target_dtype, device), tokenizer=False)],
             device, progress)
-        proposer = torch_draft_proposer(draft_model, target_width=logit_width(target_model))
+        proposer = torch_vocab_proposer(draft_model, logit_width(target_model), vocab, encode)
     else:
         if drafter(options.method) == "heads":
             draft_name = heads_folder(options)  # checked before the target's weights load
@@ -69,6 +71,7 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
         device=device,
         backend=f"torch {target_dtype}: {why_torch}" if why_torch else "",
         kernels=torch_kernels(),
+        draft_vocab=proposer.vocab_words if proposer is not None else "",
     )
     engine = torch_engine(target_model, tokenizer, proposer, info)
     if static_kv_wanted(device) if static is None else static:  # CUDA: static caches and graphs, warmed here
@@ -88,20 +91,35 @@ def warm_static_caches(engine: SpeculativeEngine, k: int, auto: bool, progress: 
         note(progress, f"static KV cache ({' and '.join(switched)}); CUDA graphs: {graphs}")
 
 
+def checked_draft_vocab(target: ResolvedModel, draft: ResolvedModel, progress: Progress | None = None) -> tuple[VocabMap, Encode | None]:
+    """The pair's vocabulary map and, for a draft with another tokenizer (TLI), that tokenizer's
+    encode; one tokenizer is checked as before (each model's logits cover its ids)."""
+    from spectui.engines.speculative.cross_vocab import encoder_of
+    from spectui.models.load import check_same_vocab, load_tokenizer, model_folder
+    from spectui.models.vocab_map import draft_vocab
+
+    vocab = draft_vocab(target.name, model_folder(target, progress), draft.name, model_folder(draft, progress))
+    if vocab.identical:
+        check_same_vocab(target, draft, progress)
+        return vocab, None
+    return vocab, encoder_of(load_tokenizer(draft, progress))
+
+
 def torch_kernels() -> Kernels:
     import torch
 
     return Kernels("torch", torch.get_num_threads(), "torch", torch.__version__)
 
 
-def load_draft_proposer(draft: ResolvedModel, target_model: PreTrainedModel, target_dtype: str, device: str,
-                        progress: Progress | None = None):
-    """A draft model's drafter, its weights loaded beside the target's."""
-    from spectui.engines.torch_backend.backend import torch_draft_proposer
+def load_draft_proposer(draft: ResolvedModel, target: ResolvedModel, target_model: PreTrainedModel, target_dtype: str,
+                        device: str, progress: Progress | None = None):
+    """A draft model's drafter, its weights loaded beside the target's (another tokenizer: TLI)."""
+    from spectui.engines.torch_backend.backend import torch_vocab_proposer
     from spectui.models.load import load_model
 
+    vocab, encode = checked_draft_vocab(target, draft, progress)
     draft_model, _ = load_model(draft, draft_dtype(target_dtype, device), device, progress)
-    return torch_draft_proposer(draft_model, target_width=logit_width(target_model))
+    return torch_vocab_proposer(draft_model, logit_width(target_model), vocab, encode)
 
 
 def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: str, tree_width: int = 1):

@@ -34,6 +34,8 @@ class VllmModels:
 
     target: str
     draft: str | None = None  # the draft model or the heads' checkpoint
+    # The draft model has another tokenizer: vLLM's TLI (use_heterogeneous_vocab, checked installed).
+    other_vocab: bool = False
 
 
 def speculative_config(options: EngineOptions, models: VllmModels) -> dict | None:
@@ -52,6 +54,8 @@ def speculative_config(options: EngineOptions, models: VllmModels) -> dict | Non
         if models.draft is None:
             raise OptionError("draft", f"--method {options.method} needs --draft (the draft model or heads checkpoint)")
         config["model"] = models.draft
+        if models.other_vocab and options.method == "draft":
+            config["use_heterogeneous_vocab"] = True
     elif models.draft is not None:  # mtp: the heads usually live in the target's own checkpoint
         config["model"] = models.draft
     if options.draft_tp is not None:

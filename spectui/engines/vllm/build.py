@@ -208,18 +208,42 @@ def first_line(error: BaseException) -> str:
 
 
 def vllm_draft(options: EngineOptions, models: ModelPair, report: Progress) -> ResolvedModel | None:
-    """The draft checkpoint vLLM loads, if the method takes one (a draft model's vocabulary checked)."""
-    from spectui.models.load import check_same_vocab
+    """The draft checkpoint vLLM loads, if the method takes one (a draft model's vocabulary checked:
+    another tokenizer runs where the installed vLLM has TLI, and is refused in one line where not)."""
+    from spectui.models.load import check_same_vocab, model_folder
+    from spectui.models.vocab_map import draft_vocab
 
     if options.speculative_config is None and options.k > 0 and options.method in NEEDS_DRAFT_CHECKPOINT:
         if options.method != "draft":
             return models.draft
         draft = models.draft_model()
-        check_same_vocab(models.target, draft, report)
+        vocab = draft_vocab(models.target.name, model_folder(models.target, report), draft.name, model_folder(draft, report))
+        if vocab.identical:
+            check_same_vocab(models.target, draft, report)
+        elif not vllm_has_heterogeneous_vocab():
+            raise UsageError(f"draft {draft.name} has another tokenizer than {models.target.name}: the installed vLLM "
+                             f"({package_version('vllm')}) has no use_heterogeneous_vocab; run it with --engine embedded")
         return draft
     if models.draft is not None and options.method == "mtp":
         return models.draft
     return None
+
+
+def vllm_has_heterogeneous_vocab() -> bool:
+    """Whether the installed vLLM's speculative config takes use_heterogeneous_vocab (TLI: vLLM #38174)."""
+    try:
+        from vllm.config import SpeculativeConfig
+    except Exception:  # vLLM absent or broken: build_vllm_engine says which
+        return False
+    fields = getattr(SpeculativeConfig, "__dataclass_fields__", None) or getattr(SpeculativeConfig, "model_fields", {})
+    return "use_heterogeneous_vocab" in fields
+
+
+def same_tokenizer(target: ResolvedModel, draft: ResolvedModel) -> bool:
+    from spectui.models.load import model_folder
+    from spectui.models.vocab_map import vocab_map
+
+    return vocab_map(model_folder(target), model_folder(draft)).identical  # cached since vllm_draft built it
 
 
 def build_vllm_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None) -> VllmEngine:
@@ -240,7 +264,8 @@ def build_vllm_engine(options: EngineOptions, models: ModelPair, progress: Progr
         raise UsageError(f"--device {options.device}: no CUDA device is available here")
     target_path = ensure_local(models.target, progress)
     draft_path = ensure_local(draft, progress) if draft is not None and method != "mtp" else draft_name
-    paths = VllmModels(str(target_path), str(draft_path) if draft_path else None)
+    paths = VllmModels(str(target_path), str(draft_path) if draft_path else None,
+                       other_vocab=draft is not None and method == "draft" and not same_tokenizer(models.target, draft))
     kwargs = engine_kwargs(options, paths, on_cpu=on_cpu)
     pool_bytes = None
     if on_cpu:

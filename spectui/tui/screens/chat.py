@@ -129,7 +129,7 @@ class ChatScreen(ReplyActions, Screen):
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
         self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported), self.verify_slope)
+                                    reported, self.host.info.draft_vocab if self.host.info else ""), self.verify_slope)
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""

@@ -44,6 +44,8 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     add([("Speculation", HEADING)])
     if data.speculation_note:
         add([(f" {data.speculation_note}", NOTE)])
+    if data.draft_vocab:
+        add([(" draft vocabulary: ", LABEL), (data.draft_vocab, VALUE)])
     add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
     add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" mean accept. length", LABEL)])
     add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])

@@ -1,0 +1,42 @@
+"""The panel names a cross-vocabulary pair's overlap (TLI), and says nothing of it for one tokenizer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fake_engines import StepsEngine
+from spectui.core.events import Source, Step
+from spectui.tui.widgets.stats_panel import panel_lines
+from tui_helpers import ready, reply_done, send, wait_for
+
+STEPS = [Step((5,), (Source.TARGET,), "a"), Step((6, 7), (Source.DRAFT, Source.BONUS), " b", drafted=(6,), k=1)]
+
+
+def panel_text(app) -> str:
+    lines = panel_lines(app.chat_screen.stats_panel.data, 40)
+    return "\n".join("".join(part if isinstance(part, str) else part[0] for part in line) for line in lines)
+
+
+def engine_with(draft_vocab: str) -> StepsEngine:
+    engine = StepsEngine(STEPS, draft="smollm2-135m")
+    engine.info = replace(engine.info, draft_vocab=draft_vocab)
+    return engine
+
+
+async def test_the_panel_says_how_much_of_a_cross_vocabulary_drafts_vocabulary_is_shared(make_app):
+    app = make_app(lambda progress: engine_with("80% shared"))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "draft vocabulary: 80% shared" in panel_text(app))
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        assert "draft vocabulary: 80% shared" in panel_text(app)
+
+
+async def test_one_tokenizer_adds_no_vocabulary_line(make_app):
+    app = make_app(lambda progress: engine_with(""))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        assert "draft vocabulary" not in panel_text(app)
