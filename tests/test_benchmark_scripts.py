@@ -72,12 +72,15 @@ TINY: dict[str, Tiny] = {
     # The one that is not seconds: SmolLM2's replies to the 10 quick prompts (4 tokens each, kept
     # in the cache for the next run) cost minutes on a busy 2-core box before 2 training steps.
     "heads.sh": Tiny(("tiny",), (), {"reports/bench-heads-tiny.md": ("medusa", "eagle")}, slow=True, timeout=1500),
+    "cross_vocab.py": Tiny(("--targets", "qwen2.5-coder-0.5b", "--draft", SMOL, "--k", "2", "--tokens", "4",
+                            "--markdown", "{tmp}/cross.md"), (), {"cross.md": ("qwen2.5-coder-0.5b",)}, slow=True),
     "tmux_plain_server.sh": Tiny(("{port}",), (" tokens in ",), needs="tmux"),
 }
 # Scripts another test already runs, and which one.
 ELSEWHERE = {
     "gpu_embedded.py": "tests/test_gpu_embedded_tiny.py",
     "copy_replay.py": "tests/test_copy_replay.py",
+    "advise_speed.py": "tests/test_advise_speed.py",
     "terminal.py": "the pseudo-terminal tokenview.py and tui_vs_generate.py run in (above)",
 }
 

@@ -40,7 +40,7 @@ FLAGS = {
     "models fetch": "name=None",
     "models rm": "--yes/-y=False name=None",
     "models verify": "name=None",
-    "models list": "--json=False",
+    "models list": "--for=None --json=False",
     "screenshots": "--draft=None --engine='scripted' --method=None --model=None --out/-o=PosixPath('screenshots') --screen=None --theme=None",
     "serve": "--draft/-d=None --draft-tp=None --dtype='auto' --gpu-memory-utilization=0.9 --host='127.0.0.1' --k/-k=4 --lookup-max=8 --lookup-min=1 --max-model-len=None --method='auto' --model/-m=None --no-chat=False --port=8000 --print=False --speculative-config=None --tp=1",
 }
