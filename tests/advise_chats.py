@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spectui.core.events import Control, Done, GenerationParams, Step
+from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.store.history import Store
 
 CHATS = (
@@ -59,3 +59,22 @@ def recorded_history(path: Path, engine, controls: dict[str, Control],
     finally:
         store.close()
     return out
+
+
+def save_chat(path: Path, tokenizer, question: str, answer: str, temperature: float = 0.0) -> int:
+    """A conversation whose reply was plain decoding, one token a step, as the chat saves it."""
+    store = Store(path)
+    try:
+        conversation = store.new_conversation({})
+        store.add_message(conversation, "user", question)
+        reply = store.add_message(conversation, "assistant", "", settings={"k": 0, "temperature": temperature})
+        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        text = ""
+        for index, token in enumerate(ids):
+            piece = tokenizer.decode(ids[: index + 1])[len(text):]
+            text += piece
+            store.add_step(reply, index, Step((token,), (Source.TARGET,), piece, temperature=temperature), (piece,), "", 0.0)
+        store.finish_message(reply, text, "stop")
+        return conversation
+    finally:
+        store.close()

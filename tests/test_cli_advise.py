@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from spectui.advise.costs import CostProfile, profile_json
-from spectui.core.events import Source, Step
-from spectui.store.history import Store
+
+from advise_chats import save_chat
 
 pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
 
@@ -36,25 +36,6 @@ def data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path / "config"))
     return folder
-
-
-def save_chat(path, tokenizer, question: str, answer: str, temperature: float = 0.0) -> int:
-    """A conversation whose reply was plain decoding, one token a step, as the chat saves it."""
-    store = Store(path)
-    try:
-        conversation = store.new_conversation({})
-        store.add_message(conversation, "user", question)
-        reply = store.add_message(conversation, "assistant", "", settings={"k": 0, "temperature": temperature})
-        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-        text = ""
-        for index, token in enumerate(ids):
-            piece = tokenizer.decode(ids[: index + 1])[len(text):]
-            text += piece
-            store.add_step(reply, index, Step((token,), (Source.TARGET,), piece, temperature=temperature), (piece,), "", 0.0)
-        store.finish_message(reply, text, "stop")
-        return conversation
-    finally:
-        store.close()
 
 
 def advise(*arguments: str):

@@ -11,12 +11,12 @@ from spectui.advise.advice import advise
 from spectui.advise.chats import chat_replies, read_conversations
 from spectui.advise.costs import CostProfile, cached_profile_path, profile_json
 from spectui.core.engine import Capabilities
-from spectui.core.events import Source, Step
 from spectui.settings.config import ChatConfig, load_config
 from spectui.store.history import Store
 from spectui.tui.advise_work import recommended
 from spectui.tui.screens.advise import AdviseScreen
 
+from advise_chats import save_chat
 from fake_engines import PlanEngine, factory_for
 from tui_helpers import notices, ready, send, wait_for
 
@@ -44,25 +44,6 @@ def config_dir(tmp_path, monkeypatch):
     folder = tmp_path / "config"
     monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(folder))
     return folder
-
-
-def save_chat(path, tokenizer, question: str, answer: str, temperature: float = 0.0) -> int:
-    """A conversation whose reply was plain decoding, one token a step, as the chat saves it."""
-    store = Store(path)
-    try:
-        conversation = store.new_conversation({})
-        store.add_message(conversation, "user", question)
-        reply = store.add_message(conversation, "assistant", "", settings={"k": 0, "temperature": temperature})
-        ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-        text = ""
-        for index, token in enumerate(ids):
-            piece = tokenizer.decode(ids[: index + 1])[len(text):]
-            text += piece
-            store.add_step(reply, index, Step((token,), (Source.TARGET,), piece, temperature=temperature), (piece,), "", 0.0)
-        store.finish_message(reply, text, "stop")
-        return conversation
-    finally:
-        store.close()
 
 
 @pytest.fixture
