@@ -70,7 +70,9 @@ def test_bench_takes_the_names_of_the_other_commands(args, message):
 def test_help_shows_the_chats_defaults_and_no_bool_label(monkeypatch, capsys):
     chat = help_of(monkeypatch, capsys, "chat")
     assert "(config default: 4)" in chat and "--seed" in chat
-    assert "(default: what the model's context leaves)" in " ".join(chat.split())
+    # The chat starts at k auto under the default --method auto on a CPU (issue 59): the help says so
+    assert "as any k above 0 does under --method auto on a CPU" in " ".join(chat.replace("│", " ").split())
+    assert "(default: what the model's context leaves)" in " ".join(chat.replace("│", " ").split())
     for command in (["chat"], ["generate"], ["compare"], ["bench"], ["history", "rm"], ["models", "rm"]):
         assert "<bool>" not in help_of(monkeypatch, capsys, *command), command
     assert "<int|auto>" in chat

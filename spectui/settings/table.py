@@ -111,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
             variants={"serve": {"help": "vLLM's drafts: auto (= draft), draft, ngram, suffix, eagle, eagle3, medusa, mtp."}}),
     Setting("k", int, 4,
             f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding), or auto: the embedded engine picks k "
-            "before every step.",
+            "before every step (as any k above 0 does under --method auto on a CPU).",
             ("--k", "-k"), RUNS | {"serve"}, parse=k_setting, live=True,
             variants={"serve": {"help": f"Draft tokens per step, 0-{K_MAX} (0 = plain decoding): vLLM fixes it at start."}}),
     Setting("temperature", float, 0.0, f"0 = greedy; at most {TEMPERATURE_MAX:g}.",
