@@ -236,7 +236,13 @@ class VocabCheck:
         return min(self.target_vocab_size, self.draft_vocab_size)
 
 
-def check_same_vocab(target_model: ResolvedModel, draft_model: ResolvedModel, progress: ProgressFn | None = None) -> VocabCheck:
+def pair_folders(target: ResolvedModel, draft: ResolvedModel, progress: ProgressFn | None = None) -> tuple[Path, Path]:
+    """The folders a target and its draft run from, fetched and converted first if needed."""
+    return model_folder(target, progress), model_folder(draft, progress)
+
+
+def check_same_vocab(target_model: ResolvedModel, draft_model: ResolvedModel, progress: ProgressFn | None = None,
+                     folders: tuple[Path, Path] | None = None) -> VocabCheck:
     """Refuse a draft whose token ids do not mean what the target's mean. Reads only config
     and tokenizer files, so it runs before any weights load.
 
@@ -246,8 +252,7 @@ def check_same_vocab(target_model: ResolvedModel, draft_model: ResolvedModel, pr
     vocab_size may differ too (checkpoints pad the embedding differently), as long as each
     model's logits cover its tokenizer's ids.
     """
-    target_dir = model_folder(target_model, progress)
-    draft_dir = model_folder(draft_model, progress)
+    target_dir, draft_dir = folders or pair_folders(target_model, draft_model, progress)
     target, draft = target_model.name, draft_model.name
     target_vocab, draft_vocab = token_ids(target_dir), token_ids(draft_dir)
     target_width, draft_width = config_vocab_size(target_dir), config_vocab_size(draft_dir)

@@ -95,12 +95,13 @@ def checked_draft_vocab(target: ResolvedModel, draft: ResolvedModel, progress: P
     """The pair's vocabulary map and, for a draft with another tokenizer (TLI), that tokenizer's
     encode; one tokenizer is checked as before (each model's logits cover its ids)."""
     from spectui.engines.speculative.cross_vocab import encoder_of
-    from spectui.models.load import check_same_vocab, load_tokenizer, model_folder
+    from spectui.models.load import check_same_vocab, load_tokenizer, pair_folders
     from spectui.models.vocab_map import draft_vocab
 
-    vocab = draft_vocab(target.name, model_folder(target, progress), draft.name, model_folder(draft, progress))
+    folders = pair_folders(target, draft, progress)
+    vocab = draft_vocab(target.name, folders[0], draft.name, folders[1])
     if vocab.identical:
-        check_same_vocab(target, draft, progress)
+        check_same_vocab(target, draft, progress, folders)
         return vocab, None
     return vocab, encoder_of(load_tokenizer(draft, progress))
 
