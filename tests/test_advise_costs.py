@@ -38,3 +38,56 @@ def test_this_machines_profile_is_measured_once_and_kept(tmp_path, monkeypatch):
     assert cached_profile_path(tmp_path, PROFILE.model, PROFILE.backend).is_file()
     assert measure.this_machine_profile(model, tmp_path, [1, 2], remeasure=True) == (PROFILE, True)
     assert measured == [3, 2]
+
+
+class Clock:
+    """perf_counter for the measurement: a decode advances it by its row cost, nothing else does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def timed_engine(clock: Clock, row_seconds: dict[int, float]):
+    """A stand-in ggml engine whose decodes of n rows take row_seconds[n] on clock."""
+    from types import SimpleNamespace
+
+    def logits(ids, num_rows):
+        clock.now += row_seconds[num_rows]
+
+    target = SimpleNamespace(exact_rows=3, logits=logits)
+    return SimpleNamespace(target=target, info=SimpleNamespace(backend="ggml test · 2 threads"), close=lambda: None)
+
+
+def measure_with(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: float | None):
+    import spectui.advise.measure as measure
+    import spectui.engines.ggml.lib as lib
+    import spectui.engines.ggml.load as load
+
+    clock = Clock()
+    monkeypatch.setattr(lib, "library_problem", lambda: None)
+    monkeypatch.setattr(load, "load_ggml_engine", lambda *args, **kwargs: timed_engine(clock, row_seconds))
+    monkeypatch.setattr("spectui.models.tokenizer_json.JsonTokenizer", lambda folder: None)
+    monkeypatch.setattr(measure, "time", clock)
+    monkeypatch.setattr(measure, "others_share", lambda before, after: busy)
+    model = measure.GgufModel("smollm2-135m", None, tmp_path / "x.gguf", tmp_path)  # type: ignore[arg-type]  # never loaded: the engine is faked
+    return measure.this_machine_profile(model, tmp_path, list(range(40)))
+
+
+def test_costs_timed_on_a_busy_or_moving_machine_are_refused_and_not_kept(tmp_path, monkeypatch):
+    """A 1.5B's costs measured beside other jobs read v(2) 0.50, v(3) 0.50 and the screen
+    predicted ×3.9 over k 0: such timings are refused in one line, and nothing is kept."""
+    import pytest
+
+    from spectui.core.errors import UsageError
+
+    steady = {1: 0.060, 2: 0.094, 3: 0.130}
+    profile, measured = measure_with(monkeypatch, tmp_path, steady, busy=0.05)
+    assert measured and profile.verify == pytest.approx({1: 1.0, 2: 0.094 / 0.060, 3: 0.130 / 0.060})
+    for row_seconds, busy, words in (({1: 0.742, 2: 0.373, 3: 0.368}, 0.05, "a decode of 2 rows timed at 0.50"),
+                                     (steady, 0.6, "other processes took 60% of the cores")):
+        with pytest.raises(UsageError, match=words):
+            measure_with(monkeypatch, tmp_path / "again", row_seconds, busy)
+    assert not (tmp_path / "again" / "advise-costs").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 from spectui.advise.costs import CostProfile, cached_profile_path, load_cached_profile, profile_json
 from spectui.advise.replay import ReplayInput
 from spectui.core.errors import UsageError
+from spectui.engines.threads import BUSY_SHARE, cpu_sample, others_share
 from spectui.models.gguf_local import RECORD_FILE, GgufModel, has_gguf, tokenizer_folder
 from spectui.models.registry import ResolvedModel, gguf_dir
 
@@ -22,6 +23,7 @@ from spectui.models.registry import ResolvedModel, gguf_dir
 ROUNDS = 7
 WIDEST = 9  # rows timed where the verify has no piece (k 8 and its bonus row)
 CONTEXT_MAX = 1024  # the longest context timed: prefill is the measurement's dearest part
+FLOOR = 0.9  # a decode of n rows below this many plain steps is noise, not a cost
 Progress = Callable[[str, int, int], None]
 
 
@@ -64,6 +66,7 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
         target.logits(base, num_rows=1)
         report("prefill", 1, 1)
         timings: dict[int, list[float]] = {width: [] for width in range(1, widest + 1)}
+        before = cpu_sample()
         for round_index in range(ROUNDS):
             for width in timings:
                 started = time.perf_counter()
@@ -72,12 +75,30 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
             report("verify widths", round_index + 1, ROUNDS)
         fastest = {width: min(values) for width, values in timings.items()}
         plain = fastest[1]
+        unsteady = unsteady_measure({width: value / plain for width, value in fastest.items()},
+                                    others_share(before, cpu_sample()))
+        if unsteady:
+            raise UsageError(f"this machine's costs were not measured: {unsteady}; run advise again when it is "
+                             "quiet, or give --costs FILE from a quiet run")
         return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
                            verify={width: value / plain for width, value in fastest.items()}, piece=piece,
                            context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
                            machine=f"{platform.machine()} {platform.processor() or ''}".strip())
     finally:
         engine.close()
+
+
+def unsteady_measure(verify: dict[int, float], busy_share: float | None) -> str | None:
+    """Why timings cannot be this machine's costs, or None: other processes held the cores (a
+    share of BUSY_SHARE or more), or a decode of several rows timed under one row's cost, which
+    only a machine whose speed moved under the measurement shows."""
+    if busy_share is not None and busy_share >= BUSY_SHARE:
+        return f"other processes took {busy_share:.0%} of the cores meanwhile"
+    cheap = [(width, cost) for width, cost in sorted(verify.items()) if width > 1 and cost < FLOOR]
+    if cheap:
+        width, cost = cheap[0]
+        return f"a decode of {width} rows timed at {cost:.2f} of one row (the machine's speed moved meanwhile)"
+    return None
 
 
 def copy_draft_seconds(context: Sequence[int]) -> dict[str, float]:

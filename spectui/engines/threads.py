@@ -17,6 +17,10 @@ import time
 _last: tuple[float, float, float] | None = None  # (wall, all cores' busy seconds, our processes' CPU seconds)
 
 
+# Other processes' share of the cores past which timings are marked (the chat) or refused (advise).
+BUSY_SHARE = 0.25
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

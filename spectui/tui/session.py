@@ -9,11 +9,11 @@ from spectui.core.engine import SPECULATION_NOT_REPORTED
 from spectui.core.events import AutoChoice, Done, Step
 from spectui.core.stats import AcceptanceCounts, ReplyStats
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost, speedup
+from spectui.engines.threads import BUSY_SHARE
 from spectui.measure.costs import CostEstimate, StepTimings
 from spectui.measure.metrics import MemoryReading, ReplyClock, RollingRate
 
 
-BUSY_SHARE = 0.25  # other processes' share of the cores past which a reply's timings are marked
 
 
 class ReplyTracker:
