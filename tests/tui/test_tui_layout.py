@@ -52,6 +52,25 @@ async def test_the_footer_fits_with_help_history_and_the_palette_at_every_width(
             assert len(shown) >= 12, footer
 
 
+async def test_the_footer_keeps_no_key_it_removed(make_app):
+    """Every reply refreshes the keys (continue acts once it ends): each refresh recomposed the
+    footer, and Textual kept the removed keys through their `compact` watchers (the soak test's
+    memory grew ~450 KB a reply)."""
+    from spectui.tui.widgets.key_footer import KeyFooter
+
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(100, 24)) as pilot:
+        await ready(pilot)
+        footer = app.screen.query_one(KeyFooter)
+        for _ in range(12):
+            app.screen.refresh_bindings()
+            await pilot.pause()
+        await pilot.pause()
+        watching = [node for node, _ in getattr(footer, "__watchers", {}).get("compact", [])]
+        assert watching and all(node.is_attached for node in watching)
+        assert len(watching) <= len(footer.query("FooterKey"))
+
+
 @pytest.mark.parametrize("binding_id", ["help", "model", "engine_info", "system_prompt"])
 async def test_each_dialog_fits_80_by_24_borders_and_all(make_app, binding_id):
     app = make_app(scripted_engine_factory(), ChatConfig())

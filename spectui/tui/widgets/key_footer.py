@@ -45,6 +45,7 @@ def fitting(keys: list[FooterKey], width: int) -> list[FooterKey]:
 
 class KeyFooter(Footer):
     def compose(self):
+        self.forget_removed_keys()
         children = list(super().compose())
         palette = [child for child in children if child.has_class(PALETTE_CLASS)]
         hidden = getattr(self.screen, "footer_hidden", frozenset)()  # a screen's keys that act but say nothing here
@@ -53,6 +54,15 @@ class KeyFooter(Footer):
         room = self.size.width - sum(key_width(key) for key in palette if isinstance(key, FooterKey))  # each is one
         yield from fitting(keys, room)
         yield from palette
+
+    def forget_removed_keys(self) -> None:
+        """Drop the watchers that keys of an earlier compose left on this footer. Each FooterKey
+        data-binds `compact`, and Textual (8.2) prunes a reactive's watchers only when it changes,
+        which `compact` never does: every recompose (a reply's start and end refresh the keys)
+        kept the removed keys alive, ~450 KB a reply in the soak test."""
+        watchers = getattr(self, "__watchers", {})
+        for name, entries in watchers.items():
+            watchers[name] = [(node, callback) for node, callback in entries if node.is_attached]
 
     def on_resize(self) -> None:
         if self._bindings_ready:  # the keys that fit depend on the width
