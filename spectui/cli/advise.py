@@ -184,13 +184,13 @@ def this_machine(target: GgufModel, selection: Selection, remeasure: bool, quiet
 
 def context_ids(target: GgufModel, selection: Selection) -> list[int]:
     """A conversation of the median length (prompt and reply) to time v(n) at."""
+    from spectui.advise.measure import median_context_ids
+
     if not selection.replies:
         from spectui.models.tokenizer_json import JsonTokenizer
 
         return JsonTokenizer(target.tokenizer)(SAMPLE_CONTEXT, add_special_tokens=False)["input_ids"]
-    ranked = sorted(selection.replies, key=lambda reply: len(reply.prompt_ids) + len(reply.reply_ids))
-    middle = ranked[len(ranked) // 2]
-    return [*middle.prompt_ids, *middle.reply_ids]
+    return median_context_ids(selection.replies)
 
 
 def replay(selection: Selection, costs: CostProfile, quiet: bool, draft: DraftReplay | None = None) -> Advice:
