@@ -13,6 +13,24 @@ def test_a_profile_reads_back_as_it_was_written():
     assert profile_from(PROFILE.as_dict(), "test") == PROFILE
 
 
+def test_llama_cpps_plain_step_reads_back_and_a_profile_without_it_has_none():
+    from dataclasses import replace
+
+    import json
+
+    import pytest
+
+    from spectui.advise.costs import profile_json
+    from spectui.core.errors import UsageError
+
+    with_anchor = replace(PROFILE, llamacpp_plain_seconds=0.0105)
+    assert profile_from(json.loads(profile_json(with_anchor)), "test") == with_anchor
+    older = {key: value for key, value in PROFILE.as_dict().items() if key != "llamacpp_plain_seconds"}
+    assert profile_from(older, "test").llamacpp_plain_seconds is None
+    with pytest.raises(UsageError, match="llamacpp_plain_seconds must be above 0"):
+        profile_from({**PROFILE.as_dict(), "llamacpp_plain_seconds": 0}, "test")
+
+
 def test_a_width_past_the_measured_ones_follows_the_last_two():
     unpieced = CostProfile("m", "b", 0.01, {1: 1.0, 2: 1.5, 3: 2.25})
     assert unpieced.rows_cost(5) == 2.25 + 2 * 0.75
@@ -72,6 +90,7 @@ def measure_with(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: flo
     monkeypatch.setattr("spectui.models.tokenizer_json.JsonTokenizer", lambda folder: None)
     monkeypatch.setattr(measure, "time", clock)
     monkeypatch.setattr(measure, "others_share", lambda before, after: busy)
+    monkeypatch.setattr(measure, "llamacpp_plain_step", lambda gguf, context: 0.001 * len(context))
     model = measure.GgufModel("smollm2-135m", None, tmp_path / "x.gguf", tmp_path)  # type: ignore[arg-type]  # never loaded: the engine is faked
     return measure.this_machine_profile(model, tmp_path, list(range(40)))
 
@@ -86,6 +105,8 @@ def test_costs_timed_on_a_busy_or_moving_machine_are_refused_and_not_kept(tmp_pa
     steady = {1: 0.060, 2: 0.094, 3: 0.130}
     profile, measured = measure_with(monkeypatch, tmp_path, steady, busy=0.05)
     assert measured and profile.verify == pytest.approx({1: 1.0, 2: 0.094 / 0.060, 3: 0.130 / 0.060})
+    # llama.cpp's plain step decodes one token after the same cached tokens as v(n)
+    assert profile.llamacpp_plain_seconds == pytest.approx(0.001 * (profile.context_tokens + 1))
     for row_seconds, busy, words in (({1: 0.742, 2: 0.373, 3: 0.368}, 0.05, "a decode of 2 rows timed at 0.50"),
                                      (steady, 0.6, "other processes took 60% of the cores")):
         with pytest.raises(UsageError, match=words):

@@ -171,3 +171,32 @@ def test_save_costs_writes_the_profile_it_charged(history, tmp_path):
 def test_a_draft_with_a_costs_file_that_has_no_draft_cost_is_one_line(history, tmp_path):
     _, costs = history
     one_error_line(advise("--costs", str(costs), "--draft", "smollm2-135m"), "no draft model's cost")
+
+
+def test_without_llama_cpps_plain_step_the_column_shows_a_dash(history):
+    _, costs = history
+    result = advise("--costs", str(costs))
+    assert result.exit_code == 0, result.stderr
+    plain_row = next(line for line in result.stdout.splitlines() if line.startswith("plain"))
+    assert "—" in plain_row and "vs llama.cpp plain" not in " ".join(result.stdout.split()).split("for your chats")[1]
+    data = json.loads(advise("--costs", str(costs), "--json").stdout)
+    assert data["baseline"]["predicted_vs_llamacpp_plain"] is None
+
+
+def test_llama_cpps_plain_step_gives_every_arm_its_speed_over_llama_cpp(history, tmp_path):
+    from dataclasses import replace
+
+    path = tmp_path / "anchored.json"
+    # llama.cpp's plain step 0.011 s where spectui's is 0.010 s: k 0 is ×1.10 llama.cpp plain
+    path.write_text(profile_json(replace(COSTS, llamacpp_plain_seconds=0.011)))
+    data = json.loads(advise("--costs", str(path), "--json").stdout)
+    assert data["baseline"]["predicted_vs_llamacpp_plain"] == pytest.approx(1.1)
+    for arm in data["arms"]:
+        assert arm["predicted_vs_llamacpp_plain"] == pytest.approx(1.1 * arm["predicted_speedup"])
+    assert "vs llama.cpp plain" in data["recommendation"]
+    result = advise("--costs", str(path))
+    assert result.exit_code == 0, result.stderr
+    plain_row = next(line for line in result.stdout.splitlines() if line.startswith("plain"))
+    assert "×1.10" in plain_row and "—" not in plain_row
+    words = " ".join(result.stdout.split())  # rich wraps the long lines at the terminal's width
+    assert "llama.cpp plain 11.0 ms" in words and "vs llama.cpp plain" in words.split("for your chats")[1]

@@ -123,14 +123,25 @@ class Advice:
     def best(self) -> ArmResult:
         return max(self.arms, key=lambda arm: arm.speedup, default=self.baseline)
 
+    def vs_llamacpp(self, arm: ArmResult) -> float | None:
+        """The arm's predicted speed over llama.cpp's plain decoding on the same GGUF, where the
+        profile holds llama.cpp's plain step (it is charged per decoded token, as the arm is)."""
+        plain = self.costs.llamacpp_plain_seconds
+        return plain * arm.tokens / arm.seconds if plain and arm.seconds else None
+
     def recommendation(self) -> str:
         if not self.baseline.replies:
             return "no reply to replay: nothing to recommend"
         best = self.best
         rests = f"(predicted from {self.baseline.replies} replies, {self.baseline.tokens:,} tokens)"
         if best.speedup < 1 + SAME_SPEED:
-            return f"for your chats: k 0 (plain decoding); no drafter is predicted to pay here, the best is {best.name} ×{best.speedup:.2f} {rests}"
-        return f"for your chats: {best.drafter}, k {best.k}, ×{best.speedup:.2f} over k 0 {rests}"
+            return (f"for your chats: k 0 (plain decoding){self._llamacpp(self.baseline)}; no drafter is predicted to pay "
+                    f"here, the best is {best.name} ×{best.speedup:.2f} {rests}")
+        return f"for your chats: {best.drafter}, k {best.k}, ×{best.speedup:.2f} over k 0{self._llamacpp(best)} {rests}"
+
+    def _llamacpp(self, arm: ArmResult) -> str:
+        ratio = self.vs_llamacpp(arm)
+        return "" if ratio is None else f", ×{ratio:.2f} vs llama.cpp plain"
 
     def checks(self) -> list[dict]:
         """Per reply: the arm it ran, its recorded accepted drafts and the replay's for that arm."""
@@ -149,9 +160,12 @@ class Advice:
 
     def as_dict(self) -> dict:
         return {"prediction": "replayed at T = 0 (exact acceptance) at the costs below", "costs": self.costs.as_dict(),
-                "recommendation": self.recommendation(), "baseline": self.baseline.as_dict(),
-                "arms": [arm.as_dict() for arm in self.arms], "replies": len(self.selection.replies),
+                "recommendation": self.recommendation(), "baseline": self._arm_dict(self.baseline),
+                "arms": [self._arm_dict(arm) for arm in self.arms], "replies": len(self.selection.replies),
                 "conversations": self.selection.conversations, "skipped": self.selection.skipped, "checks": self.checks()}
+
+    def _arm_dict(self, arm: ArmResult) -> dict:
+        return {**arm.as_dict(), "predicted_vs_llamacpp_plain": self.vs_llamacpp(arm)}
 
 
 def replayed_arm_name(reply: ChatReply) -> str:

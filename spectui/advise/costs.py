@@ -31,6 +31,9 @@ class CostProfile:
     draft_seconds: dict[str, float] = field(default_factory=dict)  # copy drafter -> seconds per drafting step
     overhead_seconds: float = 0.0  # the loop's own time per step, outside drafting and verifying
     machine: str = ""
+    # llama.cpp's own plain step on the same GGUF at context_tokens (its defaults, as the bench's
+    # llamacpp arm runs): what "vs llama.cpp plain" divides by; None where it was not measured
+    llamacpp_plain_seconds: float | None = None
 
     def rows_cost(self, rows: int) -> float:
         """A decode of `rows` rows in plain steps; past the widest measured, the line through the last two."""
@@ -93,6 +96,7 @@ def profile_from(data: object, where: str) -> CostProfile:
         draft_seconds={str(method): _number(value, where, f"draft_seconds.{method}") for method, value in drafts.items()},
         overhead_seconds=_number(data.get("overhead_seconds", 0.0), where, "overhead_seconds"),
         machine=str(data.get("machine", "")),
+        llamacpp_plain_seconds=_optional_positive(data.get("llamacpp_plain_seconds"), where, "llamacpp_plain_seconds"),
     )
 
 
@@ -107,6 +111,10 @@ def _positive(value: object, where: str, name: str) -> float:
     if number <= 0:
         raise UsageError(f"{where}: {name} must be above 0")
     return number
+
+
+def _optional_positive(value: object, where: str, name: str) -> float | None:
+    return None if value is None else _positive(value, where, name)
 
 
 def read_profile(path: Path) -> CostProfile:

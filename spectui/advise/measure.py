@@ -75,6 +75,8 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
             report("verify widths", round_index + 1, ROUNDS)
         fastest = {width: min(values) for width, values in timings.items()}
         plain = fastest[1]
+        report("llama.cpp plain", 0, 1)
+        llamacpp = llamacpp_plain_step(model.gguf, base + tail[:1])
         unsteady = unsteady_measure({width: value / plain for width, value in fastest.items()},
                                     others_share(before, cpu_sample()))
         if unsteady:
@@ -83,9 +85,23 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
         return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
                            verify={width: value / plain for width, value in fastest.items()}, piece=piece,
                            context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
-                           machine=f"{platform.machine()} {platform.processor() or ''}".strip())
+                           machine=f"{platform.machine()} {platform.processor() or ''}".strip(),
+                           llamacpp_plain_seconds=llamacpp)
     finally:
         engine.close()
+
+
+def llamacpp_plain_step(gguf: Path, context: Sequence[int]) -> float:
+    """llama.cpp's own plain step on the same GGUF at len(context) cached tokens, with its
+    defaults (as the bench's llamacpp arm runs it): the fastest of ROUNDS one-token decodes."""
+    from spectui.advise.draft_model import draft_token_seconds
+    from spectui.engines.ggml.lib import LlamaModel
+
+    anchor = LlamaModel(gguf, batch_invariant=False)
+    try:
+        return draft_token_seconds(anchor, context, rounds=ROUNDS)
+    finally:
+        anchor.close()
 
 
 def unsteady_measure(verify: dict[int, float], busy_share: float | None) -> str | None:

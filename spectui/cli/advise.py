@@ -226,8 +226,10 @@ def show(advice: Advice) -> None:
 def costs_line(costs: CostProfile) -> str:
     widths = ", ".join(f"v({rows}) {value:.2f}" for rows, value in sorted(costs.verify.items()))
     piece = f", verify in pieces of {costs.piece}" if costs.piece else ""
+    llamacpp = (f"; llama.cpp plain {costs.llamacpp_plain_seconds * 1000:.1f} ms" if costs.llamacpp_plain_seconds
+                else "; llama.cpp plain not measured (—)")
     return (f"predicted: replayed at T = 0, charged at the costs of {costs.model} on {costs.backend}: plain step "
-            f"{costs.plain_seconds * 1000:.1f} ms at {costs.context_tokens} tokens, {widths}{piece}")
+            f"{costs.plain_seconds * 1000:.1f} ms at {costs.context_tokens} tokens, {widths}{piece}{llamacpp}")
 
 
 def advice_table(advice: Advice) -> Table:
@@ -237,11 +239,12 @@ def advice_table(advice: Advice) -> Table:
     best = advice.best
     table = Table(title="Predicted speed vs k 0 on your chats (replayed at T = 0, exact acceptance)", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
-    for header in ("drafter", "k", "speed", "γ", "τ", "coloured", "replies", "tokens"):
+    for header in ("drafter", "k", "speed", "vs llama.cpp plain", "γ", "τ", "coloured", "replies", "tokens"):
         table.add_column(header, justify="left" if header == "drafter" else "right", no_wrap=header == "drafter")
     for arm in [advice.baseline, *advice.arms]:
         style = "bold green" if arm is best and arm.speedup > 1 else None
-        table.add_row(arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}",
+        versus = advice.vs_llamacpp(arm)
+        table.add_row(arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}", "—" if versus is None else f"×{versus:.2f}",
                       "–" if arm.gamma is None else f"{arm.gamma:.2f}", "–" if arm.tau is None else f"{arm.tau:.2f}",
                       f"{arm.coloured_share:.0%}", str(arm.replies), f"{arm.tokens:,}", style=style)
     return table
