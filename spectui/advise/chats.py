@@ -35,6 +35,7 @@ class ChatReply(ReplayInput):
     message_id: int = 0
     recorded: tuple[Step, ...] = ()  # the steps the reply ran
     settings: dict = field(default_factory=dict)  # what it ran with (k, auto_k, method, temperature)
+    messages: tuple[Message, ...] = ()  # the chat before it, as its prompt ids were built from (bench --history sends them)
 
     @property
     def arm(self) -> str:
@@ -117,7 +118,8 @@ def _reply(conversation_id: int, message: StoredMessage, before: list[StoredMess
     systems = [m for m in before if m.role == "system"][-1:]
     messages: list[Message] = [{"role": m.role, "content": m.content} for m in systems + [m for m in before if m.role != "system"]]
     prompt = tuple(encode(tokenizer, messages))
-    return ChatReply(prompt, ids, message.finish_reason, conversation_id, message.id, steps, dict(message.settings))
+    return ChatReply(prompt, ids, message.finish_reason, conversation_id, message.id, steps, dict(message.settings),
+                     tuple(messages))
 
 
 def _same_text(tokenizer: Tokenizer, ids: Sequence[int], steps: Sequence[Step]) -> bool:

@@ -150,16 +150,22 @@ def bench(
     ),
     contended: bool = typer.Option(False, "--contended", help="Run every case beside one busy process (a machine that is not idle)."),
     force: bool = typer.Option(False, "--force", help="Replace existing --json, --markdown and --plots files."),
+    history: bool = typer.Option(False, "--history", help="Time the arms on your saved prompts (advise's), each "
+                                 "beside the replay's predicted speed: spectui's copy drafters (suffix, ngram) only."),
+    last: Optional[int] = typer.Option(None, "--last", help="--history: only the N most recent conversations."),
+    conversation: Optional[int] = typer.Option(None, "--conversation", help="--history: only this conversation."),
+    since: Optional[str] = typer.Option(None, "--since", help="--history: only conversations active since DATE."),
     settings: Given = PASSED_BY_TAKES_SETTINGS,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from dataclasses import replace
-
-    from spectui.cli.bench import check_bench_options, check_outputs, parse_list, run_bench_command, run_report_command
+    from spectui.cli.bench import check_bench_options, check_outputs, run_bench_command, run_report_command
+    from spectui.cli.bench_history import HistoryChoice, check_history_flags, run_history_bench
 
     methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
     temperatures = old_temperatures if old_temperatures is not None else temperatures
+    choice = HistoryChoice(last, conversation, since, settings["max_tokens"], json_path)
     try:
+        check_history_flags(history, choice, report)
         check_outputs(None if report is not None else json_path, markdown_path, force)
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
@@ -168,17 +174,10 @@ def bench(
                                             max_tokens=settings["max_tokens"], contended=contended,
                                             json_path=json_path, plots_dir=plots, markdown_path=markdown_path, force=force)
         # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
-        options = settings.engine_options(method="draft" if "draft" in bench_options.methods else "ngram", k=anchor_k)
-        from spectui.bench.drafters import heads_by_method
-        from spectui.bench.plan import VLLM_METHODS
-
-        from spectui.models.registry import resolve_pair
-
-        heads_folders = heads_by_method(list(bench_heads or []), bench_options.methods)
-        models = resolve_pair(options.model, options.draft)  # the bench runs its engines here
-        bench_options = replace(bench_options, heads=heads_folders,
-                                vllm_methods=parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None)
-        code = run_bench_command(options, models, bench_options)
+        options = settings.engine_options(method="draft" if "draft" in bench_options.methods and not history else "ngram",
+                                          k=anchor_k)
+        code = run_history_bench(options, bench_options, choice) if history else \
+            run_bench_command(options, bench_options, bench_heads, vllm_methods)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)

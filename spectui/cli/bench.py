@@ -116,7 +116,21 @@ def run_with_progress(err: Console, cases: list[Case], arms: list[Arm], runners:
         raise SpectuiError(f"bench stopped: {type(error).__name__}: {first}") from error
 
 
-def run_bench_command(options: EngineOptions, models: ModelPair, bench: BenchOptions) -> int:
+def run_bench_command(options: EngineOptions, bench: BenchOptions, heads: list[Path] | None = None,
+                      vllm_methods: str | None = None) -> int:
+    """The checked options run on the workload suite (--history: spectui.cli.bench_history)."""
+    from spectui.bench.drafters import heads_by_method
+    from spectui.bench.plan import VLLM_METHODS
+    from spectui.models.registry import resolve_pair
+
+    heads_folders = heads_by_method(list(heads or []), bench.methods)
+    models = resolve_pair(options.model, options.draft)  # the bench runs its engines here
+    bench = replace(bench, heads=heads_folders,
+                    vllm_methods=parse_list("vllm-methods", vllm_methods, VLLM_METHODS) if vllm_methods else None)
+    return run_suite(options, models, bench)
+
+
+def run_suite(options: EngineOptions, models: ModelPair, bench: BenchOptions) -> int:
     from rich.console import Console
 
     # Imported before the run, which can last an hour: the report must be the code it started with.
