@@ -75,6 +75,9 @@ TINY: dict[str, Tiny] = {
     "cross_vocab.py": Tiny(("--targets", "qwen2.5-coder-0.5b", "--draft", SMOL, "--k", "2", "--tokens", "4",
                             "--markdown", "{tmp}/cross.md"), (), {"cross.md": ("qwen2.5-coder-0.5b",)}, slow=True),
     "tmux_plain_server.sh": Tiny(("{port}",), (" tokens in ",), needs="tmux"),
+    "advise_vs_timed.py": Tiny(("--tiny", "--markdown", "{tmp}/advise.md"), ("wrote",),
+                               {"advise.md": ("| chat-code-python |", "Full run", "| ngram k auto |", "replayed vs k 0")},
+                               slow=True, timeout=1500),
 }
 # Scripts another test already runs, and which one.
 ELSEWHERE = {

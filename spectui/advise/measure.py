@@ -47,8 +47,11 @@ def cached_gguf(resolved: ResolvedModel) -> GgufModel:
     return GgufModel(resolved.name, resolved, gguf, tokenizer_folder(resolved, gguf))
 
 
-def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Progress | None = None) -> CostProfile:
-    """Time the real target on ggml at len(context_ids) cached tokens (capped at CONTEXT_MAX)."""
+def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Progress | None = None,
+                    refuse_unsteady: bool = True) -> CostProfile:
+    """Time the real target on ggml at len(context_ids) cached tokens (capped at CONTEXT_MAX).
+    refuse_unsteady False (a benchmark that reports it): timings from a busy machine are kept, and
+    the profile's machine says why they are not steady."""
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.tokenizer_json import JsonTokenizer
 
@@ -79,13 +82,14 @@ def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Prog
         llamacpp = llamacpp_plain_step(model.gguf, base + tail[:1])
         unsteady = unsteady_measure({width: value / plain for width, value in fastest.items()},
                                     others_share(before, cpu_sample()))
-        if unsteady:
+        if unsteady and refuse_unsteady:
             raise UsageError(f"this machine's costs were not measured: {unsteady}; run advise again when it is "
                              "quiet, or give --costs FILE from a quiet run")
         return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
                            verify={width: value / plain for width, value in fastest.items()}, piece=piece,
                            context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
-                           machine=f"{platform.machine()} {platform.processor() or ''}".strip(),
+                           machine=f"{platform.machine()} {platform.processor() or ''}".strip()
+                           + (f" (unsteady: {unsteady})" if unsteady else ""),
                            llamacpp_plain_seconds=llamacpp)
     finally:
         engine.close()
