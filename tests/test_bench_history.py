@@ -144,3 +144,33 @@ def test_bad_input_is_one_line(history, tokenizer, monkeypatch, data_dir):
 
 def test_no_history_is_one_line(data_dir):
     one_error_line(bench(), "no history at")
+
+
+@pytest.mark.slow
+def test_a_real_history_is_timed_token_for_token_and_kept_as_the_replay_keeps(data_dir, tmp_path):
+    """SmolLM2 on ggml writes a chat into the history; bench --history times it again with the
+    real engine: every timed reply equals the saved one (the prompt rebuilt as the chat built it),
+    and prompt lookup at a fixed k keeps the drafts the replay keeps."""
+    pytest.importorskip("llama_cpp_py_sync")
+    from advise_chats import CHATS, recorded_history
+    from spectui.advise.measure import cached_gguf
+    from spectui.core.events import Control
+    from spectui.engines.ggml.load import load_ggml_engine
+    from spectui.models.registry import resolve
+    from spectui.models.tokenizer_json import JsonTokenizer
+
+    model = cached_gguf(resolve("smollm2-135m"))
+    engine = load_ggml_engine(model.gguf, JsonTokenizer(model.tokenizer), "ngram", threads=1, target_name=model.name)
+    try:
+        recorded_history(data_dir / "history.sqlite3", engine, {"ngram": Control(0, 0.0)}, chats=(CHATS[0][:1],))
+    finally:
+        engine.close()
+    kept = cached_profile_path(data_dir, COSTS.model, COSTS.backend)
+    kept.parent.mkdir()
+    kept.write_text(profile_json(COSTS))
+    out = tmp_path / "real.json"
+    result = bench("--method", "ngram", "--k", "0,3", "--repeats", "1", "--max-tokens", "16", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    rows = {row["arm"]: row for row in json.loads(out.read_text())["history"]}
+    assert [row["same_replies"] for row in rows.values()] == [1, 1]
+    assert rows["spectui ngram k=3"]["timed_accepted"] == rows["spectui ngram k=3"]["replayed_accepted"]

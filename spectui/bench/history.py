@@ -76,6 +76,8 @@ class TimedVsReplayed:
     predicted_speedup: float | None
     same_replies: int  # timed replies whose tokens equal the saved reply's
     replies: int
+    timed_accepted: int | None = None  # drafts kept in the first round's replies
+    replayed_accepted: int | None = None  # drafts the replay keeps over the same replies
 
     @property
     def difference(self) -> float | None:
@@ -88,7 +90,8 @@ class TimedVsReplayed:
         return {"arm": self.arm.label, "method": self.arm.method, "k": AUTO if self.arm.auto else self.arm.k,
                 "timed_tokens_per_s": self.timed_tokens_per_s, "timed_speedup": self.timed_speedup,
                 "predicted_speedup": self.predicted_speedup, "difference": self.difference,
-                "same_replies": self.same_replies, "replies": self.replies}
+                "same_replies": self.same_replies, "replies": self.replies,
+                "timed_accepted": self.timed_accepted, "replayed_accepted": self.replayed_accepted}
 
 
 def timed_rate(cases: Sequence[CaseResult], arm: Arm) -> float | None:
@@ -116,6 +119,17 @@ def same_as_saved(cases: Sequence[CaseResult], arm: Arm, replies: Sequence[ChatR
     return same
 
 
+def first_round_accepted(cases: Sequence[CaseResult], arm: Arm) -> int | None:
+    """Drafts the target kept in the arm's first-round replies (None where a case did not run it)."""
+    kept = 0
+    for case in cases:
+        result = case.arm(arm)
+        if result is None or not result.replies:
+            return None
+        kept += sum(step.num_accepted for step in result.replies[0].steps)
+    return kept
+
+
 def replayed_arm(advice: Advice, drafters: dict[str, Drafter], arm: Arm) -> ReplayedArm | None:
     if not arm.speculative and not arm.auto:
         return advice.baseline
@@ -134,5 +148,6 @@ def timed_vs_replayed(cases: Sequence[CaseResult], arms: Sequence[Arm], advice: 
         predicted = replayed_arm(advice, drafters, arm)
         rows.append(TimedVsReplayed(arm, rate, rate / base if rate and base else None,
                                     predicted.speedup if predicted is not None else None,
-                                    same_as_saved(cases, arm, replies), len(replies)))
+                                    same_as_saved(cases, arm, replies), len(replies), first_round_accepted(cases, arm),
+                                    predicted.accepted if predicted is not None else None))
     return rows

@@ -110,11 +110,12 @@ def history_table(rows: list[TimedVsReplayed], replies: int) -> Table:
 
     table = Table(title=f"Timed vs replayed on {replies} of your saved prompts (T = 0; speeds over k 0)",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header in ("arm", "timed tok/s", "timed", "replayed", "diff", "same reply"):
+    for header in ("arm", "timed tok/s", "timed", "replayed", "diff", "kept", "same reply"):
         table.add_column(header, justify="left" if header == "arm" else "right", no_wrap=header == "arm")
     for row in rows:
         table.add_row(row.arm.label, ratio(row.timed_tokens_per_s, "{:.1f}"), ratio(row.timed_speedup),
                       ratio(row.predicted_speedup), "—" if row.difference is None else f"{row.difference:+.1%}",
+                      f"{ratio(row.timed_accepted, '{}')}/{ratio(row.replayed_accepted, '{}')}",
                       f"{row.same_replies}/{row.replies}")
     return table
 
@@ -122,7 +123,7 @@ def history_table(rows: list[TimedVsReplayed], replies: int) -> Table:
 def history_note(rows: list[TimedVsReplayed]) -> str:
     """What the columns are, and a warning where the timed replies are not the saved ones."""
     note = ("timed: decode speed over k 0 in this run; replayed: advise's prediction for the same replies at this "
-            "machine's kept costs; diff: replayed over timed, less one")
+            "machine's kept costs; diff: replayed over timed, less one; kept: drafts kept, timed (first round) / replayed")
     differ = max((row.replies - row.same_replies for row in rows), default=0)
     if differ:
         note += (f"\n{differ} of {rows[0].replies} timed replies differ from the saved ones (another model, "
