@@ -114,12 +114,33 @@ async def test_ctrl_f2_shows_the_replayed_table_and_the_recommendation(make_app,
             row = by_arm[(arm.drafter, str(arm.k))]
             assert row[2] == f"×{arm.speedup:.2f}" and row[6] == str(arm.replies) == "3", row
         assert by_arm[("suffix", "4")][2] != "×1.00"  # a real replay: copying the prompt's code pays
+        assert {row[8] for row in rows} == {"–"}  # the kept costs hold no llama.cpp plain step
         assert "replayed at T = 0" in text_of(screen, "#advise-predicted")
         assert text_of(screen, "#advise-recommendation") == expected.recommendation()
         assert "Left out: 1 sampled at T > 0" in text_of(screen, "#advise-costs")
         assert "Costs of smollm2-135m on test: plain step 10.0 ms" in text_of(screen, "#advise-costs")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is app.chat_screen)
+
+
+async def test_with_llama_cpps_plain_step_kept_each_row_shows_its_speed_over_it(make_app, history, costs_kept, tokenizer):
+    from dataclasses import replace
+
+    anchored = replace(COSTS, llamacpp_plain_seconds=0.012)  # k 0 is ×1.20 llama.cpp's
+    costs_kept.write_text(profile_json(anchored))
+    conversations = read_conversations(history)
+    expected = advise(chat_replies(conversations, tokenizer, max(tokenizer.get_vocab().values()) + 1), anchored)
+    app = chat_app(make_app)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        rows = table_rows(screen)
+        assert rows[0][8] == "×1.20"
+        by_arm = {(row[0], row[1]): row for row in rows}
+        for arm in expected.arms:
+            assert by_arm[(arm.drafter, str(arm.k))][8] == f"×{expected.vs_llamacpp(arm):.2f}"
+        assert "vs llama.cpp plain" in text_of(screen, "#advise-recommendation")
 
 
 async def test_the_palette_and_slash_advise_open_it(make_app, history):

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from spectui.tui.screens.chat import ChatScreen
 
 HISTORY, THIS_CHAT = "the whole history", "this chat"
-HEADERS = ("drafter", "k", "speed vs k 0", "γ", "τ", "coloured", "replies", "tokens")
+HEADERS = ("drafter", "k", "speed vs k 0", "γ", "τ", "coloured", "replies", "tokens", "vs llama.cpp")
 PREDICTED = ("Predicted: your saved replies replayed at T = 0 (exact acceptance), charged at this "
              "machine's measured costs; no reply is run again.")
 
@@ -194,7 +194,7 @@ class AdviseScreen(ModalScreen):
         for arm in [advice.baseline, *advice.arms]:
             style = "bold green" if arm is best and arm.speedup > 1 else ""
             cells = (arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}", number(arm.gamma), number(arm.tau),
-                     f"{arm.coloured_share:.0%}", str(arm.replies), f"{arm.tokens:,}")
+                     f"{arm.coloured_share:.0%}", str(arm.replies), f"{arm.tokens:,}", number(advice.vs_llamacpp(arm), "×{:.2f}"))
             table.add_row(*(Text(cell, style=style, justify="left" if i == 0 else "right") for i, cell in enumerate(cells)))
 
     def show_apply(self) -> None:
@@ -238,8 +238,8 @@ class AdviseScreen(ModalScreen):
         self.dismiss()
 
 
-def number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+def number(value: float | None, shape: str = "{:.2f}") -> str:
+    return "–" if value is None else shape.format(value)
 
 
 def costs_text(advice: Advice) -> str:
