@@ -137,6 +137,7 @@ def test_bad_input_is_one_line(history, tokenizer, monkeypatch, data_dir):
     one_error_line(bench("--conversation", "99"), "no conversation 99")
     one_error_line(bench("--since", "someday"), "--since")
     one_error_line(bench("--last", "0"), "--last must be 1 or more")
+    one_error_line(bench("--markdown", "x.md"), "--markdown is the suite's")
     from spectui.cli.app import app
 
     one_error_line(CliRunner().invoke(app, ["bench", "--last", "2"]), "--last", "--history")

@@ -165,7 +165,7 @@ def bench(
     temperatures = old_temperatures if old_temperatures is not None else temperatures
     choice = HistoryChoice(last, conversation, since, settings["max_tokens"], json_path)
     try:
-        check_history_flags(history, choice, report)
+        check_history_flags(history, choice, {"--report": report, "--markdown": markdown_path, "--plots": plots})
         check_outputs(None if report is not None else json_path, markdown_path, force)
         if report is not None:
             paths = [Path(item.strip()) for item in report.split(",") if item.strip()]

@@ -29,16 +29,18 @@ class HistoryChoice:
     json_path: Path | None = None
 
 
-def check_history_flags(history: bool, choice: HistoryChoice, report: str | None) -> None:
-    """advise's chat flags belong to --history; --history times, it does not re-report."""
+def check_history_flags(history: bool, choice: HistoryChoice, reports: dict[str, object]) -> None:
+    """advise's chat flags belong to --history; --history prints its table and writes --json,
+    not the suite's reports (`reports`: those flags and their values)."""
     given = [flag for flag, value in (("--last", choice.last), ("--conversation", choice.conversation),
                                       ("--since", choice.since)) if value is not None]
     if given and not history:
         raise UsageError(f"{', '.join(given)}: these choose saved chats for --history, which was not given")
     if choice.last is not None and choice.last < 1:
         raise UsageError(f"--last must be 1 or more; got {choice.last}")
-    if history and report is not None:
-        raise UsageError("--history runs your saved prompts; --report only reads saved --json files: give one")
+    refused = [flag for flag, value in reports.items() if value is not None]
+    if history and refused:
+        raise UsageError(f"--history prints its own table (and --json): {', '.join(refused)} is the suite's, leave it out")
 
 
 def history_methods(methods: list[str]) -> list[str]:
