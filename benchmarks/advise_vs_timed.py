@@ -60,7 +60,7 @@ def arm_name(arm: Arm) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="The target (a cached GGUF; default: the settings' default model).")
+    parser.add_argument("--model", default=None, help="The target (a cached GGUF; default: the configured model, as advise's).")
     parser.add_argument("--categories", default=",".join(CATEGORIES))
     parser.add_argument("--methods", default="suffix,ngram", help="Copy drafters: suffix, ngram.")
     parser.add_argument("--k", default="0,4,auto")
@@ -81,12 +81,15 @@ def run(args: argparse.Namespace) -> tuple[list[CaseResult], list[Arm], dict[int
     from spectui.bench.plan import BenchOptions, plan_arms, plan_cases, run_bench
     from spectui.bench.workloads import suite
     from spectui.cli.bench import build_runners
-    from spectui.models.registry import ModelPair, resolve
+    from spectui.models.registry import ModelPair, resolve_pair
     from spectui.settings.checks import check_k_list
     from spectui.settings.options import AUTO_START_K, EngineOptions
 
-    options = EngineOptions(method="ngram", k=AUTO_START_K, **({"model": args.model} if args.model else {}))
-    target = cached_gguf(resolve(options.model))
+    from spectui.settings.config import load_config
+
+    pair = resolve_pair(args.model or load_config().model, None)  # None: the default target
+    options = EngineOptions(model=pair.target.name, method="ngram", k=AUTO_START_K)
+    target = cached_gguf(pair.target)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     ks, auto = check_k_list(args.k)
     categories = [c.strip() for c in args.categories.split(",")]
