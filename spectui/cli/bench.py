@@ -7,7 +7,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.bench.measure import Case, Runner
 from spectui.bench.plan import (
@@ -231,7 +231,7 @@ def warm_up(runners: dict, arms: list[Arm], case: Case) -> None:
 
 
 def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, anchor_k: int,
-                        temperatures: str | None, repeats: int, categories: str | None, **rest) -> BenchOptions:
+                        temperatures: str | None, repeats: int, categories: str | None, **rest: Any) -> BenchOptions:
     """The command line's bench options checked, each bad one a one-line OptionError; `rest`
     (the outputs, max_tokens, contended) passes through as given."""
     from spectui.bench.workloads import SUITES
