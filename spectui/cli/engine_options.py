@@ -75,7 +75,7 @@ def takes_settings(command: str):
             given = Given(command, {setting.name: values.pop(setting.name) for setting in table})
             return function(**values, settings=given)
 
-        run.__signature__ = signature.replace(parameters=parameters)
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]  # typer reads it; wraps' type omits it
         run.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
         return run
 

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core import json_text
 from spectui.core.errors import ModelError, UsageError
@@ -466,7 +466,7 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
     return built
 
 
-def load_model(model: ResolvedModel, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
+def load_model(model: ResolvedModel, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for `model`, in eval mode with gradients off, on `device`.
 
     dtype: auto or one of DTYPES. int8 is spectui.models.quantize's batch-invariant int8 with
@@ -504,7 +504,7 @@ def _load_float(resolved: ResolvedModel, concrete: str, device: str, progress: P
         except Exception as error:
             raise ModelError(f"cannot load the model in {folder}: {_first_line(error)}") from None
     if device == "cpu":
-        model.to(device)
+        model.to(device)  # pyright: ignore[reportArgumentType]  # transformers' stubs type `to` on a generate mixin
     model.eval()
     model.requires_grad_(False)
     if concrete in ("int8", "int8-dynamic"):

@@ -256,7 +256,7 @@ def _unpacked(slices: list) -> "torch.Tensor":
 def _prepack(weight_int8: torch.Tensor, weight_scale: torch.Tensor):
     import torch
 
-    per_channel = torch._make_per_channel_quantized_tensor(
+    per_channel = torch._make_per_channel_quantized_tensor(  # pyright: ignore[reportPrivateImportUsage]  # no public form
         weight_int8, weight_scale.double(), torch.zeros(weight_int8.shape[0], dtype=torch.long), 0)
     return torch.ops.quantized.linear_prepack(per_channel, None)
 
