@@ -119,6 +119,7 @@ def device_of(*modules: torch.nn.Module) -> torch.device:
 
 def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
+    from spectui.engines.speculative.methods import drafter
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.backend import ggml_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
@@ -129,7 +130,7 @@ def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progre
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     for method in methods:
-        if method in ("medusa", "eagle"):
+        if drafter(method) == "heads":
             raise UsageError(f"{method} heads run on torch: add --backend torch")
         if method == "suffix":  # this conversation only: a case's earlier rounds are no user's history
             engine.add_proposer(method, SuffixProposer(use_history=False), None)

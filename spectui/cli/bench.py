@@ -45,14 +45,16 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     from spectui.measure.run import settle_before_timing
 
     from spectui.bench.drafters import add_ggml_drafters
-    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
+    from spectui.engines.factory import engine_choice
+    from spectui.engines.ggml.build import BackendChoice, build_ggml_engine
 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
     runner_names, methods, anchor_k, vllm_methods, heads = bench.runners, bench.methods, bench.anchor_k, bench.vllm_methods, bench.heads
     # transformers' generate and trained heads need torch's models
     on_torch = "transformers" in runner_names or bool(heads) or options.backend == "torch"
-    if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram"),
-                                       models).name == "ggml":
+    # the backend the engine's own choice gives the heaviest method asked for (a draft model needs its GGUF too)
+    heaviest = replace(target_options, method="draft" if "draft" in methods else "ngram")
+    if not on_torch and engine_choice(heaviest, models).backend == BackendChoice("ggml"):
         engine = build_ggml_engine(target_options, models, progress)
         drafters = add_ggml_drafters(engine, models, methods, progress)
     else:

@@ -26,11 +26,14 @@ def load_ggml_engine(target_gguf: Path, tokenizer: Any, method: str = "ngram", d
 
     from spectui.engines.ggml.lib import LlamaModel, library, library_version
 
-    if method == "draft" and draft_gguf is None:
+    from spectui.engines.speculative.methods import drafter
+
+    drafts_with = drafter(method)
+    if drafts_with == "draft model" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
     library()  # once, before the threads share it
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" and draft_gguf else None
+        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if drafts_with == "draft model" and draft_gguf else None
         loaded = []
         try:
             loaded.append(LlamaModel(target_gguf, threads=threads))
