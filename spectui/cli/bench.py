@@ -72,25 +72,32 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
         anchor = TransformersRunner(engine)
         runners["transformers"] = anchor.run
     if "vllm" in runner_names:
-        from spectui.engines.vllm.build import build_vllm_engine
-
-        # vLLM fixes k when it starts: one engine per method, and one without speculation.
-        vllm_methods = default_vllm_methods(methods) if vllm_methods is None else vllm_methods
-        share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
-        by_method = {}
-        for method in ("none", *vllm_methods):
-            k = 0 if method == "none" else anchor_k
-            vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
-                                   dtype="auto" if options.dtype == "int8" else options.dtype,
-                                   gpu_memory_utilization=share)
-            by_method[method] = build_vllm_engine(vllm_options, models, progress)
-            engines.append(by_method[method])
+        by_method = vllm_engines(options, models, default_vllm_methods(methods) if vllm_methods is None else vllm_methods,
+                                 anchor_k, progress)
+        engines += by_method.values()
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
     if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.anchors.llamacpp
         from spectui.bench.anchors.llamacpp import add_llamacpp
 
         runners["llamacpp"] = add_llamacpp(engine, models, methods, engines, drafters, progress)
     return runners, engines, drafters
+
+
+def vllm_engines(options: EngineOptions, models: ModelPair, vllm_methods: list[str], anchor_k: int,
+                 progress: Progress) -> dict[str, Engine]:
+    """vLLM fixes k when it starts: {method: its engine}, and "none": one without speculation,
+    the GPU shared between them."""
+    from spectui.engines.vllm.build import build_vllm_engine
+
+    share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
+    by_method = {}
+    for method in ("none", *vllm_methods):
+        k = 0 if method == "none" else anchor_k
+        vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
+                               dtype="auto" if options.dtype == "int8" else options.dtype,
+                               gpu_memory_utilization=share)
+        by_method[method] = build_vllm_engine(vllm_options, models, progress)
+    return by_method
 
 
 def run_with_progress(err: Console, cases: list[Case], arms: list[Arm], runners: dict[str, Runner], repeats: int, settings: dict,
