@@ -96,7 +96,9 @@ def test_the_edges_the_cycle_check_ignores_are_type_only():
 
 
 def test_a_runtime_import_on_an_ignored_edge_is_found(tmp_path):
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    # Its own contract: the package's list of ignored edges shrinks to nothing as circles go.
+    (tmp_path / "pyproject.toml").write_text('[[tool.importlinter.contracts]]\nname = "cycles"\ntype = "acyclic_siblings"\n'
+                                             'ignore_imports = ["spectui.host.live -> spectui.host.host"]\n')
     keys = tmp_path / "spectui" / "host" / "live.py"
     keys.parent.mkdir(parents=True)
     keys.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from spectui.host.host import EngineHost\n\n\n"

@@ -24,7 +24,8 @@ from spectui.engines.provenance import (
     split_chunk,
 )
 from spectui.engines.server.chunks import parse_chunk
-from spectui.engines.server.engine import ServerEngine, build_server_engine, draft_name, method_name
+from spectui.engines.server.engine import ServerEngine, build_server_engine
+from spectui.engines.server.probe import draft_name, method_name
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
     SpecCounters,

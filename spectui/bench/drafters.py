@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.errors import UsageError
 from spectui.models.fetch import ProgressFn
@@ -80,14 +80,14 @@ def weights_bytes(module: torch.nn.Module) -> int:
     return total
 
 
-def proposer_module(proposer):
+def proposer_module(proposer: Any) -> torch.nn.Module:
     """The drafter's own weights: the draft model, or the medusa / eagle heads."""
     if hasattr(proposer, "draft"):
         return proposer.draft.model
     return getattr(proposer, "heads", None) or getattr(proposer, "drafter")
 
 
-def kv_bytes_per_token(model) -> int:
+def kv_bytes_per_token(model: Any) -> int:
     """Keys and values one token adds to a model's cache, in the dtype it computes in."""
     config = model.config
     layers = int(config.num_hidden_layers)
@@ -117,8 +117,9 @@ def device_of(*modules: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
+def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
     """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
+    from spectui.engines.speculative.methods import drafter
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.backend import ggml_draft_proposer
     from spectui.engines.ggml.lib import LlamaModel
@@ -129,7 +130,7 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
 
     costs: dict[str, dict] = {"ngram": {"name": "prompt lookup", "weights_bytes": 0, "resident_bytes": 0}}
     for method in methods:
-        if method in ("medusa", "eagle"):
+        if drafter(method) == "heads":
             raise UsageError(f"{method} heads run on torch: add --backend torch")
         if method == "suffix":  # this conversation only: a case's earlier rounds are no user's history
             engine.add_proposer(method, SuffixProposer(use_history=False), None)
@@ -150,7 +151,7 @@ def add_ggml_drafters(engine, models: ModelPair, methods: list[str], progress: P
     return costs
 
 
-def add_drafters(engine, models: ModelPair, methods: list[str], heads: dict[str, Path],
+def add_drafters(engine: Any, models: ModelPair, methods: list[str], heads: dict[str, Path],
                  progress: ProgressFn | None = None) -> dict[str, dict]:
     """Load each method's drafter beside the engine's target; {method: what it costs}."""
     from spectui.engines.torch_backend.build import load_draft_proposer, load_heads_proposer

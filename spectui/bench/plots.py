@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from statistics import median as median_of  # of lists that each hold a value: the series below make none empty
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from spectui.bench.plan import BenchResult
 
@@ -146,7 +146,7 @@ def adaptive_bars(result: BenchResult, method: str) -> dict[str, tuple[float, fl
     return {name: (auto.best_speedup, auto.auto_speedup) for name, auto in found.items() if auto is not None}
 
 
-def save(figure, path: Path, plt, overwrite: bool = False) -> Path:
+def save(figure: Any, path: Path, plt: Any, overwrite: bool = False) -> Path:
     """Through the safe writer: a regular file only, an existing one replaced only with `overwrite`."""
     import io
 
@@ -159,7 +159,7 @@ def save(figure, path: Path, plt, overwrite: bool = False) -> Path:
     return write_user_file(path, png.getvalue(), overwrite=overwrite)
 
 
-def plot_adaptive_bars(plt, bars: dict, method: str, folder: Path, overwrite: bool = False) -> Path:
+def plot_adaptive_bars(plt: Any, bars: dict, method: str, folder: Path, overwrite: bool = False) -> Path:
     """Adaptive k against each category's best fixed k, as paired bars."""
     figure, axes = plt.subplots(figsize=(9, 5))
     names = list(bars)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from spectui.bench.runs import Arm, ArmReply
 from spectui.core.engine import Engine
@@ -48,7 +49,7 @@ class TransformersRunner:
     """transformers `generate` on the embedded engine's models: plain (greedy or sampled),
     assisted generation with the same draft model, and prompt lookup."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Any) -> None:
         from transformers.utils import logging
 
         # assisted generation warns about its own internal arguments on every call
@@ -148,7 +149,7 @@ class FirstTokenTimer:
     def start(self) -> None:
         self.started = self.clock()
 
-    def put(self, value) -> None:
+    def put(self, value: Any) -> None:
         if not self._seen_prompt:
             self._seen_prompt = True
             return

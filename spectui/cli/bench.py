@@ -7,7 +7,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.bench.measure import Case, Runner
 from spectui.bench.plan import (
@@ -45,14 +45,16 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     from spectui.measure.run import settle_before_timing
 
     from spectui.bench.drafters import add_ggml_drafters
-    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
+    from spectui.engines.factory import engine_choice
+    from spectui.engines.ggml.build import BackendChoice, build_ggml_engine
 
     target_options = replace(options, engine="embedded", method="ngram", heads=None, tree_width=1)
     runner_names, methods, anchor_k, vllm_methods, heads = bench.runners, bench.methods, bench.anchor_k, bench.vllm_methods, bench.heads
     # transformers' generate and trained heads need torch's models
     on_torch = "transformers" in runner_names or bool(heads) or options.backend == "torch"
-    if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram"),
-                                       models).name == "ggml":
+    # the backend the engine's own choice gives the heaviest method asked for (a draft model needs its GGUF too)
+    heaviest = replace(target_options, method="draft" if "draft" in methods else "ngram")
+    if not on_torch and engine_choice(heaviest, models).backend == BackendChoice("ggml"):
         engine = build_ggml_engine(target_options, models, progress)
         drafters = add_ggml_drafters(engine, models, methods, progress)
     else:
@@ -70,25 +72,32 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
         anchor = TransformersRunner(engine)
         runners["transformers"] = anchor.run
     if "vllm" in runner_names:
-        from spectui.engines.vllm.build import build_vllm_engine
-
-        # vLLM fixes k when it starts: one engine per method, and one without speculation.
-        vllm_methods = default_vllm_methods(methods) if vllm_methods is None else vllm_methods
-        share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
-        by_method = {}
-        for method in ("none", *vllm_methods):
-            k = 0 if method == "none" else anchor_k
-            vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
-                                   dtype="auto" if options.dtype == "int8" else options.dtype,
-                                   gpu_memory_utilization=share)
-            by_method[method] = build_vllm_engine(vllm_options, models, progress)
-            engines.append(by_method[method])
+        by_method = vllm_engines(options, models, default_vllm_methods(methods) if vllm_methods is None else vllm_methods,
+                                 anchor_k, progress)
+        engines += by_method.values()
         runners["vllm"] = lambda arm, *rest: run_engine(by_method[arm.method], arm, *rest)
     if "llamacpp" in runner_names:  # llama.cpp on the same GGUFs: spectui.bench.anchors.llamacpp
         from spectui.bench.anchors.llamacpp import add_llamacpp
 
         runners["llamacpp"] = add_llamacpp(engine, models, methods, engines, drafters, progress)
     return runners, engines, drafters
+
+
+def vllm_engines(options: EngineOptions, models: ModelPair, vllm_methods: list[str], anchor_k: int,
+                 progress: Progress) -> dict[str, Engine]:
+    """vLLM fixes k when it starts: {method: its engine}, and "none": one without speculation,
+    the GPU shared between them."""
+    from spectui.engines.vllm.build import build_vllm_engine
+
+    share = options.gpu_memory_utilization / (len(vllm_methods) + 1)
+    by_method = {}
+    for method in ("none", *vllm_methods):
+        k = 0 if method == "none" else anchor_k
+        vllm_options = replace(options, engine="vllm", method=method if method != "none" else (vllm_methods or ["ngram"])[0], k=k,
+                               dtype="auto" if options.dtype == "int8" else options.dtype,
+                               gpu_memory_utilization=share)
+        by_method[method] = build_vllm_engine(vllm_options, models, progress)
+    return by_method
 
 
 def run_with_progress(err: Console, cases: list[Case], arms: list[Arm], runners: dict[str, Runner], repeats: int, settings: dict,
@@ -245,7 +254,7 @@ def warm_up(runners: dict, arms: list[Arm], case: Case) -> None:
 
 
 def check_bench_options(suite_name: str, engines: str, methods: str, ks: str, anchor_k: int,
-                        temperatures: str | None, repeats: int, categories: str | None, **rest) -> BenchOptions:
+                        temperatures: str | None, repeats: int, categories: str | None, **rest: Any) -> BenchOptions:
     """The command line's bench options checked, each bad one a one-line OptionError; `rest`
     (the outputs, max_tokens, contended) passes through as given."""
     from spectui.bench.workloads import SUITES

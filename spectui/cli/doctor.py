@@ -16,8 +16,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from spectui.models.inventory import CacheItem
 
 STATUSES = ("ok", "warn", "fail")
 MIN_PYTHON = (3, 11)  # pyproject's requires-python
@@ -244,7 +248,7 @@ def _cached_model_parts(damaged: list[str], old: list[str]) -> list[str]:
     return parts
 
 
-def _verified(item) -> str | None:
+def _verified(item: CacheItem) -> str | None:
     from spectui.models.cache import verify_folder
     from spectui.models.gguf_local import verify_gguf
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Optional
 
 import typer
@@ -59,7 +60,7 @@ PASSED_BY_TAKES_SETTINGS = Given("", {})
 def takes_settings(command: str):
     """Put the table's options for `command` where the function has `settings: Given`."""
 
-    def decorate(function):
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(function, eval_str=True)
         table = settings_for(command)
         parameters = []
@@ -74,7 +75,7 @@ def takes_settings(command: str):
             given = Given(command, {setting.name: values.pop(setting.name) for setting in table})
             return function(**values, settings=given)
 
-        run.__signature__ = signature.replace(parameters=parameters)
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]  # typer reads it; wraps' type omits it
         run.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
         return run
 

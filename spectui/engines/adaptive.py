@@ -302,6 +302,10 @@ class AdaptiveK:
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
+        self._observe_timing(step)
+
+    def _observe_timing(self, step: Step) -> None:
+        """The step's verify forward, a point of V(k), and its speed over the plain rate's."""
         # a row per draft the verify held, and one more (n-gram may find fewer; pieces stop early)
         self.verify_points.append((step.num_verified, step.verify_seconds))
         overhead = self.overhead_seconds or 0.0
@@ -341,14 +345,6 @@ class AdaptiveK:
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
         return (CHEAP_PROBE_AFTER, CHEAP_PROBE_AFTER_MAX) if self.cheap_probe() else (PROBE_AFTER, PROBE_AFTER_MAX)
-
-    def evidence_probe_wait(self) -> int:
-        """Declined steps of one evidence class before one draft looks again: every 4th while a
-        look is cheap, else as rarely as keeps looks at EVIDENCE_PROBE_SHARE of the time."""
-        cost = self.probe_cost()
-        if cost is None or cost < CHEAP_PROBE:
-            return CHEAP_PROBE_AFTER
-        return max(CHEAP_PROBE_AFTER, math.ceil(cost / EVIDENCE_PROBE_SHARE))
 
     def rates(self, costs: Costs, accept: list[float], offered: float | None = None) -> dict[int, float]:
         """Predicted tokens per second at every k; offered: the chance drafts come at all
@@ -412,36 +408,13 @@ class AdaptiveK:
         return AutoChoice(k, None, self.realised, f"measuring: k {k} until the costs are known")
 
     def confidence_floor(self, choice: AutoChoice) -> float:
-        """For a draft model that can stop mid-step: the chain confidence (the product of the
-        draft's probabilities for its drafts so far) below which one more draft does not pay;
-        0 when drafting was not chosen or the costs are unknown. One more draft pays when
-        chain · accept[0] beats what the same time yields at the predicted speed."""
-        extra = self.probe_cost()  # one more draft and its verify, in plain steps
-        if not choice.k or self.probing or choice.predicted_speedup is None or extra is None:
-            return 0.0  # a probe stays one cheap look
-        return min(FLOOR_MAX, choice.predicted_speedup * extra / max(self.acceptance()[0], 0.05))
+        """Where a draft model that can stop mid-step stops (stopping_floor)."""
+        return stopping_floor(self, choice)
 
     def choose_for(self, evidence: Hashable, temperature: float) -> AutoChoice:
-        """How many of the drafts in hand to verify, for a proposer that drafted first (prompt
-        lookup), from how drafts with the same evidence fared. No slow start and no hysteresis:
-        each step decides on its own evidence, and a refused draft costs only its verify width.
-        A class whose drafts do not pay is still tried with one draft every few of its steps."""
-        accept = filled(self._tables(evidence, temperature)[0])
-        costs = self.costs(temperature)
-        rates = {} if costs is None else self.rates(costs, accept, offered=1.0)
-        if costs is None or not rates[0]:
-            return self._measuring()
-        best = max(rates, key=lambda k: rates[k])
-        if best and rates[best] < rates[0] * (1 + SWITCH_MARGIN):
-            best = 0
-        why = f"match {evidence}: α {accept[0]:.2f}, draft {costs.draft_ratio():.2f}× target"
-        if best == 0:
-            key = (evidence, temperature)
-            self.declined[key] = self.declined.get(key, 0) + 1
-            if self.declined[key] >= self.evidence_probe_wait():
-                self.declined[key] = 0
-                return AutoChoice(1, rates[1] / rates[0], self.realised, f"{why} → probe k 1")
-        return AutoChoice(best, rates[best] / rates[0], self.realised, f"{why} → k {best}")
+        """How many of the drafts in hand to verify, for a proposer that drafted first: its own
+        rules (choose_for_evidence), on the costs this chooser measured."""
+        return choose_for_evidence(self, evidence, temperature)
 
 
 def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) -> AutoChoice:
@@ -454,3 +427,49 @@ def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) ->
     why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
            f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
     return AutoChoice(k, rates[k] / rates[0], chooser.realised, why)
+
+
+def stopping_floor(chooser: AdaptiveK, choice: AutoChoice) -> float:
+    """For a draft model that can stop mid-step: the chain confidence (the product of the
+    draft's probabilities for its drafts so far) below which one more draft does not pay;
+    0 when drafting was not chosen or the costs are unknown. One more draft pays when
+    chain · accept[0] beats what the same time yields at the predicted speed."""
+    extra = chooser.probe_cost()  # one more draft and its verify, in plain steps
+    if not choice.k or chooser.probing or choice.predicted_speedup is None or extra is None:
+        return 0.0  # a probe stays one cheap look
+    return min(FLOOR_MAX, choice.predicted_speedup * extra / max(chooser.acceptance()[0], 0.05))
+
+
+# A proposer that drafted first (prompt lookup): each step decides on its own evidence.
+
+
+def choose_for_evidence(chooser: AdaptiveK, evidence: Hashable, temperature: float) -> AutoChoice:
+    """How many of the drafts in hand to verify, for a proposer that drafted first (prompt
+    lookup), from how drafts with the same evidence fared. No slow start and no hysteresis:
+    each step decides on its own evidence, and a refused draft costs only its verify width.
+    A class whose drafts do not pay is still tried with one draft every few of its steps."""
+    accept = filled(chooser._tables(evidence, temperature)[0])
+    costs = chooser.costs(temperature)
+    rates = {} if costs is None else chooser.rates(costs, accept, offered=1.0)
+    if costs is None or not rates[0]:
+        return chooser._measuring()
+    best = max(rates, key=lambda k: rates[k])
+    if best and rates[best] < rates[0] * (1 + SWITCH_MARGIN):
+        best = 0
+    why = f"match {evidence}: α {accept[0]:.2f}, draft {costs.draft_ratio():.2f}× target"
+    if best == 0:
+        key = (evidence, temperature)
+        chooser.declined[key] = chooser.declined.get(key, 0) + 1
+        if chooser.declined[key] >= evidence_probe_wait(chooser):
+            chooser.declined[key] = 0
+            return AutoChoice(1, rates[1] / rates[0], chooser.realised, f"{why} → probe k 1")
+    return AutoChoice(best, rates[best] / rates[0], chooser.realised, f"{why} → k {best}")
+
+
+def evidence_probe_wait(chooser: AdaptiveK) -> int:
+    """Declined steps of one evidence class before one draft looks again: every 4th while a
+    look is cheap, else as rarely as keeps looks at EVIDENCE_PROBE_SHARE of the time."""
+    cost = chooser.probe_cost()
+    if cost is None or cost < CHEAP_PROBE:
+        return CHEAP_PROBE_AFTER
+    return max(CHEAP_PROBE_AFTER, math.ceil(cost / EVIDENCE_PROBE_SHARE))

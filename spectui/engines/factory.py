@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from spectui.core.engine import Progress
 from spectui.models.registry import ModelPair
 from spectui.settings.options import EngineOptions
+
+if TYPE_CHECKING:
+    from spectui.engines.ggml.build import BackendChoice
+    from spectui.engines.speculative.methods import Drafter
 
 
 def chosen_engine(options: EngineOptions) -> str:
@@ -29,6 +34,36 @@ def settled_method(options: EngineOptions) -> EngineOptions:
     if options.draft is None and chosen_engine(options) == "embedded" and not _on_gpu(options.device):
         return replace(options, method="suffix", auto_k=options.auto_k or options.k > 0)
     return replace(options, method="draft")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """What runs for a configuration: the engine, the method (auto made concrete), and for the
+    embedded engine its backend (why auto did not pick ggml, if it did not) and what drafts."""
+
+    options: EngineOptions  # with the method settled
+    engine: str  # embedded, vllm, server
+    backend: BackendChoice | None = None  # the embedded engine's only
+    drafter: Drafter | None = None  # the embedded engine's only
+
+
+def engine_choice(options: EngineOptions, models: ModelPair | None) -> EngineChoice:
+    """The one decision of what runs: every entry point (generate, compare, bench, the chat's
+    plan) asks this, and _build builds what it says. models: resolved, None for a server."""
+    options = settled_method(options)
+    name = chosen_engine(options)
+    if name != "embedded":
+        return EngineChoice(options, name)
+    assert models is not None, "the embedded engine runs models resolved where its options were read"
+    from spectui.core.errors import UsageError
+    from spectui.engines.ggml.build import chosen_backend
+    from spectui.engines.speculative.methods import drafter
+
+    try:
+        drafts_with = drafter(options.method)
+    except ValueError as error:  # a vLLM method: one line, before anything loads
+        raise UsageError(str(error)) from None
+    return EngineChoice(options, name, chosen_backend(options, models), drafts_with)
 
 
 def _on_gpu(device: str) -> bool:
@@ -68,8 +103,8 @@ def build_engine(options: EngineOptions, models: ModelPair | None, progress: Pro
 
 
 def _build(options: EngineOptions, models: ModelPair | None, progress: Progress | None):
-    options = settled_method(options)
-    name = chosen_engine(options)
+    choice = engine_choice(options, models)
+    options, name = choice.options, choice.engine
     if name == "server":
         from spectui.engines.server.engine import build_server_engine
 
@@ -80,9 +115,9 @@ def _build(options: EngineOptions, models: ModelPair | None, progress: Progress 
 
         return build_vllm_engine(options, models, progress=progress)
     from spectui.engines.torch_backend.build import build_embedded_engine
-    from spectui.engines.ggml.build import build_ggml_engine, chosen_backend
+    from spectui.engines.ggml.build import build_ggml_engine
 
-    backend = chosen_backend(options, models)
-    if backend.name == "ggml":
+    assert choice.backend is not None, "engine_choice picks the embedded engine's backend"
+    if choice.backend.name == "ggml":
         return build_ggml_engine(options, models, progress=progress)
-    return build_embedded_engine(options, models, progress=progress, why_torch=backend.why)
+    return build_embedded_engine(options, models, progress=progress, why_torch=choice.backend.why)

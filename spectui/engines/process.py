@@ -86,7 +86,7 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
     """The child's main loop: build the engine, then answer one request at a time."""
     import signal
 
-    from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+    from spectui.core.errors import one_line
 
     # The app decides when this process ends: a Ctrl+C meant for the app's process group
     # must not kill a reply here.
@@ -101,6 +101,19 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
     except BaseException as error:  # SystemExit from a library too: the parent shows it
         connection.send(("failed", one_line(error)))
         return
+    connection.send(ready_reply(engine))
+    answer_requests(connection, engine, SharedControl(values), app)
+    try:
+        engine.close()
+    except Exception:
+        pass
+
+
+def answer_requests(connection: Connection, engine: Engine, control: LiveControl, app: int) -> None:
+    """One request at a time until the parent closes or leaves: a method's info, or a reply
+    streamed back event by event (its failure as one line)."""
+    from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, one_line, out_of_memory
+
     variants = {engine.info.method: engine}
 
     def variant(method: str) -> Engine:
@@ -109,8 +122,6 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
             variants[method] = engine.with_method(method)
         return variants[method]
 
-    connection.send(ready_reply(engine))
-    control: LiveControl = SharedControl(values)  # the checker holds it to what engines read
     settled = False
     while True:
         try:
@@ -136,10 +147,6 @@ def serve(connection: Connection, values: Slots, build: Build) -> None:
             if is_out_of_memory(error):
                 error = out_of_memory(error, "generating", REPLY_ADVICE)
             connection.send(("error", one_line(error)))
-    try:
-        engine.close()
-    except Exception:
-        pass
 
 
 def measured_stream(engine: Engine, messages: Sequence[Message], params: GenerationParams, control: Control,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from spectui.core.errors import UsageError
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message
@@ -16,7 +17,7 @@ from spectui.core.events import Done, Event, GenerationParams, LiveControl, Mess
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 
 
-def stop_token_ids(tokenizer, generation_config=None) -> set[int]:
+def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> set[int]:
     stop: set[int] = set()
     vocab = tokenizer.get_vocab()
     candidates = [tokenizer.eos_token_id, *(vocab.get(token) for token in END_OF_TURN_TOKENS)]
@@ -43,7 +44,7 @@ def has_thinking_switch(tokenizer: object) -> bool:
     return THINKING_SWITCH in (getattr(tokenizer, "chat_template", None) or "")
 
 
-def chat_prompt_ids(tokenizer, messages: Sequence[Message], thinking: bool | None = None) -> list[int]:
+def chat_prompt_ids(tokenizer: Any, messages: Sequence[Message], thinking: bool | None = None) -> list[int]:
     """The prompt's ids; a conversation that ends with a (partial) assistant message is that
     reply continued in place: the turns before it, the template's generation prompt, then its
     text, with no end of turn between (an "assistant prefix"). thinking: the template's
@@ -117,7 +118,7 @@ def fit_prompt(
 
 
 def stream_conversation(
-    engine, messages: Sequence[Message], params: GenerationParams, control: LiveControl, context_length: int | None
+    engine: Any, messages: Sequence[Message], params: GenerationParams, control: LiveControl, context_length: int | None
 ) -> Iterator[Event]:
     """`engine.stream_ids` on the conversation made to fit the model's context."""
     try:

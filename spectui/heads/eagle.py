@@ -108,7 +108,7 @@ class EagleDrafter(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(length, x.device, x.dtype))
         return self.attention_out(out.transpose(1, 2).reshape(batch, length, self.hidden_size))
 
-    def _mask(self, length: int, device, dtype) -> torch.Tensor:
+    def _mask(self, length: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """[heads, L, L] additive: the learned distance bias inside the causal window, -inf outside."""
         positions = torch.arange(length, device=device)
         distance = positions[:, None] - positions[None, :]

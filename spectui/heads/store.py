@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,7 +31,7 @@ _PROBE_ROWS = 8  # vocabulary rows probed, spread over the vocabulary
 _PROBE_TOLERANCE = 0.05
 
 
-def fingerprint(model, name: str) -> dict:
+def fingerprint(model: Any, name: str) -> dict:
     """The target's identity as heads.json keeps it: its name, sizes and an LM-head probe.
 
     The probe is a few weights read by running the LM head on unit vectors: a quantized
@@ -137,7 +138,7 @@ def _numbers(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
 
 
-def load_heads(folder: Path, model, name: str, kind: str | None = None) -> tuple[torch.nn.Module, dict]:
+def load_heads(folder: Path, model: Any, name: str, kind: str | None = None) -> tuple[torch.nn.Module, dict]:
     """(heads on the target's device in float32, their config); refused with a ModelError
     (one line) when they were trained for another target or are not of `kind`."""
     from safetensors.torch import load_file

@@ -12,12 +12,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from spectui.core.engine import Engine
 from spectui.core.events import Message
+
+if TYPE_CHECKING:
+    from spectui.heads.lm import VocabSubset
 
 MAX_SEQUENCE_TOKENS = 256  # one training example; longer replies and texts are cut to crops
 TEXT_CHUNK_TOKENS = 256
@@ -35,6 +38,10 @@ class CachedSequence:
     features: torch.Tensor  # [L, H], float32: the target's feature at each position
 
 
+# One example's loss under a noise generator (loss_function's result).
+LossFn = Callable[[CachedSequence, "torch.Generator | None"], torch.Tensor]
+
+
 class TrainingPrompt(Protocol):
     """One prompt to write a training reply for (the cli hands in the bench's workloads)."""
 
@@ -44,7 +51,7 @@ class TrainingPrompt(Protocol):
     def as_messages(self) -> list[Message]: ...
 
 
-def text_sequences(tokenizer, paths: Sequence[Path]) -> list[list[int]]:
+def text_sequences(tokenizer: Any, paths: Sequence[Path]) -> list[list[int]]:
     from spectui.core.errors import UsageError
     from spectui.core.files import TEXT_FILE_LIMIT, read_capped, reason
 
@@ -126,7 +133,7 @@ def engine_replies(
 
 
 @torch.no_grad()
-def cache_features(model, sequences: Sequence[list[int]], progress: ProgressFn = _no_progress) -> list[CachedSequence]:
+def cache_features(model: Any, sequences: Sequence[list[int]], progress: ProgressFn = _no_progress) -> list[CachedSequence]:
     """One target forward per sequence; its last hidden state (after the final norm, what
     the LM head reads) at every position, kept for all the training steps."""
     device = next(model.parameters()).device
@@ -157,8 +164,8 @@ def cached_features(path: Path, compute: Callable[[], list[CachedSequence]]) -> 
 
 
 def loss_function(
-    kind: str, heads, model, vocab_sample: int = 0, examples: Sequence[CachedSequence] = ()
-) -> Callable[[CachedSequence, torch.Generator | None], torch.Tensor]:
+    kind: str, heads: Any, model: Any, vocab_sample: int = 0, examples: Sequence[CachedSequence] = ()
+) -> LossFn:
     """vocab_sample > 0: each call's softmax runs over the tokens `examples` hold and that
     many random others (see sampled_vocab), not the whole vocabulary."""
     from spectui.heads.lm import sampled_vocab
@@ -167,7 +174,7 @@ def loss_function(
     vocab_size = lm_head.weight.shape[0]
     always = torch.unique(torch.cat([example.token_ids for example in examples])) if vocab_sample and examples else None
 
-    def vocab(generator):
+    def vocab(generator: torch.Generator | None) -> VocabSubset | None:
         return None if always is None else sampled_vocab(always, vocab_size, vocab_sample, generator)
 
     if kind == "medusa":
@@ -182,7 +189,7 @@ def loss_function(
     )
 
 
-def mean_loss(loss_of, examples: Sequence[CachedSequence]) -> float:
+def mean_loss(loss_of: LossFn, examples: Sequence[CachedSequence]) -> float:
     """The loss over every cached sequence, without noise or gradients: before/after figures."""
     with torch.no_grad():
         generator = torch.Generator(device=examples[0].features.device).manual_seed(0)
@@ -200,7 +207,7 @@ def crop(example: CachedSequence, rng: random.Random) -> CachedSequence:
 
 def train_heads(
     heads: torch.nn.Module,
-    loss_of,
+    loss_of: LossFn,
     examples: Sequence[CachedSequence],
     steps: int,
     learning_rate: float = 1e-3,

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from spectui.core.engine import AUTO, EngineInfo
+from spectui.core.engine import AUTO, Engine, EngineInfo
 from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, LiveSettings
 
-if TYPE_CHECKING:  # the host holds its keys: a type-only import, no cycle when the code runs
-    from spectui.host.host import EngineHost
+if TYPE_CHECKING:
     from spectui.settings.config import ChatConfig
 
 
@@ -39,8 +38,30 @@ class KAdvice(Protocol):
     def missing(self) -> str: ...
 
 
+class KeysHost(Protocol):
+    """What the keys read of the engine host that holds them (spectui.host.host.EngineHost), and
+    the one thing they tell it: a narrow view, so this module needs nothing of the host's."""
+
+    @property
+    def live(self) -> LiveSettings: ...
+    @property
+    def engine(self) -> Engine | None: ...
+    @property
+    def info(self) -> EngineInfo | None: ...
+    @property
+    def k_restarts_engine(self) -> bool: ...
+    @property
+    def k_fixed_elsewhere(self) -> bool: ...
+    @property
+    def k_from_engine(self) -> bool: ...
+    @property
+    def reported_k(self) -> int | None: ...
+
+    def notice(self, text: str) -> None: ...
+
+
 class LiveKeys:
-    def __init__(self, host: EngineHost) -> None:
+    def __init__(self, host: KeysHost) -> None:
         self.host = host
         self._k_offer: int | None = None  # a recommended k waiting for the second key press
 
@@ -99,7 +120,7 @@ class LiveKeys:
                         f"predicted against ×{theory.speedup:.2f} for the last reply (k = {k}); {restart}.")
 
 
-def k_not_sent(host: EngineHost) -> str:
+def k_not_sent(host: KeysHost) -> str:
     """Why a k key does nothing on an engine that runs its own k (a server)."""
     k = host.reported_k
     runs = f"runs k = {k}" if k is not None else "does not say which k it runs"

@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from spectui.core.engine import Engine
 from spectui.core.events import Control, GenerationParams, Message, Step
@@ -388,7 +389,7 @@ def compare(
     *,
     warmup: bool = False,
     auto: bool = False,
-    **kwargs,
+    **kwargs: Any,
 ) -> Comparison:
     """`runs` rounds of run_pair with alternating_order(round).
 

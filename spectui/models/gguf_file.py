@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from spectui.core.errors import ModelError
 
@@ -80,7 +80,7 @@ class CutShort(ValueError):
         self.expected = expected
 
 
-def _header_bytes(handle) -> int:
+def _header_bytes(handle: BinaryIO) -> int:
     # The metadata of a large vocabulary is a few MB; read generously, then the parser checks.
     handle.seek(0, 2)
     size = handle.tell()

@@ -88,8 +88,8 @@ def local_gguf(resolved: ResolvedModel, progress: ProgressFn | None = None) -> P
     if not has_gguf(resolved):
         raise ModelError(f"{resolved.name} has no GGUF (it is a {resolved.kind} model): the ggml backend runs "
                          "registry models and .gguf files")
-    assert resolved.spec is not None and resolved.spec.index is not None
     spec = resolved.spec
+    assert spec is not None and spec.index is not None
     folder = gguf_dir(spec.alias)
     whole = crashed_while_loading(folder)
     kept = _checked_record(folder, spec.index.sha256, whole)

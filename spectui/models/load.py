@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from spectui.core import json_text
 from spectui.core.errors import ModelError, UsageError
@@ -26,6 +27,9 @@ from spectui.models.convert import convert_gguf, convert_gguf_float32
 from spectui.models.fetch import ProgressFn, fetch_gguf, for_model, no_progress, note
 from spectui.models.heap import return_freed_memory
 from spectui.models.registry import MODELS, ResolvedModel, converted_dir, gguf_dir
+
+if TYPE_CHECKING:
+    import torch
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int8-dynamic")
 _DTYPE_ALIASES = {
@@ -370,7 +374,7 @@ def _check_device(device: str) -> None:
         raise UsageError(f"device {device} asked for, but MPS is not available")
 
 
-def _own_tensors(model) -> None:
+def _own_tensors(model: torch.nn.Module) -> None:
     """Copy what is left in floating point (embeddings, norms) out of the weights file's
     memory map. One view into the mapping keeps all of it mapped, and every page was read
     to quantise: the 1.5B target held 7.9 GiB resident this way, 3.1 GiB after the copy."""
@@ -462,7 +466,7 @@ def _load_stored(items: list[tuple[Path, str, bool]], report: ProgressFn) -> lis
     return built
 
 
-def load_model(model: ResolvedModel, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None):
+def load_model(model: ResolvedModel, dtype: str = "float32", device: str = "cpu", progress: ProgressFn | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for `model`, in eval mode with gradients off, on `device`.
 
     dtype: auto or one of DTYPES. int8 is spectui.models.quantize's batch-invariant int8 with
@@ -500,7 +504,7 @@ def _load_float(resolved: ResolvedModel, concrete: str, device: str, progress: P
         except Exception as error:
             raise ModelError(f"cannot load the model in {folder}: {_first_line(error)}") from None
     if device == "cpu":
-        model.to(device)
+        model.to(device)  # pyright: ignore[reportArgumentType]  # transformers' stubs type `to` on a generate mixin
     model.eval()
     model.requires_grad_(False)
     if concrete in ("int8", "int8-dynamic"):

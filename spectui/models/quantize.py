@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.errors import UsageError
 from spectui.models.heap import return_freed_memory
@@ -256,7 +256,7 @@ def _unpacked(slices: list) -> "torch.Tensor":
 def _prepack(weight_int8: torch.Tensor, weight_scale: torch.Tensor):
     import torch
 
-    per_channel = torch._make_per_channel_quantized_tensor(
+    per_channel = torch._make_per_channel_quantized_tensor(  # pyright: ignore[reportPrivateImportUsage]  # no public form
         weight_int8, weight_scale.double(), torch.zeros(weight_int8.shape[0], dtype=torch.long), 0)
     return torch.ops.quantized.linear_prepack(per_channel, None)
 
@@ -466,8 +466,9 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
         pass
 
 
-def batch_invariant_attention(module, query, key, value, attention_mask, scaling=None,
-                              dropout: float = 0.0, **kwargs):
+def batch_invariant_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                              attention_mask: torch.Tensor | None, scaling: float | None = None,
+                              dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """Attention for one sequence, one query row at a time (transformers attention interface).
 
     Row i of a q_len-row forward sits at position kv_len - q_len + i and sees exactly the keys

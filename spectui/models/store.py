@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.errors import ModelError
 from spectui.models.convert import BLOCKS_SUFFIX, GGML_TYPE_KEY, INT8_FILE, SCALE_SUFFIX
@@ -90,7 +90,7 @@ def _empty_model(folder: Path):
         raise ModelError(f"cannot build the model in {folder}: {_first_line(error)}") from None
 
 
-def _install_embedding(model, weights: TensorFile) -> None:
+def _install_embedding(model: Any, weights: TensorFile) -> None:
     import torch
 
     from spectui.models.embedding import BlockEmbedding

@@ -59,7 +59,7 @@ class TensorWriter:
             "shape": list(data.shape),
             "data_offsets": [self._offset, self._offset + size],
         }
-        self._file.write(memoryview(data).cast("B"))
+        self._file.write(data.data.cast("B"))
         self._offset += size
 
     def close(self) -> None:
@@ -113,7 +113,7 @@ class TensorFile:
         entry = self.header[name]
         begin, end = entry["data_offsets"]
         out = np.empty(entry["shape"], dtype=_NUMPY_TYPES[entry["dtype"]])
-        view = memoryview(out.reshape(-1).view(np.uint8))
+        view = out.reshape(-1).view(np.uint8).data
         with open(self.path, "rb", buffering=0) as handle:
             done = 0
             while done < end - begin:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from spectui.settings.checks import AUTO_K, AUTO_START_K, OptionError, k_setting, parse_k
 from spectui.settings.table import (
@@ -64,7 +65,7 @@ class EngineOptions(EngineSettings):
     auto_k: bool = False  # k = "auto": adaptive k (the embedded engine), k is where it starts
 
     @classmethod
-    def checked(cls, **values) -> "EngineOptions":
+    def checked(cls, **values: Any) -> "EngineOptions":
         options = cls(**values)
         options.check()
         return options

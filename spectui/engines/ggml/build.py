@@ -36,15 +36,16 @@ def chosen_backend(options: EngineOptions, models: ModelPair) -> BackendChoice:
 
 def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
     """Why these options and models cannot run on ggml, or None."""
+    from spectui.engines.speculative.methods import drafter
     from spectui.models.gguf_local import missing_gguf
 
     if options.device.startswith(("cuda", "mps")):
         return f"--device {options.device} runs on torch"
     if options.dtype != "auto":
         return f"--dtype {options.dtype} runs on torch"
-    if options.method in ("medusa", "eagle"):
+    if drafter(options.method) == "heads":
         return f"{options.method} heads run on torch"
-    missing = missing_gguf(models, with_draft=options.method == "draft")
+    missing = missing_gguf(models, with_draft=drafter(options.method) == "draft model")
     if missing:
         return missing
     if options.device == "auto":
@@ -58,6 +59,7 @@ def ggml_problem(options: EngineOptions, models: ModelPair) -> str | None:
 
 
 def build_ggml_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None) -> Engine:
+    from spectui.engines.speculative.methods import drafter
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.ggml.load import load_ggml_engine
     from spectui.models.gguf_local import gguf_models
@@ -67,7 +69,7 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress: Progr
 
     report = progress or no_progress
     options = plain_stand_in(options, models)
-    files = gguf_models(models, with_draft=options.method == "draft", progress=report)  # each model asked once
+    files = gguf_models(models, with_draft=drafter(options.method) == "draft model", progress=report)  # each model asked once
     target, draft = files.target, files.draft
     # Before weights load: the pair's shared tokens (one tokenizer, or TLI's intersection).
     vocab = draft_vocab(target.name, target.tokenizer, draft.name, draft.tokenizer) if draft is not None else None

@@ -63,7 +63,7 @@ def _string(data: bytes | bytearray, offset: int) -> bytes:
     return bytes(data[offset:data.index(b"\0", offset)])
 
 
-def _version_needs(data: bytes, sections) -> list[tuple[int, int, bytes, int]]:
+def _version_needs(data: bytes, sections: list[tuple[int, ...]]) -> list[tuple[int, int, bytes, int]]:
     """(entry offset, name offset, name, version index) of every version a library needs, file
     by file in order (a file's versions are consecutive)."""
     verneed = [s for s in sections if s[0] == SHT_GNU_VERNEED]
@@ -124,7 +124,8 @@ def patch_c23_imports(data: bytes) -> bytes:
     return bytes(out)
 
 
-def c23_imports(data: bytes, sections=None, needs=None) -> list[bytes]:
+def c23_imports(data: bytes, sections: list[tuple[int, ...]] | None = None,
+                needs: list[tuple[int, int, bytes, int]] | None = None) -> list[bytes]:
     """The names of the dynamic symbols bound to GLIBC_2.38 (through the symbol version table)."""
     sections = sections if sections is not None else _sections(data)
     needs = needs if needs is not None else _version_needs(data, sections)

@@ -234,7 +234,7 @@ def release_mapped_pages(path: Path) -> None:
             libc.madvise(start, end - start, MADV_DONTNEED)
 
 
-def weight_type(ffi, lib, model) -> str:
+def weight_type(ffi: Any, lib: Any, model: Any) -> str:
     """The GGUF's weight type as people write it (Q4_K_M, Q8_0, ...), from llama.cpp's own
     description of the model ("qwen2 1.5B Q4_K - Medium")."""
     buffer = ffi.new("char[]", 256)

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from spectui.core.safe_text import safe_line
@@ -41,7 +42,7 @@ def copy_record(sources: dict[str, bytes], copies: dict[str, bytes]) -> dict:
     return {name: {"source": _digest(sources[name]), "copy": _digest(copies[name])} for name in sources}
 
 
-def write_copy(folder: Path, sources: dict[str, bytes], patch) -> None:
+def write_copy(folder: Path, sources: dict[str, bytes], patch: Callable[[bytes], bytes]) -> None:
     """The copy of `sources` ({name: wheel bytes}) in `folder`, each through `patch`, with its
     record; written under a .partial name and renamed into place whole."""
     partial = folder.with_name(folder.name + ".partial")

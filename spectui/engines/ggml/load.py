@@ -5,7 +5,7 @@ llama.cpp's rows with numpy (spectui.engines.speculative.arrays)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.engine import EngineInfo, Kernels
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from spectui.models.vocab_map import VocabMap
 
 
-def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_gguf: Path | None = None,
+def load_ggml_engine(target_gguf: Path, tokenizer: Any, method: str = "ngram", draft_gguf: Path | None = None,
                      threads: int | None = None, target_name: str = "", draft_name: str | None = None,
                      lookup: tuple[int, int] | None = None, history_drafting: bool = False,
                      vocab: VocabMap | None = None, draft_encode: Encode | None = None) -> SpeculativeEngine:
@@ -26,11 +26,14 @@ def load_ggml_engine(target_gguf: Path, tokenizer, method: str = "ngram", draft_
 
     from spectui.engines.ggml.lib import LlamaModel, library, library_version
 
-    if method == "draft" and draft_gguf is None:
+    from spectui.engines.speculative.methods import drafter
+
+    drafts_with = drafter(method)
+    if drafts_with == "draft model" and draft_gguf is None:
         raise ValueError("the llama.cpp engine's draft method needs the draft's GGUF")
     library()  # once, before the threads share it
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if method == "draft" and draft_gguf else None
+        pending_draft = pool.submit(LlamaModel, draft_gguf, threads=threads) if drafts_with == "draft model" and draft_gguf else None
         loaded = []
         try:
             loaded.append(LlamaModel(target_gguf, threads=threads))

@@ -19,30 +19,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from spectui.core.engine import TEMPERATURE, Capabilities, Engine, EngineInfo, Kernels, Progress
+from spectui.core.engine import Engine, Progress
 from spectui.core.pieces import guessed_pieces
-from spectui.core.safe_text import safe_line
 from spectui.engines.provenance import counted_step
 import spectui.engines.server.transport as transport
 from spectui.engines.server.bounds import draft_counts_problem, record_problem
 from spectui.engines.server.chunks import ChatChunk, parse_chunk
 from spectui.engines.server.outcome import k_in_record, learned_k, reply_done
-from spectui.engines.server.probe import (
-    draft_name,
-    dtype_name,
-    configured_k,
-    k_from_metrics,
-    method_name,
-    read_metrics,
-    served_models,
-    server_config,
-    speculative_config,
-)
+from spectui.engines.server.probe import described_server, read_metrics
 from spectui.engines.server.prometheus import SpecCounters
 from spectui.engines.server.reader import EventReader, unless_cancelled
 from spectui.engines.server.reply import ReplyState, chunk_tokens
 from spectui.engines.server.request import refuses_extensions, request_body
-from spectui.engines.server.transport import ServerAddress, ServerError, ServerRefused, redacted
+from spectui.engines.server.transport import ServerAddress, ServerRefused, redacted
 from spectui.core.errors import UsageError
 from spectui.core.events import Control, Done, FinishReason, GenerationParams, Message, Step
 
@@ -87,32 +76,9 @@ class ServerEngine(Engine):
         # From the request to the server's response headers (a queued request waits there).
         self.header_timeout = read_timeout if header_timeout is None else header_timeout
         self.vllm_extensions = True  # return_token_ids, stop_token_ids: off once a server refuses them
-        try:
-            served = served_models(self.address, api_key, connect_timeout)
-        except ServerError as error:
-            raise UsageError(str(error)) from None
-        if model is not None and served and model not in served:
-            raise UsageError(f"the server at {self.url} serves {', '.join(served)}, not {model}")
-        self.model = model or (served[0] if served else None)
-        if self.model is None:
-            raise UsageError(f"the server at {self.url} lists no model at /v1/models")
-        self.server_k: int | None = k_from_metrics(self.address, api_key, connect_timeout)
-        vllm_config = server_config(self.address, api_key, connect_timeout)
-        config = speculative_config(vllm_config)
-        if self.server_k is None:
-            self.server_k = configured_k(config)
-        self.info = EngineInfo(
-            name="server",
-            target=safe_line(self.model),  # shown; the requests name the model as served
-            draft=draft_name(config),
-            method=method_name(config, self.server_k),
-            dtype=dtype_name(vllm_config),
-            device=self.address.host,
-            kernels=Kernels("server"),  # the server's own threads and library: not said over HTTP
-            # The request names a temperature; k is the server's own, fixed when it started
-            capabilities=Capabilities(exact_provenance=False, reports_speculation=self.server_k is not None,
-                                      reply_controls=frozenset({TEMPERATURE})),
-        )
+        described = described_server(self.address, api_key, model, connect_timeout)
+        self.model, self.info = described.model, described.info
+        self.server_k: int | None = described.k
 
     @property
     def k(self) -> int:

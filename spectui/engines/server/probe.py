@@ -3,7 +3,12 @@ from them), and vLLM's config with the method, draft and dtype, where it shows i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from spectui.core.engine import TEMPERATURE, Capabilities, EngineInfo, Kernels
+from spectui.core.errors import UsageError
 from spectui.core.events import K_MAX
+from spectui.core.safe_text import safe_line
 import spectui.engines.server.transport as transport
 from spectui.engines.server.prometheus import (
     PrometheusFormatError,
@@ -94,3 +99,45 @@ def method_name(config: dict | None, k: int | None) -> str:
         method = str(config["method"])
         return SPECTUI_METHOD.get(method, method)
     return "server"  # speculating (or maybe), by a method this client cannot see
+
+
+@dataclass(frozen=True)
+class ServerDescription:
+    """What a server says about itself when spectui connects: the model its requests name, its k
+    (None: not said), and the engine as the app shows it."""
+
+    model: str
+    k: int | None
+    info: EngineInfo
+
+
+def described_server(address: ServerAddress, api_key: str | None, model: str | None, timeout: float) -> ServerDescription:
+    """The server's models (`model` must be one of them; None: its first), its k from /metrics or
+    its config, and its config's method, draft and dtype; a UsageError (one line) where it lists none."""
+    try:
+        served = served_models(address, api_key, timeout)
+    except ServerError as error:
+        raise UsageError(str(error)) from None
+    if model is not None and served and model not in served:
+        raise UsageError(f"the server at {address.url} serves {', '.join(served)}, not {model}")
+    model = model or (served[0] if served else None)
+    if model is None:
+        raise UsageError(f"the server at {address.url} lists no model at /v1/models")
+    server_k = k_from_metrics(address, api_key, timeout)
+    vllm_config = server_config(address, api_key, timeout)
+    config = speculative_config(vllm_config)
+    if server_k is None:
+        server_k = configured_k(config)
+    info = EngineInfo(
+        name="server",
+        target=safe_line(model),  # shown; the requests name the model as served
+        draft=draft_name(config),
+        method=method_name(config, server_k),
+        dtype=dtype_name(vllm_config),
+        device=address.host,
+        kernels=Kernels("server"),  # the server's own threads and library: not said over HTTP
+        # The request names a temperature; k is the server's own, fixed when it started
+        capabilities=Capabilities(exact_provenance=False, reports_speculation=server_k is not None,
+                                  reply_controls=frozenset({TEMPERATURE})),
+    )
+    return ServerDescription(model, server_k, info)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 from spectui.core.engine import Engine, EngineInfo, with_threads
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
@@ -23,7 +24,7 @@ from spectui.engines.speculative.proposers import DraftModelProposer, Proposer
 class SpeculativeEngine(Engine):
     """The loop on `backend`'s target, drafting with `proposer` (None: plain decoding)."""
 
-    def __init__(self, backend: Backend, tokenizer, proposer: Proposer | None, info: EngineInfo) -> None:
+    def __init__(self, backend: Backend, tokenizer: Any, proposer: Proposer | None, info: EngineInfo) -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.proposer = proposer

@@ -11,8 +11,9 @@ import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
-from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, GenerationParams, LiveControl, Prefill, Source, Step
+from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, FinishReason, GenerationParams, LiveControl, Prefill, Source, Step
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.arrays import ops_of
 from spectui.engines.speculative.cached_model import CachedFeatures, CachedLogits, common_prefix_len
@@ -45,7 +46,7 @@ class LoopReply:
         """Drafts beyond it could never be emitted."""
         return self.params.max_tokens - self.num_generated - 1
 
-    def done(self, finish_reason) -> Done:
+    def done(self, finish_reason: FinishReason) -> Done:
         return Done(finish_reason, self.prompt_ids, time.perf_counter() - self.started, self.first_token_at,
                     stop_token_id=self.stop_token_id)
 
@@ -135,7 +136,7 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
         yield Prefill(end - cached, total)
 
 
-def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device, arrays: str = "torch") -> LoopReply:
+def start_reply(prompt_ids: Sequence[int], params: GenerationParams, device: Any, arrays: str = "torch") -> LoopReply:
     """arrays: the kind of rows the target returns ("numpy" on ggml), so of the draws too."""
     draws = PositionDraws(params.seed, device, arrays)
     generator = draws.ops.generator(params.seed, device) if params.seed is not None else None
@@ -282,7 +283,7 @@ def emit(
     seconds: tuple[float, float],
     stop_ids: set[int],
     detokenizer: IncrementalDetokenizer,
-) -> tuple[Step, str | None]:
+) -> tuple[Step, FinishReason | None]:
     """The step's tokens up to and including a stop token, and why the reply ends, if it does.
     seconds: (drafting, verifying)."""
     accepted = checked.drafted[: checked.verdict.num_accepted]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 # The most recent replies read at start: enough to hold a user's recurring code and
 # formats, few enough that indexing them takes well under a second.
@@ -36,7 +37,7 @@ def stored_replies(path: Path, limit: int = HISTORY_REPLIES) -> list[str]:
     return [content for (content,) in rows]
 
 
-def suffix_proposer(tokenizer, use_history: bool, history_path: Path | None = None):
+def suffix_proposer(tokenizer: Any, use_history: bool, history_path: Path | None = None):
     """Suffix decoding over the conversation, and over the stored replies when use_history."""
     from spectui.engines.speculative.suffix import SuffixProposer
 

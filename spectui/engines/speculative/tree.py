@@ -15,7 +15,8 @@ which the next forward recomputes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -73,7 +74,7 @@ def walk_greedy(drafted: Sequence[int], parents: Sequence[int], target_logits: t
     return _walk(drafted, parents, lambda node, depth: predicted[node + 1])
 
 
-def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, draws: Draws) -> tuple[list[int], Verdict]:
+def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target: Any, draws: Draws) -> tuple[list[int], Verdict]:
     """The path a sampling target takes down the tree: node indices, and its verdict.
 
     p_target: the target's distributions after temperature and top-p, [1 + N, V] (or rows
@@ -94,7 +95,7 @@ def walk_sampled(drafted: Sequence[int], parents: Sequence[int], p_target, draws
     return _walk(drafted, parents, lambda node, depth: sample(p_target[node + 1], draws(depth)))
 
 
-def _walk(drafted: Sequence[int], parents: Sequence[int], target_token) -> tuple[list[int], Verdict]:
+def _walk(drafted: Sequence[int], parents: Sequence[int], target_token: Callable[[int, int], int]) -> tuple[list[int], Verdict]:
     """Down from the root while target_token(node, depth) (the target's token after node) is a child."""
     children: dict[int, list[int]] = {}
     for i, parent in enumerate(parents):
@@ -130,7 +131,7 @@ class _ProbRows:
 
 
 def verify_tree(
-    target,
+    target: Any,
     token_ids: Sequence[int],
     drafted: Sequence[int],
     parents: Sequence[int],

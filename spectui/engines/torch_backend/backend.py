@@ -4,7 +4,7 @@ static_kv's on CUDA) for spectui's loop; torch tensors as its rows."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.engines.adaptive import PRIOR_VERIFY_SLOPE
 from spectui.engines.speculative.backend import LOOP_CAPABILITIES
@@ -63,7 +63,7 @@ class TorchBackend:
         """Nothing beyond the caches the engine resets: the weights go with the engine."""
 
 
-def torch_engine(target_model: torch.nn.Module, tokenizer, proposer: Proposer | None, info: EngineInfo) -> SpeculativeEngine:
+def torch_engine(target_model: torch.nn.Module, tokenizer: Any, proposer: Proposer | None, info: EngineInfo) -> SpeculativeEngine:
     """spectui's loop on a loaded transformers model."""
     return SpeculativeEngine(TorchBackend(target_model), tokenizer, proposer, info)
 

@@ -4,7 +4,7 @@ load, wire the proposer."""
 from __future__ import annotations
 
 from spectui.settings.options import EngineOptions
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.core.engine import EngineInfo, Kernels, Progress
 from spectui.core.errors import UsageError
@@ -123,7 +123,7 @@ def load_draft_proposer(draft: ResolvedModel, target: ResolvedModel, target_mode
     return torch_vocab_proposer(draft_model, logit_width(target_model), vocab, encode)
 
 
-def load_heads_proposer(method: str, heads_dir: str, target_model, target_name: str, tree_width: int = 1):
+def load_heads_proposer(method: str, heads_dir: str, target_model: Any, target_name: str, tree_width: int = 1):
     """medusa / eagle heads from a folder of `spectui heads train`'s, checked against the target."""
     from pathlib import Path
 

@@ -10,7 +10,7 @@ forwards that need hidden states or a tree mask, go through transformers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -26,7 +26,7 @@ ATTENTION = ("sdpa", "spectui_batch_invariant")
 LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
 
 
-def supports(model, capture: bool = False) -> bool:
+def supports(model: Any, capture: bool = False) -> bool:
     """lean_forward stands in for transformers' forward; capture: so does static_kv's forward,
     captured as a CUDA graph (no RoPE that depends on the context's length)."""
     config = model.config
@@ -46,7 +46,7 @@ def rope_type(config: object) -> str:
     return str(scaling.get("rope_type") or scaling.get("type") or "default")
 
 
-def rms_norm(norm, x: "torch.Tensor") -> "torch.Tensor":
+def rms_norm(norm: Any, x: "torch.Tensor") -> "torch.Tensor":
     """The model's RMSNorm as transformers computes it (in float32, then back to x's dtype)."""
     import torch
 
@@ -56,7 +56,7 @@ def rms_norm(norm, x: "torch.Tensor") -> "torch.Tensor":
     return norm.weight * x.to(dtype)
 
 
-def lean_forward(model, input_ids: "torch.Tensor", cache, logits_to_keep: int = 1) -> "torch.Tensor":
+def lean_forward(model: Any, input_ids: "torch.Tensor", cache: Any, logits_to_keep: int = 1) -> "torch.Tensor":
     """Logits [1, logits_to_keep, V] for the last positions of input_ids [1, n], which the
     cache (a DynamicCache holding the positions before them) then holds too."""
     import torch

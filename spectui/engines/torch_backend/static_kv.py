@@ -15,7 +15,7 @@ states (heads keep kv.CachedModel).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -35,18 +35,18 @@ if TYPE_CHECKING:
 MIN_SPAN = 256
 
 
-def supports(model) -> bool:
+def supports(model: Any) -> bool:
     return lean.supports(model, capture=True)
 
 
-def model_dtype(model) -> torch.dtype:
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
     return next(p for p in model.parameters() if p.is_floating_point()).dtype
 
 
 class StaticKV:
     """Keys and values of every layer, preallocated for `capacity` positions."""
 
-    def __init__(self, model, capacity: int, device) -> None:
+    def __init__(self, model: Any, capacity: int, device: torch.device | str) -> None:
         config = model.config
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
@@ -58,7 +58,7 @@ class StaticKV:
         # Filled once: the mask compares these to the forward's positions inside the graph.
         self.slots = torch.arange(capacity, device=device)
 
-    def grown(self, model, capacity: int) -> "StaticKV":
+    def grown(self, model: Any, capacity: int) -> "StaticKV":
         """A larger cache holding this one's entries."""
         bigger = StaticKV(model, capacity, self.slots.device)
         with torch.inference_mode():  # this cache may hold inference tensors
@@ -67,7 +67,7 @@ class StaticKV:
         return bigger
 
 
-def static_forward(model, kv: StaticKV, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+def static_forward(model: Any, kv: StaticKV, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Logits [1, n, V] for input_ids [1, n] at positions [n] (consecutive); their keys and
     values land in kv at those positions. No host sync and no shape that depends on the
     context's length: capturable as a CUDA graph."""
@@ -119,7 +119,7 @@ class StaticCachedModel:
     prefill_chunk = None  # a CUDA graph's prompt goes in whole
     exact_rows = None  # its batch-invariant paths compute a verify of any width row for row
 
-    def __init__(self, model, min_span: int = MIN_SPAN, graphs: bool | None = None,
+    def __init__(self, model: Any, min_span: int = MIN_SPAN, graphs: bool | None = None,
                  graph_widths: int = 17, chunk: int = 512, capture: Capture | None = None,
                  on_failure: Callable[[str], None] | None = None) -> None:
         self.model = model

@@ -13,8 +13,9 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from spectui.core.engine import Capabilities, Engine, EngineInfo
 from spectui.core.pieces import StepPieces, tokenizer_decoder
@@ -49,10 +50,10 @@ def stat_logger_factory(counter: StepCounter):
     from vllm.v1.metrics.loggers import StatLoggerBase
 
     class StepCountLogger(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0) -> None:
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
             pass
 
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0) -> None:
+        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0) -> None:
             generated = iteration_stats.num_generation_tokens if iteration_stats is not None else 0
             spec = scheduler_stats.spec_decoding_stats if scheduler_stats is not None else None
             if spec is None:
@@ -69,7 +70,7 @@ def stat_logger_factory(counter: StepCounter):
 class VllmEngine(Engine):
     """One vLLM engine; k is fixed at start (a different k means a new engine)."""
 
-    def __init__(self, engine_args, tokenizer, generation_config, info: EngineInfo, k: int, pool_bytes: int | None = None) -> None:
+    def __init__(self, engine_args: Any, tokenizer: Any, generation_config: Any, info: EngineInfo, k: int, pool_bytes: int | None = None) -> None:
         self.info = replace(info, capabilities=replace(CAPABILITIES, thinking_switch=has_thinking_switch(tokenizer)))
         self.k = k
         self.tokenizer = tokenizer
@@ -86,7 +87,7 @@ class VllmEngine(Engine):
             self._stop_loop()
             raise
 
-    async def _start(self, engine_args):
+    async def _start(self, engine_args: Any):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         # Built on our loop so vLLM's output handler runs there, beside the stat logger.
@@ -96,7 +97,7 @@ class VllmEngine(Engine):
         assert self._llm is not None, "a closed engine is asked for no replies"
         return self._llm
 
-    def _call(self, coroutine):
+    def _call(self, coroutine: Coroutine[Any, Any, Any]):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     @property
@@ -155,7 +156,7 @@ class VllmEngine(Engine):
                 yield reply.done(tuple(prompt_ids), payload, cancelled=control.cancelled)
                 return
 
-    async def _generate(self, request_id: str, prompt_ids: list[int], sampling, events: queue.Queue) -> None:
+    async def _generate(self, request_id: str, prompt_ids: list[int], sampling: Any, events: queue.Queue) -> None:
         self._counter.take()  # counts from before this request are not ours
         final = None
         try:
@@ -243,7 +244,7 @@ class _ReplyState:
         self.counts.append(count or StepCount(len(token_ids), step.num_drafted, step.num_accepted))
         return step
 
-    def done(self, prompt_ids: tuple[int, ...], final, cancelled: bool) -> Done:
+    def done(self, prompt_ids: tuple[int, ...], final: Any, cancelled: bool) -> Done:
         reason = getattr(final, "finish_reason", None)
         finish = "cancelled" if cancelled else FINISH_REASONS.get(reason or "", "stop")
         record = getattr(final, "spec_decode_metrics", None)
