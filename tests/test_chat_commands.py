@@ -39,16 +39,22 @@ def test_every_command_is_in_the_table_and_in_help():
 
 
 def test_every_command_has_a_handler_and_a_line_in_docs_commands():
-    """A command added to the table gets its do_ method and its docs line (CONTRIBUTING.md)."""
+    """A command added to the table gets its handler (a do_ method in ChatCommands' table, or a
+    key's action in the chat screen's command_actions) and its docs line (CONTRIBUTING.md)."""
     import re
     from pathlib import Path
+    from unittest.mock import MagicMock
 
-    from spectui.tui.chat.commands import ChatCommands
+    from spectui.tui.chat.commands import KEY_COMMANDS, ChatCommands
+    from spectui.tui.screens.chat import ChatScreen
 
     names = [spec.name for spec in commands.COMMANDS]
-    assert [name for name in names if not callable(getattr(ChatCommands, f"do_{name}", None))] == []
-    handlers = {name[3:] for name in dir(ChatCommands) if name.startswith("do_")}
-    assert handlers - set(names) == set()  # no handler left behind by a command taken out
+    key_actions = ChatScreen.command_actions(MagicMock())
+    handlers = ChatCommands(MagicMock(), MagicMock(), key_actions).handlers
+    assert [name for name in names if name not in handlers and name not in KEY_COMMANDS] == []
+    assert set(handlers) & set(KEY_COMMANDS) == set()  # one way to run each
+    assert (set(handlers) | set(KEY_COMMANDS)) - set(names) == set()  # no handler left behind by a command taken out
+    assert set(KEY_COMMANDS) | {"auto_k"} == set(key_actions)
     docs = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
     documented = set(re.findall(r"`/([a-z]+)[ `]", docs))
     assert [name for name in names if name not in documented] == []
@@ -242,7 +248,7 @@ def test_a_stored_turn_gives_back_its_files_and_question(tmp_path):
 
 def test_a_file_command_with_a_request_below_attaches_then_sends_the_request():
     """The first screen's suggestion: `/file PATH` on its first line, the request below it."""
-    from spectui.tui.chat.commands import file_then_message
+    from spectui.chat_session.meaning import file_then_message
 
     command = commands.parse("/file /tmp/csv_tools.py\nadd type hints to this module,\nkeep the rest")
     assert isinstance(command, Command)

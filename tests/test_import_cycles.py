@@ -10,16 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Circles still there, each as its modules: only the chat screen's, which the Textual-free
-# chat session (issue 61) takes apart. Nothing may be added here.
-ALLOWED: list[frozenset[str]] = [
-    frozenset({
-        "spectui.tui.app", "spectui.tui.chat.commands", "spectui.tui.chat.continuing", "spectui.tui.chat.find",
-        "spectui.tui.chat.keep_focus", "spectui.tui.chat.reply_edit", "spectui.tui.chat.save_flow",
-        "spectui.tui.chat.thinking", "spectui.tui.chat.turns", "spectui.tui.chat.welcome", "spectui.tui.palette",
-        "spectui.tui.screens.advise", "spectui.tui.screens.chat", "spectui.tui.screens.chat_dialogs",
-    }),
-]
+# Circles allowed: none (issue 61 took the chat screen's apart). Nothing may be added here.
+ALLOWED: list[frozenset[str]] = []
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -108,12 +100,6 @@ def test_no_module_imports_itself_through_others():
     found = circles(import_graph(ROOT))
     new = [sorted(circle) for circle in found if circle not in ALLOWED]
     assert new == [], f"import circles (TYPE_CHECKING and function-level imports count): {new}"
-
-
-def test_the_allowed_circles_are_only_the_chat_screens_and_still_there():
-    assert all(module.startswith("spectui.tui.") for circle in ALLOWED for module in circle)
-    gone = [sorted(circle) for circle in ALLOWED if circle not in circles(import_graph(ROOT))]
-    assert gone == [], f"these circles are gone or changed: take them off ALLOWED: {gone}"
 
 
 def test_a_type_only_circle_is_found(tmp_path):

@@ -101,7 +101,7 @@ def test_json_panel_and_bench_show_the_same_tau_for_one_reply():
     from spectui.bench.measure import arm_result
     from spectui.bench.runs import Arm, ArmReply
     from spectui.measure.run import MeasuredReply
-    from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
+    from spectui.chat_session.stats import ReplyTracker, SessionTracker, panel_data
 
     steps = reply_steps()
     expected = 1 + ACCEPTED / DRAFTING_STEPS

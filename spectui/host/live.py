@@ -24,7 +24,7 @@ def live_from_config(config: ChatConfig) -> LiveSettings:
 
 
 class KAdvice(Protocol):
-    """What the panel's theory says of k (spectui.tui.session.Theory), as far as the keys read it."""
+    """What the panel's theory says of k (spectui.chat_session.stats.Theory), as far as the keys read it."""
 
     @property
     def alpha(self) -> float: ...

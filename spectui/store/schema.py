@@ -134,7 +134,7 @@ def match_query(text: str) -> str:
 
 
 # A message the chat shows: not a turn replaced by regenerate or edit (marked superseded in
-# its stats, spectui.tui.chat.transcript). Search, counts and exports leave the others out.
+# its stats, spectui.chat_session.transcript). Search, counts and exports leave the others out.
 # CASE, not AND: SQLite does not promise to skip json_extract on a row whose JSON is damaged.
 SHOWN = "(CASE WHEN json_valid(m.stats) THEN coalesce(json_extract(m.stats, '$.superseded'), 0) ELSE 0 END) = 0"
 

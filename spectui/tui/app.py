@@ -7,7 +7,7 @@ engine; the app hands it the loop (a wake-up, timers) and closes it on the way o
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -26,11 +26,13 @@ from spectui.themes import DEFAULT_THEME, FALLBACK_SOURCES, SpectuiTheme, load_t
 from spectui.tui.heap import defer_full_collections
 from spectui.tui.history_watch import HistoryWatch
 from spectui.tui.keys import app_bindings, remapped
-from spectui.tui.messages import ShowConversation
+from spectui.core.errors import SpectuiError
+from spectui.tui.messages import ExportWanted, ShowConversation
 from spectui.tui.theming import textual_theme, token_variables
 
 if TYPE_CHECKING:
     from spectui.host.host import EngineHost
+    from spectui.tui.screens.chat import ChatScreen
 
 
 class SpectuiApp(App):
@@ -73,7 +75,7 @@ class SpectuiApp(App):
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: open the compare view at once
         self.history_off = history_off  # why the chat runs without history (the store did not open)
         self.attach = attach or []  # `spectui chat -f`: files for the first message
-        self.chat_screen = None
+        self.chat_screen: ChatScreen | None = None
         for theme in self.spectui_themes.values():
             self.register_theme(textual_theme(theme))
 
@@ -188,7 +190,7 @@ class SpectuiApp(App):
         if self.store is None:
             self.notify("History is off (no store).")
         elif not isinstance(self.screen, HistoryScreen):
-            open_id = self.chat_screen.transcript.conversation_id if self.chat_screen else None
+            open_id = self.chat_screen.session.transcript.conversation_id if self.chat_screen else None
             screen = HistoryScreen(self.store, self.export_dir, open_id, writes=self.history)
             self.push_screen(screen, self._open_conversation)
 
@@ -199,16 +201,14 @@ class SpectuiApp(App):
             self.notify("History is off (no store): advise replays your saved replies.")
         elif self.chat_screen is not None and self.screen is self.chat_screen:
             self.wait_for_history()  # the last reply's rows may still wait in the queue
-            self.push_screen(AdviseScreen(self.chat_screen, self.store.path))
+            self.push_screen(AdviseScreen(self.chat_screen.session, self.store.path))
 
-    def export_conversation(self, conversation_id: int, folder: Path) -> tuple[Path, Path, Path]:
-        """The history's export (Markdown, JSON, the trace) of one conversation, for /export."""
-        from spectui.tui.screens.history import write_exports
-
-        if self.store is None:
-            raise OSError("history is off: nothing is stored to export")
+    def on_export_wanted(self, message: ExportWanted) -> None:
+        """`/export`: the chat's files, once its rows left the history's queue."""
         self.wait_for_history()
-        return write_exports(self.store, conversation_id, folder, overwrite=True)  # this chat's own, newer
+        written = export_chat(self.store, message.conversation_id(), message.folder or self.export_dir, self.notify)
+        if written is not None:
+            message.written(written)
 
     def wait_for_history(self, timeout: float = 2.0) -> None:
         """Wait (a moment at most) for the chat's queued history writes: an export reads them."""
@@ -244,6 +244,24 @@ class SpectuiApp(App):
             self.notify(f"Screenshot not saved in {self.screenshot_dir}: {error.strerror or error}", severity="error")
             return
         self.notify(f"Saved {path}")
+
+
+def export_chat(store: Store | None, conversation_id: int | None, folder: Path,
+                notify: Callable[..., None]) -> tuple[Path, Path, Path] | None:
+    """The history's export (Markdown, JSON, the trace) of the chat, this chat's own files
+    replaced; None, and a notice that says why, where there is nothing to export or it failed."""
+    from spectui.tui.screens.history import write_exports
+
+    if store is None or conversation_id is None:
+        notify("Nothing to export yet: the chat is saved once its first message is sent"
+               if store is not None else "History is off: there is no stored chat to export.")
+        return None
+    try:
+        return write_exports(store, conversation_id, folder, overwrite=True)
+    except (SpectuiError, OSError) as error:
+        why = (error.strerror or str(error)) if isinstance(error, OSError) else str(error)
+        notify(f"Not exported to {folder}: {why}", severity="error")
+        return None
 
 
 def resume_only_after_a_stop() -> None:

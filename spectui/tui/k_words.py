@@ -4,7 +4,7 @@ first screen's "watch it" k costs on this machine. Plain functions, no Textual."
 from __future__ import annotations
 
 from spectui.core.events import NOTHING_TO_COPY
-from spectui.tui.session import PanelData
+from spectui.chat_session.stats import PanelData
 
 WHAT_PAYS = "What pays: a reply that copies text the model has seen: attach a file and ask for an edit."
 NOT_MEASURED = "cost not yet measured"

@@ -9,7 +9,9 @@ real message, posted after the last step was queued.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from textual.message import Message
 
@@ -93,3 +95,21 @@ class StoreFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class ActionWanted(Message):
+    """A `/` command that does what a key does: the screen (or the app, `app.NAME`) runs `action`."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action = action
+
+
+class ExportWanted(Message):
+    """`/export [FOLDER]`: the app writes the chat's files (FOLDER None: its export folder) and
+    hands their paths to `written`. conversation_id is read once the history's queue ran."""
+
+    def __init__(self, conversation_id: Callable[[], int | None], folder: Path | None,
+                 written: Callable[[tuple[Path, ...]], None]) -> None:
+        super().__init__()
+        self.conversation_id, self.folder, self.written = conversation_id, folder, written

@@ -17,7 +17,8 @@ from textual.screen import Screen
 from spectui.core.commands import COMMANDS, Command
 from spectui.settings.config import KEY_DESCRIPTIONS
 from spectui.tui.keys import ACTIONS, key_display
-from spectui.tui.screens.chat import ChatScreen
+from spectui.tui.chat.commands import ChatCommands
+from spectui.tui.chat.prompt import ChatPrompt
 
 
 def palette_commands(app: App, screen: Screen, keys: dict[str, str]) -> Iterator[SystemCommand]:
@@ -37,15 +38,16 @@ def palette_commands(app: App, screen: Screen, keys: dict[str, str]) -> Iterator
 
 def box_commands(screen: Screen) -> Iterator[SystemCommand]:
     """The message box's `/` commands, on a screen that has them (the chat)."""
-    if not isinstance(screen, ChatScreen):
+    commands = getattr(screen, "commands", None)  # the chat screen's: no import of the screen here
+    if not isinstance(commands, ChatCommands):
         return
-    commands = screen.commands
     for spec in COMMANDS:
         needs_more = bool(spec.usage) and not spec.usage.startswith("[")
         run = partial(_into_box, screen, spec.name) if needs_more else partial(commands.run, Command(spec.name))
         yield SystemCommand(f"{spec.synopsis} · {spec.help}", "a command of the message box (/help lists them)", run)
 
 
-def _into_box(screen: ChatScreen, name: str) -> None:
-    screen.prompt.value = f"/{name} "
-    screen.prompt.focus()
+def _into_box(screen: Screen, name: str) -> None:
+    prompt = screen.query_one(ChatPrompt)
+    prompt.value = f"/{name} "
+    prompt.focus()

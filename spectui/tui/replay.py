@@ -8,7 +8,7 @@ from spectui.core.attachments import split_blocks
 from spectui.core.events import Done, Step
 from spectui.core.reasoning import acceptance_apart_text
 from spectui.store import APPROXIMATE_NOTE, Conversation, StoredMessage
-from spectui.tui.session import ReplyTracker
+from spectui.chat_session.stats import ReplyTracker
 from spectui.core.pieces import display_chunks
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, SystemNote, UserMessage

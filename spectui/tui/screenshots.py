@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # loaded when the pictures are taken
     from spectui.host.plan import Build
     from spectui.settings.config import ChatConfig
     from spectui.tui.app import SpectuiApp
-    from spectui.tui.screens.chat import ChatScreen
     from spectui.tui.screens.compare import CompareScreen
 
 SIZE = (120, 34)
@@ -52,14 +51,15 @@ async def _wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float 
         await pilot.pause(0.05)
 
 
-async def _reply(pilot: Pilot, chat: ChatScreen, prompt: str) -> None:
+async def _reply(pilot: Pilot, app: SpectuiApp, prompt: str) -> None:
     """Send `prompt` and wait for its reply to end."""
+    chat = _chat_of(app)
     chat.prompt.value = prompt
     await pilot.press("enter")
-    await _wait_for(pilot, lambda: chat.replies.current is None and chat.last_reply is not None, 600)
+    await _wait_for(pilot, lambda: chat.replies.current is None and chat.session.last_reply is not None, 600)
 
 
-def _chat_of(app: SpectuiApp) -> ChatScreen:
+def _chat_of(app: SpectuiApp):  # the app's chat screen: only the app imports its class
     assert app.chat_screen is not None, "the app mounts its chat screen as it starts"
     return app.chat_screen
 
@@ -86,12 +86,11 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
     async with app.run_test(size=SIZE) as pilot:
         app.theme = theme
         await _wait_for(pilot, lambda: app.host.engine is not None or app.host.state.failed, 600)
-        chat = _chat_of(app)
         if warm_up is not None:
-            await _reply(pilot, chat, warm_up)
+            await _reply(pilot, app, warm_up)
             await pilot.press(app.first_key("new_chat"))
         for prompt in prompts:
-            await _reply(pilot, chat, prompt)
+            await _reply(pilot, app, prompt)
             await pilot.pause(0.1)
         if "chat" in screens:
             if ghosts:
@@ -126,7 +125,7 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
             await pilot.press("escape")
         if "adaptive" in screens:
             await pilot.press(app.first_key("k_auto"))
-            await _reply(pilot, chat, prompts[0])
+            await _reply(pilot, app, prompts[0])
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
             save("adaptive")
     return written

@@ -9,7 +9,7 @@ k it comes from. Plain functions, no Textual.
 from __future__ import annotations
 
 from spectui.tui.k_words import k_zero_short
-from spectui.tui.session import PanelData
+from spectui.chat_session.stats import PanelData
 
 LABEL, VALUE, NOTE = "label", "value", "note"
 BUSY = "busy machine: not comparable"  # a figure timed while other processes held the cores

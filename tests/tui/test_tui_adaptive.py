@@ -21,7 +21,7 @@ async def test_f9_turns_adaptive_k_on_and_the_panel_shows_its_choices(make_app):
         assert app.host.live.auto and "k auto" in chat.param_bar.plain
         await send(pilot, "What is speculative decoding?")
         await reply_done(pilot)
-        steps = chat.last_reply.steps
+        steps = chat.session.last_reply.steps
         chosen = [step for step in steps if step.auto is not None]
         assert chosen and len(chosen) == len(steps) - 1  # every step but the prefill's
         assert all(step.k == step.auto.k or step.k < step.auto.k for step in chosen)
@@ -40,7 +40,7 @@ async def test_f9_turns_adaptive_k_on_and_the_panel_shows_its_choices(make_app):
         k = app.host.live.k
         await send(pilot, "again")
         await reply_done(pilot)
-        later = chat.last_reply.steps
+        later = chat.session.last_reply.steps
         assert all(step.auto is None for step in later)
         assert {step.k for step in later[1:-1]} == {k}
         assert "Adaptive k" not in chat.stats_panel.plain

@@ -152,7 +152,7 @@ async def test_the_palette_and_slash_advise_open_it(make_app, history):
         await pilot.press("q")
         await wait_for(pilot, lambda: app.screen is app.chat_screen)
         assert app.chat_screen.prompt.text == ""  # a command, never sent to the model
-        assert not app.chat_screen.transcript.entries
+        assert not app.chat_screen.session.transcript.entries
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
         await pilot.press(*"which drafter")
@@ -211,8 +211,8 @@ async def test_a_applies_the_recommendation_and_keeps_it(make_app, history, toke
         await pilot.press("escape")
         chat, live = app.chat_screen, app.host.live
         # the engine is switched to the chosen method, as the model screen switches it
-        await wait_for(pilot, lambda: app.host.engine is not None and chat.config.method == "suffix")
-        assert (live.auto, chat.config.k) == (True, "auto") if choice.k == "auto" else (live.k, chat.config.k) == (choice.k, choice.k)
+        await wait_for(pilot, lambda: app.host.engine is not None and chat.session.config.method == "suffix")
+        assert (live.auto, chat.session.config.k) == (True, "auto") if choice.k == "auto" else (live.k, chat.session.config.k) == (choice.k, choice.k)
         assert any("kept in" in note for note in notices(app))
     kept = load_config(config_dir / "config.toml")  # the next chat starts with them
     assert (kept.method, kept.k, kept.history_drafting) == ("suffix", choice.k, choice.history_drafting)
@@ -348,7 +348,7 @@ async def test_a_failing_replay_is_one_line_on_the_screen_and_the_chat_goes_on(m
         assert not screen.query_one("#advise-table").display and not screen.check_action("apply", ())
         await pilot.press("escape")
         await send(pilot, "still here")
-        await wait_for(pilot, lambda: len(app.chat_screen.transcript.entries) >= 2)
+        await wait_for(pilot, lambda: len(app.chat_screen.session.transcript.entries) >= 2)
 
 
 async def test_a_k_of_its_own_is_applied_live_without_a_new_engine(make_app, history, tokenizer, config_dir):
@@ -363,6 +363,6 @@ async def test_a_k_of_its_own_is_applied_live_without_a_new_engine(make_app, his
         await pilot.press("a")
         await pilot.pause()
         assert app.host.engine is engine and app.host.state.wanted_swap is None  # the same engine, k live
-        assert (app.host.live.k, app.host.live.auto, app.chat_screen.config.k) == (choice.k, False, choice.k)
+        assert (app.host.live.k, app.host.live.auto, app.chat_screen.session.config.k) == (choice.k, False, choice.k)
     kept = load_config(config_dir / "config.toml")
     assert (kept.method, kept.k) == ("suffix", choice.k)

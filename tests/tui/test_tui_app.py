@@ -130,7 +130,7 @@ async def test_escape_cancels_and_keeps_the_partial_reply(make_app):
         assert view.finish_reason == "cancelled"
         assert view.token_view.text == engine.steps[0].text + engine.steps[1].text
         assert "cancelled · partial reply kept" in str(view.note.render())
-        assert app.chat_screen.transcript.messages[-1] == {"role": "assistant", "content": view.token_view.text}
+        assert app.chat_screen.session.transcript.messages[-1] == {"role": "assistant", "content": view.token_view.text}
 
 
 @pytest.mark.parametrize("failure", ["raise", "done_error"])
@@ -165,7 +165,7 @@ async def test_multi_turn_passes_the_whole_conversation(make_app):
         await ready(pilot)
         await send(pilot, "one")
         await reply_done(pilot)
-        first_reply = app.chat_screen.transcript.messages[-1]["content"]
+        first_reply = app.chat_screen.session.transcript.messages[-1]["content"]
         await send(pilot, "two")
         await reply_done(pilot)
         assert engine.messages_seen[1] == [
@@ -200,7 +200,7 @@ async def test_loading_state_then_error_message_not_a_crash(make_app):
         await wait_for(pilot, lambda: "● failed" in chat.param_bar.plain)
         # The waiting message did not go: it is back in the box, not in the conversation.
         assert chat.prompt.text == "too early"
-        assert not chat.query(UserMessage) and chat.transcript.messages == []
+        assert not chat.query(UserMessage) and chat.session.transcript.messages == []
         await pilot.press("f1")  # the app still works
         assert type(app.screen).__name__ == "HelpScreen"
 
@@ -324,7 +324,7 @@ async def test_history_is_saved_per_step_and_resumes(make_app, tmp_path):
         views = app.chat_screen.query(ReplyView)
         assert len(views) == 1
         assert views.first().token_view.rendered_lines() == lines_before
-        assert app.chat_screen.transcript.messages[0] == {"role": "user", "content": "remember me"}
+        assert app.chat_screen.session.transcript.messages[0] == {"role": "user", "content": "remember me"}
         await pilot.press("f2")
         table = app.screen.query_one("DataTable")
         assert table.row_count == 1
@@ -408,7 +408,7 @@ async def test_info_compare_screenshot_and_new_chat(make_app, tmp_path):
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert not app.chat_screen.query(ReplyView)
-        assert app.chat_screen.transcript.messages == []
+        assert app.chat_screen.session.transcript.messages == []
         assert app.chat_screen.stats_panel.data.gamma_session is None
 
 

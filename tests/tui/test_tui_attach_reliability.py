@@ -21,7 +21,7 @@ def notes(app) -> list[str]:
 
 
 def at(app, tmp_path):
-    app.chat_screen.commands.cwd = str(tmp_path)
+    app.chat_screen.session.cwd = str(tmp_path)
     return app
 
 
@@ -37,7 +37,7 @@ async def test_an_at_path_of_a_refused_message_is_not_attached_and_each_is_read_
         await wait_for(pilot, lambda: chat.replies.current is not None)
         await send(pilot, "what is in @secret.txt")
         assert "A reply is streaming; Esc cancels it." in notices(app)
-        assert chat.commands.files.pending == [] and not any("secret" in note for note in notes(app))
+        assert chat.session.files.pending == [] and not any("secret" in note for note in notes(app))
         engine.release(5)
         await reply_done(pilot)
         await send(pilot, "now read @notes.txt")
@@ -58,7 +58,7 @@ async def test_an_at_path_for_a_server_engine_goes_only_when_sent_twice(make_app
         await send(pilot, "summarise @secret.txt")
         assert engine.messages_seen == [] and chat.prompt.text == "summarise @secret.txt"
         assert notes(app)[-1].startswith("secret.txt would go to the server at gpu-box with this message")
-        assert chat.commands.files.pending == []
+        assert chat.session.files.pending == []
         await send(pilot, "summarise @secret.txt")
         await reply_done(pilot)
         assert "the password" in engine.messages_seen[-1][-1]["content"]
@@ -77,10 +77,10 @@ async def test_an_at_path_asks_too_while_a_server_engine_is_still_loading(make_a
     async with app.run_test(size=SIZE) as pilot:
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "summarise @secret.txt")
-        assert chat.prompt.waiting is None and chat.commands.files.pending == []
+        assert chat.prompt.waiting is None and chat.session.files.pending == []
         assert notes(app)[-1].startswith("secret.txt would go to the server at http://gpu-box:8000")
         await send(pilot, "summarise @secret.txt")
-        assert chat.prompt.waiting is not None and len(chat.commands.files.pending) == 1
+        assert chat.prompt.waiting is not None and len(chat.session.files.pending) == 1
         release.set()
         await ready(pilot)
         await reply_done(pilot)
@@ -96,14 +96,14 @@ async def test_a_glob_past_the_cap_attaches_nothing_and_says_how_many_matched(ma
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "/file *.txt")
         assert notes(app)[-1].startswith("201 files match, 402 B: at most 200 files and 4 MB go with one message")
-        assert chat.commands.files.pending == []
+        assert chat.session.files.pending == []
         await send(pilot, "/file f00*.txt")  # 10 files: under the cap
-        assert len(chat.commands.files.pending) == 10
+        assert len(chat.session.files.pending) == 10
         await send(pilot, "/file f1*.txt")  # 100 more: still under
         await send(pilot, "/file f0*.txt")  # the 10 again and 90 new: 200 in all
-        assert len(chat.commands.files.pending) == 200
+        assert len(chat.session.files.pending) == 200
         await send(pilot, "/file f200.txt")  # the 201st, with the 200 waiting
-        assert "(with the 200 already waiting)" in notes(app)[-1] and len(chat.commands.files.pending) == 200
+        assert "(with the 200 already waiting)" in notes(app)[-1] and len(chat.session.files.pending) == 200
 
 
 async def test_a_file_whose_name_looks_like_a_glob_is_attached_by_file_and_at_path(make_app, tmp_path):
@@ -115,8 +115,8 @@ async def test_a_file_whose_name_looks_like_a_glob_is_attached_by_file_and_at_pa
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "/file page[1].txt")
-        assert [a.name for a in chat.commands.files.pending] == ["page[1].txt"]
-        chat.commands.files.reset()
+        assert [a.name for a in chat.session.files.pending] == ["page[1].txt"]
+        chat.session.files.reset()
         await send(pilot, "read @page[1].txt")
         await reply_done(pilot)
         sent = engine.messages_seen[-1][-1]["content"]

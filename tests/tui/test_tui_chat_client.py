@@ -303,14 +303,14 @@ async def test_regenerate_uses_the_settings_the_reply_was_made_with(make_app):
         assert engine.params_seen[1].seed == 7
         assert engine.messages_seen[1] == [{"role": "user", "content": "go"}]
         assert [v for v in chat.query(ReplyView)] != [first] and len(chat.query(ReplyView)) == 1
-        assert [m["role"] for m in chat.transcript.messages] == ["user", "assistant"]
+        assert [m["role"] for m in chat.session.transcript.messages] == ["user", "assistant"]
         # With the live settings: k 4, T 0.5, and a new seed, recorded with the reply.
         await pilot.press("ctrl+f10")
         await reply_done(pilot)
         assert [(s.k, s.temperature) for s in engine.steps[6:]] == [(4, 0.5)] * 3
         new_seed = engine.params_seen[2].seed
         assert new_seed is not None and len(chat.query(ReplyView)) == 1
-        rows = app.store.load_conversation(chat.transcript.conversation_id).messages
+        rows = app.store.load_conversation(chat.session.transcript.conversation_id).messages
         assert [(m.role, bool(m.stats.get("superseded"))) for m in rows] == [
             ("user", False), ("assistant", True), ("assistant", True), ("assistant", False)]
         assert rows[-1].settings == {"k": 4, "temperature": 0.5, "seed": new_seed, "method": "draft"}
@@ -343,7 +343,7 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         assert [m.text for m in chat.query(UserMessage)] == ["first", "the fix"]
         assert len(chat.query(ReplyView)) == 2
         assert "editing" not in chat.param_bar.plain
-        conversation_id = chat.transcript.conversation_id
+        conversation_id = chat.session.transcript.conversation_id
     # Resumed, the conversation is the edited one (the replaced turn stays in history, superseded).
     store = Store(tmp_path / "history.sqlite3")
     conversation = store.load_conversation(conversation_id)
@@ -353,7 +353,7 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         await ready(pilot)
         chat = app.chat_screen
         assert [m.text for m in chat.query(UserMessage)] == ["first", "the fix"]
-        assert [m["content"] for m in chat.transcript.messages if m["role"] == "user"] == ["first", "the fix"]
+        assert [m["content"] for m in chat.session.transcript.messages if m["role"] == "user"] == ["first", "the fix"]
 
 
 async def editing_the_last_turn(pilot):
@@ -380,7 +380,7 @@ async def test_an_edit_survives_an_emptied_box_and_replaces_the_turn(make_app):
         await reply_done(pilot)
         assert [m.text for m in chat.query(UserMessage)] == ["fixed"] and len(chat.query(ReplyView)) == 1
         assert engine.messages_seen[-1] == [{"role": "user", "content": "fixed"}]
-        assert [m["content"] for m in chat.transcript.messages if m["role"] == "user"] == ["fixed"]
+        assert [m["content"] for m in chat.session.transcript.messages if m["role"] == "user"] == ["fixed"]
 
 
 async def test_esc_drops_an_edit_and_the_box_empties(make_app):
@@ -434,14 +434,14 @@ async def test_the_model_screen_swaps_the_engine_and_the_conversation_goes_on(ma
         await wait_for(pilot, lambda: built and app.host.engine is built[0][1])
         config, second = built[0]
         assert (config.model, config.method, config.engine) == ("smollm2-135m", "ngram", "embedded")
-        assert first.closed and chat.config.model == "smollm2-135m"
+        assert first.closed and chat.session.config.model == "smollm2-135m"
         await wait_for(pilot, lambda: "● ready" in chat.param_bar.plain)
         notes = [str(note.render()) for note in chat.query("SystemNote")]
         assert any("Switched to smollm2-135m (ngram) · embedded" in note and "conversation goes on" in note
                    for note in notes)
         await send(pilot, "after")
         await reply_done(pilot)
-        before_reply = chat.transcript.messages[1]["content"]
+        before_reply = chat.session.transcript.messages[1]["content"]
         assert second.messages_seen == [[{"role": "user", "content": "before"},
                                          {"role": "assistant", "content": before_reply},
                                          {"role": "user", "content": "after"}]]
@@ -467,9 +467,9 @@ async def test_the_system_prompt_is_stored_with_the_chat_and_sent(make_app, tmp_
         assert engine.messages_seen[0][0] == {"role": "system", "content": "config default"}
         assert engine.messages_seen[1][0] == {"role": "system", "content": "Answer in French."}
         assert [m["role"] for m in engine.messages_seen[1]] == ["system", "user", "assistant", "user"]
-        conversation_id = chat.transcript.conversation_id
+        conversation_id = chat.session.transcript.conversation_id
         await pilot.press("ctrl+n")  # a new chat starts with the config's
-        assert chat.transcript.system == "config default"
+        assert chat.session.transcript.system == "config default"
     store = Store(tmp_path / "history.sqlite3")
     conversation = store.load_conversation(conversation_id)
     store.close()
@@ -478,7 +478,7 @@ async def test_the_system_prompt_is_stored_with_the_chat_and_sent(make_app, tmp_
     app = make_app(factory_for(engine), ChatConfig(system="config default"), resume=conversation)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        assert app.chat_screen.transcript.messages[0] == {"role": "system", "content": "Answer in French."}
+        assert app.chat_screen.session.transcript.messages[0] == {"role": "system", "content": "Answer in French."}
         await send(pilot, "three")
         await reply_done(pilot)
         assert engine.messages_seen[-1][0] == {"role": "system", "content": "Answer in French."}

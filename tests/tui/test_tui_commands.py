@@ -30,7 +30,7 @@ def notes(app) -> list[str]:
 
 
 def at(app, tmp_path):
-    app.chat_screen.commands.cwd = str(tmp_path)  # relative paths start in the test's folder
+    app.chat_screen.session.cwd = str(tmp_path)  # relative paths start in the test's folder
     return app
 
 
@@ -65,8 +65,9 @@ async def test_a_file_goes_with_the_next_question_everywhere(make_app, tmp_path)
         assert engine.messages_seen[1][-1]["content"] == "and a docstring"
         await send(pilot, "/files")
         assert any(note.startswith("sent     File rows.py") for note in notes(app))
-        await send(pilot, "/export")
-        conversation_id = chat.transcript.conversation_id
+        await send(pilot, "/export")  # the app exports (ExportWanted) and the files' names come back
+        await wait_for(pilot, lambda: any(note.startswith("Exported this chat") for note in notes(app)))
+        conversation_id = chat.session.transcript.conversation_id
         exported = (tmp_path / "shots" / f"spectui-chat-{conversation_id}.md").read_text()
         assert MODULE in exported and "File rows.py" in exported
         document = json.loads((tmp_path / "shots" / f"spectui-chat-{conversation_id}.json").read_text())
@@ -139,7 +140,7 @@ async def test_files_that_are_not_text_get_one_line_each_and_a_changed_file_says
         assert notes(app)[-1] == "Dropped rows.py: it will not go with your next message"
         await send(pilot, "/drop rows.py")  # the version already sent: out of its turn
         assert notes(app)[-1].startswith("Dropped rows.py from the chat")
-        assert app.chat_screen.transcript.entries[0].content == "look at @rows.py please"
+        assert app.chat_screen.session.transcript.entries[0].content == "look at @rows.py please"
         assert not app.chat_screen.query(AttachmentView)
 
 
@@ -280,7 +281,7 @@ async def test_unknown_commands_literal_slashes_and_the_settings_commands(make_a
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is chat)
         await send(pilot, "/clear")
-        assert chat.transcript.entries == [] and not chat.query(UserMessage)
+        assert chat.session.transcript.entries == [] and not chat.query(UserMessage)
 
 
 async def test_a_slash_pops_up_the_commands_and_tab_completes(make_app, tmp_path):

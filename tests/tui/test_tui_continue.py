@@ -57,10 +57,10 @@ async def test_continue_goes_on_in_the_same_reply(make_app):
         assert first.token_view.text == before + "".join(f" w{i}" for i in range(7, 14))
         note = str(first.note.render())
         assert note.startswith("continued: 7 tokens") and "the whole reply 14 tokens" in note
-        assert [e.role for e in chat.transcript.entries] == ["user", "assistant"]
-        assert chat.transcript.entries[-1].content == first.token_view.text
+        assert [e.role for e in chat.session.transcript.entries] == ["user", "assistant"]
+        assert chat.session.transcript.entries[-1].content == first.token_view.text
         assert not continue_shown(app)  # it ended on its own: nothing to continue
-        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        stored = app.store.load_conversation(chat.session.transcript.conversation_id)
         replies = [m for m in stored.messages if m.role == "assistant"]
         assert len(replies) == 1 and replies[0].content == first.token_view.text
         assert len(replies[0].steps) == 6  # both parts' steps, numbered on
@@ -100,10 +100,10 @@ async def test_max_and_ctx(make_app):
         assert engine.params_seen[-1].max_tokens == 300
         await send(pilot, "/max off")
         await pilot.pause()
-        assert chat.config.max_tokens is None
+        assert chat.session.config.max_tokens is None
         await send(pilot, "/max lots")
         await pilot.pause()
-        assert chat.config.max_tokens is None  # refused, one line
+        assert chat.session.config.max_tokens is None  # refused, one line
         await send(pilot, "/ctx")
         await pilot.pause()
         notes = " ".join(str(note.render()) for note in chat.query("SystemNote"))
@@ -136,7 +136,7 @@ async def test_an_edited_reply_continues_from_the_edit(make_app):
         chat.prompt.value = "/def typed(x: int)"  # a reply's text is never a command
         await pilot.press("enter")
         await pilot.pause()
-        assert chat.transcript.entries[-1].content == "/def typed(x: int)"
+        assert chat.session.transcript.entries[-1].content == "/def typed(x: int)"
         assert reply.token_view.chunks == [("/def typed(x: int)", "edited")]
         assert "edited by you" in str(reply.note.render()) and continue_shown(app)
         await send(pilot, "/continue")
@@ -144,8 +144,8 @@ async def test_an_edited_reply_continues_from_the_edit(make_app):
         assert engine.messages_seen[-1][-1] == {"role": "assistant", "content": "/def typed(x: int)"}
         assert list(chat.query(ReplyView)) == [reply]
         whole = reply.token_view.text
-        assert whole.startswith("/def typed(x: int) w7") and chat.transcript.entries[-1].content == whole
-        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        assert whole.startswith("/def typed(x: int) w7") and chat.session.transcript.entries[-1].content == whole
+        stored = app.store.load_conversation(chat.session.transcript.conversation_id)
         kept = [m for m in stored.messages if m.role == "assistant"]
         assert [m.stats.get("superseded", False) for m in kept] == [True, False]  # the model's reply stays in history
         assert kept[-1].content == whole and len(kept[-1].steps) == 3
@@ -178,7 +178,7 @@ async def test_esc_leaves_the_reply_and_only_the_last_one_is_edited(make_app):
         await pilot.press("escape")
         await pilot.pause()
         assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
-        assert chat.transcript.entries[-1].content == last.token_view.text
+        assert chat.session.transcript.entries[-1].content == last.token_view.text
 
 
 class ThinkingEngine(EndingEngine):
@@ -221,7 +221,7 @@ async def test_no_thinking_control_where_no_template_has_one(make_app):
         await pilot.press(app.first_key("thinking"))  # not bound here: nothing changes
         await send(pilot, "/think off")
         await pilot.pause()
-        assert app.chat_screen.turns.thinking is True
+        assert app.chat_screen.session.thinking is True
 
 
 async def test_no_k_keys_in_the_footer_where_the_engine_runs_its_own_k(make_app):
@@ -229,7 +229,7 @@ async def test_no_k_keys_in_the_footer_where_the_engine_runs_its_own_k(make_app)
     from textual.widgets._footer import FooterKey
 
     from spectui.core.engine import TEMPERATURE
-    from spectui.tui.chat.continuing import K_ACTIONS
+    from spectui.tui.screens.chat_keys import K_ACTIONS
 
     def shown(app) -> set[str]:
         return {key.action for key in app.chat_screen.query(FooterKey)}

@@ -42,7 +42,7 @@ async def test_the_info_screen_of_a_server_has_words_not_placeholders(make_app):
         app = make_app(lambda progress: ServerEngine(url), ChatConfig(engine="server", server=url))
         async with app.run_test(size=(140, 36)) as pilot:
             await ready(pilot)
-            app.chat_screen.session.engine_stats = {"server_k": None}
+            app.chat_screen.session.stats.engine_stats = {"server_k": None}
             await pilot.press("f3")
             await wait_for(pilot, lambda: isinstance(app.screen, InfoScreen))
             await pilot.pause()

@@ -66,7 +66,7 @@ async def test_an_attack_from_the_model_is_shown_not_obeyed_and_stored_exactly(m
         await pilot.pause()
         assert app.chat_screen.query("ReplyView").last().markdown_shown
         assert obeyed(app) == []
-        conversation_id = app.chat_screen.transcript.conversation_id
+        conversation_id = app.chat_screen.session.transcript.conversation_id
     store = Store(tmp_path / "history.sqlite3")
     conversation = store.load_conversation(conversation_id)
     store.close()

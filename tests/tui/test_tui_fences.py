@@ -11,7 +11,7 @@ from rich.cells import cell_len
 
 from spectui.core.events import LiveValues
 from spectui.tui.chat.recall import PromptRecall
-from spectui.tui.chat.reply_settings import made_with, message_text, reply_settings
+from spectui.chat_session.reply_settings import made_with, message_text, reply_settings
 from spectui.tui.clipboard import extra_sequences, osc52, tmux_passthrough
 from spectui.tui.fences import CodeBlock, code_blocks
 from spectui.tui.wrap import StyledWrapper

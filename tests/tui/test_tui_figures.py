@@ -40,7 +40,7 @@ async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
         await pilot.pause()
         chat.refresh_panels()
         assert speed_vs_plain(chat.stats_panel.data)[1] != "measured"  # the old model's plain steps are not this one's
-        assert chat.session.costs.target_seconds() is None
+        assert chat.session.stats.costs.target_seconds() is None
 
 
 async def test_steps_that_drafted_nothing_are_not_called_k0_steps(make_app):
@@ -121,7 +121,7 @@ async def test_a_reply_whose_k_changed_mid_way_says_so_in_its_note_panel_and_rec
         assert "k 2→3 · T 0.00→0.10" in note
         chat.refresh_panels()
         assert (chat.stats_panel.data.k, chat.stats_panel.data.temperature) == (3, 0.1)
-        stored = app.store.load_conversation(chat.transcript.conversation_id)
+        stored = app.store.load_conversation(chat.session.transcript.conversation_id)
         reply = [m for m in stored.messages if m.role == "assistant"][-1]
         assert reply.stats["ran"] == "k 2→3 · T 0.00→0.10"
         assert "k 2→3 · T 0.00→0.10" in export_markdown(stored)
@@ -130,7 +130,7 @@ async def test_a_reply_whose_k_changed_mid_way_says_so_in_its_note_panel_and_rec
 def test_what_ran_reads_the_steps_not_the_settings_the_reply_started_with():
     from spectui.core.events import AutoChoice, Source, Step
     from spectui.core.stats import settings_ran
-    from spectui.tui.session import adaptive_fields
+    from spectui.chat_session.stats import adaptive_fields
 
     auto = AutoChoice(4, 1.0, None, "chosen")
 
@@ -151,7 +151,7 @@ def test_a_cut_summary_shortens_the_rest_before_the_reason():
     """Issue 59: at 80 columns the summary read '…24.4 tok/s · k'; at 100 '· k 0: drafting
     does not': the reason for k 0 was the part cut."""
     from spectui.core.events import AutoChoice
-    from spectui.tui.session import PanelData, Theory
+    from spectui.chat_session.stats import PanelData, Theory
     from spectui.measure.costs import CostEstimate
 
     theory = Theory(alpha=0.3, k=0, expected_tokens=1.0, speedup=0.92, best_k=None, best_speedup=None,

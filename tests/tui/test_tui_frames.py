@@ -120,7 +120,7 @@ async def test_an_idle_chat_draws_nothing_and_a_reply_draws_per_step(make_app):
             await wait_for(pilot, lambda: len(engine.steps) == step and not chat.replies.pending)
         await reply_done(pilot)
         assert len(frames) == 4  # one frame per step
-        assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
+        assert chat.session.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
 
 
 async def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
@@ -140,5 +140,5 @@ async def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
         await pilot.press("escape")
         engine.release()
         await reply_done(pilot)
-        assert chat.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
-        assert len(chat.last_reply.steps) == 4
+        assert chat.session.last_reply.stats().num_tokens == 1 + 5 + 3 + 4
+        assert len(chat.session.last_reply.steps) == 4

@@ -90,9 +90,9 @@ async def test_search_finds_a_message_in_an_old_conversation_and_opens_it(make_a
             await pilot.press("backspace")
         await wait_for(pilot, lambda: row_ids(app) == [old])
         await pilot.press("enter")  # opens the highlighted match in the chat
-        await wait_for(pilot, lambda: app.chat_screen.transcript.conversation_id == old)
+        await wait_for(pilot, lambda: app.chat_screen.session.transcript.conversation_id == old)
         assert app.screen is app.chat_screen
-        assert app.chat_screen.transcript.messages[0]["content"] == "how do I sort a list?"
+        assert app.chat_screen.session.transcript.messages[0]["content"] == "how do I sort a list?"
 
 
 async def test_escape_clears_the_search_then_leaves(make_app, tmp_path):
@@ -172,7 +172,7 @@ async def test_the_conversation_open_in_the_chat_is_not_deleted_from_under_it(ma
         await ready(pilot)
         await send(pilot, "current chat")
         await reply_done(pilot)
-        current = app.chat_screen.transcript.conversation_id
+        current = app.chat_screen.session.transcript.conversation_id
         await open_history(pilot)
         assert row_ids(app) == [current]
         await pilot.press(app.first_key("history_delete"))

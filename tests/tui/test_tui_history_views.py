@@ -28,7 +28,7 @@ async def test_export_search_and_count_after_regenerate_and_edit(make_app):
         chat.prompt.value = "tell me about paris"
         await pilot.press("enter")
         await reply_done(pilot)
-        store, conversation_id = app.store, chat.transcript.conversation_id
+        store, conversation_id = app.store, chat.session.transcript.conversation_id
         markdown = export_markdown(store.load_conversation(conversation_id))
         assert markdown.count("## assistant") == 2 and markdown.count("## user") == 2
         assert "rome" not in markdown and "paris" in markdown
@@ -47,7 +47,7 @@ async def test_exports_and_screenshots_go_to_the_data_folder_not_the_working_dir
         await ready(pilot)
         await send(pilot, "hello there")
         await reply_done(pilot)
-        conversation_id = app.chat_screen.transcript.conversation_id
+        conversation_id = app.chat_screen.session.transcript.conversation_id
         await pilot.press("ctrl+s")
         await pilot.pause()
         [shot] = (data / "screenshots").glob("*.svg")

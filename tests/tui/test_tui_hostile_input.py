@@ -34,7 +34,7 @@ async def test_long_arguments_are_echoed_cut_to_one_short_line(make_app, tmp_pat
     app = make_app(factory_for(PlanEngine([None])))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.chat_screen.commands.cwd = str(tmp_path)
+        app.chat_screen.session.cwd = str(tmp_path)
         await send(pilot, "/k ²")
         assert notices(app)[-1] == "/k takes a whole number from 0 or auto, not '²'"
         await send(pilot, "/k " + "9" * 5000)
@@ -52,14 +52,14 @@ async def test_a_file_name_with_a_newline_keeps_its_header_and_stays_droppable_a
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        chat.commands.cwd = str(tmp_path)
+        chat.session.cwd = str(tmp_path)
         await send(pilot, "/file a?b.txt")
         assert notes(app)[-1].startswith("Attached a␊b.txt · 10 B")
         await send(pilot, "what is it")
         await reply_done(pilot)
         assert engine.messages_seen[-1][-1]["content"].startswith("File a␊b.txt · 10 B · 1 lines · sha256 ")
         app.wait_for_history()
-        conversation = app.store.load_conversation(chat.transcript.conversation_id)
+        conversation = app.store.load_conversation(chat.session.transcript.conversation_id)
         chat.turns.resume(conversation)
         await pilot.pause()
         await send(pilot, "/files")

@@ -9,7 +9,7 @@ from spectui.core.stats import count_acceptance
 from spectui.core.theory import best_k, expected_tokens, linear_verify_cost
 from spectui.measure.costs import StepTimings
 from spectui.measure.metrics import ReplyClock, RollingRate, format_bytes, read_memory
-from spectui.tui.session import ReplyTracker, SessionTracker, panel_data
+from spectui.chat_session.stats import ReplyTracker, SessionTracker, panel_data
 from spectui.tui.widgets.stats_panel import panel_lines
 
 

@@ -56,8 +56,8 @@ async def test_esc_during_a_long_prefill_on_ggml_ends_the_reply_before_the_promp
         assert f"/{prompt_tokens} · " in chat.param_bar.plain  # done/total, then the rate
         await pilot.press("escape")
         await reply_done(pilot)
-        assert chat.last_reply.done.finish_reason == "cancelled"
-        assert chat.last_reply.stats().num_tokens == 0
+        assert chat.session.last_reply.done.finish_reason == "cancelled"
+        assert chat.session.last_reply.stats().num_tokens == 0
     # The prefill stopped within a chunk or two of the Esc, far from the prompt's end.
     assert sum(engine.decoded) < prompt_tokens / 2, (sum(engine.decoded), prompt_tokens)
     assert max(engine.decoded) <= engine.target.prefill_chunk

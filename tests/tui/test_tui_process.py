@@ -37,7 +37,7 @@ async def test_a_reply_streams_from_the_engine_process_with_its_pieces_and_gamma
         assert app.chat_screen.stats_panel.data.gamma_reply == gamma
         assert f"γ reply {gamma:.2f}" in app.chat_screen.stats_panel.plain
         if os.path.exists("/proc/stat"):  # the engine process says what the neighbours took meanwhile
-            share = app.chat_screen.last_reply.done.neighbour_share
+            share = app.chat_screen.session.last_reply.done.neighbour_share
             assert share is not None and 0.0 <= share <= 1.0
 
 
@@ -60,7 +60,7 @@ async def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_
         # The history kept the steps that arrived before the kill.
         stored = app.store.load_conversation(app.store.latest_conversation_id()).messages[-1]
         assert stored.role == "assistant" and stored.content == shown
-        assert len(stored.steps) == len(view_steps := chat.last_reply.steps) and view_steps
+        assert len(stored.steps) == len(view_steps := chat.session.last_reply.steps) and view_steps
         await send(pilot, "SELECT id")
         # While the new process loads, the bar says so rather than "streaming".
         await wait_for(pilot, lambda: "● restarting" in chat.param_bar.plain, timeout=60)

@@ -65,7 +65,7 @@ async def test_k_presses_restart_the_engine_once_with_the_final_k(make_app):
         assert len(restart_notes) == 1 and restart_notes[0].startswith("vLLM restarted with k = 5 in ")
         # The conversation survives, and the waiting message went to the new engine.
         new_engine = factory.engines[-1]
-        assert [m["content"] for m in new_engine.messages_seen[0]] == ["hello", chat.transcript.messages[1]["content"],
+        assert [m["content"] for m in new_engine.messages_seen[0]] == ["hello", chat.session.transcript.messages[1]["content"],
                                                                       "while it restarts"]
         assert [s.k for s in new_engine.steps] == [5, 5, 5]
         assert len(chat.query(ReplyView)) == 2 and len(chat.query(UserMessage)) == 2
@@ -132,7 +132,7 @@ async def test_a_failed_restart_shows_one_error_and_a_k_press_retries(make_app):
         assert len(errors) == 1
         assert "Could not restart vLLM with k = 3: RuntimeError: CUDA out of memory" in errors[0]
         assert "● failed" in chat.param_bar.plain
-        assert [m["content"] for m in chat.transcript.messages][0] == "keep me"
+        assert [m["content"] for m in chat.session.transcript.messages][0] == "keep me"
         await send(pilot, "no engine")
         assert chat.prompt.text == "no engine"
         await pilot.press("f6")

@@ -17,7 +17,7 @@ async def test_an_export_onto_existing_files_asks_first(make_app, tmp_path):
         await ready(pilot)
         await send(pilot, "hello there")
         await reply_done(pilot)
-        conversation_id = app.chat_screen.transcript.conversation_id
+        conversation_id = app.chat_screen.session.transcript.conversation_id
         mine = tmp_path / "shots" / f"spectui-chat-{conversation_id}.md"
         mine.parent.mkdir(parents=True, exist_ok=True)
         mine.write_text("my own notes")

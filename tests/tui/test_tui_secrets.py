@@ -52,7 +52,7 @@ async def test_the_key_goes_to_the_server_and_into_no_file_the_chat_writes(make_
             await reply_done(pilot)
             await pilot.press(app.first_key("screenshot"))
             await wait_for(pilot, lambda: list((tmp_path / "shots").glob("*.svg")))
-            conversation_id = app.chat_screen.transcript.conversation_id
+            conversation_id = app.chat_screen.session.transcript.conversation_id
 
     assert authorizations and set(authorizations) == {f"Bearer {SECRET}"}
     store = Store(tmp_path / "history.sqlite3")

@@ -91,7 +91,7 @@ async def test_a_server_chat_is_recorded_with_the_k_the_server_runs(make_app, tm
             assert app.host.reported_k == 3, app.host.state.error
             await send(pilot, "count")
             await reply_done(pilot)
-            conversation_id = app.chat_screen.transcript.conversation_id
+            conversation_id = app.chat_screen.session.transcript.conversation_id
     store = Store(tmp_path / "history.sqlite3")
     conversation = store.load_conversation(conversation_id)
     store.close()

@@ -57,7 +57,7 @@ async def test_the_bar_shows_a_long_prompts_prefill_and_esc_stops_it(make_app):
         assert "● prefill 512/2048 · 256 tok/s · 6 s left" in chat.param_bar.plain
         await pilot.press("escape")
         await reply_done(pilot)
-        assert chat.last_reply.done.finish_reason == "cancelled"
+        assert chat.session.last_reply.done.finish_reason == "cancelled"
         assert engine.prefilled == 512  # it stopped where it was, not at the end of the prompt
         assert "prefill" not in chat.param_bar.plain
 
@@ -80,7 +80,7 @@ async def test_the_first_step_after_a_prefill_turns_the_bar_back_to_streaming(ma
         await wait_for(pilot, lambda: "● prefill 1536/2048" in chat.param_bar.plain)
         engine.released.set()
         await reply_done(pilot)
-        assert chat.last_reply.done.finish_reason == "stop"
+        assert chat.session.last_reply.done.finish_reason == "stop"
         assert chat.scroll.query(ReplyView).last().token_view.text == " w1"
         after = seen[next(i for i, bar in enumerate(seen) if "1536/2048" in bar) + 1:]
         assert after and "● streaming" in after[0]  # the first step says the prompt is in

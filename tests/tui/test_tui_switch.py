@@ -59,7 +59,7 @@ async def test_a_switch_that_fails_to_load_leaves_the_chat_on_its_engine(make_ap
         await wait_for(pilot, lambda: any("Could not switch" in text for text in notices(app)))
         await wait_for(pilot, lambda: "● ready" in chat.param_bar.plain)
         assert app.host.engine is first and not first.closed
-        assert chat.config.model is None and chat.config.method != "ngram"  # the config it runs
+        assert chat.session.config.model is None and chat.session.config.method != "ngram"  # the config it runs
         notes = [str(note.render()) for note in chat.query("SystemNote")]
         assert any("no weights for that model" in note and "goes on" in note for note in notes)
         await send(pilot, "still here?")

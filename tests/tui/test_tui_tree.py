@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from spectui.tui.session import PanelData
+from spectui.chat_session.stats import PanelData
 from spectui.tui.widgets.stats_panel import panel_lines
 
 from fake_engines import PlanEngine, factory_for

@@ -4,14 +4,10 @@ the first match is marked and scrolled into view, n and N go to the next and the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from spectui.core.safe_text import echoed
+from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
-
-if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
-    from spectui.tui.screens.chat import ChatScreen
 
 FOUND = "-found"
 
@@ -25,33 +21,35 @@ def shown_text(widget: object) -> str | None:
 
 
 class Finder:
-    def __init__(self, screen: ChatScreen) -> None:
-        self.screen = screen
+    """scroll: the conversation it looks through."""
+
+    def __init__(self, scroll: ConversationScroll) -> None:
+        self.scroll = scroll
         self.text = ""
         self.matches: list = []  # one entry per occurrence: the widget that holds it
         self.index = -1
 
     def find(self, text: str) -> None:
-        screen = self.screen
+        scroll = self.scroll
         self.clear()
         if not text:
-            screen.notify("/find takes the text to look for: /find parse_row")
+            scroll.notify("/find takes the text to look for: /find parse_row")
             return
         self.text = text
         needle = text.casefold()
-        for widget in screen.scroll.children:
+        for widget in scroll.children:
             shown = shown_text(widget)
             if shown is not None:
                 self.matches.extend([widget] * shown.casefold().count(needle))
         if not self.matches:
-            screen.notify(f"Not in this chat: {echoed(text)}")
+            scroll.notify(f"Not in this chat: {echoed(text)}")
             return
-        screen.scroll.focus()  # n and N are the conversation's keys, not letters for the box
+        scroll.focus()  # n and N are the conversation's keys, not letters for the box
         self.show(0)
 
     def step(self, delta: int) -> None:
         if not self.matches:
-            self.screen.notify("Nothing to go to: /find TEXT first")
+            self.scroll.notify("Nothing to go to: /find TEXT first")
             return
         self.show((self.index + delta) % len(self.matches))
 
@@ -63,9 +61,9 @@ class Finder:
         widget.add_class(FOUND)
         if isinstance(widget, AttachmentView):
             widget.collapsed = False
-        self.screen.scroll.following = False
-        self.screen.scroll.scroll_to_widget(widget, animate=False, top=True)
-        self.screen.notify(f"{echoed(self.text)}: match {index + 1} of {len(self.matches)} · n next · N previous · Esc back",
+        self.scroll.following = False
+        self.scroll.scroll_to_widget(widget, animate=False, top=True)
+        self.scroll.notify(f"{echoed(self.text)}: match {index + 1} of {len(self.matches)} · n next · N previous · Esc back",
                            timeout=3)
 
     def clear(self) -> None:

@@ -5,34 +5,32 @@ conversation is the way back."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import events
+from textual.widget import Widget
 
+from spectui.tui.chat.find import Finder
+from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView
-
-if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
-    from spectui.tui.screens.chat import ChatScreen
 
 FIND_KEYS = ("n", "N")  # `/find`'s next and previous, the conversation's while it has the focus
 # Where a typed character would vanish: it goes to the box instead.
 STRAYS = (ConversationScroll, ReplyView, AttachmentView)
 
 
-def stray_key(screen: ChatScreen, event: events.Key) -> bool:
-    """A key that reached the screen from the conversation, which nothing took: a character
-    goes into the box, Esc goes back to it. True when it was taken here."""
-    focused = screen.focused
-    if focused is screen.prompt or not isinstance(focused, STRAYS):
+def stray_key(focused: Widget | None, event: events.Key, prompt: ChatPrompt, replying: bool, finder: Finder) -> bool:
+    """A key that reached the screen from the conversation (`focused` had it), which nothing
+    took: a character goes into the box, Esc goes back to it (while no reply streams: there
+    Esc cancels it). True when it was taken here."""
+    if focused is prompt or not isinstance(focused, STRAYS):
         return False
-    if event.key == "escape" and screen.replies.current is None:
-        screen.commands.finder.clear()
-        screen.prompt.focus()
+    if event.key == "escape" and not replying:
+        finder.clear()
+        prompt.focus()
         return True
     if event.is_printable and event.character and event.key not in FIND_KEYS:
-        screen.prompt.focus()
-        screen.prompt.insert(event.character)
+        prompt.focus()
+        prompt.insert(event.character)
         return True
     return False

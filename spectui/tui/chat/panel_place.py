@@ -4,7 +4,7 @@ narrow one, where its summary shows as one line under the conversation instead."
 from __future__ import annotations
 
 from spectui.tui.chat.scroll import ConversationScroll
-from spectui.tui.session import PanelData
+from spectui.chat_session.stats import PanelData
 from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 
 # Below this width the panel steps aside by itself: its 38 columns would leave the

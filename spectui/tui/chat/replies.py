@@ -20,18 +20,19 @@ from typing import TYPE_CHECKING
 from textual.screen import Screen
 
 from spectui.core.engine import Engine
-from spectui.core.events import Control, Done, GenerationParams, LiveValues, Message
+from spectui.core.events import Control
 from spectui.core.pieces import display_chunks
 from spectui.core.stats import changed_mid_reply, settings_ran
 from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
 from spectui.tui.chat.bar import prefill_detail
-from spectui.tui.chat.budget import length_note
+from spectui.chat_session.budget import length_note
+from spectui.chat_session.reply import EndedReply, ReplyRequest
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.frames import FrameInbox
 from spectui.tui.keys import key_display
 from spectui.tui.messages import EngineRestarting, PrefillArrived, ReplyEnded, StepArrived
 from spectui.tui.replay import problem_text, reply_summary
-from spectui.tui.session import ReplyTracker
+from spectui.chat_session.stats import ReplyTracker
 from spectui.tui.widgets.conversation import ReplyView
 from spectui.tui.worker import stream_reply
 
@@ -53,7 +54,7 @@ class ActiveReply:
     status: str = "streaming"
     detail: str = ""  # what the bar says after the status
     prefill_from: tuple[float, int] | None = None  # (when, tokens done) of the first prefill progress
-    cap: int | None = None  # the budget it stops at short of the context's end (spectui.tui.chat.budget)
+    cap: int | None = None  # the budget it stops at short of the context's end (spectui.chat_session.budget)
     context_known: bool = True  # the engine said its context: a reply that stopped short of the cap filled it
     earlier: tuple[int, int] | None = None  # a continued reply's (tokens, steps) before this part
 
@@ -64,19 +65,6 @@ class DetachedReply:
 
     message_id: int | RowId | None  # a RowId while the history's queue holds its write
     text: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class EndedReply:
-    message_id: int | RowId | None  # a RowId while the history's queue holds its write
-    content: str
-    finish_reason: str
-    error: str | None
-    stats: dict  # what its history row records
-    tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
-    done: Done | None = None
-    settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
-    continued: bool = False  # the last reply went on: its entry is replaced, not added
 
 
 def chunks_of(arrivals: Sequence[StepArrived]) -> list[tuple[str, str]]:
@@ -111,12 +99,10 @@ class Replies:
         self.next_id += 1
         return self.next_id - 1
 
-    def start(self, messages: list[Message], params: GenerationParams, message_id: int | RowId | None, ghosts: bool,
-              values: LiveValues | None = None, settings: dict | None = None, cap: int | None = None,
-              view: ReplyView | None = None, earlier: tuple[int, int] | None = None) -> None:
-        """values: the LiveValues it starts from (default: the live ones); cap: binding_cap's.
-        A reply continued in place (spectui.tui.chat.continuing) streams into its `view`, after
-        the `earlier` (tokens, steps) its history row holds."""
+    def start(self, request: ReplyRequest, ghosts: bool, view: ReplyView | None = None) -> None:
+        """The reply the session asked for (ChatSession.reply_request, .continuation). A reply
+        continued in place streams into its `view`, after the (tokens, steps) its history row holds."""
+        messages, params, message_id, earlier = request.messages, request.params, request.message_id, request.earlier
         reply_id = self.new_id()
         if view is None:
             view = ReplyView(reply_id, show_ghosts=ghosts)
@@ -134,9 +120,9 @@ class Replies:
                          clock=host.clock, store=store, message_id=message_id, first_index=first_index)
 
         tracker = ReplyTracker(host.clock())  # the reply's clock starts before its thread
-        control = host.start_reply(f"spectui-reply-{reply_id}", run, values)
+        control = host.start_reply(f"spectui-reply-{reply_id}", run, request.values)
         context_known = host.engine is not None and host.engine.context_length is not None
-        self.current = ActiveReply(reply_id, view, tracker, control, message_id, settings or {}, cap=cap,
+        self.current = ActiveReply(reply_id, view, tracker, control, message_id, request.settings, cap=request.cap,
                                    context_known=context_known, earlier=earlier)
         self.screen.refresh_bindings()  # the keys that act on the last reply wait for this one
 

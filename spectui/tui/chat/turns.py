@@ -1,193 +1,214 @@
-"""The chat's turns: a message sent (or waiting for the engine), the last reply regenerated,
-the last message edited and sent again.
+"""The chat's turns on screen: a message sent (or waiting for the engine), the last reply
+regenerated or continued, the last message edited and sent again, a new chat, a stored one.
 
-Regenerating or editing replaces the last turn on screen and in the transcript; its rows
-stay in history, superseded (spectui.tui.chat.transcript). Regenerate takes the k, T and
-seed the reply was made with; its live variant takes the current k and T and a new seed
-(a new sample; the seed is recorded, so that one can be made again).
+The session (spectui.chat_session) decides what a line means and what a reply is started
+with, and keeps the conversation; the turns mount and remove the widgets that show it.
 """
 
 from __future__ import annotations
 
-import random
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from spectui.core.events import GenerationParams, LiveValues
-from spectui.tui.chat.budget import binding_cap, reply_budget
+from spectui.chat_session.changes import set_thinking
+from spectui.chat_session.meaning import Ask, KeepEdit, Meaning, Refuse, RunCommand, Severity, Wait
+from spectui.chat_session.reply import ReplyRequest
+from spectui.chat_session.session import ChatSession
+from spectui.store import Conversation
+from spectui.tui.chat.commands import ChatCommands, remove_file_views, show_file_views
+from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.reply_edit import ReplyEdit
-from spectui.tui.chat.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
-from spectui.tui.chat.transcript import settings_record
+from spectui.tui.chat.scroll import ConversationScroll
+from spectui.tui.chat.welcome import Welcome
 from spectui.tui.replay import stored_conversation
-from spectui.tui.session import SessionTracker
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
 
-if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
-    from spectui.store import Conversation
-    from spectui.tui.screens.chat import ChatScreen
 
-EDITING_NOTE = "editing your last message: sending replaces that turn (Esc keeps it)"
+@dataclass(frozen=True)
+class TurnParts:
+    """What the turns show the chat in. redraw: the bar and the panels; ghosts: whether new
+    replies show their rejected drafts."""
+
+    scroll: ConversationScroll
+    prompt: ChatPrompt
+    replies: Replies
+    welcome: Welcome
+    redraw: Callable[[], None]
+    ghosts: Callable[[], bool]
 
 
 class Turns:
-    """screen: the chat screen, whose parts (host, config, prompt, scroll, transcript,
-    replies) these turns change; editing: the last turn's widgets while its message is edited."""
+    """session: the chat; parts: its widgets; commands: the box's `/` commands.
+    edited: the last turn's widgets while its message is back in the box."""
 
-    def __init__(self, screen: ChatScreen) -> None:
-        self.screen = screen
-        self.editing: tuple[UserMessage, ReplyView] | None = None
-        self.reply_edit = ReplyEdit(screen)  # the last reply edited, not the message
-        self.thinking = True  # the template's switch, where it has one (spectui.tui.chat.thinking)
+    def __init__(self, session: ChatSession, parts: TurnParts, commands: ChatCommands) -> None:
+        self.session, self.parts, self.commands = session, parts, commands
+        self.edited: tuple[UserMessage, ReplyView] | None = None
+        self.reply_edit = ReplyEdit(session, parts.scroll, parts.prompt, parts.replies.continue_key, parts.redraw)
+
+    @property
+    def replying(self) -> bool:
+        return self.parts.replies.current is not None
+
+    @property
+    def waiting(self) -> bool:
+        return self.parts.prompt.waiting is not None
+
+    def notify(self, text: str, severity: Severity = "information") -> None:
+        self.parts.scroll.notify(text, severity=severity)
+
+    # a line typed
 
     def submit(self, typed: str) -> None:
         """The message box's Enter."""
-        screen, host = self.screen, self.screen.host
-        if self.reply_edit.view is not None:  # the box holds the reply's text, commands and all
-            self.reply_edit.keep(typed)
-            return
-        text = screen.commands.intercept(message_text(typed))
-        if text is None:
-            return  # a command: done, never sent
-        if screen.replies.current is not None:
-            screen.notify("A reply is streaming; Esc cancels it.")
-        elif screen.prompt.waiting is not None:
-            screen.notify("A message already waits for the engine; this one stays in the box.")
-        elif host.state.failed and host.engine is None:
-            screen.notify(f"No engine: {host.state.error}", severity="error")
-        elif not screen.commands.may_send_mentioned(text):
-            return  # its @path files would go to a server: the next Enter sends them
-        elif host.engine is None:
-            screen.welcome.drop()
-            screen.commands.attach_mentioned(text)
-            screen.prompt.wait(text, screen.scroll)
-            screen.refresh_bar()
+        self.act(self.session.meaning(typed, self.replying, self.waiting))
+
+    def act(self, meaning: Meaning) -> None:
+        parts, prompt = self.parts, self.parts.prompt
+        if isinstance(meaning, KeepEdit):
+            self.reply_edit.keep(meaning.text)
+        elif isinstance(meaning, Refuse):
+            self.notify(meaning.why, meaning.severity)
+        elif isinstance(meaning, RunCommand):
+            prompt.clear()
+            self.commands.run(meaning.command)
+            if meaning.then is not None:
+                self.act(meaning.then)
+        elif isinstance(meaning, Ask):
+            self.commands.say(list(meaning.lines), error=True)
+        elif isinstance(meaning, Wait):
+            parts.welcome.drop()
+            self.commands.attach_mentioned(meaning.text)
+            prompt.wait(meaning.text, parts.scroll)
+            parts.redraw()
         else:
-            screen.commands.attach_mentioned(text)
-            screen.prompt.clear()
-            screen.send(text)
+            self.commands.attach_mentioned(meaning.text)
+            prompt.clear()
+            self.send(meaning.text)
 
     def send(self, text: str, shown: UserMessage | None = None) -> None:
         """Send `text` (already `shown` when it waited for the engine)."""
-        screen = self.screen
-        if self.editing is not None:  # the edited message replaces the last turn
-            for widget in self.editing:
+        session, parts = self.session, self.parts
+        if self.edited is not None:  # the edited message replaces the last turn
+            for widget in self.edited:
                 widget.remove()
-            self.editing = None
-            screen.transcript.drop_last("assistant")
-            screen.commands.take_back_files(screen.transcript.drop_last("user"))
-        screen.welcome.drop()  # the first screen goes with the first message
-        content, files = screen.commands.compose(text, before=shown)  # the waiting files join this turn
+            self.edited = None
+            remove_file_views(parts.scroll, session.replace_last_turn())
+        parts.welcome.drop()  # the first screen goes with the first message
+        self.commands.say(session.files.refresh())
+        content, files = session.files.compose(text)
+        show_file_views(parts.scroll, files, before=shown)  # the waiting files join this turn
         if shown is None:
-            screen.scroll.mount(UserMessage(text))
-        screen.prompt.recall.add(text)
-        host = screen.host
-        screen.transcript.add_user(content, settings_record(host.info, screen.config, host.live, engine_k(host)),
-                                   title=text if files else None)
-        screen.commands.files.mark_sent(files, screen.transcript.entries[-1])
-        self.start_reply(screen.host.live.values, screen.config.seed)
+            parts.scroll.mount(UserMessage(text))
+        parts.prompt.recall.add(text)
+        session.add_user(text, content, files)
+        self.start(session.next_reply())
 
-    def start_reply(self, values: LiveValues, seed: int | None) -> None:
-        screen = self.screen
-        config, transcript = screen.config, screen.transcript
-        settings = reply_settings(values, seed, screen.host.info, engine_k(screen.host))
-        context = screen.host.engine.context_length if screen.host.engine is not None else None
-        params = GenerationParams(max_tokens=reply_budget(config.max_tokens, context), top_p=config.top_p, seed=seed,
-                                  truncate=transcript.truncating, thinking=self.thinking)
-        message_id = transcript.open_reply(settings)
-        screen.replies.start(transcript.messages, params, message_id, screen.show_ghosts, values, settings,
-                             cap=binding_cap(config.max_tokens, context))
-        screen.refresh_bar()
-        screen.refresh_panels()
+    def send_waiting(self) -> None:
+        """The engine is ready: the message that waited for it goes."""
+        waiting = self.parts.prompt.take_waiting()
+        if waiting is not None:
+            self.send(waiting.text, waiting)
+
+    def give_back_waiting(self) -> None:
+        if self.parts.prompt.give_back():
+            self.notify("Your message did not go: it is back in the box.", "warning")
+
+    def start(self, request: ReplyRequest, view: ReplyView | None = None) -> None:
+        self.parts.replies.start(request, self.parts.ghosts(), view=view)
+        self.parts.redraw()
+
+    # the last turn again
 
     def resend_trimmed(self) -> None:
         """The chat outgrew the model's context: its last message again, the oldest turns left out."""
-        screen = self.screen
-        if screen.replies.current is None and (text := screen.transcript.take_overflowed()) is not None:
-            screen.send(text)
+        if not self.replying and (text := self.session.transcript.take_overflowed()) is not None:
+            self.send(text)
         else:
-            screen.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
+            self.notify("Nothing to resend: this key answers a chat that grew longer than the model's context.")
 
     def regenerate(self, as_made: bool) -> None:
-        screen, host = self.screen, self.screen.host
-        if self._busy("regenerate it"):
+        why = self.session.busy("regenerate it", self.replying, self.waiting)
+        if why is None and self.session.host.engine is None:
+            why = "The engine is not ready yet."
+        if why is not None:
+            self.notify(why)
             return
-        if host.engine is None:
-            screen.notify("The engine is not ready yet.")
+        request, note = self.session.regenerate(as_made)
+        self.parts.scroll.query(ReplyView).last().remove()
+        self.start(request)
+        self.notify(note)
+
+    @property
+    def continue_problem(self) -> str | None:
+        return self.session.why_not_continue(self.replying, self.waiting, bool(self.parts.scroll.query(ReplyView)))
+
+    def continue_last(self) -> None:
+        """Continue the last reply where it stopped, in its own view, or say why not."""
+        problem = self.continue_problem
+        if problem is not None:
+            self.notify(problem)
             return
-        reply, live = screen.transcript.last("assistant"), host.live.values
-        assert reply is not None, "_busy found the reply to regenerate"
-        values, seed, note = made_with(reply.settings, live, screen.config.seed, host.info) if as_made \
-            else (live, random.randrange(2**31), "")
-        screen.transcript.drop_last("assistant")
-        screen.query(ReplyView).last().remove()
-        self.start_reply(values, seed)
-        screen.notify(f"Regenerating the last reply with {describe_values(values, seed)}{note}")
+        self.start(self.session.continuation(), view=self.parts.scroll.query(ReplyView).last())
 
     def edit_last(self) -> None:
         """The last message back in the box; sending it replaces that turn."""
-        screen = self.screen
-        if self._busy("edit your message"):
+        why = self.session.busy("edit your message", self.replying, self.waiting)
+        if why is not None:
+            self.notify(why)
             return
         self.reply_edit.stop()
-        self.editing = (screen.query(UserMessage).last(), screen.query(ReplyView).last())
-        screen.prompt.value = screen.commands.files.question(screen.transcript.entries[-2])  # its files go again
-        screen.prompt.focus()
-        screen.refresh_bar()
+        scroll, prompt = self.parts.scroll, self.parts.prompt
+        self.edited = (scroll.query(UserMessage).last(), scroll.query(ReplyView).last())
+        self.session.editing = "message"
+        prompt.value = self.session.files.question(self.session.transcript.entries[-2])  # its files go again
+        prompt.focus()
+        self.parts.redraw()
+
+    def edit_reply(self, view: ReplyView | None = None) -> None:
+        """The last reply's text into the box (`view`: the reply picked, which must be the last)."""
+        if self.reply_edit.start(view, self.replying, self.waiting):
+            self.edited = None
 
     def stop_editing(self) -> bool:
         """Esc while editing: the box empties and the turn stays. False when nothing was edited.
         Only Esc ends an edit: a box emptied to retype it is still the edit."""
         if self.reply_edit.stop():
             return True
-        if self.editing is None:
+        if self.edited is None:
             return False
-        self.editing = None
-        self.screen.prompt.value = ""
-        self.screen.refresh_bar()
+        self.edited, self.session.editing = None, None
+        self.parts.prompt.value = ""
+        self.parts.redraw()
         return True
+
+    def set_thinking(self, text: str = "") -> None:
+        """Turn the template's thinking switch as `text` says (nothing: the other way), or say why not."""
+        try:
+            self.notify(set_thinking(self.session, text))
+        except ValueError as error:
+            self.notify(str(error), "warning")
+
+    # another chat
 
     def start_over(self) -> None:
         """A new chat: what streams is left to finish in the background, for its history row."""
-        screen = self.screen
-        screen.give_back_waiting()
-        screen.welcome.give_back_k()  # a starter's k was for its reply, not for the next chat
-        self.editing = None
+        parts = self.parts
+        self.give_back_waiting()
+        parts.welcome.give_back_k()  # a starter's k was for its reply, not for the next chat
+        self.edited = None
         self.reply_edit.view = None
-        screen.compare_after_reply = None  # F4's prompt belonged to the chat left behind
-        screen.prompt.recall.reset()
-        screen.replies.detach()
-        screen.scroll.remove_children()
-        screen.transcript.start_over()
-        screen.commands.files.reset()
-        screen.commands.finder.clear()
-        screen.session = SessionTracker()
-        screen.last_reply = None
+        self.session.start_over()
+        parts.prompt.recall.reset()
+        parts.replies.detach()
+        parts.scroll.remove_children()
+        self.commands.finder.clear()
 
     def resume(self, conversation: Conversation) -> None:
         """Show a stored conversation (its superseded turns left out); new messages continue it."""
-        screen = self.screen
+        parts = self.parts
         self.start_over()
-        screen.transcript.resume(conversation)
-        screen.commands.files.restore(screen.transcript.entries)
-        screen.prompt.recall.reset(screen.commands.files.question(entry) for entry in screen.transcript.entries
-                                   if entry.role == "user")
-        widgets, trackers = stored_conversation(conversation, screen.replies.new_id, screen.show_ghosts)
-        for tracker in trackers:
-            screen.session.add_reply(tracker)
-        screen.last_reply = trackers[-1] if trackers else None
-        screen.scroll.mount_all(widgets)
-
-    @property
-    def note(self) -> str:
-        """What the bar says of an edit under way."""
-        return EDITING_NOTE if self.editing is not None else self.reply_edit.note
-
-    def _busy(self, doing: str) -> bool:
-        """Say why the last turn cannot be replaced now, if it cannot."""
-        screen = self.screen
-        if screen.replies.current is not None or screen.prompt.waiting is not None:
-            screen.notify(f"Wait for the reply to end (Esc cancels it) before you {doing}.")
-        elif screen.transcript.last("assistant") is None or len(screen.transcript.entries) < 2:
-            screen.notify(f"No reply to {doing} yet.")
-        else:
-            return False
-        return True
+        widgets, trackers = stored_conversation(conversation, parts.replies.new_id, parts.ghosts())
+        parts.prompt.recall.reset(self.session.resume(conversation, trackers))
+        parts.scroll.mount_all(widgets)

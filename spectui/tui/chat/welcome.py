@@ -7,16 +7,17 @@ k meanwhile."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from spectui.chat_session.session import ChatSession
 from spectui.core.events import LiveValues
 from spectui.tui.advise_work import advise_link
+from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.k_words import measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
-
-if TYPE_CHECKING:  # the screen holds its helpers: a type-only import, no cycle when the code runs
-    from spectui.tui.screens.chat import ChatScreen
+from spectui.tui.widgets.stats_panel import StatsPanel
 
 
 @dataclass(frozen=True)
@@ -30,25 +31,31 @@ class StarterK:
 
 
 class Welcome:
-    def __init__(self, screen: ChatScreen) -> None:
-        self.screen = screen  # the chat screen: its scroll, prompt, host and panel
+    """The card in `scroll`; a pick fills `prompt`; the cost of its k from `panel`'s figures;
+    next_reply_id: the id the next reply gets (Replies.next_id)."""
+
+    def __init__(self, session: ChatSession, scroll: ConversationScroll, prompt: ChatPrompt, panel: StatsPanel,
+                 next_reply_id: Callable[[], int]) -> None:
+        self.session, self.scroll, self.prompt, self.panel = session, scroll, prompt, panel
+        self.next_reply_id = next_reply_id
         self.starter: StarterK | None = None
 
     @property
     def card(self) -> FirstScreen | None:
-        cards = self.screen.scroll.query(FirstScreen)
+        cards = self.scroll.query(FirstScreen)
         return cards.first() if cards else None
 
     def show(self) -> None:
         if self.card is None:
-            self.screen.scroll.mount(FirstScreen(self.cost(), advise=advise_link(getattr(self.screen.app, "store", None), self.screen.config.keys)))
+            advise = advise_link(getattr(self.scroll.app, "store", None), self.session.config.keys)
+            self.scroll.mount(FirstScreen(self.cost(), advise=advise))
 
     def drop(self) -> None:
-        self.screen.scroll.query(FirstScreen).remove()
+        self.scroll.query(FirstScreen).remove()
 
     def cost(self) -> str:
         """What the watch-it k costs here: a verify of k + 1, as measured, or that it is not yet."""
-        slope = measured_slope(self.screen.stats_panel.data, self.screen.verify_slope)
+        slope = measured_slope(self.panel.data, self.session.verify_slope)
         return verify_words(WATCH_K, slope)
 
     def engine_ready(self) -> None:
@@ -57,15 +64,15 @@ class Welcome:
             card.set_cost(self.cost())
 
     def picked(self, suggestion: Suggestion) -> None:
-        prompt = self.screen.prompt
+        prompt = self.prompt
         prompt.value = suggestion.text
         prompt.focus()
         if suggestion.k is not None:
-            live = self.screen.host.live
-            before = self.starter.before if self.starter is not None else live.values
-            self.screen.host.keys.set_k(suggestion.k)
-            if live.values != before:
-                self.starter = StarterK(before, live.values, self.screen.replies.next_id)
+            host = self.session.host
+            before = self.starter.before if self.starter is not None else host.live.values
+            host.keys.set_k(suggestion.k)
+            if host.live.values != before:
+                self.starter = StarterK(before, host.live.values, self.next_reply_id())
 
     def reply_ended(self, reply_id: int) -> None:
         """The starter's reply ended: the user's k again."""
@@ -75,7 +82,7 @@ class Welcome:
     def give_back_k(self) -> None:
         """The k the user had before the starter, unless they chose another since."""
         starter, self.starter = self.starter, None
-        live = self.screen.host.live
+        live = self.session.host.live
         if starter is not None and live.values == starter.during:
             before = starter.before
             live.update(k=before.k, auto=before.auto, temperature=before.temperature)

@@ -7,6 +7,7 @@ config file. The numbers come from spectui.advise (spectui.tui.advise_work calls
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ from spectui.tui.advise_work import Choice, apply_problem, config_for, kept_valu
 
 if TYPE_CHECKING:
     from spectui.advise.advice import Advice
-    from spectui.tui.screens.chat import ChatScreen
+    from spectui.chat_session.session import ChatSession
 
 HISTORY, THIS_CHAT = "the whole history", "this chat"
 HEADERS = ("drafter", "k", "speed vs k 0", "γ", "τ", "coloured", "replies", "tokens", "vs llama.cpp")
@@ -69,7 +70,7 @@ class AdviseScreen(ModalScreen):
     AdviseScreen ProgressBar { margin: 0; }
     """
 
-    def __init__(self, chat: ChatScreen, history: Path) -> None:
+    def __init__(self, chat: ChatSession, history: Path) -> None:
         super().__init__()
         self.chat, self.history = chat, history
         self.scope = HISTORY
@@ -230,7 +231,7 @@ class AdviseScreen(ModalScreen):
         if choice is None or apply_problem(choice, self.chat.host, self.chat.config) is not None:
             return
         self.applied = choice
-        apply_choice(self.chat, choice)
+        apply_choice(self.chat, choice, self.app.notify)
         self.show_apply()
 
     def action_close(self) -> None:
@@ -251,7 +252,7 @@ def costs_text(advice: Advice) -> str:
                      f"{costs.context_tokens} tokens, {widths}{piece}" + (f"\nLeft out: {left}" if left else ""))
 
 
-def apply_choice(chat: ChatScreen, choice: Choice) -> None:
+def apply_choice(chat: ChatSession, choice: Choice, notify: Callable[..., None]) -> None:
     """Run `choice` in the chat: k (or adaptive k) through the live settings; another method (or
     its settings) by the engine switch the model screen makes. Kept in the config file for the next chat."""
     from spectui.engines.factory import models_to_run
@@ -266,13 +267,13 @@ def apply_choice(chat: ChatScreen, choice: Choice) -> None:
     else:
         host.keys.set_k(int(choice.k))
     if switch:
-        chat.config_switching_to = wanted  # the chat's config once that engine is ready
+        chat.switching_to = wanted  # the chat's config once that engine is ready
         host.swap(plan_for(wanted, models_to_run(wanted.engine, wanted.model, wanted.draft)), describe(wanted))
     else:
         chat.config = wanted
     try:
         path = keep_settings(kept_values(choice))
     except SpectuiError as error:  # ConfigError: the file could not be read, checked or written
-        chat.notify(f"Applied {choice.words} to this chat; not kept for the next: {error}", severity="warning", timeout=10)
+        notify(f"Applied {choice.words} to this chat; not kept for the next: {error}", severity="warning", timeout=10)
         return
-    chat.notify(f"Applied {choice.words}; kept in {path} for the next chat.")
+    notify(f"Applied {choice.words}; kept in {path} for the next chat.")

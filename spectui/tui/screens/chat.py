@@ -1,11 +1,10 @@
 """The chat screen: conversation and message box on the left, live panels on the right.
 
-It arranges its parts and turns keys into changes: live settings and engine swaps go to
-the engine host (spectui.host), replies to `Replies`, the conversation's rows to
-`Transcript`, the copy keys to `ReplyCopier`. It hears the host through HostEvent
-messages and redraws the bar and panels from what they say. A message sent while the
-engine loads waits, and goes once the engine is ready. Regenerating or editing replaces
-the last turn: on screen, in the transcript, and (superseded) in history.
+It shows a ChatSession (spectui.chat_session: the conversation, what a line means, what a
+reply is started with) and turns keys into changes: live settings and engine swaps go to
+the engine host (spectui.host), the turns to `Turns`, replies to `Replies`, the copy keys
+to `ReplyCopier`. It hears the host through HostEvent messages and redraws the bar and
+panels from what they say; a `/` command that does what a key does arrives as ActionWanted.
 """
 
 from __future__ import annotations
@@ -14,37 +13,32 @@ from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 
-from spectui.core.events import Message
+from spectui.chat_session.session import ChatSession
+from spectui.chat_session.stats import PanelData, panel_data
 from spectui.host.messages import EngineFailed, EngineReady, LiveChanged, Notice
 from spectui.measure.run import prompt_messages
 from spectui.store import Conversation, HistoryQueue
 import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
+from spectui.tui.screens.chat_keys import ChatKeys
 from spectui.tui.chat.commands import ChatCommands
 from spectui.tui.chat.completion import CommandHints, complete_box
-from spectui.tui.chat.continuing import ReplyActions
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.panel_place import PanelPlace
 from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.scroll import ConversationScroll
-from spectui.tui.chat.transcript import Transcript
-from spectui.tui.chat.turns import Turns
+from spectui.tui.chat.turns import TurnParts, Turns
 from spectui.tui.chat.welcome import Welcome
 from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.keys import chat_bindings
 from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
-from spectui.tui.session import PanelData, ReplyTracker, SessionTracker, panel_data
 from spectui.tui.widgets.param_bar import BarState, ParamBar
 from spectui.tui.widgets.first_screen import FirstScreen
 from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 from spectui.tui.widgets.key_footer import KeyFooter
-from spectui.tui.widgets.conversation import UserMessage
 
 if TYPE_CHECKING:
     from spectui.host.host import EngineHost
@@ -62,35 +56,30 @@ ChatScreen .-found { background: $warning 25%; }
 """
 
 
-class ChatScreen(ReplyActions, Screen):
-    BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
+class ChatScreen(ChatKeys):
     DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
 
     def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None = None, *, conversation: Conversation | None = None,
                  compare_prompt: str | None = None, cursor_blink: bool = True) -> None:
         super().__init__()
-        self.host, self.config, self._resume = host, config, conversation
+        self.host, self._resume = host, conversation
+        self.session = ChatSession(host, config, store, lambda text: self.notify(text, severity="warning"))
         self.show_ghosts, self.markdown = config.ghosts, False
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
-        self.compare_after_reply: list[Message] | None = None  # F4 during a reply: the view opens once it ends
-        self.session = SessionTracker()
-        self.last_reply: ReplyTracker | None = None
-        self.verify_slope: float | None = None  # v(k)'s slope the engine timed here (EngineReady)
-        self.config_switching_to: ChatConfig | None = None  # the model screen's choice, while its engine loads
         self.scroll = ConversationScroll(id="conversation")
         self.prompt = ChatPrompt(config.keys, cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
         self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.scroll)
-        self.transcript = Transcript(store, config.system, lambda text: self.notify(text, severity="warning"))
         self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, config.keys)
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
-        self.turns = Turns(self)
-        self.welcome = Welcome(self)
+        self.welcome = Welcome(self.session, self.scroll, self.prompt, self.stats_panel, lambda: self.replies.next_id)
         self.prompt.empty_tab = self.welcome.tab
-        self.commands = ChatCommands(self)  # the box's / commands and this chat's files
+        self.commands = ChatCommands(self.session, self.scroll, self.command_actions())  # the box's / commands
+        self.turns = Turns(self.session, TurnParts(self.scroll, self.prompt, self.replies, self.welcome, self.redraw,
+                                                   lambda: self.show_ghosts), self.commands)
         self.hints = CommandHints()
-        self.prompt.complete = lambda text: complete_box(text, self.commands.cwd)
+        self.prompt.complete = lambda text: complete_box(text, self.session.cwd)
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
@@ -119,17 +108,21 @@ class ChatScreen(ReplyActions, Screen):
     # what the bar and the panels show
 
     def refresh_bar(self) -> None:
-        self.param_bar.show(bar_state(self.host, self.config, self.replies.current, self.prompt.waiting is not None,
-                                      self.show_ghosts, self.markdown, self.turns.note))
+        self.param_bar.show(bar_state(self.host, self.session.config, self.replies.current, self.turns.waiting,
+                                      self.show_ghosts, self.markdown, self.session.note))
 
     def refresh_panels(self) -> None:
-        current, live = self.replies.current, self.host.live
-        reply = current.tracker if current is not None else self.last_reply
-        memory = self.host.read_memory(self.session.engine_stats)
+        current, live, session = self.replies.current, self.host.live, self.session
+        reply = current.tracker if current is not None else session.last_reply
+        memory = self.host.read_memory(session.stats.engine_stats)
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
-        self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported, self.host.info.draft_vocab if self.host.info else ""), self.verify_slope)
+        self.panels.show(panel_data(reply, session.stats, live.k, live.temperature, self.host.clock(), memory, status,
+                                    reported, self.host.info.draft_vocab if self.host.info else ""), session.verify_slope)
+
+    def redraw(self) -> None:
+        self.refresh_bar()
+        self.refresh_panels()
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
@@ -151,25 +144,28 @@ class ChatScreen(ReplyActions, Screen):
             self._engine_ready(event)
         elif isinstance(event, EngineFailed):
             if event.swap_failed:
-                self.config_switching_to = None  # the chat keeps the config it runs
+                self.session.switching_to = None  # the chat keeps the config it runs
             if event.swap_failed and self.host.engine is not None:
-                self.send_waiting()  # the engine before goes on: a message that waited goes to it
+                self.turns.send_waiting()  # the engine before goes on: a message that waited goes to it
             else:
-                self.give_back_waiting()
+                self.turns.give_back_waiting()
         self.refresh_bar()
         if isinstance(event, LiveChanged):
             self.refresh_panels()
+        self.refresh_bindings()  # an engine that loaded or switched may have a thinking switch, or none
 
     def _engine_ready(self, event: EngineReady) -> None:
         collect_between_replies()
-        if event.swapped_to is not None and self.config_switching_to is not None:
-            self.config, self.config_switching_to = self.config_switching_to, None
-        self.verify_slope = event.verify_slope
-        self.send_waiting()
+        if event.swapped_to is not None:  # a switched model starts its figures anew
+            self.session.engine_switched()
+            self.refresh_panels()
+        self.session.verify_slope = event.verify_slope
+        self.turns.send_waiting()
         self.welcome.engine_ready()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
-            dialogs.open_compare(self, prompt_messages(prompt, self.transcript.system))  # never beside a reply
+            dialogs.open_compare(self, self.session, prompt_messages(prompt, self.session.transcript.system), False,
+                                 self.compared)  # never beside a reply
 
     # sending
 
@@ -185,45 +181,18 @@ class ChatScreen(ReplyActions, Screen):
     def on_text_area_changed(self) -> None:
         self.hints.show(self.prompt.text)
 
-    def action_find_next(self, step: int) -> None:
-        self.commands.finder.step(step)
-
-    def send_waiting(self) -> None:
-        waiting = self.prompt.take_waiting()
-        if waiting is not None:
-            self.send(waiting.text, waiting)
-
-    def give_back_waiting(self) -> None:
-        if self.prompt.give_back():
-            self.notify("Your message did not go: it is back in the box.", severity="warning")
-
-    def send(self, text: str, shown: UserMessage | None = None) -> None:
-        """Send `text` as the user's message (`shown` already, if it waited for the engine)."""
-        self.turns.send(text, shown)
-
-    def action_regenerate(self, as_made: bool) -> None:
-        self.turns.regenerate(as_made)
-
-    def action_edit_last(self) -> None:
-        self.turns.edit_last()
-
     # receiving
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
+        self.welcome.reply_ended(message.reply_id)  # a starter's k ends with its reply
         ended = self.replies.end(message, self.markdown)
-        if ended is None:
-            return
-        self.transcript.add_reply(ended)
-        if ended.tracker is None:
-            return  # a reply left behind by a new chat: its row is all that is kept
-        self.session.add_reply(ended.tracker)
-        self.last_reply = ended.tracker
+        if ended is None or not self.session.reply_ended(ended):
+            return  # not this chat's, or left behind by a new chat: its row is all that is kept
         if ended.finish_reason == "error":
             self.notify(f"The engine failed: {ended.error}", severity="error", timeout=8)
-        self.refresh_bar()
-        self.refresh_panels()
+        self.redraw()
         self.call_after_refresh(collect_between_replies)
-        self.call_after_refresh(dialogs.open_compare_after_reply, self)
+        self.call_after_refresh(dialogs.open_compare_after_reply, self, self.session, self.compared)
 
     def on_engine_restarting(self, message: EngineRestarting) -> None:
         if self.replies.restarting(message):
@@ -232,83 +201,13 @@ class ChatScreen(ReplyActions, Screen):
     def on_store_failed(self, message: StoreFailed) -> None:
         self.notify(f"History stopped saving steps: {message.error}", severity="warning")
 
-    # keys
-
-    def action_k(self, delta: int) -> None:
-        self.host.keys.step_k(delta)
-
-    def action_toggle_auto_k(self) -> None:
-        self.host.keys.toggle_auto(self.stats_panel.data.theory)
-
-    def action_temperature(self, direction: int) -> None:
-        self.host.keys.step_temperature(direction)
-
-    def action_cancel(self) -> None:
-        if self.replies.cancel():
-            self.refresh_bar()
-        else:
-            self.turns.stop_editing()
-
-    def action_toggle_ghosts(self) -> None:
-        self.show_ghosts = not self.show_ghosts
-        self.replies.show_ghosts(self.show_ghosts)
-        if self.show_ghosts and self.host.engine is not None and self.host.engine.info.method == "none":
-            self.notify("This engine drafts nothing, so there are no rejected drafts to show.")
-        self.refresh_bar()
-
-    def action_toggle_stats(self) -> None:
-        note = self.panels.toggle(self.size.width)
-        if note:
-            self.notify(note)
-
-    def action_toggle_markdown(self) -> None:
-        self.markdown = not self.markdown
-        self.replies.show_markdown(self.markdown)
-        if self.markdown and self.replies.current is not None:
-            self.notify("The streaming reply stays as tokens until it ends.")
-        self.refresh_bar()
-
-    def action_resend_trimmed(self) -> None:
-        self.turns.resend_trimmed()
-
-    def action_copy(self, what: str) -> None:
-        self.copier.copy_code() if what == "code" else self.copier.copy_reply()
-
-    def action_pick_reply(self, step: int = -1) -> None:
-        if not self.copier.pick(step):
-            self.prompt.focus()
-
-    def action_focus_prompt(self) -> None:
-        self.prompt.focus()
-
-    def action_new_chat(self) -> None:
-        self.turns.start_over()
-        self.welcome.show()
-        self.refresh_bar()
-        self.refresh_panels()
-        self.prompt.focus()
-
-    def action_system_prompt(self) -> None:
-        dialogs.open_system_prompt(self)
-
-    def action_model(self) -> None:
-        dialogs.open_model(self)
-
-    def action_engine_info(self) -> None:
-        dialogs.open_engine_info(self)
-
-    def action_compare(self) -> None:
-        dialogs.compare_last_prompt(self)
-
-    def compared(self, speedup: float, what: str) -> None:
-        """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
-        self.session.compared = (speedup, what)
-        self.refresh_panels()
-
-    # history
-
     def on_show_conversation(self, message: ShowConversation) -> None:
         """Replace what is shown with a stored conversation; new messages continue it."""
         self.turns.resume(message.conversation)
         self.call_after_refresh(self.scroll.scroll_end, animate=False)
+        self.refresh_panels()
+
+    def compared(self, speedup: float, what: str) -> None:
+        """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
+        self.session.stats.compared = (speedup, what)
         self.refresh_panels()

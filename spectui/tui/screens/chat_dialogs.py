@@ -1,32 +1,38 @@
 """The screens the chat opens over itself (system prompt, model, engine info, the compare
-view) and what it does with what they hand back. `chat` is the chat screen."""
+view) and what it does with what they hand back. `screen` opens them (and says what
+happened); `session` is the chat they read and change."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from spectui.core.events import GenerationParams, Message
-from spectui.tui.chat.budget import COMPARE_BUDGET
+from textual.screen import Screen
 
-if TYPE_CHECKING:  # the chat screen opens these: a type-only import, no cycle when the code runs
+from spectui.chat_session.budget import COMPARE_BUDGET
+from spectui.chat_session.session import ChatSession
+from spectui.core.events import GenerationParams, Message
+
+if TYPE_CHECKING:
     from spectui.models.registry import ModelPair
     from spectui.settings.config import ChatConfig
-    from spectui.tui.screens.chat import ChatScreen
+
+Compared = Callable[[float, str], None]  # the compare view's measured speedup, and what it ran
 
 
-def open_system_prompt(chat: ChatScreen) -> None:
+def open_system_prompt(screen: Screen, session: ChatSession) -> None:
     from spectui.tui.screens.system_prompt import SystemPromptScreen
 
     def chosen(text: str | None) -> None:
         if text is not None:
-            chat.transcript.set_system(text)
-            chat.notify("System prompt set for this chat: the next reply follows it." if text else
-                        "This chat has no system prompt now.")
+            session.transcript.set_system(text)
+            screen.notify("System prompt set for this chat: the next reply follows it." if text else
+                          "This chat has no system prompt now.")
 
-    chat.app.push_screen(SystemPromptScreen(chat.transcript.system), chosen)
+    screen.app.push_screen(SystemPromptScreen(session.transcript.system), chosen)
 
 
-def open_model(chat: ChatScreen) -> None:
+def open_model(screen: Screen, session: ChatSession) -> None:
     """Another target, draft, method, heads or engine: the host swaps the engine (once nothing
     holds it), the conversation stays, and the next reply goes to the new engine."""
     from spectui.host.plan import plan_for
@@ -36,45 +42,46 @@ def open_model(chat: ChatScreen) -> None:
         if choice is None:
             return
         config, models = choice  # the config and the models it names, resolved by the screen
-        if config != chat.config:
-            chat.config_switching_to = config  # the chat's config once that engine is ready
-            chat.host.swap(plan_for(config, models), describe(config))
+        if config != session.config:
+            session.switching_to = config  # the chat's config once that engine is ready
+            session.host.swap(plan_for(config, models), describe(config))
 
-    chat.app.push_screen(ModelScreen(chat.config), chosen)
+    screen.app.push_screen(ModelScreen(session.config), chosen)
 
 
-def open_engine_info(chat: ChatScreen) -> None:
+def open_engine_info(screen: Screen, session: ChatSession) -> None:
     from spectui.tui.screens.info import InfoScreen
 
-    chat.app.push_screen(InfoScreen(chat.host, chat.session.engine_stats))
+    screen.app.push_screen(InfoScreen(session.host, session.stats.engine_stats))
 
 
-def compare_last_prompt(chat: ChatScreen) -> None:
-    messages = chat.transcript.messages
+def compare_last_prompt(screen: Screen, session: ChatSession, replying: bool, compared: Compared) -> None:
+    messages = session.transcript.messages
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
     if last_user is None:
-        chat.notify("Send a prompt first: the compare view runs the last one.")
+        screen.notify("Send a prompt first: the compare view runs the last one.")
     else:
-        open_compare(chat, messages[: last_user + 1])
+        open_compare(screen, session, messages[: last_user + 1], replying, compared)
 
 
-def open_compare(chat: ChatScreen, messages: list[Message]) -> None:
+def open_compare(screen: Screen, session: ChatSession, messages: list[Message], replying: bool, compared: Compared) -> None:
+    """replying: a reply streams (the view waits for it to end: open_compare_after_reply)."""
     from spectui.tui.screens.compare import CompareScreen
 
-    if chat.host.engine is None:
-        chat.notify("The engine is not ready yet.")
-    elif chat.replies.current is not None:
-        chat.compare_after_reply = list(messages)  # opened by open_compare_after_reply
-        chat.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
+    if session.host.engine is None:
+        screen.notify("The engine is not ready yet.")
+    elif replying:
+        session.compare_after_reply = list(messages)  # opened by open_compare_after_reply
+        screen.notify("A reply is streaming; the compare view opens once it ends (Esc cancels it).")
     else:
-        config = chat.config
+        config = session.config
         budget = config.max_tokens if config.max_tokens is not None else COMPARE_BUDGET
         params = GenerationParams(max_tokens=budget, top_p=config.top_p, seed=config.seed)
-        chat.app.push_screen(CompareScreen(chat.host, list(messages), params, chat.compared))
+        screen.app.push_screen(CompareScreen(session.host, list(messages), params, compared))
 
 
-def open_compare_after_reply(chat: ChatScreen) -> None:
+def open_compare_after_reply(screen: Screen, session: ChatSession, compared: Compared) -> None:
     """The reply that F4 waited for has ended: the compare view opens now (a new chat forgets it)."""
-    messages, chat.compare_after_reply = chat.compare_after_reply, None
+    messages, session.compare_after_reply = session.compare_after_reply, None
     if messages is not None:
-        open_compare(chat, messages)
+        open_compare(screen, session, messages, False, compared)

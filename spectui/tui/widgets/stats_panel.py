@@ -17,7 +17,7 @@ from textual.widgets import Static
 from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
 from spectui.tui.k_words import k_zero_words
-from spectui.tui.session import PanelData, Theory
+from spectui.chat_session.stats import PanelData, Theory
 from spectui.tui.summary import summary_line, summary_lines
 
 # Roles, styled by the panel's component classes (theme variables in CSS): resolving

@@ -16,7 +16,7 @@ from pathlib import Path
 from spectui.core.attachments import (
     Attachment, block, changed_lines, estimate_tokens, expand, message_with, over_cap, read_attachment, size_text, split_blocks, without,
 )
-from spectui.tui.chat.transcript import Entry
+from spectui.chat_session.transcript import Entry
 
 
 @dataclass

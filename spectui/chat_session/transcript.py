@@ -20,7 +20,7 @@ from spectui.store import Conversation, HistoryQueue, RowId, StoredMessage
 
 if TYPE_CHECKING:
     from spectui.settings.config import ChatConfig
-    from spectui.tui.chat.replies import EndedReply
+    from spectui.chat_session.reply import EndedReply
 
 T = TypeVar("T")
 
@@ -129,7 +129,7 @@ class Transcript:
         return self._write(lambda store: store.add_message(conversation, "assistant", "", settings=settings))
 
     def add_reply(self, ended: EndedReply) -> None:
-        """A reply ended (spectui.tui.chat.replies.EndedReply): its row, and the message
+        """A reply ended (spectui.chat_session.reply.EndedReply): its row, and the message
         unless it was left behind by a new chat."""
         if ended.tracker is not None:
             if ended.continued and self.last("assistant") is not None:
