@@ -29,10 +29,6 @@ BLOCK_CLASSES = ("code", "code-label", "reasoning")
 REASONING_LABEL = " reasoning "
 REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
 FOLD_MARKS = {False: "▾ ", True: "▸ folded: click to show "}
-# While a reply streams its height grows ahead of the text, doubling (by at least
-# this many): a layout pass re-renders the screen, so one per new line would cost more
-# than the text itself. The conversation scrolls to the text's end, not to the spare.
-GROWTH_LINES = 16
 
 
 class TokenView(Widget):
@@ -62,7 +58,6 @@ class TokenView(Widget):
         self.chunks: list[tuple[str, str]] = list(chunks)  # as the model wrote them
         self._show_ghosts = show_ghosts
         self._streaming = False
-        self._reserved_height = 0
         # Wrapped lines per width: layout may ask for a width other than the one drawn
         # (a scrollbar coming and going); rebuilding for each would cost O(reply) a frame.
         self._wrappers: dict[int, StyledWrapper] = {}
@@ -98,8 +93,11 @@ class TokenView(Widget):
             first_changed = min(first_changed, shown.rewrapped_from)
         for y in [y for y in self._strips if y >= first_changed]:
             del self._strips[y]
-        if shown.num_lines != lines_before and (not self._streaming or shown.num_lines >= self._reserved_height):
-            self.refresh(layout=True)  # taller: the conversation must make room
+        # Taller: the conversation makes room, one layout per frame at most (the replies flush
+        # once a frame); no spare lines ahead of the text, which left blanks below a streaming
+        # reply and pushed the question off a small screen (issue 59).
+        if shown.num_lines != lines_before:
+            self.refresh(layout=True)
         # The old last line and everything after it (a word may have moved down).
         self.refresh(Region(0, first_changed, self.size.width, shown.num_lines - first_changed + 1))
 
@@ -117,17 +115,12 @@ class TokenView(Widget):
     def streaming(self, value: bool) -> None:
         if value != self._streaming:
             self._streaming = value
-            self._reserved_height = 0
             if not value and any([wrapper.flush() for wrapper in self._wrappers.values()]):
                 self._forget_lines()  # the reply ended on what looked like the start of a tag
-            self.refresh(layout=True)  # a finished reply gives back its spare lines
+            self.refresh(layout=True)  # a tag held back at the end may have become text
 
     def _height(self, num_lines: int) -> int:
-        if not self._streaming:
-            return max(1, num_lines)
-        if num_lines >= self._reserved_height:
-            self._reserved_height = num_lines + max(GROWTH_LINES, num_lines)
-        return self._reserved_height
+        return max(1, num_lines)
 
     @property
     def num_text_lines(self) -> int:
