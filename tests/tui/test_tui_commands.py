@@ -34,6 +34,31 @@ def at(app, tmp_path):
     return app
 
 
+async def test_save_then_at_path_of_the_same_file_says_one_word(make_app, tmp_path):
+    """Issue 59: a file attached, then /save'd with the reply's block that differs only by the
+    newline at its end, then named again as @path: "changed (+0 −0 lines)", changed and
+    unchanged at once. It says changed, and how: only its line endings."""
+    (tmp_path / "x.py").write_text("x = 2")
+    steps = [[("Here:\n", Source.TARGET)], [("```python\n", Source.TARGET)], [("x = 2\n", Source.TARGET)],
+             [("```\n", Source.TARGET)]]
+    app = make_app(factory_for(TextEngine(steps)))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        at(app, tmp_path)
+        await send(pilot, "tidy @x.py")
+        await reply_done(pilot)
+        await send(pilot, "/save x.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: notes(app)[-1].startswith("Saved "))
+        assert (tmp_path / "x.py").read_text() == "x = 2\n"
+        await send(pilot, "and now @x.py")
+        await reply_done(pilot)
+        said = notes(app)[-1]
+        assert said == "x.py changed (only its line endings): the new version goes with your next message", said
+        assert "+0 −0" not in "\n".join(notes(app))
+
+
 async def test_a_file_goes_with_the_next_question_everywhere(make_app, tmp_path):
     (tmp_path / "rows.py").write_text(MODULE)
     engine = PlanEngine([None, 1])
