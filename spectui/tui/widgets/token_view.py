@@ -25,7 +25,10 @@ from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THI
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost", "edited")  # edited: the user's text in a reply
-BLOCK_CLASSES = ("code", "code-label", "reasoning")
+BLOCK_CLASSES = ("code", "code-label", "code-edge", "reasoning")
+# An opening fence is drawn as the block's top edge with its language set in it ("─ python ───"),
+# not as a line of text that reads " python" (issue 59).
+EDGE = "─"
 REASONING_LABEL = " reasoning "
 REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
 FOLD_MARKS = {False: "▾ ", True: "▸ folded: click to show "}
@@ -43,6 +46,7 @@ class TokenView(Widget):
     TokenView > .tokenview--edited { color: $foreground; text-style: italic; }
     TokenView > .tokenview--code { background: $surface; }
     TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
+    TokenView > .tokenview--code-edge { background: $surface; color: $text-muted 50%; }
     TokenView > .tokenview--reasoning { color: $text-muted; }
     """
 
@@ -239,11 +243,22 @@ class TokenView(Widget):
         if line.block in (THINK_OPEN, THINK, THINK_CLOSE):
             return self._draw_reasoning(line, base), base
         block = base + style("tokenview--code")
+        if line.block == OPEN:
+            return self._draw_edge(line, base), block
         background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
         padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
         return padding + [text_segment(text, base + style(f"tokenview--{kind}") + background)
                           for text, kind in line_runs(line)], block
 
+
+    def _draw_edge(self, line: WrappedLine, base: Style) -> list[Segment]:
+        """A code block's top edge: a rule across the view with the block's language in it."""
+        style = self.get_component_rich_style
+        edge = base + style("tokenview--code-edge")
+        label = "".join(text for text, _ in line_runs(line))
+        rest = max(0, self.size.width - CODE_PAD - len(label))
+        return [text_segment(EDGE * CODE_PAD, edge), text_segment(label, base + style("tokenview--code-label")),
+                text_segment(EDGE * rest, edge)]
 
     def _draw_reasoning(self, line: WrappedLine, base: Style) -> list[Segment]:
         """A line of a <think> block: the label (which says whether it is folded), or the bar
