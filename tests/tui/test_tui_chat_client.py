@@ -401,6 +401,30 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         assert [m["content"] for m in chat.transcript.messages if m["role"] == "user"] == ["first", "the fix"]
 
 
+async def test_an_edited_first_message_gives_the_history_its_title(make_app, tmp_path):
+    """Issue 59: F12 on the first message left the history's title as the old text. The title
+    follows the edit; a title the user gave in the history screen meanwhile stays."""
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "teh typo in the title")
+        await reply_done(pilot)
+        conversation_id = chat.transcript.conversation_id
+        assert app.store.load_conversation(conversation_id).title == "teh typo in the title"
+        await pilot.press("f12")
+        chat.prompt.value = "the fixed question\nwith a second line"
+        await pilot.press("enter")
+        await reply_done(pilot)
+        assert app.store.load_conversation(conversation_id).title == "the fixed question"
+        app.history.rename_conversation(conversation_id, "my own name")
+        await pilot.press("f12")
+        chat.prompt.value = "edited once more"
+        await pilot.press("enter")
+        await reply_done(pilot)
+        assert app.store.load_conversation(conversation_id).title == "my own name"
+
+
 async def editing_the_last_turn(pilot):
     """A chat with one turn ("keep me"), its message back in the box for editing (F12)."""
     await ready(pilot)
