@@ -41,7 +41,14 @@ class Welcome:
 
     def show(self) -> None:
         if self.card is None:
-            self.screen.scroll.mount(FirstScreen(self.cost(), advise=advise_link(getattr(self.screen.app, "store", None), self.screen.config.keys)))
+            self.screen.scroll.mount(FirstScreen(self.cost(), advise=advise_link(getattr(self.screen.app, "store", None), self.screen.config.keys),
+                                                 offers_k=self.offers_k()))
+
+    def offers_k(self) -> bool:
+        """Whether the chat's k reaches the engine: not a server's, which runs its own (a card
+        that offered "k 4" there offered a key that does not act)."""
+        host = self.screen.host
+        return not host.k_from_engine if host.capabilities is not None else self.screen.config.engine != "server"
 
     def drop(self) -> None:
         self.screen.scroll.query(FirstScreen).remove()
@@ -49,11 +56,14 @@ class Welcome:
     def cost(self) -> str:
         """What the watch-it k costs here: a verify of k + 1, as measured, or that it is not yet."""
         slope = measured_slope(self.screen.stats_panel.data, self.screen.verify_slope)
-        return verify_words(WATCH_K, slope)
+        formula = f"\nv(k) = 1 + {slope:.2f}k plain steps, as measured here" if slope is not None else ""
+        return verify_words(WATCH_K, slope) + formula
 
     def engine_ready(self) -> None:
         card = self.card
-        if card is not None:
+        if card is not None and card.offers_k != self.offers_k():  # the engine turned out to run its own k
+            card.set_offers_k(self.offers_k(), self.cost())
+        elif card is not None:
             card.set_cost(self.cost())
 
     def picked(self, suggestion: Suggestion) -> None:
