@@ -42,7 +42,7 @@ def nearest_pair(colours: dict[str, str]) -> float:
 def palette_colours(palette: dict[str, str]) -> dict[str, str]:
     """Each source's palette name: the earliest choices (in CANDIDATES' order) whose colours
     are all SOURCES_APART; where none are, the choices whose nearest pair is farthest."""
-    first = {kind: CANDIDATES[kind][0] for kind in TOKEN_KINDS}
+    first: dict[str, str] = {kind: CANDIDATES[kind][0] for kind in TOKEN_KINDS}
     options = [[name for name in CANDIDATES[kind] if drawn_hex(palette, name) is not None] for kind in TOKEN_KINDS]
     if not all(options):
         return first  # a terminal's own colours: nothing to measure
@@ -50,12 +50,12 @@ def palette_colours(palette: dict[str, str]) -> dict[str, str]:
     for names in itertools.product(*options):
         if len(set(names)) < len(names):
             continue
-        drawn = {kind: drawn_hex(palette, name) or "" for kind, name in zip(TOKEN_KINDS, names)}
-        gap = nearest_pair(drawn)
+        chosen: dict[str, str] = dict(zip(TOKEN_KINDS, names))
+        gap = nearest_pair({kind: drawn_hex(palette, name) or "" for kind, name in chosen.items()})
         if gap >= SOURCES_APART:
-            return dict(zip(TOKEN_KINDS, names))
+            return chosen
         if gap > best_gap:
-            best, best_gap = dict(zip(TOKEN_KINDS, names)), gap
+            best, best_gap = chosen, gap
     return best
 
 
