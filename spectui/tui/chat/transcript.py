@@ -129,10 +129,10 @@ class Transcript:
             named = title.strip().splitlines()[0][:80] if title and title.strip() else ""
             self.conversation = self._write(lambda store: store.new_conversation(settings, title=named))
             self.title = history_title(text, title)
-        elif first:  # the first message edited (F12): the history's title follows it, unless renamed
-            self.retitle(history_title(text, title))
             for entry in self.entries[:-1]:  # the system message, if any
                 entry.row = self._save(entry)
+        elif first:  # the first message edited (F12): the history's title follows it, unless renamed
+            self.retitle(history_title(text, title))
         self.entries[-1].row = self._save(self.entries[-1])
 
     def retitle(self, title: str) -> None:
