@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from spectui.core.attachments import (
-    Attachment, block, changed_lines, estimate_tokens, expand, message_with, over_cap, read_attachment, size_text, split_blocks, without,
+    Attachment, block, change_words, estimate_tokens, expand, message_with, over_cap, read_attachment, size_text, split_blocks, without,
 )
 from spectui.chat_session.transcript import Entry
 
@@ -69,8 +69,7 @@ class AttachedFiles:
             self.pending.append(attachment)
         if before is None:
             return f"Attached {described}: it goes with your next message"
-        added, removed = changed_lines(before.text, attachment.text)
-        return f"{attachment.name} changed (+{added} −{removed} lines): the new version goes with your next message"
+        return f"{attachment.name} changed ({change_words(before.text, attachment.text)}): the new version goes with your next message"
 
     def refresh(self) -> list[str]:
         """The waiting files read again as the message goes: one that changed since `/file`
@@ -83,8 +82,7 @@ class AttachedFiles:
                              f"it goes as it was attached")
             elif now.sha256 != attached.sha256:
                 self.pending[index] = replace(now, name=attached.name)
-                added, removed = changed_lines(attached.text, now.text)
-                lines.append(f"{attached.name} changed since it was attached (+{added} −{removed} lines): "
+                lines.append(f"{attached.name} changed since it was attached ({change_words(attached.text, now.text)}): "
                              f"the version sent is the one on disk now")
         return lines
 

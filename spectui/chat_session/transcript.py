@@ -41,6 +41,13 @@ def settings_record(info: EngineInfo | None, config: ChatConfig, live: LiveSetti
     }
 
 
+def history_title(content: str, title: str | None = None) -> str:
+    """The title a chat's first message gives its conversation (Store.add_message's rule):
+    `title`'s first line when given (a message with files), else the message's."""
+    named = title if title and title.strip() else content
+    return named.strip().splitlines()[0][:80] if named.strip() else ""
+
+
 def superseded(message: StoredMessage) -> bool:
     return bool(message.stats.get("superseded"))
 
@@ -79,6 +86,7 @@ class Transcript:
         system = self.default_system
         self.entries: list[Entry] = [Entry("system", system)] if system else []
         self.conversation: int | RowId | None = None  # None: not saved yet
+        self.title: str | None = None  # the history's title for it as this chat gave it (None: unknown)
         # The user's text of the last reply when it ended over the model's context.
         self.overflowed: str | None = None
         # Once the user chose it, every later reply of this chat drops its oldest turns to fit.
@@ -104,6 +112,7 @@ class Transcript:
         self.entries = [Entry(m.role, m.content, m.id, m.settings, m.finish_reason or "interrupted", m.error, m.stats)
                         for m in systems + [m for m in kept if m.role != "system"]]
         self.conversation = conversation.id
+        self.title = conversation.title
 
     def last(self, role: str) -> Entry | None:
         return self.entries[-1] if self.entries and self.entries[-1].role == role else None
@@ -113,14 +122,27 @@ class Transcript:
     def add_user(self, text: str, settings: dict, title: str | None = None) -> None:
         """Add the user's message; the chat's first one opens its conversation in the store
         (titled `title` when the message's first line is not what it asks: a file's header)."""
+        first = not any(entry.role == "user" for entry in self.entries)
         self.entries.append(Entry("user", text))
         self.overflowed = None
         if self.conversation is None:
             named = title.strip().splitlines()[0][:80] if title and title.strip() else ""
             self.conversation = self._write(lambda store: store.new_conversation(settings, title=named))
+            self.title = history_title(text, title)
             for entry in self.entries[:-1]:  # the system message, if any
                 entry.row = self._save(entry)
+        elif first:  # the first message edited (F12): the history's title follows it, unless renamed
+            self.retitle(history_title(text, title))
         self.entries[-1].row = self._save(self.entries[-1])
+
+    def retitle(self, title: str) -> None:
+        """The title this chat gave its conversation, now `title`: not where the user renamed it
+        since (the history screen), nor to an empty one."""
+        conversation, before = self.conversation, self.title
+        if conversation is None or not title or title == before:
+            return
+        self.title = title
+        self._write(lambda store: store.retitle_conversation(conversation, before, title))
 
     def open_reply(self, settings: dict) -> int | RowId | None:
         """The reply's row (empty until it ends), made with `settings`; returns its id."""

@@ -218,6 +218,15 @@ def changed_lines(old: str, new: str) -> tuple[int, int]:
     return added, removed
 
 
+def change_words(old: str, new: str) -> str:
+    """How a file changed, for "x.py changed (...)": lines added and removed, or, where every
+    line is the same, that only its line endings differ (a "+0 −0 lines" read as unchanged)."""
+    added, removed = changed_lines(old, new)
+    if added or removed:
+        return f"+{added} −{removed} lines"
+    return "only its line endings"  # the same lines: a newline at the end, or \r\n for \n
+
+
 def at_paths(text: str) -> list[str]:
     """The `@path` words of a message (a trailing comma or full stop is not the path's)."""
     return [match.rstrip(".,;:!?)") for match in _AT_PATH.findall(text)]

@@ -113,6 +113,14 @@ class Store(Database):
             (content, finish_reason, error, json.dumps(stats or {}, default=str), message_id),
         )
 
+    def retitle_conversation(self, conversation_id: int, old: str | None, title: str) -> None:
+        """The title a chat gave, `old`, now `title` (its first message edited); a title the
+        user gave since stays (None for `old`: whatever it is)."""
+        if old is None:
+            self._write("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+        else:
+            self._write("UPDATE conversations SET title = ? WHERE id = ? AND title = ?", (title, conversation_id, old))
+
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         title = title.strip()
         if not title:

@@ -113,6 +113,10 @@ class HistoryQueue:
     def replace_steps(self, message_id: int | RowId, steps: Sequence[StoredStep]) -> None:
         self._put(_Write("replace_steps", (message_id, steps)))
 
+    def retitle_conversation(self, conversation_id: int | RowId, old: str | None, title: str) -> None:
+        turn = {"conversation": conversation_id, "change": "rename", "title": title}
+        self._put(_Write("retitle_conversation", (conversation_id, old, title), turn=turn))
+
     def set_setting(self, key: str, value: str) -> None:
         self._put(_Write("set_setting", (key, value)))
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from textual.theme import Theme
 
-from spectui.themes import NO_COLOUR_STYLES, PALETTE_SOURCES, TOKEN_KINDS, SpectuiTheme
+from spectui.themes import NO_COLOUR_STYLES, TOKEN_KINDS, SpectuiTheme
+from spectui.tui.token_colours import palette_sources
 
 
 def textual_theme(theme: SpectuiTheme) -> Theme:
@@ -22,12 +23,12 @@ def textual_theme(theme: SpectuiTheme) -> Theme:
 
 def token_variables(theme: Theme, palette: dict[str, str], no_color: bool) -> dict[str, str]:
     """The token styles' CSS variables a theme leaves to the app: all of them for a theme
-    of Textual's (picked in the palette), taken from its own colours; with NO_COLOR, the
+    of Textual's (picked in the palette), taken from its own colours and held apart; with NO_COLOR, the
     shapes that keep the sources apart once the colours are gone."""
     variables = {}
     if f"spectui-{TOKEN_KINDS[0]}" not in theme.variables:
-        for kind, (colour, style) in PALETTE_SOURCES.items():
-            variables[f"spectui-{kind}"] = palette[colour]
+        for kind, (colour, style) in palette_sources(palette).items():
+            variables[f"spectui-{kind}"] = colour
             variables[f"spectui-{kind}-style"] = style
     if no_color:
         variables.update({f"spectui-{kind}-style": style for kind, style in NO_COLOUR_STYLES.items()})

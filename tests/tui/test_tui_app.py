@@ -431,14 +431,38 @@ async def test_long_reply_keeps_its_last_line_in_view(make_app):
         for batch in range(1, 5):  # the fifth batch would end the reply
             engine.release(20)
             await wait_for(pilot, lambda: len(engine.steps) == 1 + 20 * batch and not chat.replies.pending)
-            # The last text line comes on screen while it streams; the spare lines below
-            # it (once a layout has grown the view) do not.
-            await wait_for(pilot, lambda: last_line_on_screen() and conversation.scroll_y < conversation.max_scroll_y)
+            # The last text line comes on screen while it streams, and nothing blank below it.
+            await wait_for(pilot, lambda: last_line_on_screen() and token_view.size.height == token_view.num_text_lines)
         engine.release(20)
         await reply_done(pilot)
-        # The scroll to the end runs after the refresh that gives back the spare lines.
         await wait_for(pilot, lambda: conversation.scroll_y == conversation.max_scroll_y)
-        assert token_view.size.height == token_view.num_text_lines  # spare lines given back
+        assert token_view.size.height == token_view.num_text_lines
+
+
+async def test_a_streaming_reply_grows_with_its_text_and_the_question_stays_in_view(make_app):
+    """Issue 59: at 80×24 a streaming reply reserved 16 lines ahead of its text; the scroll to
+    the end showed them blank and pushed the question off the screen."""
+    from spectui.tui.widgets.conversation import UserMessage
+
+    engine = PlanEngine([None] * 12, gated=True)
+    app = make_app(factory_for(engine), ChatConfig(k=4))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await send(pilot, "a short question")
+        chat = app.chat_screen
+        await wait_for(pilot, lambda: bool(chat.query(ReplyView)) and len(engine.steps) == 1)
+        engine.release(3)
+        await wait_for(pilot, lambda: len(engine.steps) == 4 and not chat.replies.pending)
+        await pilot.pause()
+        token_view = chat.query_one(ReplyView).token_view
+        question = chat.query_one(UserMessage)
+        conversation = chat.scroll.content_region
+        assert token_view.streaming
+        assert token_view.size.height == token_view.num_text_lines == 1
+        assert conversation.y <= question.region.y and question.region.bottom <= conversation.bottom
+        assert chat.scroll.max_scroll_y == 0  # all of it fits: nothing to scroll past
+        engine.release(20)
+        await reply_done(pilot)
 
 
 async def test_new_chat_while_streaming_still_finishes_the_history_row(make_app, tmp_path):

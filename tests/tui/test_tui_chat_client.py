@@ -225,6 +225,51 @@ async def test_copy_sends_exactly_the_replys_text_through_osc52(make_app, osc52,
         assert decoded(written) == [reply_text, reply_text]
 
 
+async def test_under_tmuxs_default_set_clipboard_the_copy_is_not_claimed(make_app, osc52, monkeypatch):
+    """Issue 59: Ctrl+L said "Copied" under tmux's default `set-clipboard external`, where
+    nothing reached the clipboard. It now says the text was sent and why it may not arrive;
+    with set-clipboard on (or passthrough allowed) it says Copied."""
+    options = {"set-clipboard": "external", "allow-passthrough": "off"}
+    asked = []
+    monkeypatch.setattr("spectui.tui.clipboard.tmux_option", lambda name: asked.append(name) or options.get(name))
+    app = make_app(factory_for(TextEngine(CODE_REPLY, finish="length")))
+    async with app.run_test(size=SIZE) as pilot:
+        written = osc52(app)
+        await ready(pilot)
+        await send(pilot, "write add")
+        await reply_done(pilot)
+        await pilot.press("ctrl+l")
+        assert asked == []  # outside tmux nobody asks it
+        assert any(n.startswith("Copied reply 1") for n in notices(app))
+        monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+        for key, what in (("ctrl+l", "reply 1"), ("ctrl+f", "bash block 2 of 2 of reply 1")):
+            app.clear_notifications()
+            await pilot.press(key)
+            said = notices(app)
+            assert decoded(written) and not any(n.startswith("Copied") for n in said), said
+            assert any(n.startswith(f"Sent {what}") and "tmux's set-clipboard is external: it may not reach your clipboard" in n
+                       for n in said), said
+        options["set-clipboard"] = "on"
+        app.clear_notifications()
+        await pilot.press("ctrl+l")
+        assert any(n.startswith("Copied reply 1") for n in notices(app)), notices(app)
+
+
+def test_a_tmux_that_does_not_answer_says_nothing():
+    import subprocess
+
+    from spectui.tui.clipboard import tmux_blocks, tmux_option
+
+    def slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
+
+    assert tmux_option("set-clipboard", run=slow) is None
+    answered = subprocess.CompletedProcess(["tmux"], 0, "external\n", "")
+    assert tmux_option("set-clipboard", run=lambda *a, **k: answered) == "external"
+    assert "could not be read" in (tmux_blocks({"TMUX": "x"}, option=lambda name: None) or "")
+    assert tmux_blocks({"TMUX": "x"}, option=lambda name: "all" if name == "allow-passthrough" else "off") is None
+
+
 async def test_a_picked_reply_is_the_one_copied(make_app, osc52):
     engine = PlanEngine([None, 1])
 
@@ -354,6 +399,30 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         chat = app.chat_screen
         assert [m.text for m in chat.query(UserMessage)] == ["first", "the fix"]
         assert [m["content"] for m in chat.session.transcript.messages if m["role"] == "user"] == ["first", "the fix"]
+
+
+async def test_an_edited_first_message_gives_the_history_its_title(make_app, tmp_path):
+    """Issue 59: F12 on the first message left the history's title as the old text. The title
+    follows the edit; a title the user gave in the history screen meanwhile stays."""
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "teh typo in the title")
+        await reply_done(pilot)
+        conversation_id = chat.transcript.conversation_id
+        assert app.store.load_conversation(conversation_id).title == "teh typo in the title"
+        await pilot.press("f12")
+        chat.prompt.value = "the fixed question\nwith a second line"
+        await pilot.press("enter")
+        await reply_done(pilot)
+        assert app.store.load_conversation(conversation_id).title == "the fixed question"
+        app.history.rename_conversation(conversation_id, "my own name")
+        await pilot.press("f12")
+        chat.prompt.value = "edited once more"
+        await pilot.press("enter")
+        await reply_done(pilot)
+        assert app.store.load_conversation(conversation_id).title == "my own name"
 
 
 async def editing_the_last_turn(pilot):

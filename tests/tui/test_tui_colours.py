@@ -13,6 +13,7 @@ import pytest
 from spectui.engines.scripted import scripted_engine_factory
 from spectui.settings.config import ChatConfig
 from spectui.themes import NO_COLOUR_STYLES, load_themes
+from spectui.tui.token_colours import CANDIDATES
 
 from tui_helpers import ready
 
@@ -78,7 +79,47 @@ async def test_a_textual_theme_gives_the_tokens_its_own_colours(make_app, textua
         palette = app.current_theme.to_color_system().generate()
         styles = token_styles(app)
         assert styles["target"].color.triplet.hex == palette["foreground"].lower()[:7]
-        assert styles["draft"].color.triplet.hex == palette["success"].lower()[:7]
+        # the success colour, or a shade of it where the first choices would look alike (nord)
+        assert styles["draft"].color.triplet.hex in {palette[name].lower()[:7] for name in CANDIDATES["draft"]}
         colours = {kind: style.color.triplet.hex for kind, style in styles.items() if kind != "ghost"}
         assert len(set(colours.values())) == 4, colours
         assert styles["recovered"].bold and styles["ghost"].strike
+
+
+def test_ciede2000_meets_sharmas_reference_pairs():
+    from spectui.themes.distance import ciede2000
+
+    # Sharma, Wu and Dalal (2005), table 1: pairs 1, 2, 7, 8, 19, 25, 34
+    pairs = [((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425), ((50, -1.3802, -84.2814), (50, 0, -82.7485), 1.0),
+             ((50, 2.5, 0), (50, 0, -2.5), 4.3065), ((50, 2.5, 0), (73, 25, -18), 27.1492),
+             ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+             ((22.7233, 20.0904, -46.694), (23.0331, 14.973, -42.5619), 2.0373),
+             ((90.8027, -2.0831, 1.441), (91.1528, -1.6435, 0.0447), 1.4441)]
+    for first, second, expected in pairs:
+        assert ciede2000(first, second) == pytest.approx(expected, abs=1e-4)
+
+
+async def test_in_every_bundled_theme_the_five_sources_look_apart(make_app):
+    """Issue 59: in nord the correction and the bonus looked alike (ΔE00 12.6; the correction
+    and a rejected draft 8.7). Every theme spectui ships and every one of Textual's that the
+    palette offers, as drawn: each pair of the five sources at least SOURCES_APART. The ansi
+    themes are left out: their colours are the terminal's, which nobody here can measure."""
+    import itertools
+
+    from spectui.themes.distance import SOURCES_APART, colour_distance
+
+    app = make_app(scripted_engine_factory(), ChatConfig())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_help(pilot)
+        names = [name for name in app.available_themes if not name.startswith("ansi")]
+        assert {"dark", "light", "colorblind", "nord", "gruvbox"} <= set(names)
+        near = {}
+        for name in names:
+            app.theme = name
+            await pilot.pause()
+            colours = {kind: style.color.triplet.hex for kind, style in token_styles(app).items()}
+            for first, second in itertools.combinations(KINDS, 2):
+                distance = colour_distance(colours[first], colours[second])
+                if distance < SOURCES_APART:
+                    near[name, first, second] = round(distance, 1)
+        assert near == {}, near

@@ -34,6 +34,31 @@ def at(app, tmp_path):
     return app
 
 
+async def test_save_then_at_path_of_the_same_file_says_one_word(make_app, tmp_path):
+    """Issue 59: a file attached, then /save'd with the reply's block that differs only by the
+    newline at its end, then named again as @path: "changed (+0 −0 lines)", changed and
+    unchanged at once. It says changed, and how: only its line endings."""
+    (tmp_path / "x.py").write_text("x = 2")
+    steps = [[("Here:\n", Source.TARGET)], [("```python\n", Source.TARGET)], [("x = 2\n", Source.TARGET)],
+             [("```\n", Source.TARGET)]]
+    app = make_app(factory_for(TextEngine(steps)))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        at(app, tmp_path)
+        await send(pilot, "tidy @x.py")
+        await reply_done(pilot)
+        await send(pilot, "/save x.py")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SaveConfirmScreen")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: notes(app)[-1].startswith("Saved "))
+        assert (tmp_path / "x.py").read_text() == "x = 2\n"
+        await send(pilot, "and now @x.py")
+        await reply_done(pilot)
+        said = notes(app)[-1]
+        assert said == "x.py changed (only its line endings): the new version goes with your next message", said
+        assert "+0 −0" not in "\n".join(notes(app))
+
+
 async def test_a_file_goes_with_the_next_question_everywhere(make_app, tmp_path):
     (tmp_path / "rows.py").write_text(MODULE)
     engine = PlanEngine([None, 1])
@@ -330,3 +355,45 @@ async def test_find_marks_and_scrolls_to_each_match_n_and_N_go_round(make_app):
         assert first.has_class("-found")
         await send(pilot, "/find haystack")
         assert "Not in this chat: haystack" in notices(app)
+
+
+def marked_on_screen(app) -> list[str]:
+    """The runs of text the screen draws on /find's colour for the match it went to."""
+    warning = app.current_theme.to_color_system().generate()["warning"].lower()[:7]
+    runs: list[str] = []
+    for line in app.screen._compositor.render_update(full=True).strips:
+        before = False  # the segment before this one was marked too
+        for segment in (segment for strip in line for segment in strip if segment.text):
+            bgcolor = segment.style.bgcolor if segment.style is not None else None
+            on = bgcolor is not None and bgcolor.triplet is not None and bgcolor.triplet.hex == warning
+            if on and before:
+                runs[-1] += segment.text
+            elif on:
+                runs.append(segment.text)
+            before = on
+    return runs
+
+
+async def test_find_marks_the_match_not_the_whole_message(make_app):
+    """Issue 59: /find drew the whole message that held the match on the mark's colour; now
+    only the match is marked, in a question and in a reply, and n moves the mark."""
+    steps = [[(" the", Source.TARGET)], [(" reply", Source.DRAFT), (" has", Source.DRAFT)], [(" a", Source.BONUS)],
+             [(" Needle", Source.RECOVERED)], [(" in", Source.TARGET)], [(" it", Source.TARGET)]]
+    app = make_app(factory_for(TextEngine(steps)))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "where is the needle in this question")
+        await reply_done(pilot)
+        await send(pilot, "/find needle")
+        await pilot.pause()
+        assert marked_on_screen(app) == ["needle"]
+        question = chat.query_one(UserMessage)
+        assert question.has_class("-found")
+        await pilot.press("n")
+        await pilot.pause()
+        assert marked_on_screen(app) == ["Needle"]  # in the reply, across its tokens' colours
+        await pilot.press("escape")
+        await send(pilot, "/find zzz")
+        await pilot.pause()
+        assert marked_on_screen(app) == []

@@ -144,3 +144,28 @@ def test_osc52_and_its_tmux_wrapping_carry_the_text():
     assert wrapped == "\x1bPtmux;\x1b\x1b]52;c;" + sequence[7:] + "\x1b\\"
     assert extra_sequences(text, {}) == []
     assert extra_sequences(text, {"TMUX": "/tmp/tmux-1/default,2,0"}) == [wrapped]
+
+
+async def test_a_fences_language_is_a_label_on_the_blocks_top_edge(make_app):
+    """Issue 59: the opening fence drew as a bare " python" line that read like the reply's
+    text; it is now the code block's top edge, a rule with the language set in it."""
+    from spectui.core.events import Source
+    from spectui.settings.config import ChatConfig
+    from spectui.tui.widgets.conversation import ReplyView
+    from spectui.tui.widgets.token_view import EDGE
+
+    from fake_engines import TextEngine, factory_for
+    from tui_helpers import ready, reply_done, send
+
+    pieces = ["Here:\n", "```py\n", "x = 1\n", "```\n", "done"]
+    app = make_app(factory_for(TextEngine([[(piece, Source.TARGET)] for piece in pieces])), ChatConfig())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await send(pilot, "code")
+        await reply_done(pilot)
+        view = app.chat_screen.query_one(ReplyView).token_view
+        lines = ["".join(segment.text for segment in view.render_line(y)) for y in range(view.size.height)]
+        label = next(line for line in lines if "py" in line and "x = 1" not in line)
+        assert label.startswith(f"{EDGE} py {EDGE}") and label.rstrip().endswith(EDGE * 10), label
+        assert cell_len(label) == view.size.width
+        assert [line.strip() for line in lines].count("py") == 0

@@ -127,6 +127,30 @@ async def test_a_reply_whose_k_changed_mid_way_says_so_in_its_note_panel_and_rec
         assert "k 2→3 · T 0.00→0.10" in export_markdown(stored)
 
 
+async def test_the_bar_shows_the_k_and_t_each_step_ran_with(make_app):
+    """Issue 59: F6/F8 during a reply and the bar said "k 3 T 0.10" at once, though the steps
+    still ran at k 2, T 0; it says what ran and what comes next ("k 2→3"), then what ran."""
+    engine = PlanEngine([None, 2, 2, 2], gated=True)
+    app = make_app(factory_for(engine), ChatConfig(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        bar = app.chat_screen.param_bar
+        await send(pilot, "change it mid-way")
+        engine.release(1)
+        await wait_for(pilot, lambda: len(engine.steps) == 2 and not app.chat_screen.replies.pending)
+        await pilot.pause()
+        assert "k 2  T 0.00" in bar.plain, bar.plain
+        await pilot.press(app.first_key("k_up"), app.first_key("temperature_up"))
+        await pilot.pause()
+        assert "k 2→3  T 0.00→0.10" in bar.plain, bar.plain  # ran at 2 and 0; the next step at 3 and 0.10
+        engine.release(1)
+        await wait_for(pilot, lambda: len(engine.steps) == 3 and not app.chat_screen.replies.pending)
+        await wait_for(pilot, lambda: "k 3  T 0.10" in bar.plain)
+        engine.release(1)
+        await reply_done(pilot)
+        assert "k 3  T 0.10" in bar.plain
+
+
 def test_what_ran_reads_the_steps_not_the_settings_the_reply_started_with():
     from spectui.core.events import AutoChoice, Source, Step
     from spectui.core.stats import settings_ran
@@ -164,3 +188,15 @@ def test_a_cut_summary_shortens_the_rest_before_the_reason():
         line = "".join(text for text, _ in summary_line(data, width))
         assert len(line) <= width and line.endswith(" · k 0: drafting does not pay here"), (width, line)
         assert (BUSY if width > 60 else "(busy)") in line, (width, line)
+
+
+def test_the_bars_k_and_t_words():
+    from spectui.tui.widgets.param_bar import BarState, k_shown, temperature_shown
+
+    assert k_shown(BarState(k=4)) == "4" and k_shown(BarState(k=4, auto_k=True)) == "auto"  # no reply
+    assert k_shown(BarState(k=4, ran_k=4)) == "4"
+    assert k_shown(BarState(k=6, ran_k=4)) == "4→6"
+    assert k_shown(BarState(k=4, auto_k=True, ran_k=3)) == "auto 3"  # adaptive k's choice for the last step
+    assert k_shown(BarState(k=4, ran_k=3, k_text="5")) == "5"  # a server's own k
+    assert temperature_shown(BarState(temperature=0.1, ran_temperature=0.0)) == "0.00→0.10"
+    assert temperature_shown(BarState(temperature=0.1, ran_temperature=0.1)) == "0.10"

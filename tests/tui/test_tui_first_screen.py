@@ -7,7 +7,7 @@ from __future__ import annotations
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Source, Step
 from spectui.engines.scripted import scripted_engine_factory
 from spectui.settings.config import ChatConfig
-from spectui.tui.widgets.first_screen import EXAMPLE, WATCH_K, FirstScreen
+from spectui.tui.widgets.first_screen import EXAMPLE, NUMBERS_KEY, WATCH_K, FirstScreen
 from spectui.tui.widgets.token_view import TokenView
 
 from fake_engines import StepsEngine, factory_for
@@ -77,7 +77,13 @@ async def test_the_other_suggestions_fill_the_box_and_leave_k_alone(make_app):
 
 
 def watch_line(app) -> str:
-    return next(line for line in screen_lines(app) if "watch it at k" in line)
+    return next((line for line in screen_lines(app) if "watch it at k" in line), "")
+
+
+async def show_numbers(pilot) -> None:
+    """The numbers behind the card's words: Tab to its suggestions, then their key."""
+    await pilot.press("tab", NUMBERS_KEY)
+    await pilot.pause()
 
 
 async def test_the_watch_it_k_says_its_measured_cost_or_that_it_is_not_measured(make_app):
@@ -85,6 +91,7 @@ async def test_the_watch_it_k_says_its_measured_cost_or_that_it_is_not_measured(
     app = make_app(factory_for(engine), ChatConfig())
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
+        await show_numbers(pilot)
         assert "watch it at k 4: cost not yet measured" in watch_line(app)
 
     engine = StepsEngine([])
@@ -92,8 +99,10 @@ async def test_the_watch_it_k_says_its_measured_cost_or_that_it_is_not_measured(
     app = make_app(factory_for(engine), ChatConfig())
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
+        await show_numbers(pilot)
         await wait_for(pilot, lambda: "2.7" in watch_line(app))
         assert "watch it at k 4: a verify of 5 costs 2.7 steps here" in watch_line(app)
+        assert any("v(k) = 1 + 0.42k plain steps, as measured here" in line for line in screen_lines(app))
 
 
 def plain_steps(reason: str) -> list[Step | Done]:
@@ -150,6 +159,7 @@ async def test_the_watch_it_cost_crosses_from_the_engine_process(make_app):
     app = make_app(lambda progress: ProcessEngine(build_timed_engine, progress), ChatConfig())
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
+        await show_numbers(pilot)
         await wait_for(pilot, lambda: "2.7" in watch_line(app))
         assert "watch it at k 4: a verify of 5 costs 2.7 steps here" in watch_line(app)
 
@@ -204,3 +214,48 @@ def test_one_word_per_colour_on_the_card_and_in_help():
     assert shown == card
     terms = {term for term, _ in GLOSSARY}
     assert {"accepted draft", "correction", "bonus", "plain"} <= terms and "target" not in terms
+
+
+async def test_the_card_says_plain_words_first_and_the_numbers_behind_a_key(make_app):
+    """Issue 59: the first screen read "a verify of 5 costs 4.6 steps here" and "v(k)=1+0.48k"
+    before anything in plain words. The words come first; the numbers behind a key."""
+    engine = StepsEngine([])
+    engine.measured_verify_slope = 0.425
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        text = "\n".join(screen_lines(app))
+        assert "guessed by the small model, kept" in text
+        assert f"Tab, then {NUMBERS_KEY}: the numbers behind the colours" in text
+        assert "verify" not in text and "v(k)" not in text and "steps here" not in text, text
+        await show_numbers(pilot)
+        assert "a verify of 5 costs 2.7 steps here" in "\n".join(screen_lines(app))
+        await pilot.press(NUMBERS_KEY)
+        await pilot.pause()
+        assert "verify of 5" not in "\n".join(screen_lines(app))
+
+
+async def test_with_a_server_the_card_and_footer_offer_no_k(make_app):
+    """Issue 59: with `--engine server` the card offered "k 4 for this reply only" (a k the
+    server never runs) and the footer F5/F6/F9. Neither does; picking the starter leaves k."""
+    from dataclasses import replace
+
+    from spectui.core.engine import TEMPERATURE, Capabilities
+
+    engine = StepsEngine([])  # as a server declares itself: the temperature is sent, k is its own
+    engine.info = replace(engine.info, capabilities=Capabilities(exact_provenance=False, reply_controls=frozenset({TEMPERATURE})))
+    app = make_app(factory_for(engine), ChatConfig(engine="server", server="http://127.0.0.1:9", k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.host.k_from_engine
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "csv_tools.py" in text and "k 4" not in text and "for this reply only" not in text, text
+        footer = screen_lines(app)[-1]
+        for action in ("k_down", "k_up", "k_auto"):
+            assert app.first_key(action) not in footer, footer
+        await show_numbers(pilot)
+        assert watch_line(app) == ""  # no watch-it k to cost
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.chat_screen.prompt.text != "")
+        assert app.host.live.k == 2 and app.chat_screen.welcome.starter is None

@@ -96,3 +96,33 @@ async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_
         await wait_for(pilot, lambda: first.messages_seen)
         await reply_done(pilot)
         assert first.messages_seen[0][-1]["content"] == "sent while it loads"
+
+
+async def test_the_model_screen_marks_cached_models_fits_80x24_and_offers_the_engines_methods(make_app, monkeypatch):
+    """Issue 59: F11's list marked no model cached, was cut at 80×24 (placeholders and the
+    list), and offered eagle3 and mtp on the CPU's embedded engine, which cannot run them."""
+    from rich.cells import cell_len
+    from textual.widgets import Input, Select
+
+    from test_tui_layout import screen_lines
+
+    rows = [{"alias": "smollm2-135m", "cached": True}, {"alias": "qwen2.5-coder-1.5b", "cached": False}]
+    monkeypatch.setattr("spectui.models.inventory.model_rows", lambda: rows)
+    app = make_app(factory_for(PlanEngine([None])), ChatConfig(engine="embedded"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        screen = await open_model_screen(pilot)
+        for field in screen.query(Input):
+            assert cell_len(field.placeholder) <= field.content_region.width, field.placeholder  # nothing cut
+        methods = [value for _, value in screen.query_one("#model-method", Select)._options]
+        assert "eagle3" not in methods and "mtp" not in methods and {"auto", "draft", "ngram", "suffix"} <= set(methods)
+        body = screen.query_one("#model-body")
+        body.focus()
+        await pilot.press("end")  # the list's last line, reached by scrolling (the scroll animates)
+        await wait_for(pilot, lambda: "The conversation stays." in "\n".join(screen_lines(app)))
+        shown = "\n".join(screen_lines(app))
+        assert "● smollm2-135m" in shown and "○ qwen2.5-coder-1.5b" in shown, shown
+        screen.query_one("#model-engine", Select).value = "vllm"
+        await pilot.pause()
+        methods = [value for _, value in screen.query_one("#model-method", Select)._options]
+        assert "eagle3" in methods and "mtp" in methods

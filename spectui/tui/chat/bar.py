@@ -68,6 +68,14 @@ def prefill_detail(first: tuple[float, int], done: int, total: int, now: float) 
     return f"{text} · {rate:.0f} tok/s · {(total - done) / rate:.0f} s left"
 
 
+def step_ran(reply: object) -> tuple[int, float] | None:
+    """The k and T the streaming reply's last step ran with; None before its second step (the
+    first, the prompt's token, drafts nothing whatever k is)."""
+    tracker = getattr(reply, "tracker", None)
+    steps = tracker.steps if tracker is not None else []
+    return (steps[-1].k, steps[-1].temperature) if len(steps) >= 2 else None
+
+
 def engine_k_text(host: EngineHost) -> str | None:
     """What the bar says of k where the engine runs its own (a server): its word, or "?"."""
     if not host.k_from_engine:
@@ -79,6 +87,7 @@ def bar_state(host: EngineHost, config: ChatConfig, reply: ReplyState | None, wa
               note: str = "") -> BarState:
     info, live = host.info, host.live
     status, detail = bar_status(host, reply, waiting, note)
+    ran = step_ran(reply)
     return BarState(
         target=info.target if info else (config.model or "default model"),
         draft=info.draft if info else config.draft,
@@ -93,4 +102,6 @@ def bar_state(host: EngineHost, config: ChatConfig, reply: ReplyState | None, wa
         detail=detail,
         inferred=host.capabilities is not None and not host.capabilities.exact_provenance,
         k_text=engine_k_text(host),
+        ran_k=ran[0] if ran is not None else None,
+        ran_temperature=ran[1] if ran is not None else None,
     )

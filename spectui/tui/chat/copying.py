@@ -13,14 +13,15 @@ from collections.abc import Callable
 from textual.screen import Screen
 
 from spectui.core.reasoning import split_reasoning
+from spectui.tui.clipboard import Copied
 from spectui.tui.fences import code_blocks
 from spectui.tui.widgets.conversation import ReplyView
 
 
 class ReplyCopier:
-    """copy(text) puts the text on the clipboard and returns a note for the user."""
+    """copy(text) puts the text on the clipboard and says whether it surely arrived."""
 
-    def __init__(self, screen: Screen, copy: Callable[[str], str]) -> None:
+    def __init__(self, screen: Screen, copy: Callable[[str], Copied]) -> None:
         self.screen, self.copy = screen, copy
         self._code: tuple[ReplyView, int] | None = None  # the reply and block the code key copied last
 
@@ -40,10 +41,11 @@ class ReplyCopier:
             return
         number, view = chosen
         reasoning, text = split_reasoning(view.token_view.text)
-        note = self.copy(text)
+        copied = self.copy(text)
         streaming = " so far (it is still streaming)" if not view.finished else ""
         apart = " · its reasoning left out" if reasoning else ""
-        self.screen.notify(f"Copied reply {number}{streaming} · {len(text)} chars{apart}{note}")
+        self.screen.notify(f"{copied.verb} reply {number}{streaming} · {len(text)} chars{apart}{copied.note}",
+                           severity="information" if copied.sure else "warning")
 
     def copy_code(self) -> None:
         chosen = self.chosen()
@@ -60,10 +62,11 @@ class ReplyCopier:
             index = (self._code[1] - 1) % len(blocks)
         self._code = (view, index)
         block = blocks[index]
-        note = self.copy(block.text)
+        copied = self.copy(block.text)
         which = f" {index + 1} of {len(blocks)}" if len(blocks) > 1 else ""
         lines = f"{block.num_lines} line{'s' if block.num_lines != 1 else ''}"
-        self.screen.notify(f"Copied {block.language or 'code'} block{which} of reply {number} · {lines}{note}")
+        self.screen.notify(f"{copied.verb} {block.language or 'code'} block{which} of reply {number} · {lines}{copied.note}",
+                           severity="information" if copied.sure else "warning")
 
     def pick(self, step: int) -> bool:
         """Focus the reply `step` away from the picked one (from the message box: the last);

@@ -4,12 +4,35 @@ the first match is marked and scrolled into view, n and N go to the next and the
 
 from __future__ import annotations
 
-from spectui.core.safe_text import echoed
+from textual.content import Content
+
+from spectui.core.safe_text import echoed, safe_text
 from spectui.tui.chat.scroll import ConversationScroll
+from spectui.tui.find_marks import starts
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView, UserMessage
 
-FOUND = "-found"
+FOUND = "-found"  # the widget that holds the match /find went to (the match itself is marked)
+MARK, MARK_CURRENT = "on $warning 30%", "$background on $warning"
+
+
+def marked_content(text: str, needle: str, current: int) -> Content:
+    """`text` as shown (no controls), each match of `needle` marked, the `current`th most."""
+    shown = safe_text(text)
+    content = Content(shown)
+    for index, at in enumerate(starts(shown, needle.lower()) if needle else ()):
+        content = content.stylize(MARK_CURRENT if index == current else MARK, at, at + len(needle))
+    return content
+
+
+def mark(widget: object, needle: str, current: int = -1) -> None:
+    """Mark `needle`'s matches in what `widget` shows ("" unmarks them)."""
+    if isinstance(widget, ReplyView):
+        widget.token_view.mark(needle, current)
+    elif isinstance(widget, UserMessage):
+        widget.update(marked_content(widget.text, needle, current))
+    elif isinstance(widget, AttachmentView):
+        widget.body.update(marked_content(widget.text, needle, current))
 
 
 def shown_text(widget: object) -> str | None:
@@ -44,6 +67,8 @@ class Finder:
         if not self.matches:
             scroll.notify(f"Not in this chat: {echoed(text)}")
             return
+        for widget in set(self.matches):
+            mark(widget, text)
         scroll.focus()  # n and N are the conversation's keys, not letters for the box
         self.show(0)
 
@@ -56,9 +81,11 @@ class Finder:
     def show(self, index: int) -> None:
         if 0 <= self.index < len(self.matches):
             self.matches[self.index].remove_class(FOUND)
+            mark(self.matches[self.index], self.text)
         self.index = index
         widget = self.matches[index]
         widget.add_class(FOUND)
+        mark(widget, self.text, self.matches[:index].count(widget))
         if isinstance(widget, AttachmentView):
             widget.collapsed = False
         self.scroll.following = False
@@ -69,4 +96,5 @@ class Finder:
     def clear(self) -> None:
         for widget in set(self.matches):
             widget.remove_class(FOUND)
+            mark(widget, "")
         self.matches, self.index = [], -1

@@ -24,7 +24,7 @@ from spectui.core.events import Control
 from spectui.core.pieces import display_chunks
 from spectui.core.stats import changed_mid_reply, settings_ran
 from spectui.store import APPROXIMATE_NOTE, HistoryQueue, RowId
-from spectui.tui.chat.bar import prefill_detail
+from spectui.tui.chat.bar import prefill_detail, step_ran
 from spectui.chat_session.budget import length_note
 from spectui.chat_session.reply import EndedReply, ReplyRequest
 from spectui.tui.chat.scroll import ConversationScroll
@@ -155,8 +155,11 @@ class Replies:
         if current.status in ("restarting", "prefill"):  # the engine is back, the prompt is in: steps come
             current.status, current.detail = "streaming", ""
             self.redraw_bar()
+        ran = step_ran(current)
         for arrived in batch:
             current.tracker.add(arrived.step, arrived.arrived)
+        if step_ran(current) != ran:  # the bar shows the k and T each step ran with
+            self.redraw_bar()
         token_view = current.view.token_view
         following = self.scroll.following
         token_view.append_chunks(chunks_of(batch))

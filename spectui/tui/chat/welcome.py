@@ -48,7 +48,13 @@ class Welcome:
     def show(self) -> None:
         if self.card is None:
             advise = advise_link(getattr(self.scroll.app, "store", None), self.session.config.keys)
-            self.scroll.mount(FirstScreen(self.cost(), advise=advise))
+            self.scroll.mount(FirstScreen(self.cost(), advise=advise, offers_k=self.offers_k()))
+
+    def offers_k(self) -> bool:
+        """Whether the chat's k reaches the engine: not a server's, which runs its own (a card
+        that offered "k 4" there offered a key that does not act)."""
+        host = self.session.host
+        return not host.k_from_engine if host.capabilities is not None else self.session.config.engine != "server"
 
     def drop(self) -> None:
         self.scroll.query(FirstScreen).remove()
@@ -56,11 +62,14 @@ class Welcome:
     def cost(self) -> str:
         """What the watch-it k costs here: a verify of k + 1, as measured, or that it is not yet."""
         slope = measured_slope(self.panel.data, self.session.verify_slope)
-        return verify_words(WATCH_K, slope)
+        formula = f"\nv(k) = 1 + {slope:.2f}k plain steps, as measured here" if slope is not None else ""
+        return verify_words(WATCH_K, slope) + formula
 
     def engine_ready(self) -> None:
         card = self.card
-        if card is not None:
+        if card is not None and card.offers_k != self.offers_k():  # the engine turned out to run its own k
+            card.set_offers_k(self.offers_k(), self.cost())
+        elif card is not None:
             card.set_cost(self.cost())
 
     def picked(self, suggestion: Suggestion) -> None:

@@ -52,7 +52,6 @@ ChatScreen #main { width: 1fr; height: 1fr; }
 ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
 ChatScreen #prompt { margin: 0 1; border: round $primary 30%; background: $surface; }
 ChatScreen #prompt:focus { border: heavy $accent; }
-ChatScreen .-found { background: $warning 25%; }
 """
 
 

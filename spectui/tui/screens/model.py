@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
@@ -38,6 +38,33 @@ def describe(config: ChatConfig) -> str:
     return f"{target}{drafting} ({config.method}) · {config.engine}"
 
 
+def method_options(config: ChatConfig) -> list[tuple[str, str]]:
+    """The methods that act for the engine the config runs: on the embedded engine (asked for,
+    or what auto picks here) its own and the heads', not vLLM's eagle3 or mtp."""
+    from spectui.settings.table import EMBEDDED_METHODS, HEAD_METHODS
+
+    embedded = config.engine == "embedded"
+    if config.engine == "auto":
+        from spectui.engines.factory import chosen_engine
+        from spectui.settings.config import engine_options
+
+        try:
+            embedded = chosen_engine(engine_options(config)) == "embedded"
+        except SpectuiError:  # a config the apply key will refuse, with its line
+            embedded = False
+    methods = ("auto",) + EMBEDDED_METHODS + HEAD_METHODS if embedded else METHODS
+    return [(m, m) for m in methods]
+
+
+def known_models() -> str:
+    """The model names, each marked cached or not (a cached one starts without a download)."""
+    from spectui.models.inventory import model_rows
+
+    lines = [f"  {'●' if row['cached'] else '○'} {row['alias']}" for row in model_rows()]
+    return "\n".join(["Models (● cached here, ○ fetched at first use; spectui models lists them):", *lines,
+                      "A folder, a .gguf or org/name works too. The conversation stays."])
+
+
 class ModelScreen(ModalScreen):
     BINDINGS = [
         Binding("escape", "dismiss", "keep the engine"),
@@ -45,9 +72,9 @@ class ModelScreen(ModalScreen):
     ]
     DEFAULT_CSS = """
     ModelScreen { align: center middle; }
-    ModelScreen > Vertical {
+    ModelScreen > VerticalScroll {
         width: 84; max-width: 100%; height: auto; max-height: 100%; padding: 1 2;
-        overflow-y: auto;  /* 24 rows: the note under the fields scrolls */
+        overflow-y: auto;  /* 24 rows: the list under the fields scrolls (Tab reaches it, then ↑ ↓) */
         background: $panel; border: round $primary;
     }
     ModelScreen #model-title { text-style: bold; color: $accent; margin-bottom: 1; }
@@ -69,22 +96,22 @@ class ModelScreen(ModalScreen):
         fields = [
             ("Target", SafeInput(config.model or "", placeholder=DEFAULT_TARGET, id="model-target",
                              suggester=SuggestFromList(aliases))),
-            ("Draft", SafeInput(config.draft or "", placeholder="the target's preset draft (only the draft method uses one)",
+            # placeholders short enough for the field at 80 columns (longer ones were cut)
+            ("Draft", SafeInput(config.draft or "", placeholder="the target's preset (draft method only)",
                             id="model-draft", suggester=SuggestFromList(aliases))),
-            ("Method", Select([(m, m) for m in METHODS], value=config.method, allow_blank=False, id="model-method")),
-            ("Heads", SafeInput(config.heads or "", placeholder="medusa / eagle on the embedded engine: spectui heads train's folder",
+            ("Method", Select(method_options(config), value=config.method, allow_blank=False, id="model-method")),
+            ("Heads", SafeInput(config.heads or "", placeholder="medusa / eagle heads folder (embedded)",
                             id="model-heads")),
             ("Engine", Select([(e, e) for e in CHAT_ENGINES], value=config.engine, allow_blank=False, id="model-engine")),
         ]
-        with Vertical():
+        with VerticalScroll(id="model-body"):
             yield Static("Model · Ctrl+S (or Enter) restarts the engine with these · Esc keeps it", id="model-title")
             for label, field in fields:
                 with Horizontal():
                     yield Label(label)
                     yield field
             yield Static("", id="model-error")
-            yield Static(Content(f"Aliases: {', '.join(aliases)} (spectui models lists them); a folder, a .gguf "
-                                 "or org/name works too. The conversation stays."), id="model-known")
+            yield Static(Content(known_models()), id="model-known")
 
     def on_mount(self) -> None:
         self.query_one("#model-target", Input).focus()
@@ -96,6 +123,16 @@ class ModelScreen(ModalScreen):
         return replace(self.config, model=text("target"), draft=text("draft"), heads=text("heads"),
                        method=self.query_one("#model-method", Select).value,
                        engine=self.query_one("#model-engine", Select).value)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        """Another engine: the methods it runs (the CPU's has no eagle3 or mtp)."""
+        if event.select.id != "model-engine":
+            return
+        method = self.query_one("#model-method", Select)
+        options = method_options(replace(self.config, engine=str(event.value)))
+        chosen = method.value if method.value in [value for _, value in options] else "auto"
+        method.set_options(options)
+        method.value = chosen
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

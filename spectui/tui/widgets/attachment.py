@@ -22,8 +22,8 @@ class AttachmentView(Collapsible):
 
     def __init__(self, attachment: Attachment, tokens: str) -> None:
         # the file's text is shown, never obeyed: no markup, no controls
-        super().__init__(Static(Content(safe_text(attachment.text))), title=attachment_title(attachment, tokens),
-                         collapsed=True)
+        self.body = Static(Content(safe_text(attachment.text)))
+        super().__init__(self.body, title=attachment_title(attachment, tokens), collapsed=True)
         self.attachment = attachment
 
     @property

@@ -38,6 +38,10 @@ class BarState:
     detail: str = ""  # loading progress, an error line
     inferred: bool = False  # sources guessed from chunk sizes (capabilities.exact_provenance False)
     k_text: str | None = None  # the k an engine runs by itself (a server's, "?" unsaid): no key sets it
+    # The k and T the streaming reply's last step ran with (None: no reply, or no step yet past
+    # its first): shown beside the live values when a key changed them mid-reply ("k 4→6")
+    ran_k: int | None = None
+    ran_temperature: float | None = None
 
 
 def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
@@ -52,7 +56,7 @@ def bar_parts(state: BarState) -> list[str | tuple[str, str]]:
         parts += [("  ·  ", "$text-muted"), (state.engine, "$text-muted")]
     parts += [
         ("  ·  k ", "$text-muted"), (k_shown(state), "bold $accent"),
-        ("  T ", "$text-muted"), (f"{state.temperature:.2f}", "bold $accent"),
+        ("  T ", "$text-muted"), (temperature_shown(state), "bold $accent"),
     ]
     if state.inferred:
         parts += [("  ·  ", "$text-muted"), ("sources inferred", "$warning")]
@@ -77,9 +81,21 @@ def fitted_parts(state: BarState, width: int) -> list[str | tuple[str, str]]:
 
 
 def k_shown(state: BarState) -> str:
+    """The k in force; mid-reply, the one the last step ran with: "auto 3" (adaptive k's
+    choice), "4→6" (ran at 4, the next step at 6: a key pressed mid-reply)."""
     if state.k_text is not None:
         return state.k_text
-    return "auto" if state.auto_k else str(state.k)
+    if state.ran_k is None:
+        return "auto" if state.auto_k else str(state.k)
+    if state.auto_k:
+        return f"auto {state.ran_k}"
+    return str(state.k) if state.ran_k == state.k else f"{state.ran_k}→{state.k}"
+
+
+def temperature_shown(state: BarState) -> str:
+    live = f"{state.temperature:.2f}"
+    ran = f"{state.ran_temperature:.2f}" if state.ran_temperature is not None else live
+    return live if ran == live else f"{ran}→{live}"
 
 
 class ParamBar(Static):

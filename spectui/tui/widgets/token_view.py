@@ -11,7 +11,7 @@ behind a bar, dimmed, each token still in its source's colour; a click on its la
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from rich.segment import Segment
 from rich.style import Style
@@ -22,21 +22,22 @@ from textual.widget import Widget
 
 from spectui.core.safe_text import safe_text
 from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THINK_OPEN
+from spectui.tui.find_marks import LineMarks, Span, marked_runs
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost", "edited")  # edited: the user's text in a reply
-BLOCK_CLASSES = ("code", "code-label", "reasoning")
+BLOCK_CLASSES = ("code", "code-label", "code-edge", "reasoning")
+MARK_CLASSES = ("found", "found-current")  # /find's matches, and the one it went to
+# An opening fence is drawn as the block's top edge with its language set in it ("─ python ───"),
+# not as a line of text that reads " python" (issue 59).
+EDGE = "─"
 REASONING_LABEL = " reasoning "
 REASONING_BAR = "│ "  # as wide as the code block's padding, so both wrap alike
 FOLD_MARKS = {False: "▾ ", True: "▸ folded: click to show "}
-# While a reply streams its height grows ahead of the text, doubling (by at least
-# this many): a layout pass re-renders the screen, so one per new line would cost more
-# than the text itself. The conversation scrolls to the text's end, not to the spare.
-GROWTH_LINES = 16
 
 
 class TokenView(Widget):
-    COMPONENT_CLASSES = {f"tokenview--{name}" for name in KINDS + BLOCK_CLASSES}
+    COMPONENT_CLASSES = {f"tokenview--{name}" for name in KINDS + BLOCK_CLASSES + MARK_CLASSES}
     DEFAULT_CSS = """
     TokenView { height: auto; width: 1fr; }
     TokenView > .tokenview--draft { color: $spectui-draft; text-style: $spectui-draft-style; }
@@ -47,7 +48,10 @@ class TokenView(Widget):
     TokenView > .tokenview--edited { color: $foreground; text-style: italic; }
     TokenView > .tokenview--code { background: $surface; }
     TokenView > .tokenview--code-label { background: $surface; color: $text-muted; text-style: italic; }
+    TokenView > .tokenview--code-edge { background: $surface; color: $text-muted 50%; }
     TokenView > .tokenview--reasoning { color: $text-muted; }
+    TokenView > .tokenview--found { background: $warning 30%; }
+    TokenView > .tokenview--found-current { background: $warning; color: $background; }
     """
 
     def __init__(
@@ -62,7 +66,6 @@ class TokenView(Widget):
         self.chunks: list[tuple[str, str]] = list(chunks)  # as the model wrote them
         self._show_ghosts = show_ghosts
         self._streaming = False
-        self._reserved_height = 0
         # Wrapped lines per width: layout may ask for a width other than the one drawn
         # (a scrollbar coming and going); rebuilding for each would cost O(reply) a frame.
         self._wrappers: dict[int, StyledWrapper] = {}
@@ -72,6 +75,7 @@ class TokenView(Widget):
         self._base_style = None
         self._reasoning_folded = False
         self._folded_lines: list[WrappedLine] | None = None  # the lines drawn while folded
+        self._marks: LineMarks | None = None  # /find's matches in the drawn lines
 
     # content
 
@@ -98,8 +102,11 @@ class TokenView(Widget):
             first_changed = min(first_changed, shown.rewrapped_from)
         for y in [y for y in self._strips if y >= first_changed]:
             del self._strips[y]
-        if shown.num_lines != lines_before and (not self._streaming or shown.num_lines >= self._reserved_height):
-            self.refresh(layout=True)  # taller: the conversation must make room
+        # Taller: the conversation makes room, one layout per frame at most (the replies flush
+        # once a frame); no spare lines ahead of the text, which left blanks below a streaming
+        # reply and pushed the question off a small screen (issue 59).
+        if shown.num_lines != lines_before:
+            self.refresh(layout=True)
         # The old last line and everything after it (a word may have moved down).
         self.refresh(Region(0, first_changed, self.size.width, shown.num_lines - first_changed + 1))
 
@@ -117,17 +124,12 @@ class TokenView(Widget):
     def streaming(self, value: bool) -> None:
         if value != self._streaming:
             self._streaming = value
-            self._reserved_height = 0
             if not value and any([wrapper.flush() for wrapper in self._wrappers.values()]):
                 self._forget_lines()  # the reply ended on what looked like the start of a tag
-            self.refresh(layout=True)  # a finished reply gives back its spare lines
+            self.refresh(layout=True)  # a tag held back at the end may have become text
 
     def _height(self, num_lines: int) -> int:
-        if not self._streaming:
-            return max(1, num_lines)
-        if num_lines >= self._reserved_height:
-            self._reserved_height = num_lines + max(GROWTH_LINES, num_lines)
-        return self._reserved_height
+        return max(1, num_lines)
 
     @property
     def num_text_lines(self) -> int:
@@ -180,6 +182,15 @@ class TokenView(Widget):
     def _forget_lines(self) -> None:
         self._folded_lines = None
         self._strips.clear()
+        if self._marks is not None:
+            self._marks.forget()
+
+    def mark(self, needle: str, current: int = -1) -> None:
+        """Draw `needle`'s matches (any case) marked, the `current`th of them (from 0) most;
+        an empty needle marks nothing."""
+        self._marks = LineMarks(needle, current) if needle else None
+        self._strips.clear()
+        self.refresh()
 
     def _shown_lines(self, wrapper: StyledWrapper) -> list[WrappedLine]:
         """The wrapped lines drawn: all, or, folded, all but the reasoning's body (kept until
@@ -233,37 +244,55 @@ class TokenView(Widget):
         folded = self._shown_lines(wrapper) if self._reasoning_folded else None
         if y >= (len(folded) if folded is not None else wrapper.num_lines):
             return Strip.blank(width, base)
-        segments, fill = self._draw(folded[y] if folded is not None else wrapper.lines[y], base)
+        lines = folded if folded is not None else wrapper.lines[: wrapper.num_lines]
+        spans = self._marks.spans(lines, y) if self._marks is not None else ()
+        segments, fill = self._draw(lines[y], base, spans)
         strip = Strip(segments).extend_cell_length(width, fill).crop(0, width)
         self._strips[y] = strip
         return strip
 
-    def _draw(self, line: WrappedLine, base: Style) -> tuple[list[Segment], Style]:
-        """The line's segments, and the style that fills the rest of its width."""
+    def _draw(self, line: WrappedLine, base: Style, spans: Sequence[Span] = ()) -> tuple[list[Segment], Style]:
+        """The line's segments, and the style that fills the rest of its width; `spans`: the
+        characters /find marks."""
         style = self.get_component_rich_style
+
+        def marked(mark: str | None) -> Style:
+            return style(f"tokenview--{mark}") if mark else Style()
+
         if line.block == PROSE:
-            return [text_segment(text, style(f"tokenview--{kind}")) for text, kind in line_runs(line)], base
+            return [text_segment(text, style(f"tokenview--{kind}") + marked(mark))
+                    for text, kind, mark in marked_runs(line_runs(line), spans)], base
         if line.block in (THINK_OPEN, THINK, THINK_CLOSE):
-            return self._draw_reasoning(line, base), base
+            return draw_reasoning(line, base, style, self._reasoning_folded), base
         block = base + style("tokenview--code")
+        if line.block == OPEN:
+            return draw_edge(line, base, style, self.size.width), block
         background = Style(bgcolor=block.bgcolor)  # after the token's style, which has the view's own
         padding = [text_segment(" " * CODE_PAD, block)] if line.block == CODE else []
-        return padding + [text_segment(text, base + style(f"tokenview--{kind}") + background)
-                          for text, kind in line_runs(line)], block
+        return padding + [text_segment(text, base + style(f"tokenview--{kind}") + background + marked(mark))
+                          for text, kind, mark in marked_runs(line_runs(line), spans)], block
 
 
-    def _draw_reasoning(self, line: WrappedLine, base: Style) -> list[Segment]:
-        """A line of a <think> block: the label (which says whether it is folded), or the bar
-        and the tokens dimmed, each in its own colour; the closing tag's line shows nothing."""
-        style = self.get_component_rich_style
-        if line.block == THINK_OPEN:
-            label = REASONING_LABEL + FOLD_MARKS[self._reasoning_folded]
-            return [text_segment(label, base + style("tokenview--code-label"))]
-        if line.block != THINK:
-            return []  # the closing tag
-        dimmed = Style(dim=True)
-        return [text_segment(REASONING_BAR, base + style("tokenview--reasoning"))] + [
-            text_segment(text, style(f"tokenview--{kind}") + dimmed) for text, kind in line_runs(line)]
+def draw_edge(line: WrappedLine, base: Style, style: Callable[[str], Style], width: int) -> list[Segment]:
+    """A code block's top edge: a rule across the view with the block's language in it."""
+    edge = base + style("tokenview--code-edge")
+    label = "".join(text for text, _ in line_runs(line))
+    rest = max(0, width - CODE_PAD - len(label))
+    return [text_segment(EDGE * CODE_PAD, edge), text_segment(label, base + style("tokenview--code-label")),
+            text_segment(EDGE * rest, edge)]
+
+
+def draw_reasoning(line: WrappedLine, base: Style, style: Callable[[str], Style], folded: bool) -> list[Segment]:
+    """A line of a <think> block: the label (which says whether it is folded), or the bar
+    and the tokens dimmed, each in its own colour; the closing tag's line shows nothing."""
+    if line.block == THINK_OPEN:
+        label = REASONING_LABEL + FOLD_MARKS[folded]
+        return [text_segment(label, base + style("tokenview--code-label"))]
+    if line.block != THINK:
+        return []  # the closing tag
+    dimmed = Style(dim=True)
+    return [text_segment(REASONING_BAR, base + style("tokenview--reasoning"))] + [
+        text_segment(text, style(f"tokenview--{kind}") + dimmed) for text, kind in line_runs(line)]
 
 
 def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
