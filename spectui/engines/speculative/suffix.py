@@ -22,6 +22,7 @@ conversation tokens and a bounded number of recent history occurrences.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -61,25 +62,74 @@ class Draft(NamedTuple):
 
 
 NO_DRAFT = Draft([], 0.0, 0, 0.0)
+END = -1  # SuffixIndex.flat's mark between sequences: nothing follows it, nothing matches it
+
+
+class Walk(NamedTuple):
+    """The most frequent continuation after a match of match_length tokens, as far as the draft's
+    probability held: its tokens and the draft's score after each. A walk cut at a narrower k is
+    its first k tokens (it is greedy), so one walk serves every k up to the one it was walked at."""
+
+    tokens: list[int]
+    scores: list[float]
+    match_length: int
+    first_probability: float
+
+    def cut(self, k: int) -> Draft:
+        n = min(k, len(self.tokens))
+        return Draft(self.tokens[:n], self.scores[n - 1], self.match_length, self.first_probability) if n else NO_DRAFT
+
+
+NO_WALK = Walk([], [], 0, 0.0)
+
+
+def best_of(walks: Iterable[Walk], k: int) -> Draft:
+    """SuffixIndex.draft's choice among every match length's walk at k (no wider than they were
+    walked at): the best score, ties to the longer match. A narrower k can change the winner
+    (each walk's score is cut), so a draft at k is not always the first k of a wider draft."""
+    best = NO_DRAFT
+    for walk in walks:
+        draft = walk.cut(k)
+        if draft.tokens and draft.score >= best.score:
+            best = draft
+    return best
 
 
 class SuffixIndex:
-    """Token sequences, and where each token value occurs in them."""
+    """Token sequences, and where each token value occurs in them.
+
+    flat holds every sequence, each behind an END mark and the last one followed by one, so an
+    occurrence is one int (its place in flat), a match read backwards stops at the END before
+    its sequence, and a walk forwards at the END after it."""
 
     def __init__(self) -> None:
         self.sequences: list[list[int]] = []
-        self.occurrences: dict[int, list[tuple[int, int]]] = {}  # token -> (sequence, index), oldest first
+        self.flat: list[int] = [END]
+        self.starts: list[int] = []  # each sequence's first place in flat
+        self.occurrences: dict[int, list[int]] = {}  # token -> places in flat, oldest first
 
     def add(self, tokens: Iterable[int]) -> int:
         self.sequences.append([])
+        self.starts.append(len(self.flat))
+        self.flat.append(END)
         self.extend(len(self.sequences) - 1, tokens)
         return len(self.sequences) - 1
 
     def extend(self, sequence: int, tokens: Iterable[int]) -> None:
-        stored = self.sequences[sequence]
+        """More tokens at the end of the last sequence (the only one that grows)."""
+        if sequence != len(self.sequences) - 1:
+            raise ValueError(f"only the last sequence grows, not {sequence}")
+        stored, flat, occurrences = self.sequences[sequence], self.flat, self.occurrences
+        flat.pop()  # the END after the last sequence
         for token in tokens:
-            self.occurrences.setdefault(token, []).append((sequence, len(stored)))
+            place = len(flat)
+            if token in occurrences:
+                occurrences[token].append(place)
+            else:
+                occurrences[token] = [place]
+            flat.append(token)
             stored.append(token)
+        flat.append(END)
 
     @property
     def num_tokens(self) -> int:
@@ -89,46 +139,69 @@ class SuffixIndex:
               offset: float = MAX_SPEC_OFFSET, min_probability: float = MIN_TOKEN_PROB,
               exclude: tuple[int, int] | None = None) -> Draft:
         """The best-scoring draft over every match length (ties: the longer match).
-        exclude: an occurrence that is the context itself (its own last token)."""
-        if not context or k <= 0:
-            return NO_DRAFT
-        sequences = self.sequences
-        # end positions of the context's suffix, matched on `length` tokens so far
-        ends = [place for place in self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:] if place != exclude]
-        best = NO_DRAFT
-        length = 1
-        # as Arctic: a match is shorter than the context it is looked up from
-        while ends and length < min(max_depth, len(context)):
-            limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
-            draft = self._walk(ends, limit, min_probability, length)
-            if draft.tokens and draft.score >= best.score:
-                best = draft
-            wanted = context[-1 - length]
-            ends = [(s, i) for s, i in ends if i - length >= 0 and sequences[s][i - length] == wanted]
-            length += 1
-        return best
+        exclude: an occurrence (sequence, index) that is the context itself (its own last token)."""
+        return best_of(self.walks(context, k, max_depth, factor, offset, min_probability, exclude), k)
 
-    def _walk(self, ends: list[tuple[int, int]], limit: int, min_probability: float, length: int) -> Draft:
+    def walks(self, context: Sequence[int], k: int, max_depth: int = MAX_DEPTH, factor: float = MAX_SPEC_FACTOR,
+              offset: float = MAX_SPEC_OFFSET, min_probability: float = MIN_TOKEN_PROB,
+              exclude: tuple[int, int] | None = None) -> list[Walk]:
+        """Every match length's walk at k, shortest match first (best_of picks the draft)."""
+        if not context or k <= 0:
+            return []
+        excluded = self.starts[exclude[0]] + exclude[1] if exclude is not None else None
+        # the most recent occurrences of the context's last token: the ends of 1-token matches
+        ends = [place for place in self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:] if place != excluded]
+        return self.walks_from(ends, context, k, max_depth, factor, offset, min_probability)
+
+    def walks_from(self, ends: list[int] | None, context: Sequence[int], k: int, max_depth: int = MAX_DEPTH,
+                   factor: float = MAX_SPEC_FACTOR, offset: float = MAX_SPEC_OFFSET,
+                   min_probability: float = MIN_TOKEN_PROB,
+                   memo: dict[tuple[int, ...], tuple[list[int], Walk]] | None = None) -> list[Walk]:
+        """walks() from the 1-token matches' ends (places in flat; None: the last MAX_OCCURRENCES
+        occurrences of context[-1]). memo: each match's (its tokens') ends and walk at this k, met
+        before: the caller keeps it while the index is unchanged."""
+        flat = self.flat
+        walks = []
+        # as Arctic: a match is shorter than the context it is looked up from
+        most = min(max_depth, len(context))
+        length = 1
+        while length < most:
+            key = tuple(context[len(context) - length:]) if memo is not None else ()
+            node = memo.get(key) if memo is not None else None
+            if node is None:
+                if length > 1:  # the END before each sequence ends every match that reaches it
+                    wanted = context[-length]
+                    ends = [i for i in ends or () if flat[i - length + 1] == wanted]
+                elif ends is None:
+                    ends = self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:]
+                limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
+                node = (ends, self._walk(ends, limit, min_probability, length) if ends else NO_WALK)
+                if memo is not None:
+                    memo[key] = node
+            ends = node[0]
+            if not ends:
+                break
+            if node[1].tokens:
+                walks.append(node[1])
+            length += 1
+        return walks
+
+    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int) -> Walk:
         """Follow the most frequent continuation while the draft's probability holds."""
-        sequences = self.sequences
+        flat = self.flat
         tokens: list[int] = []
+        scores: list[float] = []
         probability, score, first = 1.0, 0.0, 0.0
         while len(tokens) < limit and ends:
-            # each continuation's occurrences, most recent first: a tie goes to the latest continuation
-            following: dict[int, list[tuple[int, int]]] = {}
-            for s, i in reversed(ends):
-                stored = sequences[s]
-                if i + 1 < len(stored):
-                    token = stored[i + 1]
-                    if token in following:
-                        following[token].append((s, i + 1))
-                    else:
-                        following[token] = [(s, i + 1)]
-            if not following:
+            following = [flat[i + 1] for i in ends]
+            counts = Counter(following)
+            counts.pop(END, None)  # occurrences that end here count against every continuation
+            if not counts:
                 break
-            token = max(following, key=lambda t: len(following[t]))
-            count = len(following[token])
-            # occurrences that end here (nothing after them yet) count against every continuation
+            count = max(counts.values())
+            tied = [token for token, seen in counts.items() if seen == count]
+            # a tie goes to the latest continuation
+            token = tied[0] if len(tied) == 1 else next(t for t in reversed(following) if t in tied)
             probability *= count / len(ends)
             if probability < min_probability:
                 break
@@ -136,8 +209,9 @@ class SuffixIndex:
                 first = count / len(ends)
             tokens.append(token)
             score += probability
-            ends = following[token][::-1]  # back in the order the search keeps them
-        return Draft(tokens, score, length, first)
+            scores.append(score)
+            ends = [i + 1 for i, t in zip(ends, following, strict=True) if t == token]
+        return Walk(tokens, scores, length, first)
 
 
 class SuffixProposer(Proposer):
