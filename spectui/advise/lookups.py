@@ -37,6 +37,10 @@ class LookupTable:
             self.found[key] = found
         return found[1][:k], found[2]
 
+    def forget(self, reply: int) -> None:
+        """Drop a reply's lookups once no arm asks for them again (the replay runs reply by reply)."""
+        self.found = {key: value for key, value in self.found.items() if key[0] != reply}
+
 
 class SharedLookup(Proposer):
     """NgramProposer(lookup_min, table.lookup_max) drafting from the shared table: set `reply`

@@ -74,6 +74,10 @@ class Walk(NamedTuple):
     scores: list[float]
     match_length: int
     first_probability: float
+    # where it goes on past its limit: the ends after its last token and the draft's probability;
+    # None where it stopped on its own (any wider limit walks the same) or is not known
+    onward: tuple[list[int], float] | None = None
+    stopped: bool = True
 
     def cut(self, k: int) -> Draft:
         n = min(k, len(self.tokens))
@@ -162,6 +166,7 @@ class SuffixIndex:
         before: the caller keeps it while the index is unchanged."""
         flat = self.flat
         walks = []
+        shorter: Walk | None = None  # the last length's walk, from the ends it was walked from
         # as Arctic: a match is shorter than the context it is looked up from
         most = min(max_depth, len(context))
         length = 1
@@ -169,39 +174,60 @@ class SuffixIndex:
             key = tuple(context[len(context) - length:]) if memo is not None else ()
             node = memo.get(key) if memo is not None else None
             if node is None:
+                kept = ends
                 if length > 1:  # the END before each sequence ends every match that reaches it
                     wanted = context[-length]
                     ends = [i for i in ends or () if flat[i - length + 1] == wanted]
                 elif ends is None:
                     ends = self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:]
                 limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
-                node = (ends, self._walk(ends, limit, min_probability, length) if ends else NO_WALK)
+                if not ends:
+                    walk = NO_WALK
+                elif shorter is not None and kept is not None and len(ends) == len(kept):
+                    walk = self._rewalk(shorter, ends, limit, min_probability, length)  # the same ends walk the same
+                else:
+                    walk = self._walk(ends, limit, min_probability, length)
+                node = (ends, walk)
                 if memo is not None:
                     memo[key] = node
-            ends = node[0]
+            ends, shorter = node
             if not ends:
                 break
-            if node[1].tokens:
-                walks.append(node[1])
+            if shorter.tokens:
+                walks.append(shorter)
             length += 1
         return walks
 
-    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int) -> Walk:
-        """Follow the most frequent continuation while the draft's probability holds."""
+    def _rewalk(self, walk: Walk, ends: list[int], limit: int, min_probability: float, length: int) -> Walk:
+        """The walk from the same ends at another limit, from the one walked already."""
+        walked = len(walk.tokens)
+        if limit == walked or (limit > walked and walk.stopped):
+            return walk._replace(match_length=length)
+        if limit < walked:
+            return Walk(walk.tokens[:limit], walk.scores[:limit], length, walk.first_probability, None, False)
+        if walk.onward is None:
+            return self._walk(ends, limit, min_probability, length)
+        return self._walk(walk.onward[0], limit, min_probability, length, walk)
+
+    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int, start: Walk | None = None) -> Walk:
+        """Follow the most frequent continuation while the draft's probability holds (from where
+        `start` reached its limit, when given)."""
         flat = self.flat
-        tokens: list[int] = []
-        scores: list[float] = []
-        probability, score, first = 1.0, 0.0, 0.0
-        while len(tokens) < limit and ends:
-            following = [flat[i + 1] for i in ends]
-            counts = Counter(following)
-            counts.pop(END, None)  # occurrences that end here count against every continuation
-            if not counts:
-                break
-            count = max(counts.values())
-            tied = [token for token, seen in counts.items() if seen == count]
-            # a tie goes to the latest continuation
-            token = tied[0] if len(tied) == 1 else next(t for t in reversed(following) if t in tied)
+        tokens, scores = (list(start.tokens), list(start.scores)) if start else ([], [])
+        probability = start.onward[1] if start and start.onward else 1.0
+        score = scores[-1] if scores else 0.0
+        first = start.first_probability if start else 0.0
+        while len(tokens) < limit:
+            if len(ends) == 1:  # one occurrence: its continuation, if any, is sure
+                token, count = flat[ends[0] + 1], 1
+                if token == END:
+                    break
+                following = None
+            else:
+                following = [flat[i + 1] for i in ends]
+                token, count = most_frequent(following)
+                if token == END:
+                    break
             probability *= count / len(ends)
             if probability < min_probability:
                 break
@@ -210,8 +236,33 @@ class SuffixIndex:
             tokens.append(token)
             score += probability
             scores.append(score)
-            ends = [i + 1 for i, t in zip(ends, following, strict=True) if t == token]
+            ends = [ends[0] + 1] if following is None else [i + 1 for i, t in zip(ends, following, strict=True) if t == token]
+        else:
+            return Walk(tokens, scores, length, first, (ends, probability), False)
         return Walk(tokens, scores, length, first)
+
+
+def most_frequent(following: list[int]) -> tuple[int, int]:
+    """The most frequent token but END, and its count; a tie goes to the latest (END, 0: none)."""
+    counts = Counter(following) if len(following) > 24 else dict.fromkeys(following, 0)
+    if len(following) <= 24:
+        for token in following:
+            counts[token] += 1
+    counts.pop(END, None)  # occurrences that end here count against every continuation
+    if not counts:
+        return END, 0
+    count = max(counts.values())
+    tied = [token for token, seen in counts.items() if seen == count]
+    return (tied[0] if len(tied) == 1 else next(t for t in reversed(following) if t in tied)), count
+
+
+def suffix_proposal(here: Draft, earlier: Draft) -> Proposal:
+    """The better of this conversation's draft and the history's (a tie: the conversation's), with its evidence."""
+    best, from_history = (here, False) if here.score >= earlier.score else (earlier, True)
+    if not best.tokens:
+        return Proposal([], None)
+    evidence = SuffixMatch(min(best.match_length, EVIDENCE_LENGTH_CAP), best.first_probability < 1.0, from_history)
+    return Proposal(best.tokens, None, evidence=evidence)
 
 
 class SuffixProposer(Proposer):
@@ -274,11 +325,7 @@ class SuffixProposer(Proposer):
         context = list(token_ids[-self.max_depth:])
         here = self._draft(self._conversation, context, k, exclude=(0, len(token_ids) - 1))
         earlier = self._draft(self.history, context, k) if self.use_history else NO_DRAFT
-        best, from_history = (here, False) if here.score >= earlier.score else (earlier, True)
-        if not best.tokens:
-            return Proposal([], None)
-        evidence = SuffixMatch(min(best.match_length, EVIDENCE_LENGTH_CAP), best.first_probability < 1.0, from_history)
-        return Proposal(best.tokens, None, evidence=evidence)
+        return suffix_proposal(here, earlier)
 
     def _draft(self, index: SuffixIndex, context: Sequence[int], k: int,
                exclude: tuple[int, int] | None = None) -> Draft:
