@@ -17,7 +17,7 @@ from spectui.advise.costs import CostProfile
 from spectui.advise.draft_model import replay_teacher_forced
 from spectui.advise.lookups import LookupTable, SharedLookup
 from spectui.advise.replay import AUTO, ReplayedStep, replay_reply
-from spectui.advise.suffixes import ConversationWalks, SharedSuffix
+from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
 from spectui.engines.speculative.suffix import SuffixProposer
@@ -37,11 +37,12 @@ class Drafter:
     history: bool = True  # suffix: earlier replies too
     lookup: tuple[int, int] = (1, LOOKUP_MAX)  # ngram: the n-gram range
 
-    def build(self, lookups: dict[int, LookupTable] | None = None, suffixes: ConversationWalks | None = None) -> Proposer:
+    def build(self, lookups: dict[int, LookupTable] | None = None,
+              suffixes: tuple[ConversationWalks, SharedHistory] | None = None) -> Proposer:
         """A fresh proposer; prompt lookup's from `lookups` (by lookup_max), suffix decoding's from
-        `suffixes` when given, shared with other arms."""
+        `suffixes` (its conversation's and history's walks) when given, shared with other arms."""
         if self.method == "suffix":
-            return SuffixProposer(use_history=self.history) if suffixes is None else SharedSuffix(suffixes, self.history)
+            return SuffixProposer(use_history=self.history) if suffixes is None else SharedSuffix(*suffixes[:1], self.history, suffixes[1])
         if lookups is None:
             return NgramProposer(*self.lookup)
         lookup_min, lookup_max = self.lookup
@@ -177,7 +178,7 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
     replies = selection.replies
     report = progress or (lambda done, total: None)
     lookups: dict[int, LookupTable] = {}
-    suffixes = ConversationWalks(replies)
+    suffixes = (ConversationWalks(replies), SharedHistory(replies))
     baseline = ArmResult("", 0)
     running = [(baseline, NgramProposer(), None)]
     for drafter in drafters:

@@ -160,10 +160,12 @@ class SuffixIndex:
     def walks_from(self, ends: list[int] | None, context: Sequence[int], k: int, max_depth: int = MAX_DEPTH,
                    factor: float = MAX_SPEC_FACTOR, offset: float = MAX_SPEC_OFFSET,
                    min_probability: float = MIN_TOKEN_PROB,
-                   memo: dict[tuple[int, ...], tuple[list[int], Walk]] | None = None) -> list[Walk]:
+                   memo: dict[tuple[int, ...], tuple[list[int], Walk]] | None = None,
+                   unsure: set[int] | None = None) -> list[Walk]:
         """walks() from the 1-token matches' ends (places in flat; None: the last MAX_OCCURRENCES
         occurrences of context[-1]). memo: each match's (its tokens') ends and walk at this k, met
-        before: the caller keeps it while the index is unchanged."""
+        before: the caller keeps it while the index is unchanged. unsure: END places where the
+        caller's other indexes may go on; a walk that reaches one raises Unsure."""
         flat = self.flat
         walks = []
         shorter: Walk | None = None  # the last length's walk, from the ends it was walked from
@@ -184,9 +186,9 @@ class SuffixIndex:
                 if not ends:
                     walk = NO_WALK
                 elif shorter is not None and kept is not None and len(ends) == len(kept):
-                    walk = self._rewalk(shorter, ends, limit, min_probability, length)  # the same ends walk the same
+                    walk = self._rewalk(shorter, ends, limit, min_probability, length, unsure)  # the same ends walk the same
                 else:
-                    walk = self._walk(ends, limit, min_probability, length)
+                    walk = self._walk(ends, limit, min_probability, length, unsure=unsure)
                 node = (ends, walk)
                 if memo is not None:
                     memo[key] = node
@@ -198,7 +200,8 @@ class SuffixIndex:
             length += 1
         return walks
 
-    def _rewalk(self, walk: Walk, ends: list[int], limit: int, min_probability: float, length: int) -> Walk:
+    def _rewalk(self, walk: Walk, ends: list[int], limit: int, min_probability: float, length: int,
+                unsure: set[int] | None) -> Walk:
         """The walk from the same ends at another limit, from the one walked already."""
         walked = len(walk.tokens)
         if limit == walked or (limit > walked and walk.stopped):
@@ -206,10 +209,11 @@ class SuffixIndex:
         if limit < walked:
             return Walk(walk.tokens[:limit], walk.scores[:limit], length, walk.first_probability, None, False)
         if walk.onward is None:
-            return self._walk(ends, limit, min_probability, length)
-        return self._walk(walk.onward[0], limit, min_probability, length, walk)
+            return self._walk(ends, limit, min_probability, length, unsure=unsure)
+        return self._walk(walk.onward[0], limit, min_probability, length, walk, unsure)
 
-    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int, start: Walk | None = None) -> Walk:
+    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int, start: Walk | None = None,
+              unsure: set[int] | None = None) -> Walk:
         """Follow the most frequent continuation while the draft's probability holds (from where
         `start` reached its limit, when given)."""
         flat = self.flat
@@ -221,10 +225,14 @@ class SuffixIndex:
             if len(ends) == 1:  # one occurrence: its continuation, if any, is sure
                 token, count = flat[ends[0] + 1], 1
                 if token == END:
+                    if unsure and ends[0] + 1 in unsure:
+                        raise Unsure
                     break
                 following = None
             else:
                 following = [flat[i + 1] for i in ends]
+                if unsure and END in following and any(i + 1 in unsure for i in ends):
+                    raise Unsure
                 token, count = most_frequent(following)
                 if token == END:
                     break
@@ -240,6 +248,10 @@ class SuffixIndex:
         else:
             return Walk(tokens, scores, length, first, (ends, probability), False)
         return Walk(tokens, scores, length, first)
+
+
+class Unsure(Exception):
+    """A walk reached an END where another index goes on (SuffixIndex.walks_from's unsure)."""
 
 
 def most_frequent(following: list[int]) -> tuple[int, int]:
