@@ -91,12 +91,12 @@ def best_of(walks: Iterable[Walk], k: int) -> Draft:
     """SuffixIndex.draft's choice among every match length's walk at k (no wider than they were
     walked at): the best score, ties to the longer match. A narrower k can change the winner
     (each walk's score is cut), so a draft at k is not always the first k of a wider draft."""
-    best = NO_DRAFT
+    best, best_score, best_n = None, 0.0, 0
     for walk in walks:
-        draft = walk.cut(k)
-        if draft.tokens and draft.score >= best.score:
-            best = draft
-    return best
+        n = min(k, len(walk.tokens))
+        if n and walk.scores[n - 1] >= best_score:
+            best, best_score, best_n = walk, walk.scores[n - 1], n
+    return NO_DRAFT if best is None else Draft(best.tokens[:best_n], best_score, best.match_length, best.first_probability)
 
 
 class SuffixIndex:
