@@ -180,7 +180,7 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
     lookups: dict[int, LookupTable] = {}
     suffixes = (ConversationWalks(replies), SharedHistory(replies))
     baseline = ArmResult("", 0)
-    running = [(baseline, NgramProposer(), None)]
+    running: list[tuple[ArmResult, Proposer, AdaptiveK | None]] = [(baseline, NgramProposer(), None)]
     for drafter in drafters:
         for k in ks:
             running.append((ArmResult(drafter.name, k), drafter.build(lookups, suffixes), new_chooser(costs) if k == AUTO else None))
