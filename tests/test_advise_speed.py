@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from spectui.advise.advice import COPY_DRAFTERS, replay_arm
+from dataclasses import replace
+
+from spectui.advise.advice import COPY_DRAFTERS, KS, Drafter, advise, replay_arm
 from spectui.advise.costs import CostProfile
 from spectui.advise.lookups import LookupTable, SharedLookup
+from spectui.advise.suffixes import ConversationWalks, SharedSuffix
 from spectui.engines.speculative.proposers import NgramProposer
+from spectui.engines.speculative.suffix import SuffixProposer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -41,6 +45,45 @@ def test_arms_sharing_lookups_replay_as_arms_that_look_up_alone():
             shared, alone = replay_arm(replies, drafter, k, COSTS, lookups), replay_arm(replies, drafter, k, COSTS)
             assert shared == alone
     assert lookups[8].found  # they did share
+
+
+@pytest.mark.parametrize("history", [True, False])
+def test_a_shared_suffix_drafts_what_suffix_decoding_drafts_at_every_k(history):
+    replies = synthetic_history(3).replies
+    walks = ConversationWalks(replies)
+    shared, own = SharedSuffix(walks, history), SuffixProposer(use_history=history)
+    differs = 0
+    for index, reply in enumerate(replies):
+        shared.reply = index
+        shared.prefill(list(reply.prompt_ids))
+        own.prefill(list(reply.prompt_ids))
+        for position in range(0, len(reply.reply_ids), 5):
+            context = list(reply.prompt_ids) + list(reply.reply_ids[:position])
+            for k in (3, 1, 8, 12, 2):  # narrower first, then wider than the walks were walked at
+                mine, theirs = shared.propose(context, k, 0.0, 1.0, None), own.propose(context, k, 0.0, 1.0, None)
+                assert (mine.drafted, mine.evidence) == (theirs.drafted, theirs.evidence)
+                differs += k < 8 and mine.drafted != own.propose(context, 8, 0.0, 1.0, None).drafted[:k]
+    assert differs  # some narrower drafts are not the first k of the wider one: each k was cut on its own
+
+
+@pytest.mark.slow
+def test_the_replay_of_every_arm_equals_each_arm_replayed_alone_by_the_engines_proposers():
+    """advise's shortcuts (shared lookups and walks, reply by reply) against every arm replayed on
+    its own with NgramProposer and SuffixProposer, over chats whose replies repeat earlier ones
+    (suffix's history drafts), one of them cut by its budget."""
+    selection = synthetic_history(4)
+    selection.replies[:] = [replace(reply, reply_ids=reply.reply_ids[:180]) for reply in selection.replies]
+    selection.replies[2] = replace(selection.replies[2], reply_ids=selection.replies[2].reply_ids[:120], finish_reason="length")
+    drafters = [*COPY_DRAFTERS, Drafter("ngram 2-4", "ngram", lookup=(2, 4))]
+    advice = advise(selection, COSTS, drafters)
+    baseline = replay_arm(selection.replies, None, 0, COSTS)
+    assert advice.baseline == baseline
+    alone = [replay_arm(selection.replies, drafter, k, COSTS) for drafter in drafters for k in KS]
+    for arm in alone:
+        arm.speedup = baseline.seconds / arm.seconds
+    assert [arm.name for arm in advice.arms] == [arm.name for arm in alone]
+    assert advice.arms == alone
+    assert any(arm.accepted for arm in alone if arm.drafter == "suffix")
 
 
 def test_the_speed_benchmark_runs():

@@ -17,6 +17,7 @@ from spectui.advise.costs import CostProfile
 from spectui.advise.draft_model import replay_teacher_forced
 from spectui.advise.lookups import LookupTable, SharedLookup
 from spectui.advise.replay import AUTO, ReplayedStep, replay_reply
+from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
 from spectui.engines.speculative.suffix import SuffixProposer
@@ -36,10 +37,12 @@ class Drafter:
     history: bool = True  # suffix: earlier replies too
     lookup: tuple[int, int] = (1, LOOKUP_MAX)  # ngram: the n-gram range
 
-    def build(self, lookups: dict[int, LookupTable] | None = None) -> Proposer:
-        """A fresh proposer; prompt lookup's from `lookups` (by lookup_max) when given, shared with other arms."""
+    def build(self, lookups: dict[int, LookupTable] | None = None,
+              suffixes: tuple[ConversationWalks, SharedHistory] | None = None) -> Proposer:
+        """A fresh proposer; prompt lookup's from `lookups` (by lookup_max), suffix decoding's from
+        `suffixes` (its conversation's and history's walks) when given, shared with other arms."""
         if self.method == "suffix":
-            return SuffixProposer(use_history=self.history)
+            return SuffixProposer(use_history=self.history) if suffixes is None else SharedSuffix(*suffixes[:1], self.history, suffixes[1])
         if lookups is None:
             return NgramProposer(*self.lookup)
         lookup_min, lookup_max = self.lookup
@@ -184,24 +187,31 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
            draft: DraftReplay | None = None) -> Advice:
     """Replay every drafter × k over the selection's replies (in order: suffix's history grows
     as it did) and charge each at `costs`; with `draft`, a draft model at every fixed k too.
-    progress(done, total) counts arms."""
-    fixed = [k for k in ks if isinstance(k, int)] if draft is not None else []
-    total = 1 + len(drafters) * len(ks) + len(fixed)
+    Reply by reply, every arm in turn: the arms share each reply's lookups and suffix walks
+    (spectui.advise.lookups, spectui.advise.suffixes). progress(done, total) counts replies."""
+    replies = selection.replies
     report = progress or (lambda done, total: None)
-    baseline = replay_arm(selection.replies, None, 0, costs)
-    report(1, total)
-    arms = []
-    lookups: dict[int, LookupTable] = {}  # prompt lookup's matches, shared by its arms (spectui.advise.lookups)
+    lookups: dict[int, LookupTable] = {}
+    suffixes = (ConversationWalks(replies), SharedHistory(replies))
+    baseline = ArmResult("", 0)
+    running: list[tuple[ArmResult, Proposer, AdaptiveK | None]] = [(baseline, NgramProposer(), None)]
     for drafter in drafters:
         for k in ks:
-            arm = replay_arm(selection.replies, drafter, k, costs, lookups)
-            arm.speedup = baseline.seconds / arm.seconds if arm.seconds else 1.0
-            arms.append(arm)
-            report(len(arms) + 1, total)
-    for k in fixed:
-        assert draft is not None
-        arms.append(draft_arm(selection.replies, draft, k, costs, baseline))
-        report(len(arms) + 1, total)
+            running.append((ArmResult(drafter.name, k), drafter.build(lookups, suffixes), new_chooser(costs) if k == AUTO else None))
+    report(0, len(replies))
+    for index, reply in enumerate(replies):
+        for result, proposer, chooser in running:
+            if isinstance(proposer, SharedLookup | SharedSuffix):
+                proposer.reply = index
+            result.add(replay_reply(reply, proposer, result.k if result.drafter else 0, costs, chooser))
+        for table in lookups.values():
+            table.forget(index)
+        report(index + 1, len(replies))
+    arms = [result for result, _, _ in running[1:]]
+    for arm in arms:
+        arm.speedup = baseline.seconds / arm.seconds if arm.seconds else 1.0
+    if draft is not None:
+        arms += [draft_arm(replies, draft, k, costs, baseline) for k in ks if isinstance(k, int)]
     return Advice(costs, baseline, arms, selection)
 
 

@@ -9,11 +9,12 @@ share one lookup per (reply, position) where each ran its own: the same drafts a
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spectui.engines.adaptive import K_AUTO_MAX
-from spectui.engines.speculative.ngram import Match, lookup_ngram
+from spectui.engines.speculative.ngram import NO_MATCH, Match
 from spectui.engines.speculative.proposers import Proposal, Proposer
 
 if TYPE_CHECKING:
@@ -22,20 +23,59 @@ if TYPE_CHECKING:
 
 class LookupTable:
     """(reply, context length) -> (the width looked up, its drafts, its match), for one lookup_max.
-    Within a reply the context is its prompt and the reply's first tokens: its length names it."""
+    Within a reply the context is its prompt and the reply's first tokens: its length names it.
+    The reply's tokens are indexed by value as they come, so a lookup reads only the earlier
+    occurrences of the context's last token (lookup_ngram scans every position)."""
 
     def __init__(self, lookup_max: int) -> None:
         self.lookup_max = lookup_max
         self.found: dict[tuple[int, int], tuple[int, list[int], Match]] = {}
+        self.reply = -1
+        self.tokens: list[int] = []  # the reply's longest context seen
+        self.places: dict[int, list[int]] = {}  # token -> its places in tokens, in order
 
     def lookup(self, reply: int, token_ids: Sequence[int], k: int) -> tuple[list[int], Match]:
         key = (reply, len(token_ids))
         found = self.found.get(key)
         if found is None or found[0] < k:
             width = max(k, K_AUTO_MAX)
-            found = (width, *lookup_ngram(token_ids, width, 1, self.lookup_max))
+            found = (width, *self._look(reply, token_ids, width))
             self.found[key] = found
         return found[1][:k], found[2]
+
+    def forget(self, reply: int) -> None:
+        """Drop a reply's lookups once no arm asks for them again (the replay runs reply by reply)."""
+        self.found = {key: value for key, value in self.found.items() if key[0] != reply}
+
+    def _look(self, reply: int, token_ids: Sequence[int], k: int) -> tuple[list[int], Match]:
+        """lookup_ngram(token_ids, k, 1, lookup_max), from the index."""
+        if reply != self.reply:
+            self.reply, self.tokens, self.places = reply, [], {}
+        tokens, places = self.tokens, self.places
+        for place in range(len(tokens), len(token_ids)):
+            token = token_ids[place]
+            tokens.append(token)
+            places.setdefault(token, []).append(place)
+        last = len(token_ids) - 1
+        if k == 0 or last < 1:
+            return [], NO_MATCH
+        earlier = places[tokens[last]]
+        best_end, best_length, contested = -1, 0, False
+        # as lookup_ngram's backward scan, over the only places where a match can end
+        for index in range(bisect_left(earlier, last) - 1, -1, -1):
+            end = earlier[index]
+            length = 0
+            while length < self.lookup_max and length <= end and tokens[end - length] == tokens[last - length]:
+                length += 1
+            if length > best_length:
+                best_end, best_length, contested = end, length, False
+                if length == self.lookup_max:
+                    break
+            elif length == best_length and tokens[end + 1] != tokens[best_end + 1]:
+                contested = True
+        if not best_length:
+            return [], NO_MATCH
+        return tokens[best_end + 1:min(best_end + 1 + k, last + 1)], Match(best_length, contested)
 
 
 class SharedLookup(Proposer):

@@ -52,6 +52,7 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     """Every step of `reply` under `proposer` at k (an int, CEILING, or AUTO with `chooser`); the first is
     the prefill's plain step (seconds 0: decode speed leaves it out)."""
     ids, prompt = reply.reply_ids, list(reply.prompt_ids)
+    whole = prompt + list(ids)  # every step's context is a slice of it
     if not ids:
         return []
     auto = k == AUTO
@@ -67,7 +68,7 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     position = 1
     while position < len(ids):
         room = budget - position - 1 if budget is not None else len(ids) + 64
-        context = prompt + list(ids[:position])
+        context = whole[:len(prompt) + position]
         if auto:
             assert chooser is not None
             chooser.observe_overhead(costs.overhead_seconds)

@@ -15,7 +15,7 @@ import math
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from spectui.core.events import AutoChoice, Step
 
@@ -113,6 +113,11 @@ class VerifyLine:
 
     @staticmethod
     def fit(points: Sequence[tuple[int, float]], prior_slope: float) -> VerifyLine:
+        # a step fits the same points twice (observe, then the next choice's Costs)
+        return _fit(tuple(points), prior_slope)
+
+    @staticmethod
+    def fitted(points: Sequence[tuple[int, float]], prior_slope: float) -> VerifyLine:
         mean_k = sum(n for n, _ in points) / len(points)
         mean_v = sum(v for _, v in points) / len(points)
         spread = sum((n - mean_k) ** 2 for n, _ in points)
@@ -127,6 +132,11 @@ class VerifyLine:
         if self.slope <= 0:  # noise: a bigger verify is never cheaper
             return self.mean_v
         return max(1e-9, self.mean_v + self.slope * (k - self.mean_k))
+
+
+@lru_cache(maxsize=16)
+def _fit(points: tuple[tuple[int, float], ...], prior_slope: float) -> VerifyLine:
+    return VerifyLine.fitted(points, prior_slope)
 
 
 @dataclass(frozen=True)
@@ -150,15 +160,7 @@ class Costs:
     def expected_verify(self, k: int, accept: list[float]) -> float:
         """V(k) where the verify runs in pieces: a piece is paid only when every draft before
         it was kept (row i checks draft i; the last row is the bonus's)."""
-        if self.piece is None or k < self.piece:
-            return self.verify(k)
-        total, reach = 0.0, 1.0
-        for start in range(0, k + 1, self.piece):
-            end = min(start + self.piece, k + 1)
-            total += reach * (self.verify(end - 1) - (self.verify(start - 1) if start else 0.0))
-            for i in range(start, min(end, k)):
-                reach *= accept[i]
-        return total
+        return self._expected_verify(k, accept, [self.verify(j) for j in range(k + 1)])
 
     def step(self, working: float) -> float:
         """A step's wall time: its drafting and verifying plus the overhead every step pays."""
@@ -183,6 +185,28 @@ class Costs:
         the costs alone rule drafting out, and no acceptance measured can change that."""
         sure = [1.0] * k_max
         return max(self.rate(k, sure, 1.0) for k in range(1, k_max + 1)) / self.rate(0, sure, 1.0)
+
+    def rates(self, k_max: int, accept: list[float], offered: float) -> dict[int, float]:
+        """rate(k, accept, offered) at every k from 0 to k_max, V(k) read once per k."""
+        verify = [self.verify(k) for k in range(k_max + 1)]
+        rates = {}
+        for k in range(k_max + 1):
+            tokens = offered * expected_tokens(accept, k) + (1 - offered)
+            seconds = offered * (k * self.draft + self._expected_verify(k, accept, verify)) + (1 - offered) * verify[0]
+            rates[k] = tokens / self.step(seconds)
+        return rates
+
+    def _expected_verify(self, k: int, accept: list[float], verify: list[float]) -> float:
+        """expected_verify(k, accept) with V(j) = verify[j]."""
+        if self.piece is None or k < self.piece:
+            return verify[k]
+        total, reach = 0.0, 1.0
+        for start in range(0, k + 1, self.piece):
+            end = min(start + self.piece, k + 1)
+            total += reach * (verify[end - 1] - (verify[start - 1] if start else 0.0))
+            for i in range(start, min(end, k)):
+                reach *= accept[i]
+        return total
 
     def rate(self, k: int, accept: list[float], offered: float) -> float:
         """Predicted tokens per second at k; offered: the chance drafts come at all."""
@@ -351,7 +375,7 @@ class AdaptiveK:
         (default: as measured)."""
         if offered is None:
             offered = 1.0 if self.proposal_rate is None else self.proposal_rate
-        return {k: costs.rate(k, accept, offered) for k in range(self.k_max + 1)}
+        return costs.rates(self.k_max, accept, offered)
 
     def choose(self, temperature: float | None = None) -> AutoChoice:
         if temperature is not None:

@@ -22,6 +22,7 @@ conversation tokens and a bounded number of recent history occurrences.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -61,25 +62,78 @@ class Draft(NamedTuple):
 
 
 NO_DRAFT = Draft([], 0.0, 0, 0.0)
+END = -1  # SuffixIndex.flat's mark between sequences: nothing follows it, nothing matches it
+
+
+class Walk(NamedTuple):
+    """The most frequent continuation after a match of match_length tokens, as far as the draft's
+    probability held: its tokens and the draft's score after each. A walk cut at a narrower k is
+    its first k tokens (it is greedy), so one walk serves every k up to the one it was walked at."""
+
+    tokens: list[int]
+    scores: list[float]
+    match_length: int
+    first_probability: float
+    # where it goes on past its limit: the ends after its last token and the draft's probability;
+    # None where it stopped on its own (any wider limit walks the same) or is not known
+    onward: tuple[list[int], float] | None = None
+    stopped: bool = True
+
+    def cut(self, k: int) -> Draft:
+        n = min(k, len(self.tokens))
+        return Draft(self.tokens[:n], self.scores[n - 1], self.match_length, self.first_probability) if n else NO_DRAFT
+
+
+NO_WALK = Walk([], [], 0, 0.0)
+
+
+def best_of(walks: Iterable[Walk], k: int) -> Draft:
+    """SuffixIndex.draft's choice among every match length's walk at k (no wider than they were
+    walked at): the best score, ties to the longer match. A narrower k can change the winner
+    (each walk's score is cut), so a draft at k is not always the first k of a wider draft."""
+    best, best_score, best_n = None, 0.0, 0
+    for walk in walks:
+        n = min(k, len(walk.tokens))
+        if n and walk.scores[n - 1] >= best_score:
+            best, best_score, best_n = walk, walk.scores[n - 1], n
+    return NO_DRAFT if best is None else Draft(best.tokens[:best_n], best_score, best.match_length, best.first_probability)
 
 
 class SuffixIndex:
-    """Token sequences, and where each token value occurs in them."""
+    """Token sequences, and where each token value occurs in them.
+
+    flat holds every sequence, each behind an END mark and the last one followed by one, so an
+    occurrence is one int (its place in flat), a match read backwards stops at the END before
+    its sequence, and a walk forwards at the END after it."""
 
     def __init__(self) -> None:
         self.sequences: list[list[int]] = []
-        self.occurrences: dict[int, list[tuple[int, int]]] = {}  # token -> (sequence, index), oldest first
+        self.flat: list[int] = [END]
+        self.starts: list[int] = []  # each sequence's first place in flat
+        self.occurrences: dict[int, list[int]] = {}  # token -> places in flat, oldest first
 
     def add(self, tokens: Iterable[int]) -> int:
         self.sequences.append([])
+        self.starts.append(len(self.flat))
+        self.flat.append(END)
         self.extend(len(self.sequences) - 1, tokens)
         return len(self.sequences) - 1
 
     def extend(self, sequence: int, tokens: Iterable[int]) -> None:
-        stored = self.sequences[sequence]
+        """More tokens at the end of the last sequence (the only one that grows)."""
+        if sequence != len(self.sequences) - 1:
+            raise ValueError(f"only the last sequence grows, not {sequence}")
+        stored, flat, occurrences = self.sequences[sequence], self.flat, self.occurrences
+        flat.pop()  # the END after the last sequence
         for token in tokens:
-            self.occurrences.setdefault(token, []).append((sequence, len(stored)))
+            place = len(flat)
+            if token in occurrences:
+                occurrences[token].append(place)
+            else:
+                occurrences[token] = [place]
+            flat.append(token)
             stored.append(token)
+        flat.append(END)
 
     @property
     def num_tokens(self) -> int:
@@ -89,46 +143,99 @@ class SuffixIndex:
               offset: float = MAX_SPEC_OFFSET, min_probability: float = MIN_TOKEN_PROB,
               exclude: tuple[int, int] | None = None) -> Draft:
         """The best-scoring draft over every match length (ties: the longer match).
-        exclude: an occurrence that is the context itself (its own last token)."""
-        if not context or k <= 0:
-            return NO_DRAFT
-        sequences = self.sequences
-        # end positions of the context's suffix, matched on `length` tokens so far
-        ends = [place for place in self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:] if place != exclude]
-        best = NO_DRAFT
-        length = 1
-        # as Arctic: a match is shorter than the context it is looked up from
-        while ends and length < min(max_depth, len(context)):
-            limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
-            draft = self._walk(ends, limit, min_probability, length)
-            if draft.tokens and draft.score >= best.score:
-                best = draft
-            wanted = context[-1 - length]
-            ends = [(s, i) for s, i in ends if i - length >= 0 and sequences[s][i - length] == wanted]
-            length += 1
-        return best
+        exclude: an occurrence (sequence, index) that is the context itself (its own last token)."""
+        return best_of(self.walks(context, k, max_depth, factor, offset, min_probability, exclude), k)
 
-    def _walk(self, ends: list[tuple[int, int]], limit: int, min_probability: float, length: int) -> Draft:
-        """Follow the most frequent continuation while the draft's probability holds."""
-        sequences = self.sequences
-        tokens: list[int] = []
-        probability, score, first = 1.0, 0.0, 0.0
-        while len(tokens) < limit and ends:
-            # each continuation's occurrences, most recent first: a tie goes to the latest continuation
-            following: dict[int, list[tuple[int, int]]] = {}
-            for s, i in reversed(ends):
-                stored = sequences[s]
-                if i + 1 < len(stored):
-                    token = stored[i + 1]
-                    if token in following:
-                        following[token].append((s, i + 1))
-                    else:
-                        following[token] = [(s, i + 1)]
-            if not following:
+    def walks(self, context: Sequence[int], k: int, max_depth: int = MAX_DEPTH, factor: float = MAX_SPEC_FACTOR,
+              offset: float = MAX_SPEC_OFFSET, min_probability: float = MIN_TOKEN_PROB,
+              exclude: tuple[int, int] | None = None) -> list[Walk]:
+        """Every match length's walk at k, shortest match first (best_of picks the draft)."""
+        if not context or k <= 0:
+            return []
+        excluded = self.starts[exclude[0]] + exclude[1] if exclude is not None else None
+        # the most recent occurrences of the context's last token: the ends of 1-token matches
+        ends = [place for place in self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:] if place != excluded]
+        return self.walks_from(ends, context, k, max_depth, factor, offset, min_probability)
+
+    def walks_from(self, ends: list[int] | None, context: Sequence[int], k: int, max_depth: int = MAX_DEPTH,
+                   factor: float = MAX_SPEC_FACTOR, offset: float = MAX_SPEC_OFFSET,
+                   min_probability: float = MIN_TOKEN_PROB,
+                   memo: dict[tuple[int, ...], tuple[list[int], Walk]] | None = None,
+                   unsure: set[int] | None = None) -> list[Walk]:
+        """walks() from the 1-token matches' ends (places in flat; None: the last MAX_OCCURRENCES
+        occurrences of context[-1]). memo: each match's (its tokens') ends and walk at this k, met
+        before: the caller keeps it while the index is unchanged. unsure: END places where the
+        caller's other indexes may go on; a walk that reaches one raises Unsure."""
+        flat = self.flat
+        walks = []
+        shorter: Walk | None = None  # the last length's walk, from the ends it was walked from
+        # as Arctic: a match is shorter than the context it is looked up from
+        most = min(max_depth, len(context))
+        length = 1
+        while length < most:
+            key = tuple(context[len(context) - length:]) if memo is not None else ()
+            node = memo.get(key) if memo is not None else None
+            if node is None:
+                kept = ends
+                if length > 1:  # the END before each sequence ends every match that reaches it
+                    wanted = context[-length]
+                    ends = [i for i in ends or () if flat[i - length + 1] == wanted]
+                elif ends is None:
+                    ends = self.occurrences.get(context[-1], [])[-MAX_OCCURRENCES:]
+                limit = min(k, int(length * factor + offset + 1e-6), max_depth - length)
+                if not ends:
+                    walk = NO_WALK
+                elif shorter is not None and kept is not None and len(ends) == len(kept):
+                    walk = self._rewalk(shorter, ends, limit, min_probability, length, unsure)  # the same ends walk the same
+                else:
+                    walk = self._walk(ends, limit, min_probability, length, unsure=unsure)
+                node = (ends, walk)
+                if memo is not None:
+                    memo[key] = node
+            ends, shorter = node
+            if not ends:
                 break
-            token = max(following, key=lambda t: len(following[t]))
-            count = len(following[token])
-            # occurrences that end here (nothing after them yet) count against every continuation
+            if shorter.tokens:
+                walks.append(shorter)
+            length += 1
+        return walks
+
+    def _rewalk(self, walk: Walk, ends: list[int], limit: int, min_probability: float, length: int,
+                unsure: set[int] | None) -> Walk:
+        """The walk from the same ends at another limit, from the one walked already."""
+        walked = len(walk.tokens)
+        if limit == walked or (limit > walked and walk.stopped):
+            return walk._replace(match_length=length)
+        if limit < walked:
+            return Walk(walk.tokens[:limit], walk.scores[:limit], length, walk.first_probability, None, False)
+        if walk.onward is None:
+            return self._walk(ends, limit, min_probability, length, unsure=unsure)
+        return self._walk(walk.onward[0], limit, min_probability, length, walk, unsure)
+
+    def _walk(self, ends: list[int], limit: int, min_probability: float, length: int, start: Walk | None = None,
+              unsure: set[int] | None = None) -> Walk:
+        """Follow the most frequent continuation while the draft's probability holds (from where
+        `start` reached its limit, when given)."""
+        flat = self.flat
+        tokens, scores = (list(start.tokens), list(start.scores)) if start else ([], [])
+        probability = start.onward[1] if start and start.onward else 1.0
+        score = scores[-1] if scores else 0.0
+        first = start.first_probability if start else 0.0
+        while len(tokens) < limit:
+            if len(ends) == 1:  # one occurrence: its continuation, if any, is sure
+                token, count = flat[ends[0] + 1], 1
+                if token == END:
+                    if unsure and ends[0] + 1 in unsure:
+                        raise Unsure
+                    break
+                following = None
+            else:
+                following = [flat[i + 1] for i in ends]
+                if unsure and END in following and any(i + 1 in unsure for i in ends):
+                    raise Unsure
+                token, count = most_frequent(following)
+                if token == END:
+                    break
             probability *= count / len(ends)
             if probability < min_probability:
                 break
@@ -136,8 +243,38 @@ class SuffixIndex:
                 first = count / len(ends)
             tokens.append(token)
             score += probability
-            ends = following[token][::-1]  # back in the order the search keeps them
-        return Draft(tokens, score, length, first)
+            scores.append(score)
+            ends = [ends[0] + 1] if following is None else [i + 1 for i, t in zip(ends, following, strict=True) if t == token]
+        else:
+            return Walk(tokens, scores, length, first, (ends, probability), False)
+        return Walk(tokens, scores, length, first)
+
+
+class Unsure(Exception):
+    """A walk reached an END where another index goes on (SuffixIndex.walks_from's unsure)."""
+
+
+def most_frequent(following: list[int]) -> tuple[int, int]:
+    """The most frequent token but END, and its count; a tie goes to the latest (END, 0: none)."""
+    counts = Counter(following) if len(following) > 24 else dict.fromkeys(following, 0)
+    if len(following) <= 24:
+        for token in following:
+            counts[token] += 1
+    counts.pop(END, None)  # occurrences that end here count against every continuation
+    if not counts:
+        return END, 0
+    count = max(counts.values())
+    tied = [token for token, seen in counts.items() if seen == count]
+    return (tied[0] if len(tied) == 1 else next(t for t in reversed(following) if t in tied)), count
+
+
+def suffix_proposal(here: Draft, earlier: Draft) -> Proposal:
+    """The better of this conversation's draft and the history's (a tie: the conversation's), with its evidence."""
+    best, from_history = (here, False) if here.score >= earlier.score else (earlier, True)
+    if not best.tokens:
+        return Proposal([], None)
+    evidence = SuffixMatch(min(best.match_length, EVIDENCE_LENGTH_CAP), best.first_probability < 1.0, from_history)
+    return Proposal(best.tokens, None, evidence=evidence)
 
 
 class SuffixProposer(Proposer):
@@ -200,11 +337,7 @@ class SuffixProposer(Proposer):
         context = list(token_ids[-self.max_depth:])
         here = self._draft(self._conversation, context, k, exclude=(0, len(token_ids) - 1))
         earlier = self._draft(self.history, context, k) if self.use_history else NO_DRAFT
-        best, from_history = (here, False) if here.score >= earlier.score else (earlier, True)
-        if not best.tokens:
-            return Proposal([], None)
-        evidence = SuffixMatch(min(best.match_length, EVIDENCE_LENGTH_CAP), best.first_probability < 1.0, from_history)
-        return Proposal(best.tokens, None, evidence=evidence)
+        return suffix_proposal(here, earlier)
 
     def _draft(self, index: SuffixIndex, context: Sequence[int], k: int,
                exclude: tuple[int, int] | None = None) -> Draft:

@@ -1,0 +1,188 @@
+"""Suffix decoding's drafts computed once per reply position and shared by every arm that asks.
+
+At a position of a reply, suffix decoding drafts from two indexes (spectui.engines.speculative.suffix):
+this conversation's, which holds exactly the context (the prompt and the reply so far), and the
+history's (earlier replies). The conversation's walks are a function of the context alone, so
+every suffix arm (each k, with or without history) shares one set per (reply, position), walked
+at the widest k and cut to each arm's (best_of: a narrower k may pick another match length, so a
+draft is never assumed to be the prefix of a wider one). The history differs per arm (a reply
+joins it as far as that arm's last step read it), so each arm keeps its own, and a memo of the
+walks of every match met while it does not change (one reply).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from spectui.advise.replay import ReplayInput
+from spectui.engines.adaptive import K_AUTO_MAX
+from spectui.engines.speculative.proposers import Proposal, Proposer
+from spectui.engines.speculative.suffix import (
+    END,
+    MAX_DEPTH,
+    MAX_OCCURRENCES,
+    NO_DRAFT,
+    SuffixIndex,
+    Unsure,
+    Walk,
+    best_of,
+    suffix_proposal,
+)
+
+if TYPE_CHECKING:
+    from spectui.engines.speculative.sampling import Generator
+
+
+class ConversationWalks:
+    """(reply, context length) -> this conversation's walks, for the reply last asked about: its
+    prompt and whole reply indexed once, each context read from it as if the index stopped there."""
+
+    def __init__(self, replies: Sequence[ReplayInput]) -> None:
+        self.replies = replies
+        self.reply = -1
+        self.index = SuffixIndex()
+        self.found: dict[int, tuple[int, list[Walk]]] = {}  # context length -> (width walked at, walks)
+
+    def walks(self, reply: int, context: Sequence[int], k: int) -> list[Walk]:
+        """The walks SuffixProposer's conversation index gives for `context` (reply's prompt and
+        first tokens), at k or wider."""
+        if reply != self.reply:
+            self.reply, self.index, self.found = reply, SuffixIndex(), {}
+            self.index.add([*self.replies[reply].prompt_ids, *self.replies[reply].reply_ids])
+        length = len(context)
+        found = self.found.get(length)
+        if found is None or found[0] < k:
+            width = max(k, K_AUTO_MAX)
+            found = (width, self._walk_at(context, width))
+            self.found[length] = found
+        return found[1]
+
+    def _walk_at(self, context: Sequence[int], width: int) -> list[Walk]:
+        flat, last = self.index.flat, len(context)  # flat[last] is the context's last token
+        if flat[last] != context[-1]:
+            raise ValueError("the context is not this reply's prompt and first tokens")
+        places = self.index.occurrences[context[-1]]
+        upto = bisect_right(places, last)
+        ends = places[max(0, upto - MAX_OCCURRENCES):upto - 1]  # the context's own last token is no match
+        following, flat[last + 1] = flat[last + 1], END  # the index stops at the context
+        try:
+            return self.index.walks_from(ends, context[-MAX_DEPTH:], width)
+        finally:
+            flat[last + 1] = following
+
+
+class SharedHistory:
+    """The history's walks where every suffix arm with history would walk the same.
+
+    Each arm's history holds every earlier reply as far as that arm's last step read it, so the
+    arms' histories differ only in the replies' last few tokens. `common` holds each reply as far
+    as every arm read it; a context whose last token is among the tokens some arms read past
+    that (its matches could differ), or a walk that reaches the end of a reply some arm read
+    further (an unsure END), is left to each arm. Arms say how far they read (read) as they go;
+    the replay runs reply by reply, so when the next reply starts every arm has read its last."""
+
+    def __init__(self, replies: Sequence[ReplayInput]) -> None:
+        self.replies = replies
+        self.common = SuffixIndex()
+        self.unsure_tokens: set[int] = set()
+        self.unsure_ends: set[int] = set()
+        self.reads: dict[int, tuple[int, int]] = {}  # arm -> (reply, its tokens read)
+        self.reply = -1
+        self.found: dict[int, tuple[int, list[Walk] | None]] = {}  # context length -> (width, walks or None: unsure)
+        self.memo: dict[int, dict] = {}  # width -> common's walks per match, for this reply
+        self.alone = False  # arms were not replayed reply by reply: each keeps to its own
+
+    def read(self, arm: int, reply: int, tokens: int) -> None:
+        if reply != self.reply:
+            self._join()
+            self.reply, self.found, self.memo = reply, {}, {}
+        self.reads[arm] = (reply, tokens)
+
+    def _join(self) -> None:
+        """The last reply into `common`, as far as every arm read it."""
+        if self.reply < 0 or not self.reads:
+            return
+        if any(reply != self.reply for reply, _ in self.reads.values()):
+            self.alone = True
+            return
+        read = [tokens for _, tokens in self.reads.values()]
+        ids = self.replies[self.reply].reply_ids
+        least, most = min(read), max(read)
+        if least:
+            self.common.add(ids[:least])
+            if most > least:
+                self.unsure_ends.add(len(self.common.flat) - 1)
+        self.unsure_tokens.update(ids[least:most])
+
+    def walks(self, token_ids: Sequence[int], width: int) -> list[Walk] | None:
+        """The history's walks at width after token_ids (this reply's prompt and first tokens), the
+        same for every arm; None where they may differ."""
+        if self.alone or token_ids[-1] in self.unsure_tokens:
+            return None
+        context = token_ids[-MAX_DEPTH:]
+        found = self.found.get(len(token_ids))
+        if found is None or found[0] < width:
+            try:
+                walks = self.common.walks_from(None, context, width, memo=self.memo.setdefault(width, {}),
+                                               unsure=self.unsure_ends)
+            except Unsure:
+                walks = None
+            found = (width, walks)
+            self.found[len(token_ids)] = found
+        return found[1]
+
+
+class SharedSuffix(Proposer):
+    """SuffixProposer(use_history=history) with its defaults, drafting from the shared conversation
+    walks: set `reply` to the index of the reply being replayed before it proposes."""
+
+    method = "suffix"
+    looks_first = True
+
+    def __init__(self, conversation: ConversationWalks, history: bool = True, shared: SharedHistory | None = None) -> None:
+        self.conversation = conversation
+        self.shared = shared if history else None
+        self.use_history = history
+        self.history = SuffixIndex()
+        self.memo: dict[int, dict] = {}  # width -> the history's walks per match, while it is unchanged
+        self.reply = 0
+        self._prompt_length: int | None = 0
+        self._read: Sequence[int] = ()  # the conversation as far as the last step read it
+
+    def reset(self) -> None:
+        self._start([])
+
+    def prefill(self, token_ids: Sequence[int]) -> None:
+        self._start(token_ids)
+
+    def _start(self, token_ids: Sequence[int]) -> None:
+        """The reply so far joins the history (as SuffixProposer's _start)."""
+        reply = self._read[self._prompt_length or 0:] if self._prompt_length is not None else ()
+        if self.use_history and reply:
+            self.history.add(reply)
+            self.memo = {}
+        self._read = list(token_ids)
+        self._prompt_length = len(token_ids) if token_ids else None  # none yet: the first context is the prompt
+        if self.shared is not None:
+            self.shared.read(id(self), self.reply, 0)
+
+    def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
+                generator: Generator | None) -> Proposal:
+        if self._prompt_length is None:
+            self._prompt_length = len(token_ids)
+        self._read = token_ids
+        if self.shared is not None:
+            self.shared.read(id(self), self.reply, len(token_ids) - self._prompt_length)
+        if k <= 0 or not token_ids:
+            return Proposal([], None)
+        here = best_of(self.conversation.walks(self.reply, token_ids, k), k)
+        earlier = NO_DRAFT
+        if self.use_history:
+            width, context = max(k, K_AUTO_MAX), token_ids[-MAX_DEPTH:]
+            walks = self.shared.walks(token_ids, width) if self.shared is not None else None
+            if walks is None:
+                walks = self.history.walks_from(None, context, width, memo=self.memo.setdefault(width, {}))
+            earlier = best_of(walks, k)
+        return suffix_proposal(here, earlier)
