@@ -190,6 +190,33 @@ def test_greedy_replies_with_a_cross_vocabulary_draft_equal_plain_decoding(small
     assert accepted > 0
 
 
+def target_letters_encode(text: str) -> list[int]:
+    """The six-token target's tokenizer: one letter a token, any other character as d."""
+    return [TARGET_TOKENS.index(char) if char in TARGET_TOKENS else 3 for char in text]
+
+
+@pytest.mark.parametrize("how", ["slem", "auto"])
+def test_greedy_replies_by_slem_equal_plain_decoding(small_target, letters_draft, tiny_tokenizer, how):
+    """SLEM drafts the draft's text (its "ab", "x" and "z" too) as the target's tokens: the
+    greedy reply is the target's all the same, at every k; auto tries TLI and SLEM in turn."""
+    from spectui.engines.speculative.slem import SlemProposer
+    from spectui.engines.torch_backend.backend import torch_vocab_proposer
+    from test_engine import make_engine
+
+    proposer = torch_vocab_proposer(letters_draft, 6, letters_map(), letters_encode, target_letters_encode, how)
+    assert isinstance(proposer, SlemProposer)
+    engine = make_engine(small_target, tiny_tokenizer, proposer)
+    engine.stop_ids = set()
+    plain, _ = reply(engine, Control(0, 0.0), 0, 24)
+    accepted = 0
+    for k in (1, 2, 4, 7):
+        tokens, steps = reply(engine, Control(k, 0.0), 0, 24)
+        assert tokens == plain, k
+        assert all(len(step.drafted) <= k and all(0 <= token < 6 for token in step.drafted) for step in steps)
+        accepted += sum(step.num_accepted for step in steps)
+    assert accepted > 0
+
+
 def sampled_pairs(engine, replies: int) -> tuple[list[tuple[int, int]], list[int], list[Source]]:
     pairs, fourths, sources = [], [], []
     for seed in range(replies):

@@ -107,6 +107,9 @@ class SpeculativeEngine(Engine):
                 self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer, self.chooser()
             ):
                 yield splitter.fill(event) if isinstance(event, Step) else event
+            if self.proposer is not None and self.proposer.vocab_words != self.info.draft_vocab:
+                # --vocab auto said which of TLI and SLEM it keeps: the panel reads it here
+                self.info = replace(self.info, draft_vocab=self.proposer.vocab_words)
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
             if is_out_of_memory(error):

@@ -128,8 +128,9 @@ class ChatScreen(ReplyActions, Screen):
         memory = self.host.read_memory(self.session.engine_stats)
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
+        info = self.host.engine.info if self.host.engine is not None else self.host.info  # the engine's says what it learned
         self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported, self.host.info.draft_vocab if self.host.info else ""), self.verify_slope)
+                                    reported, info.draft_vocab if info else ""), self.verify_slope)
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
