@@ -263,3 +263,11 @@ def test_the_engine_says_the_overlap_while_the_cross_vocabulary_draft_drafts(sma
     lookup = engine.with_method("ngram")
     assert lookup.info.draft_vocab == ""  # prompt lookup drafts from the target's own tokens
     assert lookup.with_method("draft").info.draft_vocab == "50% shared"  # a, b, c, f of the draft's eight
+
+
+def test_the_engine_holds_a_cross_vocabulary_draft_as_its_draft_model(small_target, letters_draft, tiny_tokenizer):
+    """It is closed with the engine, given the engine's threads and timed by the bench, as a
+    draft of the target's tokenizer is (it was None: the draft model never closed)."""
+    engine = tli_engine(small_target, letters_draft, tiny_tokenizer)
+    assert engine.draft_cached() is engine.proposer.draft
+    assert engine.draft_model is letters_draft

@@ -15,6 +15,7 @@ from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.prompt import chat_prompt_ids, has_thinking_switch, stop_token_ids, stream_conversation
 from spectui.engines.speculative.backend import Backend
 from spectui.engines.speculative.cached_model import CachedLogits
+from spectui.engines.speculative.cross_vocab import CrossVocabProposer
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 from spectui.engines.speculative.loop import decode_steps
 from spectui.engines.speculative.proposers import DraftModelProposer, Proposer
@@ -138,7 +139,8 @@ class SpeculativeEngine(Engine):
     def draft_cached(self) -> CachedLogits | None:
         """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""
         proposer = self._proposers.get("draft")
-        return proposer.draft if isinstance(proposer, DraftModelProposer) else None
+        # a draft with another tokenizer (TLI, SLEM) is a draft model too: closed, threaded, timed
+        return proposer.draft if isinstance(proposer, (DraftModelProposer, CrossVocabProposer)) else None
 
     @property
     def draft_model(self) -> object | None:
