@@ -54,7 +54,7 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     if not on_torch and chosen_backend(replace(target_options, method="draft" if "draft" in methods else "ngram"),
                                        models).name == "ggml":
         engine = build_ggml_engine(target_options, models, progress)
-        drafters = add_ggml_drafters(engine, models, methods, progress)
+        drafters = add_ggml_drafters(engine, models, methods, progress, options.vocab)
     else:
         if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
             checked_draft_vocab(models.target, models.draft_model(), progress)
