@@ -63,7 +63,6 @@ def cases(suite: str, engine, fill_tokens: int) -> list[tuple[str, list[dict]]]:
 def reply_steps(engine, messages: list[dict], control, tokens: int) -> tuple[list[int], list]:
     from spectui.core.events import GenerationParams, Message, Step
 
-    engine.forget_prompts()
     steps = [event for event in engine.stream([Message(**message) for message in messages],
                                               GenerationParams(max_tokens=tokens, top_p=1.0, seed=0), control)
              if isinstance(event, Step)]

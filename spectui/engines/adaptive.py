@@ -297,10 +297,8 @@ class AdaptiveK:
             self.probing = False
             self.plain_steps = 0
         elif self.probing and step.k and step.draft_seconds < CHEAP_PROBE * step.verify_seconds:
-            # Prompt lookup found no match for the probe: nothing was learned about
-            # acceptance, and a step without drafts costs a plain step, so look again next step.
-            # (A draft model that ran and wrote no target token, SLEM's text too short, paid for
-            # its forwards: it waits as after any probe.)
+            # Prompt lookup found no match (free; a draft model that ran and wrote no target token
+            # paid its forwards: it waits as after any probe): nothing learned, look again next step.
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1

@@ -180,20 +180,12 @@ class CrossVocabProposer(Proposer):
 
 
 def draft_model_proposer(draft: CachedLogits, target_width: int, vocab: VocabMap | None = None,
-                         encode: Encode | None = None, target_encode: Encode | None = None,
-                         how: str = "tli") -> Proposer:
+                         encode: Encode | None = None) -> Proposer:
     """The proposer for a draft model on either backend: the plain one when the draft has the
-    target's tokenizer (vocab None or identical: padding rows never drafted), else TLI, SLEM
-    when `how` is "slem", or the one of the two that accepts more when it is "auto"
-    (target_encode: the target's tokenizer, which reads the draft's text; without it, TLI)."""
+    target's tokenizer (vocab None or identical: padding rows never drafted), TLI when not
+    (slem.vocab_proposer: SLEM, or the better of the two)."""
     if vocab is None or vocab.identical:
         return DraftModelProposer(draft, target_width, vocab.same_width if vocab is not None else None)
     if encode is None:
         raise ValueError("a draft with another tokenizer needs its tokenizer to read the target's text")
-    if how in ("slem", "auto") and target_encode is not None:  # auto: the two tried, the better kept
-        from spectui.engines.speculative.slem import SlemProposer
-
-        return SlemProposer(draft, vocab, encode, target_width, target_encode, choose=how == "auto")
-    if how == "slem":
-        raise ValueError("SLEM needs the target's tokenizer to read the draft's text")
     return CrossVocabProposer(draft, vocab, encode, target_width)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from spectui.engines.speculative.arrays import ops_of
 from spectui.engines.speculative.cached_model import CachedLogits, common_prefix_len
-from spectui.engines.speculative.cross_vocab import CrossVocabProposer, Encode
-from spectui.engines.speculative.proposers import Proposal
+from spectui.engines.speculative.cross_vocab import CrossVocabProposer, Encode, draft_model_proposer
+from spectui.engines.speculative.proposers import Proposal, Proposer
 from spectui.engines.speculative.sampling import Generator
 
 if TYPE_CHECKING:
@@ -155,3 +155,17 @@ def is_text(data: bytes) -> bool:
 def starts_text(data: bytes) -> bool:
     """Whether data begins at a character's first byte (a lone tail of a character does not)."""
     return not data or not 0x80 <= data[0] < 0xC0
+
+
+def vocab_proposer(draft: CachedLogits, target_width: int, vocab: VocabMap | None = None, encode: Encode | None = None,
+                   target_encode: Encode | None = None, how: str = "tli") -> Proposer:
+    """A draft model's proposer on either backend, as --vocab says (how): the plain one for the
+    target's tokenizer; for another, TLI ("tli"), SLEM ("slem") or the two tried and the better
+    kept ("auto"). target_encode: the target's tokenizer, which reads the draft's text."""
+    if how not in ("slem", "auto") or vocab is None or vocab.identical or encode is None:
+        return draft_model_proposer(draft, target_width, vocab, encode)
+    if target_encode is None:
+        if how == "slem":
+            raise ValueError("SLEM needs the target's tokenizer to read the draft's text")
+        return draft_model_proposer(draft, target_width, vocab, encode)
+    return SlemProposer(draft, vocab, encode, target_width, target_encode, choose=how == "auto")

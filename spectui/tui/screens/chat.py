@@ -128,9 +128,8 @@ class ChatScreen(ReplyActions, Screen):
         memory = self.host.read_memory(self.session.engine_stats)
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
-        info = self.host.engine.info if self.host.engine is not None else self.host.info  # the engine's says what it learned
         self.panels.show(panel_data(reply, self.session, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported, info.draft_vocab if info else ""), self.verify_slope)
+                                    reported, draft_vocab_words(self.host)), self.verify_slope)
 
     def tick(self) -> None:
         """Once a second: the panels' clocks and memory, and a loading engine's seconds."""
@@ -313,3 +312,10 @@ class ChatScreen(ReplyActions, Screen):
         self.turns.resume(message.conversation)
         self.call_after_refresh(self.scroll.scroll_end, animate=False)
         self.refresh_panels()
+
+
+def draft_vocab_words(host: EngineHost) -> str:
+    """The panel's draft vocabulary line: the running engine's (--vocab auto says there which
+    rule it kept, after a reply), else the last ready one's."""
+    info = host.engine.info if host.engine is not None else host.info
+    return info.draft_vocab if info is not None else ""
