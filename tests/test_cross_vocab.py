@@ -215,6 +215,9 @@ def test_greedy_replies_by_slem_equal_plain_decoding(small_target, letters_draft
         assert all(len(step.drafted) <= k and all(0 <= token < 6 for token in step.drafted) for step in steps)
         accepted += sum(step.num_accepted for step in steps)
     assert accepted > 0
+    if how == "auto":  # the trial was decided, and the engine's info (the panel's line) says which rule it kept
+        assert proposer.greedy in ("tli", "slem"), proposer.trials
+        assert engine.info.draft_vocab == proposer.vocab_words and "trying" not in proposer.vocab_words
 
 
 def sampled_pairs(engine, replies: int) -> tuple[list[tuple[int, int]], list[int], list[Source]]:

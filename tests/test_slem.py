@@ -140,3 +140,14 @@ def test_auto_keeps_tli_on_a_tie():
                         target_encode, choose=True)
     run_steps(slem, TARGET_TOKENS.index("a"), 20)
     assert slem.greedy == "tli" and slem.vocab_words == "80% shared · TLI"
+
+
+def test_the_cached_map_keeps_the_drafts_pieces(tmp_path):
+    from spectui.models.vocab_map import _read_map, _write_map
+
+    path = tmp_path / "pair.npz"
+    _write_map(path, pair_map())
+    read = _read_map(path)
+    assert read is not None
+    assert [read.draft_piece(token) for token in range(len(DRAFT_TOKENS))] == [b"a", b"b", b"c", b"d", b"x", b""]
+    assert read.draft_piece(99) == b""

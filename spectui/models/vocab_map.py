@@ -304,7 +304,8 @@ def _write_map(path: Path, built: VocabMap) -> None:
         partial = path.with_suffix(".partial.npz")
         numpy.savez(partial, draft_to_target=built.draft_to_target, target_offsets=built.target_offsets,
                     target_blob=numpy.frombuffer(built.target_blob, dtype=numpy.uint8),
-                    draft_byte_ids=built.draft_byte_ids, draft_offsets=built.draft_offsets,
+                    draft_byte_ids=built.draft_byte_ids,
+                    draft_offsets=built.draft_offsets if built.draft_offsets is not None else numpy.zeros(1, dtype=numpy.int64),
                     draft_blob=numpy.frombuffer(built.draft_blob, dtype=numpy.uint8),
                     counts=numpy.array([built.draft_shareable, built.target_shareable, built.same_width]))
         partial.replace(path)
