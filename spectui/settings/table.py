@@ -106,7 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("vocab", str, "auto",
             "A --draft with another tokenizer: tli (the shared tokens; lossless at every temperature), slem "
             "(the draft's whole vocabulary, its text re-tokenized for the target; T = 0, TLI at T > 0), or auto "
-            "(SLEM where the draft shares under 90% of its vocabulary, else TLI; docs/cross-vocab.md).",
+            "(at T = 0 both tried for 8 steps each, the one with more tokens a step kept; docs/cross-vocab.md).",
             ("--vocab",), ALL, choices=VOCAB_RULES),
     Setting("method", str, "auto",
             "Where drafts come from: auto (suffix with adaptive k on a CPU, where a draft model does not pay; "
