@@ -42,7 +42,7 @@ TINY: dict[str, Tiny] = {
                                "--markdown", "{tmp}/exact.md"),
                               (), {"exact.md": ("| 16 | 3 |", "Prefill of a 32-token prompt")}),
     "identity.py": Tiny(("--model", SMOL, "--draft", SMOL, "--prompts", "1", "--tokens", "8", "--per-prompt", "2",
-                         "--markdown", "{tmp}/identity.md"),
+                         "--cross-draft", "", "--markdown", "{tmp}/identity.md"),
                         (), {"identity.md": ("replies that left the plain reply | **0** of 2",)}, slow=True),
     "llamacpp_verify_cost.py": Tiny(("--model", SMOL, "--draft", SMOL, "--quants", "Q4_K_M", "--batches", "1,2",
                                      "--repeats", "1", "--tokens", "4", "--prefill", "16", "--markdown", "{tmp}/cost.md"),
@@ -73,7 +73,7 @@ TINY: dict[str, Tiny] = {
     # in the cache for the next run) cost minutes on a busy 2-core box before 2 training steps.
     "heads.sh": Tiny(("tiny",), (), {"reports/bench-heads-tiny.md": ("medusa", "eagle")}, slow=True, timeout=1500),
     "cross_vocab.py": Tiny(("--targets", "qwen2.5-coder-0.5b", "--draft", SMOL, "--k", "2", "--tokens", "4",
-                            "--markdown", "{tmp}/cross.md"), (), {"cross.md": ("qwen2.5-coder-0.5b",)}, slow=True),
+                            "--markdown", "{tmp}/cross.md"), (), {"cross.md": ("qwen2.5-coder-0.5b", "| slem |")}, slow=True),
     "tmux_plain_server.sh": Tiny(("{port}",), (" tokens in ",), needs="tmux"),
     "advise_vs_timed.py": Tiny(("--tiny", "--markdown", "{tmp}/advise.md"), ("wrote",),
                                {"advise.md": ("| chat-code-python |", "Full run", "| ngram k auto |", "replayed vs k 0")},

@@ -190,6 +190,36 @@ def test_greedy_replies_with_a_cross_vocabulary_draft_equal_plain_decoding(small
     assert accepted > 0
 
 
+def target_letters_encode(text: str) -> list[int]:
+    """The six-token target's tokenizer: one letter a token, any other character as d."""
+    return [TARGET_TOKENS.index(char) if char in TARGET_TOKENS else 3 for char in text]
+
+
+@pytest.mark.parametrize("how", ["slem", "auto"])
+def test_greedy_replies_by_slem_equal_plain_decoding(small_target, letters_draft, tiny_tokenizer, how):
+    """SLEM drafts the draft's text (its "ab", "x" and "z" too) as the target's tokens: the
+    greedy reply is the target's all the same, at every k; auto tries TLI and SLEM in turn."""
+    from spectui.engines.speculative.slem import SlemProposer
+    from spectui.engines.torch_backend.backend import torch_vocab_proposer
+    from test_engine import make_engine
+
+    proposer = torch_vocab_proposer(letters_draft, 6, letters_map(), letters_encode, target_letters_encode, how)
+    assert isinstance(proposer, SlemProposer)
+    engine = make_engine(small_target, tiny_tokenizer, proposer)
+    engine.stop_ids = set()
+    plain, _ = reply(engine, Control(0, 0.0), 0, 24)
+    accepted = 0
+    for k in (1, 2, 4, 7):
+        tokens, steps = reply(engine, Control(k, 0.0), 0, 24)
+        assert tokens == plain, k
+        assert all(len(step.drafted) <= k and all(0 <= token < 6 for token in step.drafted) for step in steps)
+        accepted += sum(step.num_accepted for step in steps)
+    assert accepted > 0
+    if how == "auto":  # the trial was decided, and the engine's info (the panel's line) says which rule it kept
+        assert proposer.greedy in ("tli", "slem"), proposer.trials
+        assert engine.info.draft_vocab == proposer.vocab_words and "trying" not in proposer.vocab_words
+
+
 def sampled_pairs(engine, replies: int) -> tuple[list[tuple[int, int]], list[int], list[Source]]:
     pairs, fourths, sources = [], [], []
     for seed in range(replies):
@@ -236,3 +266,11 @@ def test_the_engine_says_the_overlap_while_the_cross_vocabulary_draft_drafts(sma
     lookup = engine.with_method("ngram")
     assert lookup.info.draft_vocab == ""  # prompt lookup drafts from the target's own tokens
     assert lookup.with_method("draft").info.draft_vocab == "50% shared"  # a, b, c, f of the draft's eight
+
+
+def test_the_engine_holds_a_cross_vocabulary_draft_as_its_draft_model(small_target, letters_draft, tiny_tokenizer):
+    """It is closed with the engine, given the engine's threads and timed by the bench, as a
+    draft of the target's tokenizer is (it was None: the draft model never closed)."""
+    engine = tli_engine(small_target, letters_draft, tiny_tokenizer)
+    assert engine.draft_cached() is engine.proposer.draft
+    assert engine.draft_model is letters_draft

@@ -74,6 +74,8 @@ def test_a_vllm_without_tli_refuses_a_cross_vocabulary_draft_in_one_line(tmp_pat
     monkeypatch.setattr(build, "vllm_has_heterogeneous_vocab", lambda: True)
     assert build.vllm_draft(EngineOptions(method="draft", k=3), models, lambda *args: None) == models.draft
     assert not build.same_tokenizer(models.target, models.draft)
+    with pytest.raises(UsageError, match="--vocab slem runs on the embedded engine"):  # vLLM has TLI, no SLEM
+        build.vllm_draft(EngineOptions(method="draft", k=3, vocab="slem"), models, lambda *args: None)
 
 
 @pytest.mark.vllm

@@ -117,8 +117,10 @@ def device_of(*modules: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progress: ProgressFn | None = None) -> dict[str, dict]:
-    """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp."""
+def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progress: ProgressFn | None = None,
+                      vocab_how: str = "auto") -> dict[str, dict]:
+    """add_drafters for an engine on ggml: the draft model's GGUF mapped by llama.cpp (another
+    tokenizer: TLI or SLEM as vocab_how says, its overlap beside its name)."""
     from spectui.engines.speculative.methods import drafter
     from spectui.engines.speculative.suffix import SuffixProposer
     from spectui.engines.ggml.backend import ggml_draft_proposer
@@ -143,10 +145,13 @@ def add_ggml_drafters(engine: Any, models: ModelPair, methods: list[str], progre
             encode = None if vocab.identical else encoder_of(JsonTokenizer(draft.tokenizer))
             name, gguf = draft.name, draft.gguf
             before = resident_bytes()
-            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size, vocab, encode)
+            proposer = ggml_draft_proposer(LlamaModel(gguf), engine.target.model.vocab_size, vocab, encode,
+                                           encoder_of(engine.tokenizer), vocab_how)
             after = resident_bytes()
             engine.add_proposer(method, proposer, name)
-            costs[method] = {"name": name, "weights_bytes": gguf.stat().st_size,
+            # the bench's drafter table says the pair's overlap and which rule drafts
+            shown = f"{name} (draft vocabulary: {proposer.vocab_words})" if proposer.vocab_words else name
+            costs[method] = {"name": shown, "weights_bytes": gguf.stat().st_size,
                              "resident_bytes": after - before if before is not None and after is not None else None}
     return costs
 

@@ -56,7 +56,7 @@ def build_runners(options: EngineOptions, models: ModelPair, bench: BenchOptions
     heaviest = replace(target_options, method="draft" if "draft" in methods else "ngram")
     if not on_torch and engine_choice(heaviest, models).backend == BackendChoice("ggml"):
         engine = build_ggml_engine(target_options, models, progress)
-        drafters = add_ggml_drafters(engine, models, methods, progress)
+        drafters = add_ggml_drafters(engine, models, methods, progress, options.vocab)
     else:
         if "draft" in methods:  # a draft that cannot pair with the target: one line, before anything loads
             checked_draft_vocab(models.target, models.draft_model(), progress)

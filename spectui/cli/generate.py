@@ -33,6 +33,8 @@ def summary_line(reply: MeasuredReply, k: int | None, engine: Engine) -> str:
     speed = f"{stats.tokens_per_s:.1f}" if stats.tokens_per_s else "–"
     info = engine.info
     drafting = f"{info.method} {info.draft or ''}".strip() if info.method != "none" else "no drafting"
+    if info.draft_vocab and info.method == "draft":  # another tokenizer: the overlap, and TLI or SLEM
+        drafting += f" (draft vocabulary: {info.draft_vocab})"
     autos = [step.auto for step in reply.steps if step.auto is not None]
     if autos:
         ks = [choice.k for choice in autos]

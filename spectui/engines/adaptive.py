@@ -320,9 +320,9 @@ class AdaptiveK:
                 self.probe_after = 0
             self.probing = False
             self.plain_steps = 0
-        elif self.probing and step.k:
-            # Prompt lookup found no match for the probe: nothing was learned about
-            # acceptance, and a step without drafts costs a plain step, so look again next step.
+        elif self.probing and step.k and step.draft_seconds < CHEAP_PROBE * step.verify_seconds:
+            # Prompt lookup found no match (free; a draft model that ran and wrote no target token
+            # paid its forwards: it waits as after any probe): nothing learned, look again next step.
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1

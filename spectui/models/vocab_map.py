@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
-MAP_FORMAT = 1  # in the cache file's name: a map written under another layout is rebuilt
+MAP_FORMAT = 2  # in the cache file's name: a map written under another layout is rebuilt
 _PAD = re.compile(r"\[PAD\d+\]")  # the rows a GGUF conversion adds to fill the embedding
 _BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # sentencepiece's byte fallback
 
@@ -58,6 +58,10 @@ class VocabMap:
     # Same tokenizer (the ids mean the same tokens, one side maybe padded): ids below same_width
     # are real tokens in both; 0 when the tokenizers differ.
     same_width: int
+    # The draft's shareable tokens' bytes by id (SLEM reads the draft's own text): draft id d's
+    # are draft_blob[o[d]:o[d+1]], empty for an added token, padding or an empty one.
+    draft_offsets: numpy.ndarray | None = None
+    draft_blob: bytes = b""
 
     @property
     def shared(self) -> int:
@@ -76,6 +80,13 @@ class VocabMap:
         if not 0 <= token < len(self.target_offsets) - 1:
             return b""
         return self.target_blob[int(self.target_offsets[token]):int(self.target_offsets[token + 1])]
+
+    def draft_piece(self, token: int) -> bytes:
+        """What draft id `token` decodes to; b"" for a special, padding or an id past the table."""
+        offsets = self.draft_offsets
+        if offsets is None or not 0 <= token < len(offsets) - 1:
+            return b""
+        return self.draft_blob[int(offsets[token]):int(offsets[token + 1])]
 
     def target_to_draft(self) -> dict[int, int]:
         drafts = (self.draft_to_target >= 0).nonzero()[0]
@@ -171,10 +182,19 @@ def intersect(target: TokenTable, draft: TokenTable) -> VocabMap:
         if match is not None and match not in taken:
             taken.add(match)
             draft_to_target[index] = match
-    offsets = numpy.zeros(len(target.pieces) + 1, dtype=numpy.int64)
-    offsets[1:] = numpy.cumsum([len(piece) for piece in target.pieces])
-    return VocabMap(draft_to_target, offsets, b"".join(target.pieces), byte_ids,
-                    sum(draft.shareable), sum(target.shareable), same_width(target, draft))
+    offsets, blob = _packed(target.pieces)
+    draft_offsets, draft_blob = _packed([piece if ok else b"" for piece, ok in zip(draft.pieces, draft.shareable)])
+    return VocabMap(draft_to_target, offsets, blob, byte_ids, sum(draft.shareable), sum(target.shareable),
+                    same_width(target, draft), draft_offsets, draft_blob)
+
+
+def _packed(pieces: list[bytes]) -> tuple[numpy.ndarray, bytes]:
+    """Pieces as one blob and the offsets of each (piece i is blob[o[i]:o[i+1]])."""
+    import numpy
+
+    offsets = numpy.zeros(len(pieces) + 1, dtype=numpy.int64)
+    offsets[1:] = numpy.cumsum([len(piece) for piece in pieces])
+    return offsets, b"".join(pieces)
 
 
 def same_width(target: TokenTable, draft: TokenTable) -> int:
@@ -271,7 +291,7 @@ def _read_map(path: Path) -> VocabMap | None:
         with numpy.load(path) as stored:
             return VocabMap(stored["draft_to_target"], stored["target_offsets"], stored["target_blob"].tobytes(),
                             stored["draft_byte_ids"], int(stored["counts"][0]), int(stored["counts"][1]),
-                            int(stored["counts"][2]))
+                            int(stored["counts"][2]), stored["draft_offsets"], stored["draft_blob"].tobytes())
     except (OSError, ValueError, KeyError):
         return None  # absent or damaged: built again
 
@@ -285,5 +305,7 @@ def _write_map(path: Path, built: VocabMap) -> None:
         numpy.savez(partial, draft_to_target=built.draft_to_target, target_offsets=built.target_offsets,
                     target_blob=numpy.frombuffer(built.target_blob, dtype=numpy.uint8),
                     draft_byte_ids=built.draft_byte_ids,
+                    draft_offsets=built.draft_offsets if built.draft_offsets is not None else numpy.zeros(1, dtype=numpy.int64),
+                    draft_blob=numpy.frombuffer(built.draft_blob, dtype=numpy.uint8),
                     counts=numpy.array([built.draft_shareable, built.target_shareable, built.same_width]))
         partial.replace(path)

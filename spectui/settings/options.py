@@ -33,6 +33,7 @@ class EngineSettings:
 
     model: str | None = None
     draft: str | None = None
+    vocab: str = "auto"
     method: str = "auto"
     temperature: float = 0.0
     top_p: float = 1.0

@@ -44,6 +44,7 @@ HEAD_METHODS = ("medusa", "eagle")
 # auto: the method measured fastest where the engine runs (engines/factory.py settled_method).
 METHODS = ("auto",) + tuple(dict.fromkeys(EMBEDDED_METHODS + VLLM_METHODS))  # every engine's, once
 BACKENDS = ("auto", "ggml", "torch")
+VOCAB_RULES = ("auto", "tli", "slem")  # how a draft with another tokenizer drafts
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 TREE_WIDTH_MAX = 8
@@ -102,6 +103,11 @@ SETTINGS: tuple[Setting, ...] = (
             ("--model", "-m"), ALL, check=check_model_name),
     Setting("draft", str, None, "Draft model (another tokenizer drafts by TLI, on the tokens both vocabularies share).",
             ("--draft", "-d"), ALL, check=check_model_name),
+    Setting("vocab", str, "auto",
+            "A --draft with another tokenizer: tli (the shared tokens; lossless at every temperature), slem "
+            "(the draft's whole vocabulary, its text re-tokenized for the target; T = 0, TLI at T > 0), or auto "
+            "(at T = 0 both tried for 8 steps each, the one with more tokens a step kept; docs/cross-vocab.md).",
+            ("--vocab",), ALL, choices=VOCAB_RULES),
     Setting("method", str, "auto",
             "Where drafts come from: auto (suffix with adaptive k on a CPU, where a draft model does not pay; "
             "draft where a GPU runs the target or --draft names one), draft, ngram, or suffix "

@@ -60,9 +60,11 @@ class GgmlBackend:
 
 
 def ggml_draft_proposer(draft: LlamaModel, target_width: int, vocab: VocabMap | None = None,
-                        encode: Encode | None = None) -> Proposer:
+                        encode: Encode | None = None, target_encode: Encode | None = None,
+                        how: str = "tli") -> Proposer:
     """spectui's draft-model proposer, its forwards run by llama.cpp; across vocabularies (vocab
-    not identical, encode the draft's tokenizer) the TLI proposer."""
-    from spectui.engines.speculative.cross_vocab import draft_model_proposer
+    not identical, encode the draft's tokenizer) TLI's, or SLEM's (how "slem", target_encode
+    the target's tokenizer)."""
+    from spectui.engines.speculative.slem import vocab_proposer
 
-    return draft_model_proposer(LlamaCached(draft), target_width, vocab, encode)
+    return vocab_proposer(LlamaCached(draft), target_width, vocab, encode, target_encode, how)

@@ -80,7 +80,7 @@ def build_ggml_engine(options: EngineOptions, models: ModelPair, progress: Progr
             target.gguf, JsonTokenizer(target.tokenizer), options.method, draft.gguf if draft else None,
             target_name=target.name, draft_name=draft.name if draft else None,
             lookup=(options.lookup_min, options.lookup_max), history_drafting=options.history_drafting,
-            vocab=vocab, draft_encode=encode,
+            vocab=vocab, draft_encode=encode, vocab_how=options.vocab,
         )
     report(f"{target.name} load", 1, 1)
     return engine

@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 def load_ggml_engine(target_gguf: Path, tokenizer: Any, method: str = "ngram", draft_gguf: Path | None = None,
                      threads: int | None = None, target_name: str = "", draft_name: str | None = None,
                      lookup: tuple[int, int] | None = None, history_drafting: bool = False,
-                     vocab: VocabMap | None = None, draft_encode: Encode | None = None) -> SpeculativeEngine:
+                     vocab: VocabMap | None = None, draft_encode: Encode | None = None,
+                     vocab_how: str = "tli") -> SpeculativeEngine:
     """spectui's loop with its target (and draft, for method "draft") run by llama.cpp. The models load
     side by side: libllama's calls release the GIL. vocab: the pair's vocabulary map (with
-    draft_encode, the draft's tokenizer, when the draft's tokenizer is another one: TLI)."""
+    draft_encode, the draft's tokenizer, when the draft's tokenizer is another one: TLI, or SLEM
+    where vocab_how is "slem")."""
     from concurrent.futures import ThreadPoolExecutor
 
     from spectui.engines.ggml.lib import LlamaModel, library, library_version
@@ -48,10 +50,11 @@ def load_ggml_engine(target_gguf: Path, tokenizer: Any, method: str = "ngram", d
     target, draft_model = loaded[0], (loaded[1] if len(loaded) > 1 else None)
     from spectui.engines.ggml.backend import GgmlBackend, ggml_draft_proposer
     from spectui.engines.speculative.engine import SpeculativeEngine
+    from spectui.engines.speculative.cross_vocab import encoder_of
     from spectui.engines.speculative.methods import token_proposer
 
     if draft_model is not None:
-        proposer = ggml_draft_proposer(draft_model, target.vocab_size, vocab, draft_encode)
+        proposer = ggml_draft_proposer(draft_model, target.vocab_size, vocab, draft_encode, encoder_of(tokenizer), vocab_how)
     else:  # heads run on torch (ggml_problem says so): a method ggml cannot draft is refused here
         proposer = token_proposer(method, tokenizer, lookup, history_drafting)
     info = EngineInfo(name="embedded", target=target_name or target_gguf.name, draft=draft_name, method=method,

@@ -182,7 +182,8 @@ class CrossVocabProposer(Proposer):
 def draft_model_proposer(draft: CachedLogits, target_width: int, vocab: VocabMap | None = None,
                          encode: Encode | None = None) -> Proposer:
     """The proposer for a draft model on either backend: the plain one when the draft has the
-    target's tokenizer (vocab None or identical: padding rows never drafted), TLI when not."""
+    target's tokenizer (vocab None or identical: padding rows never drafted), TLI when not
+    (slem.vocab_proposer: SLEM, or the better of the two)."""
     if vocab is None or vocab.identical:
         return DraftModelProposer(draft, target_width, vocab.same_width if vocab is not None else None)
     if encode is None:

@@ -16,6 +16,7 @@ from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.prompt import chat_prompt_ids, has_thinking_switch, stop_token_ids, stream_conversation
 from spectui.engines.speculative.backend import Backend
 from spectui.engines.speculative.cached_model import CachedLogits
+from spectui.engines.speculative.cross_vocab import CrossVocabProposer
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
 from spectui.engines.speculative.loop import decode_steps
 from spectui.engines.speculative.proposers import DraftModelProposer, Proposer
@@ -108,6 +109,9 @@ class SpeculativeEngine(Engine):
                 self.target, self.proposer, prompt_ids, params, control, stop_ids, detokenizer, self.chooser()
             ):
                 yield splitter.fill(event) if isinstance(event, Step) else event
+            if self.proposer is not None and self.proposer.vocab_words != self.info.draft_vocab:
+                # --vocab auto said which of TLI and SLEM it keeps: the panel reads it here
+                self.info = replace(self.info, draft_vocab=self.proposer.vocab_words)
         except Exception as error:
             # Everything already yielded stays with the caller; the reply ends marked.
             if is_out_of_memory(error):
@@ -136,7 +140,8 @@ class SpeculativeEngine(Engine):
     def draft_cached(self) -> CachedLogits | None:
         """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""
         proposer = self._proposers.get("draft")
-        return proposer.draft if isinstance(proposer, DraftModelProposer) else None
+        # a draft with another tokenizer (TLI, SLEM) is a draft model too: closed, threaded, timed
+        return proposer.draft if isinstance(proposer, (DraftModelProposer, CrossVocabProposer)) else None
 
     @property
     def draft_model(self) -> object | None:

@@ -76,10 +76,11 @@ def torch_draft_proposer(draft_model: torch.nn.Module, target_width: int | None 
 
 
 def torch_vocab_proposer(draft_model: torch.nn.Module, target_width: int, vocab: VocabMap | None,
-                         encode: Encode | None) -> Proposer:
+                         encode: Encode | None, target_encode: Encode | None = None, how: str = "tli") -> Proposer:
     """A transformers draft model for a pair whose vocabularies the map relates: the plain
-    drafter for one tokenizer (its padding never drafted), TLI for two (encode: the draft's tokenizer)."""
-    from spectui.engines.speculative.cross_vocab import draft_model_proposer
+    drafter for one tokenizer (its padding never drafted), TLI or SLEM (how) for two (encode:
+    the draft's tokenizer, target_encode the target's)."""
+    from spectui.engines.speculative.slem import vocab_proposer
     from spectui.engines.torch_backend.kv import CachedModel
 
-    return draft_model_proposer(CachedModel(draft_model), target_width, vocab, encode)
+    return vocab_proposer(CachedModel(draft_model), target_width, vocab, encode, target_encode, how)

@@ -31,6 +31,7 @@ def resolve_device(device: str) -> str:
 def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: Progress | None = None,
                           why_torch: str = "", static: bool | None = None):
     """static: the static KV cache and CUDA graphs on or off (None: static_kv_wanted decides)."""
+    from spectui.engines.speculative.cross_vocab import encoder_of
     from spectui.engines.speculative.plain import plain_stand_in
     from spectui.engines.speculative.methods import drafter, token_proposer
     from spectui.engines.torch_backend.backend import torch_engine, torch_vocab_proposer
@@ -51,7 +52,8 @@ def build_embedded_engine(options: EngineOptions, models: ModelPair, progress: P
             [LoadRequest(target, target_dtype),
              LoadRequest(draft, draft_dtype(target_dtype, device), tokenizer=False)],
             device, progress)
-        proposer = torch_vocab_proposer(draft_model, logit_width(target_model), vocab, encode)
+        proposer = torch_vocab_proposer(draft_model, logit_width(target_model), vocab, encode,
+                                        encoder_of(tokenizer), options.vocab)
     else:
         if drafter(options.method) == "heads":
             draft_name = heads_folder(options)  # checked before the target's weights load

@@ -220,6 +220,9 @@ def vllm_draft(options: EngineOptions, models: ModelPair, report: Progress) -> R
         vocab = draft_vocab(models.target.name, model_folder(models.target, report), draft.name, model_folder(draft, report))
         if vocab.identical:
             check_same_vocab(models.target, draft, report)
+        elif options.vocab == "slem":  # vLLM's SLEM is an open pull request (#45018)
+            raise UsageError("--vocab slem runs on the embedded engine: vLLM drafts across tokenizers by TLI "
+                             "(--vocab tli), or run it with --engine embedded")
         elif not vllm_has_heterogeneous_vocab():
             raise UsageError(f"draft {draft.name} has another tokenizer than {models.target.name}: the installed vLLM "
                              f"({package_version('vllm')}) has no use_heterogeneous_vocab; run it with --engine embedded")

@@ -117,7 +117,7 @@ class ChatScreen(ChatKeys):
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
         self.panels.show(panel_data(reply, session.stats, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported, self.host.info.draft_vocab if self.host.info else ""), session.verify_slope)
+                                    reported, draft_vocab_words(self.host)), session.verify_slope)
 
     def redraw(self) -> None:
         self.refresh_bar()
@@ -210,3 +210,9 @@ class ChatScreen(ChatKeys):
         """The compare view measured a speedup over k = 0: the Theory panel shows it beside its prediction."""
         self.session.stats.compared = (speedup, what)
         self.refresh_panels()
+
+def draft_vocab_words(host: EngineHost) -> str:
+    """The panel's draft vocabulary line: the running engine's (--vocab auto says there which
+    rule it kept, after a reply), else the last ready one's."""
+    info = host.engine.info if host.engine is not None else host.info
+    return info.draft_vocab if info is not None else ""
