@@ -5,7 +5,7 @@ prefill off (the exact context prefilling in its 64-token chunks, as before). Th
 round by round; each arm's median counts, and the ratio of the medians.
 
     python benchmarks/prefill.py [--model qwen2.5-coder-1.5b] [--rounds 5] \
-        [--markdown benchmarks/reports/prefill.md]
+        [--threads N] [--markdown benchmarks/reports/prefill.md]
 
 The prompt is the bench's attached-file workload: the first turn of `chat-attached-file`
 (spectui.bench.workloads), the example module attached with a question (~840 tokens on Qwen).
@@ -47,6 +47,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for both arms (default: every core, as the chat on a quiet box)")
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args()
 
@@ -66,6 +68,8 @@ def main() -> None:
         sys.exit(f"{args.model} does not run on the ggml backend here: nothing to compare with llama.cpp")
     messages = [conversation_script("chat-attached-file")[0]]
     prompt_ids = list(inner.prompt_ids(messages))
+    if args.threads:
+        inner.use_threads(args.threads)
     defaults = LlamaModel(gguf_for(resolve(args.model)), threads=inner.backend.target.model.threads, batch_invariant=False)
     arms = {"spectui (fast prefill)": lambda: spectui_first_token(inner, messages, True),
             "llama.cpp defaults": lambda: llamacpp_first_token(defaults, prompt_ids),
@@ -86,7 +90,8 @@ def main() -> None:
     finally:
         defaults.close()
         inner.close()
-    show_report(report(args, len(prompt_ids), inner.info.backend, seconds, tokens, load), args.markdown)
+    backend = f"ggml {inner.info.dtype}, {defaults.threads} threads"
+    show_report(report(args, len(prompt_ids), backend, seconds, tokens, load), args.markdown)
 
 
 def report(args, prompt_tokens: int, backend: str, seconds: dict[str, list[float]], tokens: dict[str, set[int]],
@@ -94,7 +99,7 @@ def report(args, prompt_tokens: int, backend: str, seconds: dict[str, list[float
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     anchor = medians["llama.cpp defaults"]
     lines = [f"`python benchmarks/prefill.py {shlex.join(sys.argv[1:])}`", "",
-             f"{args.model} ({backend}), the attached-file prompt ({prompt_tokens} tokens) from an empty cache, "
+             f"{args.model} ({backend}, both arms), the attached-file prompt ({prompt_tokens} tokens) from an empty cache, "
              f"first token, {args.rounds} rounds in alternating order; the 1-minute load average while it ran: "
              f"{min(load):.1f} to {max(load):.1f} on {os.cpu_count()} CPUs.", "",
              "| arm | first token, median s | each round s | / llama.cpp defaults | first token id |",
