@@ -150,15 +150,30 @@ def test_a_state_that_does_not_read_falls_back_to_the_exact_prefill(tiny_model, 
     assert numpy.array_equal(row, slow)  # the same tokens ran again in the exact context
 
 
-def test_a_short_prompt_or_a_cached_prefix_stays_in_the_exact_context(tiny_model):
+def test_a_short_prompt_or_a_conversation_going_on_stays_in_the_exact_context(tiny_model):
     from spectui.engines.ggml.cached import LlamaCached
 
     cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
     cached.reset()
     cached.logits(PROMPT[:60], 1)
     assert cached.pending is None and tiny_model.cached == 60
-    assert cached.prefill(PROMPT[:200], stop=lambda: False)  # 140 new tokens after a cached prefix
-    assert cached.pending is None and tiny_model.cached == 200
+    assert cached.prefill(PROMPT[:100], stop=lambda: False)  # 40 new tokens: too few
+    assert cached.pending is None and tiny_model.cached == 100
+    assert cached.prefill(PROMPT[:250], stop=lambda: False)  # 150 new after 100 cached: a follow-up
+    assert cached.pending is None and tiny_model.cached == 250
+
+
+def test_a_new_chat_sharing_only_the_templates_first_lines_prefills_fast_from_the_start(tiny_model):
+    from spectui.engines.ggml.cached import LlamaCached
+
+    cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
+    cached.reset()
+    cached.logits(PROMPT[:40], 1)  # the last chat: 40 tokens, 20 of them the template's
+    other = PROMPT[:20] + [token + 1 for token in PROMPT[20:200]]
+    assert cached.prefill(other[:84], stop=lambda: False)
+    assert cached.pending is not None and cached.seen == other[:84] and tiny_model.cached == 0
+    cached.logits(other, 1)
+    assert cached.pending is None and tiny_model.cached == len(other) and cached.fast_prefill
 
 
 # ---------------------------------------------------------------- T = 0 on real weights

@@ -108,7 +108,9 @@ class LlamaCached:
 
         keep = common_prefix_len(self.seen, token_ids)
         if self.pending is None:
-            if not self.fast_prefill or keep > 0 or end < FAST_PREFILL_MIN:
+            # A short cached prefix (a chat template's system lines, shared by every new chat)
+            # runs again with the rest; a longer one is a conversation going on: a follow-up.
+            if not self.fast_prefill or keep >= FAST_PREFILL_MIN or end - keep < FAST_PREFILL_MIN:
                 return False
             try:
                 self.pending = self.open_prefill()
