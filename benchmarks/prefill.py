@@ -20,9 +20,10 @@ import shlex
 import statistics
 import sys
 import time
+from typing import Any
 
 
-def spectui_first_token(engine, messages: list[dict], fast: bool) -> tuple[float, int]:
+def spectui_first_token(engine: Any, messages: list[dict], fast: bool) -> tuple[float, int]:
     """Seconds from the request to the first token from an empty cache, and that token."""
     from spectui.core.events import Control, GenerationParams, Step
 
@@ -35,7 +36,7 @@ def spectui_first_token(engine, messages: list[dict], fast: bool) -> tuple[float
     raise RuntimeError("the engine wrote no token")
 
 
-def llamacpp_first_token(model, prompt_ids: list[int]) -> tuple[float, int]:
+def llamacpp_first_token(model: Any, prompt_ids: list[int]) -> tuple[float, int]:
     """llama.cpp at its defaults, as the bench's anchor runs it: the prompt in one decode."""
     model.clear()
     started = time.perf_counter()
@@ -94,7 +95,7 @@ def main() -> None:
     show_report(report(args, len(prompt_ids), backend, seconds, tokens, load), args.markdown)
 
 
-def report(args, prompt_tokens: int, backend: str, seconds: dict[str, list[float]], tokens: dict[str, set[int]],
+def report(args: argparse.Namespace, prompt_tokens: int, backend: str, seconds: dict[str, list[float]], tokens: dict[str, set[int]],
            load: list[float]) -> str:
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     anchor = medians["llama.cpp defaults"]

@@ -4,6 +4,8 @@ move on a tiny random GGUF (seconds, no weights), and T = 0 identity after it on
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy
 import pytest
 
@@ -86,14 +88,14 @@ def tiny_model(tmp_path_factory):
     model.close()
 
 
-def chunked_rows(cached, prompt: list[int], rows: int = 1) -> numpy.ndarray:
+def chunked_rows(cached: Any, prompt: list[int], rows: int = 1) -> numpy.ndarray:
     """The loop's way in: 64-token chunks, then the last rows with the first step."""
     for end in range(64, len(prompt), 64):
         assert cached.prefill(prompt[:end], stop=lambda: False)
     return cached.logits(prompt, rows)
 
 
-def test_a_long_prompt_runs_in_the_second_context_and_its_cache_moves_in(tiny_model):
+def test_a_long_prompt_runs_in_the_second_context_and_its_cache_moves_in(tiny_model: Any):
     from spectui.engines.ggml.cached import LlamaCached
 
     cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
@@ -139,7 +141,7 @@ def test_a_state_that_does_not_read_falls_back_to_the_exact_prefill(tiny_model, 
     exact.reset()
     slow = chunked_rows(exact, PROMPT)
 
-    def unreadable(state, layout, cells):
+    def unreadable(state: numpy.ndarray, layout: KvLayout, cells: int) -> None:
         raise StateLayoutError("another libllama")
 
     monkeypatch.setattr(fast_prefill, "values_to_bf16", unreadable)

@@ -97,12 +97,14 @@ class FastPrefill:
             size = self.lib.llama_state_seq_get_size(self.context, 0)
             buffer: Any = self.ffi.new("uint8_t[]", size)
             written = self.lib.llama_state_seq_get_data(self.context, buffer, size, 0)
-            state = numpy.frombuffer(self.ffi.buffer(buffer, written), dtype=numpy.uint8).copy()
+            raw: Any = self.ffi.buffer(buffer, written)  # has the buffer protocol; cffi's stub does not say
+            state = numpy.frombuffer(raw, dtype=numpy.uint8).copy()
         finally:
             self.close()
         values_to_bf16(state, kv_layout(model), self.cached)
         model.clear()
-        source: Any = self.ffi.from_buffer("uint8_t[]", state)
+        data: Any = state  # numpy's array has the buffer protocol; cffi's stub does not say
+        source: Any = self.ffi.from_buffer("uint8_t[]", data)
         if self.lib.llama_state_seq_set_data(model.context, source, len(state), 0) != len(state):
             model.clear()
             raise StateLayoutError("llama.cpp did not take the converted cache")

@@ -194,7 +194,7 @@ class LlamaModel:
             self.context = None
 
 
-def decode_batches(lib, context, tokens: list[int], start: int, batch_size: int, first_row: int) -> None:
+def decode_batches(lib: Any, context: Any, tokens: list[int], start: int, batch_size: int, first_row: int) -> None:
     """Run `tokens` into one sequence's cache at positions from `start`, `batch_size` a call,
     logits kept for the tokens from index `first_row` on. Interrupted (with the positions the
     cache holds) when the context's abort callback stopped a call."""
