@@ -49,6 +49,8 @@ TINY: dict[str, Tiny] = {
                                     (), {"cost.md": ("| Q4_K_M |", "v(2)")}, slow=True),
     "followup_ttft.py": Tiny(("--model", SMOL, "--k", "2", "--max-tokens", "4", "--markdown", "{tmp}/turns.md"),
                              (), {"turns.md": ("| 1 |", "| 2 |", "| 3 |")}, slow=True),
+    "prefill.py": Tiny(("--model", SMOL, "--rounds", "1", "--threads", "1", "--markdown", "{tmp}/prefill.md"),
+                       (), {"prefill.md": ("| spectui (fast prefill) |", "| llama.cpp defaults | ")}, slow=True),
     "record_check.py": Tiny(("--engines", "embedded", "-k", "2", "--max-tokens", "6", "--prompts", "1"),
                             ("all records re-derive from their steps",), slow=True),
     "int8_slices.py": Tiny(("--model", SMOL, "--tokens", "2", "--rounds", "1", "--arm", "loaded",

@@ -76,14 +76,29 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
 
 
 def count_decodes(engine) -> list[int]:
-    """The tokens of each llama_decode call the engine's target runs from now on."""
+    """The tokens of each decode call the engine's target runs from now on, in its exact
+    context or in the second context a long prompt prefills in (ggml.fast_prefill)."""
     decoded: list[int] = []
-    model = engine.target.model
-    original = model.decode
+    target = engine.target
+    model = target.model
+    original, open_prefill = model.decode, target.open_prefill
 
     def counted(tokens, rows, stop=None):
         decoded.append(len(tokens))
         return original(tokens, rows, stop)
 
+    def counted_prefill():
+        pending = open_prefill()
+        run = pending.decode
+
+        def counted_fast(tokens, stop=None):
+            if tokens:
+                decoded.append(len(tokens))
+            return run(tokens, stop)
+
+        pending.decode = counted_fast
+        return pending
+
     model.decode = counted
+    target.open_prefill = counted_prefill
     return decoded

@@ -29,9 +29,10 @@ class GgmlBackend:
         from spectui.engines.ggml.lib import cached_invariant_rows
 
         # The widest verify whose rows equal one-at-a-time decoding, and what a verify costs,
-        # probed once per GGUF and CPU (lib.cached_invariant_rows).
+        # probed once per GGUF and CPU (lib.cached_invariant_rows). A long prompt prefills at
+        # llama.cpp's defaults and its cache moves into the exact context (ggml.fast_prefill).
         shape = cached_invariant_rows(model)
-        self.target = LlamaCached(model, shape.rows)
+        self.target = LlamaCached(model, shape.rows, fast_prefill=True)
         self.verify_slope: float = shape.slope
         self.measured_verify_slope: float | None = shape.slope
 
@@ -54,6 +55,7 @@ class GgmlBackend:
         self.target.forget_after(prompt_length + max(0, emitted - 1))
 
     def close(self, draft: CachedLogits | None) -> None:
+        self.target.drop_prefill()
         self.target.model.close()
         if isinstance(draft, LlamaCached):
             draft.model.close()

@@ -21,6 +21,7 @@ from spectui.engines.speculative.cached_model import common_prefix_len
 if TYPE_CHECKING:
     import numpy
 
+    from spectui.engines.ggml.fast_prefill import FastPrefill
     from spectui.engines.ggml.lib import LlamaModel
 
 
@@ -29,7 +30,11 @@ class LlamaCached:
 
     rows: the widest decode whose rows equal decoding one token at a time; a call that wants
     more than one row (a verify) runs in pieces of at most that many tokens. None: no limit
-    (a draft model, whose rounding changes acceptance, never the output)."""
+    (a draft model, whose rounding changes acceptance, never the output).
+
+    fast_prefill: a long prompt into an empty cache runs at llama.cpp's defaults in a second
+    context, whose cache moves here before the first row is read (ggml.fast_prefill); every
+    decode, the first token's included, runs in this exact context."""
 
     device = "cpu"
     arrays = "numpy"  # logits are numpy rows: the loop's rules run on numpy, torch never loads
@@ -37,18 +42,23 @@ class LlamaCached:
     # one progress report; Esc does not wait for a chunk's end (prefill's stop).
     prefill_chunk = 64
 
-    def __init__(self, model: LlamaModel, rows: int | None = None) -> None:
+    def __init__(self, model: LlamaModel, rows: int | None = None, fast_prefill: bool = False) -> None:
         self.model = model
         self.exact_rows = rows
         self.seen: list[int] = []
+        self.fast_prefill = fast_prefill and model.batch_invariant
+        self.pending: FastPrefill | None = None  # a prefill under way in the second context
 
     def reset(self) -> None:
+        self.drop_prefill()
         self.model.clear()
         self.seen = []
 
     def logits(self, token_ids: Sequence[int], num_rows: int) -> numpy.ndarray:
         import numpy
 
+        self._prefill_fast(token_ids, len(token_ids) - num_rows, None)
+        self._land()
         keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
         self.model.keep(keep)
         tail = list(token_ids[keep:])
@@ -66,6 +76,12 @@ class LlamaCached:
         calls had run stays cached and seen)."""
         from spectui.engines.ggml.lib import Interrupted
 
+        try:
+            if self._prefill_fast(token_ids, len(token_ids), stop):
+                return True
+        except Interrupted:
+            return False
+        self._land()
         keep = common_prefix_len(self.seen, token_ids)
         self.model.keep(keep)
         try:
@@ -79,6 +95,65 @@ class LlamaCached:
 
     def forget_after(self, length: int) -> None:
         """Keep only the first `length` tokens cached."""
+        self._land()
         if length < len(self.seen):
             self.model.keep(length)
             self.seen = self.seen[:length]
+
+    def _prefill_fast(self, token_ids: Sequence[int], end: int, stop: Callable[[], bool] | None) -> bool:
+        """Run token_ids[:end] in the second context where a fast prefill is (or may start)
+        under way; True when it took them. Interrupted as the exact prefill raises it."""
+        from spectui.engines.ggml.fast_prefill import FAST_PREFILL_MIN
+        from spectui.engines.ggml.lib import Interrupted
+
+        keep = common_prefix_len(self.seen, token_ids)
+        if self.pending is None:
+            # A short cached prefix (a chat template's system lines, shared by every new chat)
+            # runs again with the rest; a longer one is a conversation going on: a follow-up.
+            if not self.fast_prefill or keep >= FAST_PREFILL_MIN or end - keep < FAST_PREFILL_MIN:
+                return False
+            try:
+                self.pending = self.open_prefill()
+            except MemoryError:
+                return False
+            self.model.clear()
+            self.seen = []
+        if keep < len(self.seen) or end < len(self.seen):
+            return False  # another prompt: what ran moves over, then the exact path goes on
+        try:
+            self.pending.decode(list(token_ids[len(self.seen):end]), stop)
+        except Interrupted as interrupted:
+            self.seen = list(token_ids[:interrupted.cached])
+            raise
+        self.seen = list(token_ids[:end])
+        return True
+
+    def open_prefill(self) -> FastPrefill:
+        """The second context a fast prefill runs in (tests count its decodes here)."""
+        from spectui.engines.ggml.fast_prefill import FastPrefill
+
+        return FastPrefill(self.model)
+
+    def _land(self) -> None:
+        """Move a fast prefill's cache into the exact context; where its state cannot be read,
+        the same tokens run again here (slow, never wrong) and fast prefill stays off."""
+        from spectui.engines.ggml.fast_prefill import StateLayoutError
+
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        try:
+            pending.land(self.model)
+        except StateLayoutError:
+            self.fast_prefill = False
+            self.model.clear()
+            if self.seen:
+                self.model.decode(list(self.seen), 1)
+
+    def drop_prefill(self) -> None:
+        """Free a fast prefill's context without moving it (a reset, the engine closing)."""
+        if self.pending is not None:
+            self.pending.close()
+            self.pending = None
+            self.seen = []
+            self.model.clear()

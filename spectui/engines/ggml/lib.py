@@ -163,26 +163,12 @@ class LlamaModel:
         return out
 
     def _decode_chunks(self, tokens: list[int], rows: int) -> None:
-        for start in range(0, len(tokens), self.batch):
-            chunk = tokens[start:start + self.batch]
-            first_row = len(tokens) - rows - start  # chunk index where the wanted rows begin
-            batch = self.lib.llama_batch_init(len(chunk), 0, 1)
-            try:
-                batch.n_tokens = len(chunk)
-                for i, token in enumerate(chunk):
-                    batch.token[i] = token
-                    batch.pos[i] = self.cached + i
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = 0
-                    batch.logits[i] = 1 if i >= first_row else 0
-                code = self.lib.llama_decode(self.context, batch)
-            finally:
-                self.lib.llama_batch_free(batch)
-            if code == ABORTED:  # llama.cpp removed the aborted call's positions from the cache
-                raise Interrupted(self.cached)
-            if code != 0:
-                raise RuntimeError(f"llama_decode failed ({code})")
-            self.cached += len(chunk)
+        try:
+            decode_batches(self.lib, self.context, tokens, self.cached, self.batch, len(tokens) - rows)
+        except Interrupted as interrupted:
+            self.cached = interrupted.cached
+            raise
+        self.cached += len(tokens)
 
     def set_threads(self, threads: int) -> None:
         if threads != self.threads:
@@ -206,6 +192,30 @@ class LlamaModel:
             self.lib.llama_free(self.context)
             self.lib.llama_model_free(self.model)
             self.context = None
+
+
+def decode_batches(lib: Any, context: Any, tokens: list[int], start: int, batch_size: int, first_row: int) -> None:
+    """Run `tokens` into one sequence's cache at positions from `start`, `batch_size` a call,
+    logits kept for the tokens from index `first_row` on. Interrupted (with the positions the
+    cache holds) when the context's abort callback stopped a call."""
+    for offset in range(0, len(tokens), batch_size):
+        chunk = tokens[offset:offset + batch_size]
+        batch = lib.llama_batch_init(len(chunk), 0, 1)
+        try:
+            batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.token[i] = token
+                batch.pos[i] = start + offset + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1 if offset + i >= first_row else 0
+            code = lib.llama_decode(context, batch)
+        finally:
+            lib.llama_batch_free(batch)
+        if code == ABORTED:  # llama.cpp removed the aborted call's positions from the cache
+            raise Interrupted(start + offset)
+        if code != 0:
+            raise RuntimeError(f"llama_decode failed ({code})")
 
 
 MADV_DONTNEED = 4
