@@ -87,7 +87,7 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
         record["shown_all"] = time.perf_counter()
         record["cpu_end"] = time.process_time()
         record["ui_cpu_end"] = time.thread_time()
-        record["shown_tokens"] = self.last_reply.stats().num_tokens if self.last_reply else 0
+        record["shown_tokens"] = self.session.last_reply.stats().num_tokens if self.session.last_reply else 0
         self.app.exit()
 
     Replies.flush, ChatScreen.action_k, ChatScreen.on_reply_ended = flush, action_k, on_reply_ended
@@ -109,7 +109,7 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
             record["ui_cpu_start"] = time.thread_time()
             if started_marker is not None:
                 started_marker.write_text("go")
-            self.chat_screen.send("stream please")
+            self.chat_screen.turns.send("stream please")
 
     config = ChatConfig(k=4, max_tokens=tokens, ghosts=False)
     host = EngineHost(EnginePlan(lambda progress: engine), live_from_config(config))

@@ -75,13 +75,14 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
 
     record: dict = {"actions": []}
 
+    def send(chat: ChatScreen, text: str) -> None:
+        record["sent"] = time.perf_counter()
+        record["ui_cpu_start"] = time.process_time()
+        chat.turns.send(text)
+        if marker is not None:
+            marker.write_text("typing")
+
     class BenchChat(ChatScreen):
-        def send(self, text):
-            record["sent"] = time.perf_counter()
-            record["ui_cpu_start"] = time.process_time()
-            super().send(text)
-            if marker is not None:
-                marker.write_text("typing")
 
         def action_k(self, delta):
             record["actions"].append(time.perf_counter())
@@ -89,7 +90,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
 
         def on_reply_ended(self, message):
             super().on_reply_ended(message)
-            tracker = self.last_reply
+            tracker = self.session.last_reply
             record["shown"] = time.perf_counter()  # the last token has been drawn by now
             record["ui_cpu_seconds"] = time.process_time() - record["ui_cpu_start"]
             stats = tracker.stats()
@@ -104,7 +105,7 @@ def tui_once(engine, config, prompt: str, marker: Path | None = None) -> dict:
 
         def engine_ready(self, message):
             if isinstance(message, EngineReady):
-                self.set_timer(SETTLE_SECONDS, lambda: self.chat_screen.send(prompt))
+                self.set_timer(SETTLE_SECONDS, lambda: send(self.chat_screen, prompt))
 
     host = EngineHost(EnginePlan(lambda progress: KeepOpen(engine)), live_from_config(config))
     chat_module.ChatScreen = BenchChat  # the app builds its chat screen from this name
