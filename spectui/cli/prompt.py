@@ -7,7 +7,7 @@ PROMPT at all, a piped stdin is the whole message.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -18,7 +18,7 @@ STDIN = "-"
 
 
 
-def prompt_argument(command: str) -> typer.models.ArgumentInfo:
+def prompt_argument(command: str) -> Any:  # typer.Argument says Any: its class is not public API
     """The PROMPT argument of `command`, its example naming that command."""
     return typer.Argument(
         metavar="PROMPT",

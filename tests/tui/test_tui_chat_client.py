@@ -410,7 +410,7 @@ async def test_an_edited_first_message_gives_the_history_its_title(make_app, tmp
         chat = app.chat_screen
         await send(pilot, "teh typo in the title")
         await reply_done(pilot)
-        conversation_id = chat.transcript.conversation_id
+        conversation_id = chat.session.transcript.conversation_id
         assert app.store.load_conversation(conversation_id).title == "teh typo in the title"
         await pilot.press("f12")
         chat.prompt.value = "the fixed question\nwith a second line"
