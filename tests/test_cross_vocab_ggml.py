@@ -32,7 +32,7 @@ def reply(engine, prompt: str, control: Control, max_tokens: int = 24) -> tuple[
 def smollm2_for_qwen():
     from spectui.engines.ggml.build import build_ggml_engine
 
-    engine = build_ggml_engine(EngineOptions(model="qwen2.5-coder-0.5b", method="draft", draft="smollm2-135m"),
+    engine = build_ggml_engine(EngineOptions(model="qwen2.5-coder-0.5b", method="draft", draft="smollm2-135m", vocab="tli"),
                                resolve_pair("qwen2.5-coder-0.5b", "smollm2-135m"))
     yield engine
     engine.close()
@@ -43,8 +43,9 @@ def smollm2_for_qwen():
 def test_smollm2_drafting_for_qwen_writes_qwens_plain_greedy_reply(smollm2_for_qwen):
     from spectui.engines.speculative.cross_vocab import CrossVocabProposer
 
-    engine = smollm2_for_qwen
-    assert isinstance(engine.proposer, CrossVocabProposer) and engine.info.draft_vocab.endswith("% shared")
+    engine = smollm2_for_qwen  # --vocab tli: auto would try SLEM too (SlemProposer extends TLI's)
+    assert type(engine.proposer) is CrossVocabProposer
+    assert engine.info.draft_vocab.endswith("% shared")
     accepted = 0
     for prompt in PROMPTS:
         plain, _ = reply(engine, prompt, Control(0, 0.0))
