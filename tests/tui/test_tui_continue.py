@@ -145,6 +145,8 @@ async def test_an_edited_reply_continues_from_the_edit(make_app):
         assert list(chat.query(ReplyView)) == [reply]
         whole = reply.token_view.text
         assert whole.startswith("/def typed(x: int) w7") and chat.session.transcript.entries[-1].content == whole
+        note = str(reply.note.render())  # the edit is no model token: no "whole reply" count that leaves it out
+        assert note.startswith("continued from your edit: ") and "the whole reply" not in note
         stored = app.store.load_conversation(chat.session.transcript.conversation_id)
         kept = [m for m in stored.messages if m.role == "assistant"]
         assert [m.stats.get("superseded", False) for m in kept] == [True, False]  # the model's reply stays in history

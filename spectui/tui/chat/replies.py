@@ -256,7 +256,10 @@ class Replies:
         if current.earlier is not None:
             tokens, steps = current.earlier
             recorded |= {"reply_tokens": tokens + stats.num_tokens, "reply_steps": steps + stats.num_steps}
-            summary = f"continued: {summary} · the whole reply {tokens + stats.num_tokens:,} tokens"
+            if any(kind == "edited" for _, kind in token_view.chunks):  # the model's tokens are not the whole reply
+                summary = f"continued from your edit: {summary}"
+            else:
+                summary = f"continued: {summary} · the whole reply {tokens + stats.num_tokens:,} tokens"
         if approximate:
             summary += f" · {APPROXIMATE_NOTE}"
         elif message.restated is not None:
