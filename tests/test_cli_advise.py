@@ -67,6 +67,8 @@ def test_the_table_predicts_every_drafter_and_k_and_recommends_one(history):
     assert "left out: 1 sampled at T > 0" in out
     # copying the prompt's code pays at these costs: a drafter is recommended, not k 0
     assert "for your chats: " in out and "k 0 (plain" not in out
+    table = out.split("predicted:")[0]  # the suite's console is 80 columns wide, as a fresh terminal
+    assert "…" not in table and "llama.cpp" in table and "coloured" in table
 
 
 def test_json_carries_every_arm_and_each_replys_recorded_vs_replayed_acceptance(history):

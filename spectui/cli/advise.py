@@ -239,14 +239,17 @@ def advice_table(advice: Advice) -> Table:
     best = advice.best
     table = Table(title="Predicted speed vs k 0 on your chats (replayed at T = 0, exact acceptance)", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False)
-    for header in ("drafter", "k", "speed", "vs llama.cpp plain", "γ", "τ", "coloured", "replies", "tokens"):
+    arms = [advice.baseline, *advice.arms]
+    # Replies and tokens only where arms differ (the line under the table says them): 80 columns hold the rest.
+    counts = len({(arm.replies, arm.tokens) for arm in arms}) > 1
+    for header in ("drafter", "k", "speed", "vs\nllama.cpp", "γ", "τ", "coloured", *(("replies", "tokens") if counts else ())):
         table.add_column(header, justify="left" if header == "drafter" else "right", no_wrap=header == "drafter")
-    for arm in [advice.baseline, *advice.arms]:
+    for arm in arms:
         style = "bold green" if arm is best and arm.speedup > 1 else None
         versus = advice.vs_llamacpp(arm)
         table.add_row(arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}", "—" if versus is None else f"×{versus:.2f}",
                       "–" if arm.gamma is None else f"{arm.gamma:.2f}", "–" if arm.tau is None else f"{arm.tau:.2f}",
-                      f"{arm.coloured_share:.0%}", str(arm.replies), f"{arm.tokens:,}", style=style)
+                      f"{arm.coloured_share:.0%}", *((str(arm.replies), f"{arm.tokens:,}") if counts else ()), style=style)
     return table
 
 
