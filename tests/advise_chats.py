@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from spectui.advise.costs import CostProfile
 from spectui.core.events import Control, Done, GenerationParams, Source, Step
 from spectui.store.history import Store
 
@@ -16,6 +17,10 @@ CHATS = (
 
 
 MAX_TOKENS = 32
+# A module both the CLI and bench --history tests save into a chat, and a quick profile to charge it at.
+CODE = "def area(width, height):\n    return width * height\n"
+COSTS = CostProfile("smollm2-135m", "test", 0.01, {1: 1.0, 2: 1.3, 3: 1.6}, piece=3,
+                    draft_seconds={"suffix": 0.0001, "ngram": 0.0001})
 
 
 def record_chat(store: Store, engine, turns: tuple[str, ...], control: Control,

@@ -60,3 +60,13 @@ def smollm2_ggml():
     engine.add_proposer("suffix", SuffixProposer(use_history=False), None)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """An empty data folder and config folder of its own: the history and config a command sees."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
+    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path / "config"))
+    return folder

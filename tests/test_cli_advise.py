@@ -9,15 +9,12 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from spectui.advise.costs import CostProfile, profile_json
+from spectui.advise.costs import profile_json
 
-from advise_chats import save_chat
+from advise_chats import CODE, COSTS, save_chat
 
 pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
 
-CODE = "def area(width, height):\n    return width * height\n"
-COSTS = CostProfile("smollm2-135m", "test", 0.01, {1: 1.0, 2: 1.3, 3: 1.6}, piece=3,
-                    draft_seconds={"suffix": 0.0001, "ngram": 0.0001})
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +24,6 @@ def tokenizer():
     from spectui.models.tokenizer_json import JsonTokenizer
 
     return JsonTokenizer(cached_gguf(resolve("smollm2-135m")).tokenizer)
-
-
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
-    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return folder
 
 
 def advise(*arguments: str):

@@ -19,15 +19,6 @@ from spectui.store import Store
 runner = CliRunner()
 
 
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "data"
-    folder.mkdir()
-    monkeypatch.setenv("SPECTUI_DATA_DIR", str(folder))
-    monkeypatch.setenv("SPECTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return folder
-
-
 def help_of(monkeypatch, capsys, *command: str) -> str:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setattr("sys.argv", ["spectui", *command, "--help"])
