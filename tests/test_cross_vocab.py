@@ -16,6 +16,8 @@ from spectui.engines.speculative.cross_vocab import CrossVocabProposer, DraftCon
 from spectui.engines.speculative.proposers import DraftModelProposer
 from spectui.models.vocab_map import VocabMap, intersect, token_table
 
+from rows_draft import RowsByLastToken
+
 TARGET_TOKENS = ["a", "b", "c", "d", "e", "f"]  # the six-token target of tests/small_distribution.py
 DRAFT_TOKENS = ["c", "a", "x", "f", "b", "y", "ab", "z"]  # shares a, b, c, f; lacks d, e
 
@@ -70,29 +72,6 @@ def test_the_kept_context_always_equals_one_built_afresh():
         for _ in range(300):
             sequence = sequence[: chooser.randint(0, len(sequence))] + [chooser.randrange(size) for _ in range(chooser.randint(0, 4))]
             assert kept.ids_for(sequence) == build().ids_for(sequence), sequence
-
-
-class RowsByLastToken:
-    """A numpy draft (CachedLogits) whose next-token logits depend on its last token only."""
-
-    device, arrays, prefill_chunk, exact_rows = "cpu", "numpy", None, None
-
-    def __init__(self, rows: numpy.ndarray) -> None:
-        self.rows = rows
-        self.seen: list[int] = []
-        self.calls: list[list[int]] = []
-
-    def reset(self) -> None:
-        self.seen = []
-
-    def logits(self, token_ids, num_rows):
-        self.seen = list(token_ids)
-        self.calls.append(list(token_ids))
-        return self.rows[token_ids[-1]][None, :]
-
-    def prefill(self, token_ids, stop) -> bool:
-        self.seen = list(token_ids)
-        return True
 
 
 def test_greedy_drafts_are_shared_tokens_in_the_targets_ids_and_the_draft_reads_its_own():

@@ -9,6 +9,8 @@ import numpy
 from spectui.engines.speculative.slem import SlemProposer, text_before_cut
 from spectui.models.vocab_map import VocabMap, intersect, token_table
 
+from rows_draft import RowsByLastToken
+
 TARGET_TOKENS = ["a", "b", "c", "d", "ab", "bc"]
 DRAFT_TOKENS = ["a", "b", "c", "d", "x", "<end>"]  # x: the target has no such token; <end>: a special
 END = DRAFT_TOKENS.index("<end>")
@@ -34,33 +36,16 @@ target_encode = longest_first(TARGET_TOKENS, "d")
 draft_encode = longest_first(DRAFT_TOKENS[:END], "x")
 
 
-class ScriptedDraft:
-    """A numpy draft (CachedLogits) whose favourite next token depends on its last token only."""
-
-    device, arrays, prefill_chunk, exact_rows = "cpu", "numpy", None, None
-
-    def __init__(self, after: dict[str, str]) -> None:
-        self.rows = numpy.zeros((len(DRAFT_TOKENS), len(DRAFT_TOKENS)), dtype=numpy.float32)
-        for last, following in after.items():
-            self.rows[DRAFT_TOKENS.index(last), DRAFT_TOKENS.index(following)] = 5.0
-        self.seen: list[int] = []
-        self.calls: list[list[int]] = []
-
-    def reset(self) -> None:
-        self.seen = []
-
-    def logits(self, token_ids, num_rows):
-        self.seen = list(token_ids)
-        self.calls.append(list(token_ids))
-        return self.rows[token_ids[-1]][None, :]
-
-    def prefill(self, token_ids, stop) -> bool:
-        self.seen = list(token_ids)
-        return True
+def scripted_draft(after: dict[str, str]) -> RowsByLastToken:
+    """A draft whose favourite next token depends on its last token only: `after` maps one to the next."""
+    rows = numpy.zeros((len(DRAFT_TOKENS), len(DRAFT_TOKENS)), dtype=numpy.float32)
+    for last, following in after.items():
+        rows[DRAFT_TOKENS.index(last), DRAFT_TOKENS.index(following)] = 5.0
+    return RowsByLastToken(rows)
 
 
 def proposer(after: dict[str, str]) -> SlemProposer:
-    return SlemProposer(ScriptedDraft(after), pair_map(), draft_encode, len(TARGET_TOKENS), target_encode)
+    return SlemProposer(scripted_draft(after), pair_map(), draft_encode, len(TARGET_TOKENS), target_encode)
 
 
 def test_the_drafts_text_becomes_the_targets_tokens_the_last_one_dropped():
@@ -126,7 +111,7 @@ def test_auto_tries_both_and_keeps_slem_where_its_drafts_are_accepted_more():
 
     # The draft's favourite is x, no target token: TLI drafts a instead (rejected), SLEM writes
     # x, which the target's tokenizer reads as d, the target's own token.
-    slem = SlemProposer(ScriptedDraft({"d": "x", "x": "x"}), pair_map(), draft_encode, len(TARGET_TOKENS),
+    slem = SlemProposer(scripted_draft({"d": "x", "x": "x"}), pair_map(), draft_encode, len(TARGET_TOKENS),
                         target_encode, choose=True)
     assert "trying both" in slem.vocab_words
     run_steps(slem, TARGET_TOKENS.index("d"), 2 * TRIAL_STEPS + 1)
@@ -136,7 +121,7 @@ def test_auto_tries_both_and_keeps_slem_where_its_drafts_are_accepted_more():
 
 
 def test_auto_keeps_tli_on_a_tie():
-    slem = SlemProposer(ScriptedDraft({"a": "a"}), pair_map(), draft_encode, len(TARGET_TOKENS),
+    slem = SlemProposer(scripted_draft({"a": "a"}), pair_map(), draft_encode, len(TARGET_TOKENS),
                         target_encode, choose=True)
     run_steps(slem, TARGET_TOKENS.index("a"), 20)
     assert slem.greedy == "tli" and slem.vocab_words == "80% shared · TLI"
