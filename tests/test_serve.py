@@ -169,6 +169,31 @@ def test_local_folder_stays_its_path(tmp_path):
     assert shlex.split(line)[2] == str(tmp_path)
 
 
+def test_print_names_the_default_pairs_folders_without_fetching_or_converting(tmp_path, monkeypatch):
+    """`serve --print` with no --model fetched the default pair and converted it to float32
+    (~1.6 GB, minutes) to print one line: it names the folders `serve` makes, and says so."""
+    from spectui.models import load
+    from spectui.models.registry import converted_dir, resolve_pair
+
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path))
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("--print fetched or converted weights")
+
+    for name in ("ensure_local", "model_folder", "fetch_gguf", "convert_gguf", "convert_gguf_float32"):
+        monkeypatch.setattr(load, name, no_weights)
+    result = invoke("--print")
+    assert result.exit_code == 0, result.output
+    pair = resolve_pair(None, None)
+    draft = pair.draft_model()
+    assert pair.target.spec is not None and draft.spec is not None
+    argv = shlex.split(result.stdout.strip())
+    target_folder = converted_dir(pair.target.spec.alias) / "float32"
+    draft_folder = converted_dir(draft.spec.alias) / "float32"
+    assert argv[2] == str(target_folder) and str(draft_folder) in result.stdout
+    assert not target_folder.exists() and not draft_folder.exists()
+    assert f"{target_folder} is not made yet: `spectui serve` without --print converts" in result.stderr
+
 # --- errors: one line, exit 2, no vLLM needed ---------------------------------------------
 
 

@@ -97,6 +97,12 @@ def ensure_local(model: ResolvedModel, progress: ProgressFn | None = None, *, ke
         gguf, out, folder, alias=source.alias, source_sha256=source.sha256, progress=report))
 
 
+def float32_folder(model: ResolvedModel) -> Path:
+    """Where ensure_local puts a GGUF-based model's float32 copy, found without fetching or
+    converting anything (`serve --print` names it; making it takes minutes and gigabytes)."""
+    return converted_dir(_gguf_source(model, keep_gguf=False).key) / FLOAT32_FOLDER
+
+
 @dataclass(frozen=True)
 class _GgufSource:
     """Where a GGUF-based model's weights come from and where its converted folder lives."""

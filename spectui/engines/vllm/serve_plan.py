@@ -66,7 +66,7 @@ def plan_serve(options: EngineOptions, models: ModelPair, host: str, port: int, 
     launcher = None if print_only else find_launcher()
     if not print_only:
         check_port_free(host, port)
-    plan = make_plan(options, models.target, draft, host, port, note)
+    plan = make_plan(options, models.target, draft, host, port, note, convert=not print_only)
     return plan, (None if launcher is None else launch_for(plan, launcher, host, port))
 
 
@@ -93,14 +93,15 @@ def draft_model(options: EngineOptions, models: ModelPair, note: Note) -> Resolv
 
 
 def make_plan(options: EngineOptions, target: ResolvedModel, draft: ResolvedModel | None, host: str, port: int,
-              note: Note) -> Plan:
-    """vLLM references for the models (converting index models), then the `vllm serve` argv."""
+              note: Note, convert: bool = True) -> Plan:
+    """vLLM references for the models (converting index models unless not `convert`), then the
+    `vllm serve` argv."""
     from spectui.engines.vllm.args import VllmModels, serve_argv
 
     with _progress() as progress:
-        target_ref = vllm_model_ref(target, progress, note)
-        draft_ref = vllm_model_ref(draft, progress, note) if draft is not None else None
-        options = _with_vllm_refs_in_json(options, progress, note)
+        target_ref = vllm_model_ref(target, progress, note, convert)
+        draft_ref = vllm_model_ref(draft, progress, note, convert) if draft is not None else None
+        options = _with_vllm_refs_in_json(options, progress, note, convert)
     argv = serve_argv(options, VllmModels(target_ref, draft_ref), host, port)
     served_name = _served_name(target)
     if served_name is not None:
@@ -108,11 +109,12 @@ def make_plan(options: EngineOptions, target: ResolvedModel, draft: ResolvedMode
     return Plan(argv=argv, target_ref=target_ref, draft_ref=draft_ref, served_model=served_name or target_ref)
 
 
-def vllm_model_ref(resolved: ResolvedModel, progress: Progress, note: Note) -> str:
+def vllm_model_ref(resolved: ResolvedModel, progress: Progress, note: Note, convert: bool = True) -> str:
     """What vLLM loads for a spectui model: a hub id or a local folder.
 
     Hub models (aliases or ids) stay ids: vLLM fetches them where it runs. Package-index
-    models and .gguf files become the converted folder (vLLM does not load these GGUFs).
+    models and .gguf files become the converted folder (vLLM does not load these GGUFs);
+    convert False (`--print`) names that folder without fetching or converting anything.
     """
     from spectui.models.registry import converted_dir, read_marker
 
@@ -122,6 +124,13 @@ def vllm_model_ref(resolved: ResolvedModel, progress: Progress, note: Note) -> s
     if resolved.kind == "folder":
         assert resolved.path is not None
         return str(resolved.path)
+    if not convert:
+        from spectui.models.load import float32_folder
+
+        folder = float32_folder(resolved)
+        if read_marker(folder) is None:
+            note(f"{folder} is not made yet: `spectui serve` without --print converts {resolved.name} there first")
+        return str(folder)
     if resolved.kind == "index":
         assert resolved.spec is not None
         if read_marker(converted_dir(resolved.spec.alias)) is None:
@@ -133,7 +142,7 @@ def vllm_model_ref(resolved: ResolvedModel, progress: Progress, note: Note) -> s
     return str(ensure_local(resolved, progress))
 
 
-def _with_vllm_refs_in_json(options: EngineOptions, progress: Progress, note: Note) -> EngineOptions:
+def _with_vllm_refs_in_json(options: EngineOptions, progress: Progress, note: Note, convert: bool = True) -> EngineOptions:
     """A spectui alias as "model" in --speculative-config becomes what vLLM can load."""
     from dataclasses import replace
 
@@ -146,7 +155,7 @@ def _with_vllm_refs_in_json(options: EngineOptions, progress: Progress, note: No
     spec = get_spec(name) if isinstance(name, str) else None
     if spec is None:
         return options
-    config["model"] = vllm_model_ref(alias_model(spec, name), progress, note)
+    config["model"] = vllm_model_ref(alias_model(spec, name), progress, note, convert)
     return replace(options, speculative_config=json.dumps(config))
 
 
