@@ -32,6 +32,10 @@ PROMPTS = ("What is speculative decoding?", "And why is the output unchanged?")
 # speculation pays), after a first reply (not shown) that warms the engine up, so the numbers
 # on screen are a running engine's.
 WARM_UP = "Say hello."
+# A real model's replies stop here: about what the chat picture's conversation shows (some 27
+# rows of ~78 columns, ~4 characters a token). A chat's own budget, what the context leaves,
+# let SmolLM2 write thousands of tokens, the picture showing only their far end.
+REPLY_BUDGET = 512
 SCREENS = ("chat", "compare", "help", "history")
 FIRST_THEME_ONLY = ("markdown", "adaptive")
 
@@ -162,6 +166,8 @@ def take_screenshots(
         with tempfile.TemporaryDirectory() as scratch:
             store = Store(Path(scratch) / "history.sqlite3")
             theme_config = replace(config or ChatConfig(), theme=name)
+            if real:  # a cap of the user's own stays when it is lower
+                theme_config = replace(theme_config, max_tokens=min(theme_config.max_tokens or REPLY_BUDGET, REPLY_BUDGET))
             build = engine_factory or scripted_engine_factory(sleep_virtual=0.25)
             host = EngineHost(EnginePlan(build), live_from_config(theme_config),
                               memory_probe=None if real else fixed_memory)
