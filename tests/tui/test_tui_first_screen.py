@@ -216,6 +216,22 @@ def test_one_word_per_colour_on_the_card_and_in_help():
     assert {"accepted draft", "correction", "bonus", "plain"} <= terms and "target" not in terms
 
 
+def test_the_readmes_colour_table_says_the_cards_word_for_each_colour():
+    """Issue 59: one word per colour everywhere; the README's table said "was drafted and
+    accepted" where the card and F1 say "accepted draft"."""
+    from pathlib import Path
+
+    from spectui.tui.widgets.first_screen import LEGEND as CARD_LEGEND
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| colour (dark theme) | the token… |", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("|") and "---" not in line]
+    words = [sample.strip() for _, sample, _ in CARD_LEGEND]
+    assert len(rows) == len(words)
+    for row, word in zip(rows, words):
+        assert word in row.lower(), (word, row)
+
+
 async def test_the_card_says_plain_words_first_and_the_numbers_behind_a_key(make_app):
     """Issue 59: the first screen read "a verify of 5 costs 4.6 steps here" and "v(k)=1+0.48k"
     before anything in plain words. The words come first; the numbers behind a key."""
