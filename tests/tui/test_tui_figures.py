@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from spectui.settings.config import ChatConfig
 from spectui.tui.summary import BUSY, speed_vs_plain, summary_line, summary_lines
 
@@ -200,3 +202,32 @@ def test_the_bars_k_and_t_words():
     assert k_shown(BarState(k=4, ran_k=3, k_text="5")) == "5"  # a server's own k
     assert temperature_shown(BarState(temperature=0.1, ran_temperature=0.0)) == "0.00→0.10"
     assert temperature_shown(BarState(temperature=0.1, ran_temperature=0.1)) == "0.10"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_the_summary_under_the_conversation_keeps_its_reason_whole_on_screen(make_app, size):
+    """Issue 59 item 5, on screen: at 80 columns the summary read '…24.4 tok/s · k', at 100
+    (the panel put away) '· k 0: drafting does not'; the rest is cut before the reason."""
+    from spectui.core.events import AutoChoice, Done, Source, Step
+
+    from fake_engines import StepsEngine
+    from test_tui_layout import screen_lines
+
+    auto = AutoChoice(0, 1.0, None, "match 1: α 0.30, draft 0.00× target → k 0")
+    events = [Step((1,), (Source.TARGET,), " w1", k=0),
+              *(Step((i,), (Source.TARGET,), f" w{i}", k=0, auto=auto, verify_seconds=0.01) for i in range(2, 6)),
+              Done("stop", seconds=0.1, neighbour_share=0.6)]  # busy too: the longest line there is
+    engine = StepsEngine(events, method="ngram")
+    engine.measured_verify_slope = 0.425
+    app = make_app(factory_for(engine), ChatConfig())
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        if chat.stats_panel.display:  # at 100 columns the panel shows until its key puts it away
+            await pilot.press(app.first_key("stats"))
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        await wait_for(pilot, lambda: not chat.stats_panel.display)
+        await pilot.pause()
+        lines = [line.rstrip() for line in screen_lines(app) if "tok/s" in line or "vs plain" in line]
+        assert any(line.endswith(" · k 0: drafting does not pay here") for line in lines), lines
