@@ -214,8 +214,10 @@ async def test_the_summary_under_the_conversation_keeps_its_reason_whole_on_scre
     from test_tui_layout import screen_lines
 
     auto = AutoChoice(0, 1.0, None, "match 1: α 0.30, draft 0.00× target → k 0")
-    events = [Step((1,), (Source.TARGET,), " w1", k=0),
-              *(Step((i,), (Source.TARGET,), f" w{i}", k=0, auto=auto, verify_seconds=0.01) for i in range(2, 6)),
+    drafted = Step((2, 3, 4), (Source.DRAFT, Source.DRAFT, Source.RECOVERED), " w2 w3 w4", drafted=(2, 3, 50, 51),
+                   k=4, verify_seconds=0.03, method="ngram", pieces=(" w2", " w3", " w4"))
+    events = [Step((1,), (Source.TARGET,), " w1", k=0), drafted,  # drafts: a figure to show, and so a long line
+              *(Step((i,), (Source.TARGET,), f" w{i}", k=0, auto=auto, verify_seconds=0.01) for i in range(5, 9)),
               Done("stop", seconds=0.1, neighbour_share=0.6)]  # busy too: the longest line there is
     engine = StepsEngine(events, method="ngram")
     engine.measured_verify_slope = 0.425
