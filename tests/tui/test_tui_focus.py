@@ -20,6 +20,8 @@ async def test_tab_with_nothing_to_complete_keeps_the_focus(make_app):
         chat.prompt.value = "/drop csv"
         chat.prompt.focus()
         await pilot.press("tab")
+        await pilot.pause()
+        assert chat.prompt.has_focus  # not only brought back by the next key typed
         await pilot.press("x")
         await pilot.pause()
         assert chat.prompt.has_focus and chat.prompt.text == "/drop csvx"
