@@ -34,7 +34,7 @@ class GgmlBackend:
         shape = cached_invariant_rows(model)
         self.target = LlamaCached(model, shape.rows, fast_prefill=True)
         self.verify_slope: float = shape.slope
-        self.measured_verify_slope: float | None = shape.slope
+        self.measured_verify_slope: float | None = None if shape.busy else shape.slope  # a busy figure is none
 
     @property
     def context_length(self) -> int:

@@ -264,6 +264,7 @@ PROBED_ROWS = 9
 class VerifyShape:
     rows: int  # the widest decode whose rows equal decoding one token at a time
     slope: float  # t(rows)/t(1) - 1 per extra token: what one more verified draft costs
+    busy: bool = False  # timed while other processes held the cores: not this machine's cost
 
 
 def invariant_rows(model: LlamaModel, most: int = PROBED_ROWS, clock: Callable[[], float] = time.perf_counter) -> VerifyShape:
@@ -322,7 +323,15 @@ def cached_invariant_rows(model: LlamaModel) -> VerifyShape:
         return VerifyShape(int(known[key]["rows"]), float(known[key]["slope"]))
     except (TypeError, KeyError, ValueError):
         pass
+    from spectui.engines.threads import BUSY_SHARE, cpu_sample, others_share
+
+    before = cpu_sample()
     shape = invariant_rows(model)
+    share = others_share(before, cpu_sample())
+    if share is not None and share >= BUSY_SHARE:
+        # Neighbours' load in the timing (the card read "a verify of 5 costs 72.3 steps here"):
+        # this run uses it, nothing keeps it, and the next load times it again.
+        return VerifyShape(shape.rows, shape.slope, busy=True)
     known = known if isinstance(known, dict) else {}
     known[key] = {"rows": shape.rows, "slope": shape.slope}
     try:
