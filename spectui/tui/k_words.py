@@ -8,6 +8,7 @@ from spectui.chat_session.stats import PanelData
 
 WHAT_PAYS = "What pays: a reply that copies text the model has seen: attach a file and ask for an edit."
 NOT_MEASURED = "cost not yet measured"
+BUSY = "busy machine: not comparable"  # a figure timed while other processes held the cores
 
 
 def verify_cost(k: int, slope: float) -> float:
@@ -49,8 +50,9 @@ def k_zero_words(data: PanelData, engine_slope: float | None = None) -> list[str
     else:
         facts = [] if data.gamma_reply is None else [f"drafts kept {data.gamma_reply:.0%}"]
         slope = measured_slope(data, engine_slope)
-        if slope is not None:
-            facts.append(verify_words(4, slope))
+        if slope is not None:  # the chat's own timing of it, on a busy machine, is said to be
+            timed_busy = data.busy and data.theory is not None and data.theory.cost.slope_measured
+            facts.append(verify_words(4, slope) + (f" ({BUSY})" if timed_busy else ""))
         why = "k 0: drafting costs more than it saves here" + "".join(f"; {fact}" for fact in facts) + "."
     return [why, WHAT_PAYS]
 

@@ -8,11 +8,10 @@ k it comes from. Plain functions, no Textual.
 
 from __future__ import annotations
 
-from spectui.tui.k_words import k_zero_short
+from spectui.tui.k_words import BUSY, k_zero_short
 from spectui.chat_session.stats import PanelData
 
 LABEL, VALUE, NOTE = "label", "value", "note"
-BUSY = "busy machine: not comparable"  # a figure timed while other processes held the cores
 
 
 def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:

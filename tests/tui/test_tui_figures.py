@@ -233,3 +233,25 @@ async def test_the_summary_under_the_conversation_keeps_its_reason_whole_on_scre
         await pilot.pause()
         lines = [line.rstrip() for line in screen_lines(app) if "tok/s" in line or "vs plain" in line]
         assert any(line.endswith(" · k 0: drafting does not pay here") for line in lines), lines
+
+
+def test_the_k0_reasons_verify_cost_says_when_the_chat_timed_it_on_a_busy_machine():
+    """Issue 59 item 3: 'a verify of 5 costs 72.3 steps here' with nothing saying the machine
+    was busy; the panel's cost line said so, its k 0 reason (the same figure) did not."""
+    from spectui.chat_session.stats import PanelData, Theory
+    from spectui.core.events import AutoChoice
+    from spectui.measure.costs import CostEstimate
+    from spectui.tui.k_words import k_zero_words
+
+    def theory(verify_ks: tuple[int, ...] | None) -> Theory:
+        return Theory(alpha=0.3, k=0, expected_tokens=1.0, speedup=0.1, best_k=None, best_speedup=None,
+                      cost=CostEstimate(0.1, 17.8, estimated=verify_ks is not None, verify_ks=verify_ks))
+
+    auto = AutoChoice(0, 1.0, None, "match 1: α 0.30 → k 0")
+    busy = PanelData(k=0, temperature=0.0, theory=theory((2, 4)), busy=True, auto=auto)
+    assert k_zero_words(busy)[0] == f"k 0: drafting costs more than it saves here; a verify of 5 costs 72.2 steps here ({BUSY})."
+    quiet = replace(busy, busy=False)
+    assert k_zero_words(quiet)[0] == "k 0: drafting costs more than it saves here; a verify of 5 costs 72.2 steps here."
+    # Timed at load, on a quiet machine (a busy one's is not kept): this reply's busy cores are not its
+    loaded = replace(busy, theory=theory((2,)))
+    assert BUSY not in k_zero_words(loaded, engine_slope=0.425)[0]
