@@ -177,6 +177,7 @@ def advise(*arguments: str):
 
 
 @pytest.mark.real_weights
+@pytest.mark.slow
 def test_advise_replays_another_tokenizers_draft_by_each_rule(qwen_history):
     """Refused before: SmolLM2 for Qwen2.5-Coder is a row per rule and k, marked in --json."""
     import json
