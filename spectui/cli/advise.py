@@ -68,7 +68,8 @@ def run_advise(last: int | None, conversation: int | None, since: str | None, mo
     since_time = parse_since(since) if since is not None else None
     ks = parse_draft_ks(draft_k)
     given = read_profile(costs_file) if costs_file is not None else None
-    target, draft, cross = cached_models(model, draft_name)
+    target, draft = cached_models(model, draft_name)
+    cross = cross_pair(target, draft) if draft is not None else None
     if given is not None and draft is not None:
         key = draft_key(draft.name) if cross else "draft"
         if key not in given.draft_seconds:
@@ -121,29 +122,31 @@ def output(advice: Advice, as_json: bool, cross: CrossPair | None, arms: list[Cr
     typer.echo(json.dumps(data, indent=2))
 
 
-def cached_models(model: str | None, draft: str | None) -> tuple[GgufModel, GgufModel | None, CrossPair | None]:
-    """The target (and draft) on this machine, each name resolved once, and for a draft of
-    another tokenizer the pair's map (None for one tokenizer: teacher-forced), as the engine
-    decides it (spectui.models.vocab_map.draft_vocab)."""
-    from spectui.advise.cross_draft import CrossPair
+def cached_models(model: str | None, draft: str | None) -> tuple[GgufModel, GgufModel | None]:
+    """The target (and draft) on this machine, each name resolved once."""
     from spectui.advise.measure import cached_gguf
-    from spectui.engines.speculative.cross_vocab import encoder_of
     from spectui.models.registry import resolve_pair
-    from spectui.models.tokenizer_json import JsonTokenizer
-    from spectui.models.vocab_map import draft_vocab
     from spectui.settings.config import load_config
 
     pair = resolve_pair(model if model is not None else load_config().model, draft)
     target = cached_gguf(pair.target)
-    if pair.draft is None:
-        return target, None, None
-    drafting = cached_gguf(pair.draft)
-    vocab = draft_vocab(target.name, target.tokenizer, drafting.name, drafting.tokenizer)
+    return target, cached_gguf(pair.draft) if pair.draft is not None else None
+
+
+def cross_pair(target: GgufModel, draft: GgufModel) -> CrossPair | None:
+    """For a draft of another tokenizer the pair's map and both tokenizers; None for the target's
+    tokenizer (teacher-forced), as the engine decides it (spectui.models.vocab_map.draft_vocab)."""
+    from spectui.advise.cross_draft import CrossPair
+    from spectui.engines.speculative.cross_vocab import encoder_of
+    from spectui.models.tokenizer_json import JsonTokenizer
+    from spectui.models.vocab_map import draft_vocab
+
+    vocab = draft_vocab(target.name, target.tokenizer, draft.name, draft.tokenizer)
     if vocab.identical:
-        return target, drafting, None
+        return None
     target_tokenizer = JsonTokenizer(target.tokenizer)
-    return target, drafting, CrossPair(drafting.name, vocab, encoder_of(JsonTokenizer(drafting.tokenizer)),
-                                       encoder_of(target_tokenizer), max(target_tokenizer.get_vocab().values()) + 1)
+    return CrossPair(draft.name, vocab, encoder_of(JsonTokenizer(draft.tokenizer)), encoder_of(target_tokenizer),
+                     max(target_tokenizer.get_vocab().values()) + 1)
 
 
 def replayed_across(draft: GgufModel, pair: CrossPair, selection: Selection, costs: CostProfile, ks: tuple[int, ...],
