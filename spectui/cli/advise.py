@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from spectui.advise.advice import Advice, DraftReplay
     from spectui.advise.chats import Selection
     from spectui.advise.costs import CostProfile
+    from spectui.advise.cross_draft import CrossArm, CrossPair
     from spectui.models.gguf_local import GgufModel
 
 # Replayed when the history has nothing to time v(n) at (--save-costs on a fresh machine).
@@ -34,7 +35,8 @@ def advise_command(
     conversation: Optional[int] = typer.Option(None, "--conversation", help="Only this conversation (see history list)."),
     since: Optional[str] = typer.Option(None, "--since", help="Only conversations active since DATE (YYYY-MM-DD or ISO time)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The target (default: the configured model)."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Also replay this cached draft model, teacher-forced (fixed k)."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Also replay this cached draft model (fixed k; of another tokenizer: TLI, SLEM, auto)."),
+    draft_k: str = typer.Option("2,4,8", "--draft-k", help="Another tokenizer's draft: the ks to replay (each a real run), 2,4,8 or 1-8."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object: every arm, and each reply's recorded vs replayed acceptance."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Write speed-vs-k plots (PNG) into this folder (matplotlib)."),
     costs_file: Optional[Path] = typer.Option(None, "--costs", help="Charge the replay at a cost profile from FILE (another machine's)."),
@@ -44,7 +46,7 @@ def advise_command(
     """Which drafter and k pay for your chats: your saved replies replayed at T = 0 (exact) for
     every copy drafter and k, at costs measured on this machine. Speeds are predictions."""
     try:
-        code = run_advise(last, conversation, since, model, as_json, plots, costs_file, save_costs, remeasure, draft)
+        code = run_advise(last, conversation, since, model, as_json, plots, costs_file, save_costs, remeasure, draft, draft_k)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
@@ -59,22 +61,31 @@ def parse_since(text: str) -> float:
 
 def run_advise(last: int | None, conversation: int | None, since: str | None, model: str | None, as_json: bool,
                plots: Path | None, costs_file: Path | None, save_costs: Path | None, remeasure: bool,
-               draft_name: str | None = None) -> int:
+               draft_name: str | None = None, draft_k: str = "2,4,8") -> int:
     from spectui.advise.costs import read_profile
+    from spectui.advise.cross_draft import draft_key, parse_draft_ks
 
     since_time = parse_since(since) if since is not None else None
+    ks = parse_draft_ks(draft_k)
     given = read_profile(costs_file) if costs_file is not None else None
-    if given is not None and draft_name is not None and "draft" not in given.draft_seconds:
-        raise UsageError(f"--costs {costs_file} has no draft model's cost (draft_seconds.draft) to charge --draft at")
     target, draft = cached_models(model, draft_name)
+    cross = cross_pair(target, draft) if draft is not None else None
+    if given is not None and draft is not None:
+        key = draft_key(draft.name) if cross else "draft"
+        if key not in given.draft_seconds:
+            raise UsageError(f"--costs {costs_file} has no draft model's cost (draft_seconds.{key}) to charge --draft at")
     asked = conversation is not None or last is not None or since is not None
     selection = read_selection(target, last, conversation, since_time, must=save_costs is None or asked)
     if not selection.replies and save_costs is None:
         raise UsageError(no_reply_line(selection))
     costs = given or this_machine(target, selection, remeasure, quiet=as_json)
-    teacher = None
+    teacher: DraftReplay | None = None
+    arms: list[CrossArm] = []
     if draft is not None and selection.replies:
-        costs, teacher = teacher_forced(draft, selection, costs, measure=given is None, quiet=as_json)
+        if cross is None:
+            costs, teacher = teacher_forced(draft, selection, costs, measure=given is None, quiet=as_json)
+        else:
+            costs, arms = replayed_across(draft, cross, selection, costs, ks, quiet=as_json)
     if save_costs is not None:
         from spectui.advise.costs import profile_json
         from spectui.core.files import write_user_file
@@ -87,29 +98,83 @@ def run_advise(last: int | None, conversation: int | None, since: str | None, mo
         if not selection.replies:
             return 0
     advice = replay(selection, costs, quiet=as_json, draft=teacher)
-    if as_json:
-        typer.echo(json.dumps(advice.as_dict(), indent=2))
-    else:
-        show(advice)
+    output(advice, as_json, cross, arms)
     if plots is not None:
         write_plots(advice, plots)
     return 0
 
 
+def output(advice: Advice, as_json: bool, cross: CrossPair | None, arms: list[CrossArm]) -> None:
+    """The table (or JSON), a draft of another tokenizer's arms among the others, with the pair's overlap."""
+    notes: list[str] = []
+    if cross is not None and arms:
+        from spectui.advise.cross_draft import cross_lines, with_cross_arms
+
+        advice = with_cross_arms(advice, arms)
+        notes = cross_lines(cross, arms, advice.costs)
+    if not as_json:
+        show(advice, notes)
+        return
+    data = advice.as_dict()
+    if cross is not None and arms:
+        data["cross_vocabulary_draft"] = {"draft": cross.name, "draft_vocabulary_shared": cross.vocab.draft_overlap,
+                                          "shared_tokens": cross.vocab.shared, "notes": notes}
+    typer.echo(json.dumps(data, indent=2))
+
+
 def cached_models(model: str | None, draft: str | None) -> tuple[GgufModel, GgufModel | None]:
-    """The target (and draft) on this machine, each name resolved once; a draft must share the target's tokens."""
+    """The target (and draft) on this machine, each name resolved once."""
     from spectui.advise.measure import cached_gguf
-    from spectui.models.load import check_same_tokens
     from spectui.models.registry import resolve_pair
     from spectui.settings.config import load_config
 
     pair = resolve_pair(model if model is not None else load_config().model, draft)
     target = cached_gguf(pair.target)
-    if pair.draft is None:
-        return target, None
-    drafting = cached_gguf(pair.draft)
-    check_same_tokens(target.name, target.tokenizer, drafting.name, drafting.tokenizer)
-    return target, drafting
+    return target, cached_gguf(pair.draft) if pair.draft is not None else None
+
+
+def cross_pair(target: GgufModel, draft: GgufModel) -> CrossPair | None:
+    """For a draft of another tokenizer the pair's map and both tokenizers; None for the target's
+    tokenizer (teacher-forced), as the engine decides it (spectui.models.vocab_map.draft_vocab)."""
+    from spectui.advise.cross_draft import CrossPair
+    from spectui.engines.speculative.cross_vocab import encoder_of
+    from spectui.models.tokenizer_json import JsonTokenizer
+    from spectui.models.vocab_map import draft_vocab
+
+    vocab = draft_vocab(target.name, target.tokenizer, draft.name, draft.tokenizer)
+    if vocab.identical:
+        return None
+    target_tokenizer = JsonTokenizer(target.tokenizer)
+    return CrossPair(draft.name, vocab, encoder_of(JsonTokenizer(draft.tokenizer)), encoder_of(target_tokenizer),
+                     max(target_tokenizer.get_vocab().values()) + 1)
+
+
+def replayed_across(draft: GgufModel, pair: CrossPair, selection: Selection, costs: CostProfile, ks: tuple[int, ...],
+                    quiet: bool) -> tuple[CostProfile, list[CrossArm]]:
+    """A draft of another tokenizer by TLI, SLEM and --vocab auto at each k, its real proposer run
+    step by step over every reply (spectui.advise.cross_draft); its cost per forward measured
+    here when the profile lacks it."""
+    from dataclasses import replace
+
+    from spectui.advise.cross_draft import cross_arms, draft_key, seconds_per_forward
+    from spectui.advise.draft_model import draft_token_seconds
+    from spectui.engines.ggml.lib import LlamaModel
+
+    model = LlamaModel(draft.gguf)
+    try:
+        if seconds_per_forward(costs, pair.name) is None:
+            seconds = draft_token_seconds(model, pair.draft_ids(context_ids(draft, selection)))
+            costs = replace(costs, draft_seconds={**costs.draft_seconds, draft_key(pair.name): seconds})
+        with progress_bar(quiet) as bar:
+            task = bar.add_task(f"replaying {pair.name}", total=len(selection.replies))
+
+            def report(arm: str, done: int, total: int) -> None:
+                bar.update(task, description=f"replaying {arm}", completed=done, total=total)
+
+            arms = cross_arms(selection.replies, pair, model, ks, costs, report)
+    finally:
+        model.close()
+    return costs, arms
 
 
 def teacher_forced(draft: GgufModel, selection: Selection, costs: CostProfile, measure: bool,
@@ -211,12 +276,14 @@ def progress_bar(quiet: bool):  # noqa: ANN201 - rich's Progress, imported here 
                     console=Console(stderr=True), transient=True, disable=quiet)
 
 
-def show(advice: Advice) -> None:
+def show(advice: Advice, notes: list[str] | None = None) -> None:
     from rich.console import Console
 
     console = Console(highlight=False)
     console.print(advice_table(advice))
     console.print(costs_line(advice.costs), markup=False)
+    for note in notes or ():
+        console.print(note, markup=False)
     if advice.selection.skipped:
         left = ", ".join(f"{count} {why}" for why, count in advice.selection.skipped.items())
         console.print(f"left out: {left}", markup=False)
