@@ -148,6 +148,21 @@ def _products(packed: list, rows: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.ops.quantized.linear_dynamic(rows, one, REDUCE_RANGE) for one in packed], dim=1)
 
 
+def _int8_products(packed: list, quantizer: RowQuantizer | None, x: torch.Tensor, in_features: int) -> torch.Tensor:
+    """x's rows × the packed int8 weight, in float32: each row quantised with its own scale
+    (`quantizer`, per_row), or without one by fbgemm's single scale for the whole input."""
+    import torch
+
+    if x.shape[-1] != in_features:
+        raise UsageError(f"Int8Linear expects {in_features} input features, got {x.shape[-1]}")
+    if quantizer is None:
+        return _products(packed, x.reshape(-1, in_features).to(torch.float32))
+    scaled, row_scale = quantizer(x)
+    # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
+    # would round differently, and which elements fall in the tail depends on the rows.
+    return _products(packed, scaled)[1:].mul_(row_scale)
+
+
 def _join_slices(packed: list, index: int, weight_scale: torch.Tensor) -> None:
     """Slice `index` of the settled layout: the load-time slices of its SETTLED_ROWS rows packed as one."""
     joined = packed[index:index + SETTLED_ROWS // PACK_ROWS]
@@ -207,15 +222,7 @@ def _int8_linear_class():
                 self._settled += 1
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if x.shape[-1] != self.in_features:
-                raise UsageError(f"Int8Linear expects {self.in_features} input features, got {x.shape[-1]}")
-            if self.quantizer is None:  # not per_row (__init__ gives a per_row layer its quantizer)
-                out = _products(self._packed, x.reshape(-1, self.in_features).to(torch.float32))
-            else:
-                scaled, row_scale = self.quantizer(x)
-                # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
-                # would round differently, and which elements fall in the tail depends on the rows.
-                out = _products(self._packed, scaled)[1:].mul_(row_scale)
+            out = _int8_products(self._packed, self.quantizer, x, self.in_features)
             if self.bias is not None:
                 out.add_(self.bias)
             return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
