@@ -164,3 +164,12 @@ def test_a_failed_load_keeps_a_restarts_k_and_a_failed_switch_says_what_goes_on(
     assert fallback_text("big", "oom", "small", goes_on=True) == (
         "Could not switch to big: oom", "Could not switch to big: oom · small goes on; the model screen can try another")
     assert fallback_text("big", "oom", "small", goes_on=False)[1] == "Could not switch to big: oom · loading small again"
+
+
+def test_a_plan_builds_with_the_asked_k_only_where_a_new_k_is_a_rebuild():
+    def build(progress):
+        return PlanEngine([None])
+
+    asked = []
+    assert EnginePlan(build).build_at(5) is build  # k reaches the engine some other way
+    assert EnginePlan(build, lambda k: asked.append(k) or build).build_at(5) is build and asked == [5]

@@ -149,8 +149,8 @@ def check_out(out: Path | None, force: bool) -> None:
             raise UsageError(f"--out {out}: cannot write {name} there ({reason(error)})") from None
 
 
-def engine_replies(target_model: ResolvedModel, dtype: str, device: str, workloads: Sequence[TrainingPrompt],
-                   max_new_tokens: int, progress: Progress, report: ProgressFn) -> list[list[int]]:
+def training_replies(target_model: ResolvedModel, dtype: str, device: str, workloads: Sequence[TrainingPrompt],
+                     max_new_tokens: int, progress: Progress, report: ProgressFn) -> list[list[int]]:
     """The target's greedy replies to `workloads`, written by the engine that runs it (int8 on a
     CPU, several times faster than float32): what the heads must learn to predict."""
     from spectui.engines.torch_backend.build import build_embedded_engine
@@ -191,8 +191,8 @@ def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, tex
     torch.manual_seed(seed)
     progress, report = training_progress(err)
 
-    sequences = train.cached_replies(replies_file, lambda: engine_replies(target_model, reply_dtype, device, workloads,
-                                                                          max_new_tokens, progress, report))
+    sequences = train.cached_replies(replies_file, lambda: training_replies(target_model, reply_dtype, device, workloads,
+                                                                            max_new_tokens, progress, report))
     with rich_progress() as load_progress:
         # float32: the LM head the heads learn against is the target's own, unrounded.
         target, tokenizer = load_model(target_model, "float32", device, load_progress)
