@@ -1,5 +1,6 @@
-"""The chat's live settings: as the config file sets them at start, and what a key press
-does to them, given the engine that runs.
+"""The chat's live settings: as the config file sets them at start, what a key press does to
+them, given the engine that runs, and what a change of them does to that engine (a restart
+for a new k where it fixed k at start) and to a running reply (read between its steps).
 
 The settings themselves (LiveSettings: k, adaptive k, temperature) are held once, in
 spectui.core.events, so that an engine's Control can read them from below the host.
