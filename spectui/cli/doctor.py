@@ -495,7 +495,7 @@ def check_package_index(probe_network: ProbeFn | None = None) -> Check:
 def run_checks(probe_network: ProbeFn | None = None) -> list[Check]:
     """Every check, in order; one that raises becomes a "fail" with the exception's first line."""
     checks: list[tuple[str, Callable[[], Check]]] = [
-        ("spectui", lambda: Check("spectui", "ok", f"{sys.modules['spectui'].__version__} ({Path(sys.modules['spectui'].__file__).parent})")),
+        ("spectui", lambda: Check("spectui", "ok", f"{sys.modules['spectui'].__version__} ({Path(__file__).parents[1]})")),
         ("python", check_python),
         ("torch", check_torch),
         ("transformers", check_transformers),

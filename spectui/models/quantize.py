@@ -66,7 +66,7 @@ def __getattr__(name: str):
     # The nn.Module classes are built on first use: importing this module must not import torch
     # (keeps `spectui --help` instant).
     if name == "Int8Linear":
-        return _int8_linear_class()
+        return int8_linear_class()
     if name == "Int8LinearPart":
         return _int8_linear_part_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -180,7 +180,7 @@ def _join_slices(packed: list, index: int, weight_scale: torch.Tensor) -> None:
 # whole input): one call instead of a handful, not batch-invariant. For a draft, whose rounding
 # changes acceptance, never the output. The class is made on first use: torch loads only then.
 @functools.cache
-def _int8_linear_class():
+def int8_linear_class():
     import torch
     from torch import nn
 
@@ -239,7 +239,7 @@ def settle_int8(models: Iterable["nn.Module"], stop: Callable[[], bool] = lambda
     """Join the load-time slices of every Int8Linear in `models` (see SETTLED_ROWS), one join
     at a time, until stop() is true; True once all are joined. Bitwise the same outputs.
     progress(layers settled, layers) after each layer."""
-    int8_linear = _int8_linear_class()
+    int8_linear = int8_linear_class()
     layers = [module for model in models for module in model.modules() if isinstance(module, int8_linear)]
     left = [layer for layer in layers if not layer.settled]
     for done, layer in enumerate(left, start=len(layers) - len(left) + 1):
@@ -445,7 +445,7 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
     import torch
     from torch import nn
 
-    int8_linear = _int8_linear_class()
+    int8_linear = int8_linear_class()
     part_class = _int8_linear_part_class()
     quantizers: dict[int, RowQuantizer] = {}
     for parent_name, children in groups:
@@ -526,8 +526,10 @@ def _visible_keys(attention_mask: torch.Tensor, row: int, kv_len: int) -> torch.
 
 def use_batch_invariant_attention(model: "nn.Module") -> "nn.Module":
     """Switch a transformers model to `batch_invariant_attention`; returns the model."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface, PreTrainedModel
 
+    if not isinstance(model, PreTrainedModel):  # the attention is chosen by transformers' own switch
+        raise UsageError(f"batch-invariant attention needs a transformers model, not a {type(model).__name__}")
     AttentionInterface.register(BATCH_INVARIANT_ATTENTION, batch_invariant_attention)
     model.set_attn_implementation(BATCH_INVARIANT_ATTENTION)
     return model
