@@ -72,6 +72,12 @@ def test_without_a_plain_step_one_timed_k_backs_the_target_out_with_the_default_
     assert StepTimings().estimate() is None
 
 
+def test_verify_forwards_over_drafts_with_no_drafting_timed_give_no_estimate_rather_than_no_c():
+    timings = StepTimings()
+    timings.verify[3] = [0.012]  # the drafts' own time was never recorded: c cannot be told
+    assert timings.draft_seconds() is None and timings.estimate() is None
+
+
 def test_without_a_plain_step_two_timed_ks_give_the_line_through_them():
     timings = timings_of([[step(0, 5.0), step(2, 0.013, 0.002), step(4, 0.016, 0.004)]])  # t(n) = 0.010 + 0.0015 n
     estimate = timings.estimate()

@@ -309,3 +309,10 @@ def test_settling_joins_the_slices_and_changes_no_bit(monkeypatch, per_row):
     assert torch.equal(layer(x), before)
     assert torch.equal(layer.weight_int8, weights)
     assert quantize.settle_int8([model], stop=lambda: True)  # nothing left: stop is not even asked
+
+
+def test_batch_invariant_attention_is_refused_in_one_line_for_a_model_transformers_did_not_build():
+    from spectui.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="^batch-invariant attention needs a transformers model, not a Linear$"):
+        use_batch_invariant_attention(torch.nn.Linear(2, 2))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from spectui.engines.vllm.build import StartStages
+import pytest
+
+from spectui.core.errors import UsageError
+from spectui.engines.vllm.build import StartStages, started_vllm
 
 EARLIER_START = "INFO vllm.v1.engine.core: Initializing a V1 LLM engine (v0.32.0) with config: model='old'\n"
 START = [
@@ -45,3 +48,20 @@ def test_a_start_that_logs_nothing_reports_nothing(tmp_path):
     with StartStages(tmp_path / "missing.log", 0, lambda *event: seen.append(event), poll_s=0.01):
         pass
     assert seen == []
+
+
+def test_a_start_is_reported_and_a_failed_one_is_one_line_with_this_starts_logged_cause(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("ValueError: an earlier start's cause\n")
+    said = []
+    assert started_vllm(lambda: "the engine", log, lambda *stage: said.append(stage)) == "the engine"
+    assert said == [("starting vLLM", 0, 1), ("starting vLLM", 1, 1)]
+
+    def start():
+        with log.open("a") as file:
+            file.write("Initializing a V1 LLM engine\nValueError: no room for the KV cache\n")
+        raise RuntimeError("Engine core initialization failed\nsee above")
+
+    with pytest.raises(UsageError) as failed:
+        started_vllm(start, log, lambda *stage: None)
+    assert str(failed.value) == f"vLLM did not start: ValueError: no room for the KV cache (log: {log})"

@@ -70,10 +70,11 @@ def weights_bytes(module: torch.nn.Module) -> int:
     # What a state dict does not hold: spectui's int8 as fbgemm packed it (a byte per weight)
     # and a token embedding kept as the GGUF's blocks.
     from spectui.models.embedding import BlockEmbedding
-    from spectui.models.quantize import Int8Linear
+    from spectui.models.quantize import int8_linear_class
 
+    int8_linear = int8_linear_class()  # the class itself, not the module's lazy name: its sizes are ints
     for part in module.modules():
-        if isinstance(part, Int8Linear):
+        if isinstance(part, int8_linear):
             total += part.out_features * part.in_features
         elif isinstance(part, BlockEmbedding):
             total += part.blocks.nbytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -13,6 +13,10 @@ from spectui.cli.common import OUTPUT_ERRNOS, command_of, fail, help_when_bare, 
 from spectui.cli.engine_options import PASSED_BY_TAKES_SETTINGS, Given, takes_settings
 from spectui.cli.prompt import ComparePromptArgument, FilesOption, PromptArgument, read_prompt, with_files
 from spectui.core.errors import SpectuiError, UsageError
+
+if TYPE_CHECKING:  # what bench hands over; loaded when it runs
+    from spectui.bench.plan import BenchOptions
+    from spectui.cli.bench_history import HistoryChoice
 
 app = typer.Typer(
     help="A terminal chat client that makes speculative decoding visible.",
@@ -158,8 +162,8 @@ def bench(
     settings: Given = PASSED_BY_TAKES_SETTINGS,
 ) -> None:
     """Measure spectui against its anchors on the workload suite: ratios from one run."""
-    from spectui.cli.bench import check_bench_options, check_outputs, run_bench_command, run_report_command
-    from spectui.cli.bench_history import HistoryChoice, check_history_flags, run_history_bench
+    from spectui.cli.bench import check_bench_options, check_outputs, run_report_command
+    from spectui.cli.bench_history import HistoryChoice, check_history_flags
 
     methods = old_methods if old_methods is not None else methods  # the names before -k/--method/-t
     temperatures = old_temperatures if old_temperatures is not None else temperatures
@@ -168,19 +172,28 @@ def bench(
         check_history_flags(history, choice, {"--report": report, "--markdown": markdown_path, "--plots": plots})
         check_outputs(None if report is not None else json_path, markdown_path, force)
         if report is not None:
-            paths = [Path(item.strip()) for item in report.split(",") if item.strip()]
-            raise typer.Exit(run_report_command(paths, markdown_path, plots, force))
+            raise typer.Exit(run_report_command(report, markdown_path, plots, force))
         bench_options = check_bench_options(suite, engines, methods, ks, anchor_k, temperatures, repeats, categories,
                                             max_tokens=settings["max_tokens"], contended=contended,
                                             json_path=json_path, plots_dir=plots, markdown_path=markdown_path, force=force)
-        # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
-        options = settings.engine_options(method="draft" if "draft" in bench_options.methods and not history else "ngram",
-                                          k=anchor_k)
-        code = run_history_bench(options, bench_options, choice) if history else \
-            run_bench_command(options, bench_options, bench_heads, vllm_methods)
+        code = _time_the_arms(settings, bench_options, anchor_k, choice if history else None, bench_heads, vllm_methods)
     except SpectuiError as error:
         fail(error)
     raise typer.Exit(code)
+
+
+def _time_the_arms(settings: Given, bench_options: BenchOptions, anchor_k: int, history: HistoryChoice | None,
+                   heads: list[Path] | None, vllm_methods: str | None) -> int:
+    """bench's run, its flags checked: the arms on the workload suite, or on the saved prompts (--history)."""
+    from spectui.cli.bench import run_bench_command
+    from spectui.cli.bench_history import run_history_bench
+
+    # The options' method is the one the target's engine is checked for; medusa and eagle come from --heads.
+    options = settings.engine_options(method="draft" if "draft" in bench_options.methods and history is None else "ngram",
+                                      k=anchor_k)
+    if history is not None:
+        return run_history_bench(options, bench_options, history)
+    return run_bench_command(options, bench_options, heads, vllm_methods)
 
 
 @models_app.command("list")

@@ -226,11 +226,11 @@ def report_outputs(result: BenchResult, markdown_path: Path | None, plots_dir: P
             err.print(f"spectui: --plots {plots_dir}: {error}", style="yellow", markup=False)
 
 
-def run_report_command(paths: list[Path], markdown_path: Path | None, plots_dir: Path | None, force: bool = False) -> int:
-    """Tables, Markdown and plots again from saved JSON (several files: their cases together)."""
+def run_report_command(report: str, markdown_path: Path | None, plots_dir: Path | None, force: bool = False) -> int:
+    """Tables, Markdown and plots again from saved JSON (--report's comma list of files: their cases together)."""
     from spectui.bench.saved import command_from_settings, load_results
 
-    result = load_results(paths)
+    result = load_results([Path(item.strip()) for item in report.split(",") if item.strip()])
     command = result.settings.get("command") or command_from_settings(result.settings)
     report_outputs(result, markdown_path, plots_dir, command, force)
     return 0

@@ -337,6 +337,20 @@ def _history_schema_version() -> int:
     return SCHEMA_VERSION
 
 
+def _read_history(path: Path, wal: bool) -> tuple[list[str], int]:
+    """The database's integrity check and schema version, read only and without leaving files
+    behind: with no WAL beside it (spectui closed cleanly), `immutable` reads the file as it
+    is; otherwise the WAL must be read too. Raises sqlite3's errors."""
+    import sqlite3
+
+    db = sqlite3.connect(path.resolve().as_uri() + ("?mode=ro" if wal else "?immutable=1"), uri=True)
+    try:
+        problems = [row[0] for row in db.execute("PRAGMA integrity_check").fetchall()]
+        return problems, int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
+
+
 def check_history() -> Check:
     import sqlite3
 
@@ -358,16 +372,8 @@ def check_history() -> Check:
     moved = [path, *(p for p in sidecars if p.exists())]
     move_aside = " && ".join(f"mv {shlex.quote(str(p))} {shlex.quote(str(p) + '.bad')}" for p in moved)
 
-    # Read only, and without leaving files behind: with no WAL beside it (spectui closed
-    # cleanly), `immutable` reads the file as it is; otherwise the WAL must be read too.
-    uri = path.resolve().as_uri() + ("?mode=ro" if sidecars[0].exists() else "?immutable=1")
     try:
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            problems = [row[0] for row in db.execute("PRAGMA integrity_check").fetchall()]
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        finally:
-            db.close()
+        problems, version = _read_history(path, wal=sidecars[0].exists())
     except sqlite3.OperationalError as error:  # permissions, a folder in its place: not corruption
         return Check(
             "history", "fail", f"{where}: cannot be read ({error})",
@@ -489,7 +495,7 @@ def check_package_index(probe_network: ProbeFn | None = None) -> Check:
 def run_checks(probe_network: ProbeFn | None = None) -> list[Check]:
     """Every check, in order; one that raises becomes a "fail" with the exception's first line."""
     checks: list[tuple[str, Callable[[], Check]]] = [
-        ("spectui", lambda: Check("spectui", "ok", f"{sys.modules['spectui'].__version__} ({Path(sys.modules['spectui'].__file__).parent})")),
+        ("spectui", lambda: Check("spectui", "ok", f"{sys.modules['spectui'].__version__} ({Path(__file__).parents[1]})")),
         ("python", check_python),
         ("torch", check_torch),
         ("transformers", check_transformers),

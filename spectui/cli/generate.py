@@ -59,25 +59,30 @@ def engine_failure(error: Exception) -> SpectuiError:
     return SpectuiError(f"the engine failed: {one_line(error)}")
 
 
+def open_engine(options: EngineOptions, models: ModelPair | None, scripted: bool, err: Console) -> Engine:
+    """The engine a reply runs on, its load shown; where ggml was chosen but torch runs, why (on `err`)."""
+    from spectui.engines.factory import build_engine
+
+    if scripted:
+        from spectui.engines.scripted import ScriptedEngine
+
+        return ScriptedEngine()
+    with rich_progress() as progress:
+        engine = build_engine(options, models, progress=progress)
+    if engine.info.backend.startswith("torch ") and ": " in engine.info.backend:  # ggml was the choice
+        err.print(render.shown(f"spectui: on torch, not ggml: {engine.info.backend.partition(': ')[2]}"), style="yellow")
+    return engine
+
+
 def run_generate(
     options: EngineOptions, prompt: str, models: ModelPair | None, system: str | None, as_json: bool,
     plain: bool = False, raw: bool = False, scripted: bool = False,
 ) -> int:
     """One reply from the engine `options` choose, running `models` (resolved where the options
     were read); scripted: the chat's demo engine (`--engine scripted`), which runs no models."""
-    from spectui.engines.factory import build_engine
-
     err = Console(stderr=True)
     out = Console(highlight=False)
-    if scripted:
-        from spectui.engines.scripted import ScriptedEngine
-
-        engine = ScriptedEngine()
-    else:
-        with rich_progress() as progress:
-            engine = build_engine(options, models, progress=progress)
-    if engine.info.backend.startswith("torch ") and ": " in engine.info.backend:  # ggml was the choice
-        err.print(render.shown(f"spectui: on torch, not ggml: {engine.info.backend.partition(': ')[2]}"), style="yellow")
+    engine = open_engine(options, models, scripted, err)
     messages = prompt_messages(prompt, system)
     params = GenerationParams(max_tokens=options.max_tokens, top_p=options.top_p, seed=options.seed)
     k = engine_k(engine, options.k)

@@ -6,7 +6,7 @@ Only typer and stdlib at import: `spectui --help` must not import torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # loaded when the heads train
     from rich.progress import TaskID
     from rich.progress import Progress
 
+    from spectui.heads.train import ProgressFn, TrainingPrompt
     from spectui.models.registry import ResolvedModel
 
 KINDS = ("medusa", "eagle")
@@ -148,6 +149,27 @@ def check_out(out: Path | None, force: bool) -> None:
             raise UsageError(f"--out {out}: cannot write {name} there ({reason(error)})") from None
 
 
+def training_replies(target_model: ResolvedModel, dtype: str, device: str, workloads: Sequence[TrainingPrompt],
+                     max_new_tokens: int, progress: Progress, report: ProgressFn) -> list[list[int]]:
+    """The target's greedy replies to `workloads`, written by the engine that runs it (int8 on a
+    CPU, several times faster than float32): what the heads must learn to predict."""
+    from spectui.engines.torch_backend.build import build_embedded_engine
+    from spectui.heads import train
+    from spectui.models.fetch import rich_progress
+    from spectui.models.registry import ModelPair
+    from spectui.settings.options import EngineOptions
+
+    with rich_progress() as load_progress:
+        # the model as typed: what the cached replies, features and heads are keyed by
+        writer = build_embedded_engine(EngineOptions(model=target_model.name, method="ngram", dtype=dtype, device=device),
+                                       ModelPair(target_model), load_progress)
+    try:
+        with progress:
+            return train.engine_replies(writer, workloads, max_new_tokens, report)
+    finally:
+        writer.close()
+
+
 def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, texts: list[Path], suite: str, num_heads: int,
               max_new_tokens: int, learning_rate: float, device: str, seed: int, dtype: str = "auto",
               vocab_sample: int = 0, overwrite: bool = False) -> None:
@@ -169,23 +191,8 @@ def run_train(target_model: ResolvedModel, kind: str, steps: int, out: Path, tex
     torch.manual_seed(seed)
     progress, report = training_progress(err)
 
-    def write_replies() -> list[list[int]]:
-        # The target as the engine runs it (int8 on a CPU, several times faster than
-        # float32) says what the heads must learn to predict.
-        from spectui.engines.torch_backend.build import build_embedded_engine
-        from spectui.models.registry import ModelPair
-        from spectui.settings.options import EngineOptions
-
-        with rich_progress() as load_progress:
-            writer = build_embedded_engine(EngineOptions(model=name, method="ngram", dtype=reply_dtype, device=device),
-                                           ModelPair(target_model), load_progress)
-        try:
-            with progress:
-                return train.engine_replies(writer, workloads, max_new_tokens, report)
-        finally:
-            writer.close()
-
-    sequences = train.cached_replies(replies_file, write_replies)
+    sequences = train.cached_replies(replies_file, lambda: training_replies(target_model, reply_dtype, device, workloads,
+                                                                            max_new_tokens, progress, report))
     with rich_progress() as load_progress:
         # float32: the LM head the heads learn against is the target's own, unrounded.
         target, tokenizer = load_model(target_model, "float32", device, load_progress)

@@ -54,8 +54,10 @@ def token_loss(lm_head: torch.nn.Module, features: torch.Tensor, targets: torch.
     whole vocabulary or, in training, over a sampled subset of it."""
     if vocab is None:
         return F.cross_entropy(lm_logits(lm_head, features), targets)
-    weight = lm_head.weight[vocab.ids]
-    logits = features.to(weight.dtype) @ weight.T
-    if getattr(lm_head, "bias", None) is not None:
-        logits = logits + lm_head.bias[vocab.ids]
+    weight, bias = lm_head.weight, getattr(lm_head, "bias", None)
+    assert isinstance(weight, torch.Tensor), "a sampled vocabulary reads the float LM head's own rows"
+    rows = weight[vocab.ids]
+    logits = features.to(rows.dtype) @ rows.T
+    if isinstance(bias, torch.Tensor):
+        logits = logits + bias[vocab.ids]
     return F.cross_entropy(logits.float(), vocab.position[targets])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +19,10 @@ from spectui.core import json_text
 from spectui.core.errors import ModelError
 from spectui.core.files import SETTINGS_FILE_LIMIT, read_capped_text, write_user_file
 from spectui.heads.lm import input_dtype
+
+if TYPE_CHECKING:  # built where their kind is read
+    from spectui.heads.eagle import EagleDrafter
+    from spectui.heads.medusa import MedusaHeads
 
 KINDS = ("medusa", "eagle")
 CONFIG_FILE = "heads.json"
@@ -70,7 +74,7 @@ def check_fingerprint(folder: Path, trained_for: dict, target: dict) -> None:
         )
 
 
-def build_heads(kind: str, sizes: dict) -> torch.nn.Module:
+def build_heads(kind: str, sizes: dict) -> MedusaHeads | EagleDrafter:
     if kind == "medusa":
         from spectui.heads.medusa import MedusaHeads
 
@@ -82,7 +86,7 @@ def build_heads(kind: str, sizes: dict) -> torch.nn.Module:
     raise ModelError(f"unknown kind of heads {kind!r}: expected one of {', '.join(KINDS)}")
 
 
-def save_heads(folder: Path, kind: str, heads: torch.nn.Module, target: dict, training: dict,
+def save_heads(folder: Path, kind: str, heads: MedusaHeads | EagleDrafter, target: dict, training: dict,
                overwrite: bool = False) -> Path:
     """Both files through the one safe writer: regular files only, heads already there
     replaced only with `overwrite` (`heads train --force`, or the cache's own folder)."""

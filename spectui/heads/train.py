@@ -20,7 +20,9 @@ from spectui.core.engine import Engine
 from spectui.core.events import Message
 
 if TYPE_CHECKING:
+    from spectui.heads.eagle import EagleDrafter
     from spectui.heads.lm import VocabSubset
+    from spectui.heads.medusa import MedusaHeads
 
 MAX_SEQUENCE_TOKENS = 256  # one training example; longer replies and texts are cut to crops
 TEXT_CHUNK_TOKENS = 256
@@ -245,7 +247,7 @@ def train_heads(
     }
 
 
-def new_heads(kind: str, hidden_size: int, num_heads: int) -> torch.nn.Module:
+def new_heads(kind: str, hidden_size: int, num_heads: int) -> MedusaHeads | EagleDrafter:
     from spectui.heads.store import build_heads
 
     if kind == "medusa":

@@ -11,6 +11,11 @@ An engine that fixes k when it starts is rebuilt for a new k: key presses settle
 (`set_timer`), what holds the engine (a reply, the compare view) ends first, and the old
 engine is closed before the new one loads (a GPU holds one). `swap(plan, what)` replaces
 the engine with another one (model, draft, method, engine) the same way.
+
+The host decides which engine runs and when the next one loads (its phases and their moves:
+state.py); its collaborators do the rest: the Loader runs a load (loading.py), the live
+module says what a key or a change of the live settings does to the engine (live.py),
+Uses and Debounce say what a restart waits for (waits.py).
 """
 
 from __future__ import annotations
@@ -21,16 +26,16 @@ from collections.abc import Callable, Mapping
 from spectui.core.engine import K, Capabilities, Engine, EngineInfo
 from spectui.core.events import Control, LiveSettings, LiveValues
 from spectui.host.baseline import Baseline
-from spectui.host.live import LiveKeys
-from spectui.host.loading import LoadFailed, Loaded, close_all, load, loading_text
+from spectui.host.live import LiveKeys, follow_change, reply_control
+from spectui.host.loading import Loader, close_all
 from spectui.host.memory import MemoryProbe, engine_memory
 from spectui.host.messages import (
-    EngineFailed, EngineReady, HostMail, HostMessage, LiveChanged, LoadProgress, Notice, RestartPlanned, RestartStarted,
-    SwapPlanned, failure_text, ready_note,
+    EngineFailed, EngineReady, HostMail, HostMessage, LiveChanged, Notice, RestartPlanned, RestartStarted,
+    SwapPlanned, failure_text, fallback_text, ready_note,
 )
 from spectui.host.plan import Build, EnginePlan
-from spectui.host.state import Fallback, HostState, Phase, Swap, fallback_for
-from spectui.host.waits import Debounce, Released, SetTimer, Uses, start_thread
+from spectui.host.state import Fallback, HostState, Phase, Swap, leaving
+from spectui.host.waits import Debounce, Released, SetTimer, Uses
 from spectui.measure.metrics import MemoryReading
 
 RESTART_DEBOUNCE_S = 0.7  # F6 F6 F6 is one restart with k + 3, not three
@@ -54,24 +59,22 @@ class EngineHost:
         self.info: EngineInfo | None = None  # the last ready engine's: shown while it restarts
         self.capabilities: Capabilities | None = None  # the last ready engine's
         self.state = HostState()  # its phase, what is being built, the next engine wanted
-        self.loading_detail = ""
-        self.loading_since: float | None = None
-        self.load_seconds: float | None = None
         self.engine_k = live.k  # the k the engine was built with
         self.keys = LiveKeys(self)
         self.mail = HostMail()
+        self.loader = Loader(self.mail.arrive, clock, self._ready, self._failed, self.mail.tell)
         self.uses = Uses(self.mail.arrive, self.restart_if_wanted)
         self.baseline = Baseline(plan.build_baseline)
         self.debounce = Debounce(debounce_s, set_timer)
         self._started = False
-        live.watch(self._live_changed)
+        live.watch(lambda before, after: follow_change(self, before, after))
+        live.watch(lambda _before, after: self.mail.tell(LiveChanged(after)))
 
     def start(self) -> None:
         """Begin loading the engine (once)."""
         if not self._started:
             self._started = True
-            self.loading_since = self.clock()
-            start_thread(lambda: load(self.plan.build, self.mail.arrive, self.clock), "spectui-load")
+            self._load(self.plan.build, self.state)
 
     def listen(self, listener: Callable[[HostMessage], object]) -> Callable[[], None]:
         return self.mail.listen(listener)
@@ -86,15 +89,10 @@ class EngineHost:
     def pump(self) -> None:
         """Apply what the threads handed over; on the owner's thread."""
         for arrived in self.mail.arrivals():
-            if isinstance(arrived, LoadProgress):
-                self.loading_detail = arrived.text
-                self.mail.tell(arrived)
-            elif isinstance(arrived, Loaded):
-                self._ready(arrived.engine, arrived.seconds)
-            elif isinstance(arrived, LoadFailed):
-                self._failed(arrived.error)
-            elif isinstance(arrived, Released):
+            if isinstance(arrived, Released):
                 arrived.use.release()
+            else:
+                self.loader.take(arrived)
 
     def notice(self, text: str, severity: str = "information", timeout: float | None = None) -> None:
         self.mail.tell(Notice(text, severity, timeout))
@@ -105,7 +103,11 @@ class EngineHost:
 
     @property
     def loading_text(self) -> str:
-        return loading_text(self.loading_detail, self.loading_since, self.clock())
+        return self.loader.text
+
+    @property
+    def load_seconds(self) -> float | None:
+        return self.loader.seconds
 
     @property
     def k_restarts_engine(self) -> bool:
@@ -136,7 +138,6 @@ class EngineHost:
         # The loader closed an engine it kept open (the fallback), once the new one was built.
         self.state = self.state.to(Phase.READY)
         self.engine, self.info, self.capabilities = engine, engine.info, engine.info.capabilities
-        self.load_seconds, self.loading_detail = seconds, ""
         if restarted_k is not None:
             self.engine_k = restarted_k
         own_k = engine.fixed_k
@@ -148,15 +149,14 @@ class EngineHost:
         if self.state.wanted_swap is not None:
             self.restart_if_wanted()  # chosen while it loaded
         elif self.k_restarts_engine and self.live.k != self.engine_k:
-            self._want_k(self.live.k)  # pressed while it loaded
+            self.want_k(self.live.k)  # pressed while it loaded
 
     def _failed(self, error: str) -> None:
         restarted_k, swapped_to, fallback = self.state.k, self.state.switching_to, self.state.fallback
         if swapped_to is not None and fallback is not None:
             self._fall_back(fallback, swapped_to, error)
             return
-        restart = self.state.phase is Phase.RESTARTING
-        self.state = self.state.to(Phase.RESTART_FAILED if restart else Phase.FAILED, k=restarted_k, error=error)
+        self.state = self.state.load_failed(error)
         text, retry = failure_text(self.label, error, restarted_k, swapped_to)
         self.mail.tell(EngineFailed(error, f"{text} · {retry}" if retry else None))
         self.notice(text, "error", 10)
@@ -165,36 +165,18 @@ class EngineHost:
 
     def _fall_back(self, fallback: Fallback, swapped_to: str, error: str) -> None:
         """A switch failed: the engine before goes on if it stayed open, else it loads again."""
-        text = f"Could not switch to {swapped_to}: {error}"
+        text, note = fallback_text(swapped_to, error, fallback.what, goes_on=fallback.engine is not None)
         if fallback.engine is not None:
             self.engine, self.plan = fallback.engine, fallback.plan
             self.baseline = fallback.baseline or Baseline(fallback.plan.build_baseline)  # kept with its engine
             self.engine_k, self.state = fallback.engine_k, self.state.to(Phase.READY)
-            note = f"{text} · {fallback.what} goes on; the model screen can try another"
         else:
             self.state = self.state.to(Phase.FAILED, error=error).wanting(Swap(fallback.plan, fallback.what))
-            note = f"{text} · loading {fallback.what} again"
         self.mail.tell(EngineFailed(error, note, swap_failed=True))
         self.notice(text, "error", 10)
         self.restart_if_wanted()
 
-    def _live_changed(self, before: LiveValues, after: LiveValues) -> None:
-        if after.k != before.k and self.k_restarts_engine:
-            self._want_k(after.k)
-        elif after.k != before.k:
-            self._waits_for_next_reply("k", str(after.k))
-        if after.temperature != before.temperature:
-            self._waits_for_next_reply("temperature", f"{after.temperature:.2f}")
-        self.mail.tell(LiveChanged(after))
-
-    def _waits_for_next_reply(self, name: str, shown: str) -> None:
-        """A running reply reads the live settings; say so where its engine cannot follow one."""
-        info = self.info  # the last ready engine's, as its capabilities
-        if self.uses.replying and info is not None and not info.capabilities.live(name):
-            self.notice(f"The {info.name} engine cannot change {name} during a reply: "
-                        f"{name} = {shown} applies from the next reply.")
-
-    def _want_k(self, k: int) -> None:
+    def want_k(self, k: int) -> None:
         """Restart the engine with k once the key presses settle (a wanted switch takes the live k)."""
         if self.state.wanted_swap is None:
             self.state = self.state.wanting(k)
@@ -217,13 +199,15 @@ class EngineHost:
             self._load(self.plan.build_for_k(k), self.state.wanting(None).to(Phase.RESTARTING, k=k), started,
                        (self.engine,))
 
-    def _load(self, build: Build, state: HostState, started: RestartStarted, closed_first: tuple[Engine | None, ...] = (),
-              kept: tuple[Engine | None, ...] = ()) -> None:
-        """Load another engine in place of this one (`state`: what it builds), closing
-        `closed_first` before it is built and `kept` after (a failed build goes back to it)."""
-        self.engine, self.state, self.loading_detail, self.loading_since = None, state, "", self.clock()
-        self.mail.tell(started)
-        start_thread(lambda: load(build, self.mail.arrive, self.clock, closed_first, kept), "spectui-load")
+    def _load(self, build: Build, state: HostState, started: RestartStarted | None = None,
+              closed_first: tuple[Engine | None, ...] = (), kept: tuple[Engine | None, ...] = ()) -> None:
+        """Load an engine, the first (`started` None) or another in place of this one (`state`:
+        what it builds), closing `closed_first` before it is built and `kept` after (a failed
+        build goes back to it)."""
+        self.engine, self.state = None, state
+        if started is not None:
+            self.mail.tell(started)
+        self.loader.begin(build, closed_first, kept)
 
     def swap(self, plan: EnginePlan, what: str) -> None:
         """Replace the engine with `plan`'s (built with the live k), once nothing holds this
@@ -238,15 +222,11 @@ class EngineHost:
         if swap is None or self.uses or self.state.loading:
             return  # a reply or the compare view holds the engine, or a load is in flight: they look again
         plan, what = swap.plan, swap.what
-        fallback = fallback_for(self.engine, self.plan, self.baseline, self.engine_k)
-        # The compare view's baseline is built again when asked for: it never waits for the switch.
-        kept = (self.engine,) if fallback is not None and fallback.engine is not None else ()
-        closed_first = (self.baseline.take(),) + (() if kept else (self.engine,))
+        fallback, closed_first, kept = leaving(self.engine, self.plan, self.baseline, self.engine_k)
         self.plan, self.baseline, self.engine_k = plan, Baseline(plan.build_baseline), self.live.k
-        build = plan.build_for_k(self.live.k) if plan.build_for_k is not None else plan.build
         switching = self.state.wanting(None).to(Phase.SWITCHING, switching_to=what, fallback=fallback)
-        self._load(build, switching, RestartStarted(None, f"Switching to {what}: the conversation stays…"), closed_first,
-                   kept)
+        self._load(plan.build_at(self.live.k), switching, RestartStarted(None, f"Switching to {what}: the conversation stays…"),
+                   closed_first, kept)
 
     def start_reply(self, name: str, run: Callable[[Engine, Control], None], values: LiveValues | None = None) -> Control:
         """run(engine, control) in a thread named `name`; the control starts from `values`
@@ -254,8 +234,7 @@ class EngineHost:
         between steps. Returns it, to cancel the reply."""
         engine, start = self.engine, values or self.live.values
         assert engine is not None, "a reply starts once the engine is ready"
-        control = (Control.reading(self.live, start) if engine.capabilities.live_controls  # any: read between steps
-                   else Control(start.k, start.temperature, start.auto))  # fixed at the start: a key waits for the next reply
+        control = reply_control(engine, self.live, start)
         self.uses.start_work(name, lambda: run(engine, control), control.cancel, reply=True)
         return control
 
@@ -278,9 +257,7 @@ class EngineHost:
         self.drop_restart()
         if not self.uses.stop_and_wait(timeout):
             return False
-        engines, self.engine = (self.engine, self.baseline.take()), None
-        fallback = self.state.fallback
-        if fallback is not None and fallback.engine is not None:  # quitting while a switch loads
-            engines += (fallback.engine,)
+        # A switch in flight keeps the engine before open: quitting closes it too.
+        engines, self.engine = (self.engine, self.baseline.take(), self.state.kept_engine), None
         close_all(engines)  # quitting: nothing useful to do with a failing close
         return True

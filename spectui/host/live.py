@@ -1,5 +1,6 @@
-"""The chat's live settings: as the config file sets them at start, and what a key press
-does to them, given the engine that runs.
+"""The chat's live settings: as the config file sets them at start, what a key press does to
+them, given the engine that runs, and what a change of them does to that engine (a restart
+for a new k where it fixed k at start) and to a running reply (read between its steps).
 
 The settings themselves (LiveSettings: k, adaptive k, temperature) are held once, in
 spectui.core.events, so that an engine's Control can read them from below the host.
@@ -10,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from spectui.core.engine import AUTO, Engine, EngineInfo
-from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, LiveSettings
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, TEMPERATURE_STEP, Control, LiveSettings, LiveValues
+from spectui.host.waits import Uses
 
 if TYPE_CHECKING:
     from spectui.settings.config import ChatConfig
@@ -58,6 +60,47 @@ class KeysHost(Protocol):
     def reported_k(self) -> int | None: ...
 
     def notice(self, text: str) -> None: ...
+
+
+class FollowHost(Protocol):
+    """What a change of the live settings reads of the engine host, and the restart it asks for."""
+
+    @property
+    def info(self) -> EngineInfo | None: ...
+    @property
+    def k_restarts_engine(self) -> bool: ...
+    @property
+    def uses(self) -> Uses: ...
+
+    def notice(self, text: str) -> None: ...
+    def want_k(self, k: int) -> None: ...
+
+
+def follow_change(host: FollowHost, before: LiveValues, after: LiveValues) -> None:
+    """What a change of the live settings does to the engine that runs: one that took k when it
+    started is rebuilt with the new k; where a running reply cannot follow a setting, the
+    change is said to wait for the next reply (a reply that can reads them between steps)."""
+    if after.k != before.k and host.k_restarts_engine:
+        host.want_k(after.k)
+    elif after.k != before.k:
+        _waits_for_next_reply(host, "k", str(after.k))
+    if after.temperature != before.temperature:
+        _waits_for_next_reply(host, "temperature", f"{after.temperature:.2f}")
+
+
+def _waits_for_next_reply(host: FollowHost, name: str, shown: str) -> None:
+    info = host.info  # the last ready engine's, as its capabilities
+    if host.uses.replying and info is not None and not info.capabilities.live(name):
+        host.notice(f"The {info.name} engine cannot change {name} during a reply: "
+                    f"{name} = {shown} applies from the next reply.")
+
+
+def reply_control(engine: Engine, live: LiveSettings, start: LiveValues) -> Control:
+    """A reply's control, from `start`: it reads the live settings between steps where the
+    engine follows them (any of them), else it is fixed at the start (a key waits for the next reply)."""
+    if engine.capabilities.live_controls:
+        return Control.reading(live, start)
+    return Control(start.k, start.temperature, start.auto)
 
 
 class LiveKeys:

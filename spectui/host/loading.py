@@ -1,4 +1,5 @@
-"""The loader thread's body: build an engine, reporting progress, and say how it went."""
+"""An engine's load: the loader thread's body (build, reporting progress, and say how it
+went), and the Loader that starts one at a time and keeps what the loading line shows."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from spectui.core.engine import Engine
 from spectui.core.errors import one_line
 from spectui.host.messages import LoadProgress
 from spectui.host.plan import Build, Progress
+from spectui.host.waits import start_thread
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,40 @@ def loading_text(detail: str, since: float | None, now: float) -> str:
         return detail
     elapsed = f"{now - since:.0f} s"
     return f"{detail} · {elapsed}" if detail else elapsed
+
+
+class Loader:
+    """Loads an engine in a thread, one at a time, and takes what that thread hands over on
+    the owner's thread: the stage and the seconds so far (the loading line), the seconds the
+    last load took, and its outcome, given to ready(engine, seconds) or failed(error)."""
+
+    def __init__(self, arrive: Callable[[object], None], clock: Callable[[], float], ready: Callable[[Engine, float], None],
+                 failed: Callable[[str], None], progress: Callable[[LoadProgress], None]) -> None:
+        self._arrive, self._clock = arrive, clock
+        self._ready, self._failed, self._progress = ready, failed, progress
+        self.detail = ""  # the stage the build reported last
+        self.since: float | None = None
+        self.seconds: float | None = None  # the last load's
+
+    def begin(self, build: Build, closed_first: Sequence[Engine | None] = (), kept: Sequence[Engine | None] = ()) -> None:
+        """Close `closed_first`, build, then close `kept` (see load)."""
+        self.detail, self.since = "", self._clock()
+        start_thread(lambda: load(build, self._arrive, self._clock, closed_first, kept), "spectui-load")
+
+    @property
+    def text(self) -> str:
+        return loading_text(self.detail, self.since, self._clock())
+
+    def take(self, arrived: object) -> bool:
+        """Apply what the loader thread handed over; False: not the loader's."""
+        if isinstance(arrived, LoadProgress):
+            self.detail = arrived.text
+            self._progress(arrived)
+        elif isinstance(arrived, Loaded):
+            self.seconds, self.detail = arrived.seconds, ""
+            self._ready(arrived.engine, arrived.seconds)
+        elif isinstance(arrived, LoadFailed):
+            self._failed(arrived.error)
+        else:
+            return False
+        return True

@@ -101,6 +101,12 @@ def failure_text(label: str, error: str, restarted_k: int | None, swapped_to: st
     return f"Could not load the engine: {error}", None
 
 
+def fallback_text(swapped_to: str, error: str, what: str, goes_on: bool) -> tuple[str, str]:
+    """A failed switch, and what the chat does: `what`, the engine before, goes on, or loads again."""
+    text = f"Could not switch to {swapped_to}: {error}"
+    return text, f"{text} · {what} goes on; the model screen can try another" if goes_on else f"{text} · loading {what} again"
+
+
 class HostMail:
     """The engine host's two ways of talking: what it tells its owner (HostMessages, to the
     listeners, on the owner's thread) and what its threads hand it (arrivals, from any thread:

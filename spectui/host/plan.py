@@ -31,6 +31,10 @@ class EnginePlan:
     build_for_k: Callable[[int], Build] | None = None  # None: a new k cannot come from a rebuild
     build_baseline: Build | None = None  # the compare view's k = 0 engine, where k is fixed
 
+    def build_at(self, k: int) -> Build:
+        """What builds the engine to run k: a rebuild with k where it fixes k at start, else its build."""
+        return self.build_for_k(k) if self.build_for_k is not None else self.build
+
 
 def plan_for(config: ChatConfig, models: ModelPair | None) -> EnginePlan:
     """The plan for the chat's config and the models it names, resolved where the config was

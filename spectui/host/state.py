@@ -76,6 +76,16 @@ def fallback_for(engine: Engine | None, plan: EnginePlan, baseline: Baseline, en
     return Fallback(plan, described(engine.info), engine_k, engine if kept else None, baseline if kept else None)
 
 
+def leaving(engine: Engine | None, plan: EnginePlan, baseline: Baseline, engine_k: int
+            ) -> tuple[Fallback | None, tuple[Engine | None, ...], tuple[Engine | None, ...]]:
+    """A switch away from `engine`: what a failed one goes back on, what closes before the new
+    engine is built, and what stays open until it is. The compare view's baseline always
+    closes first: it is built again when asked for, and never waits for the switch."""
+    fallback = fallback_for(engine, plan, baseline, engine_k)
+    kept = (engine,) if fallback is not None and fallback.engine is not None else ()
+    return fallback, (baseline.take(),) + (() if kept else (engine,)), kept
+
+
 class IllegalMove(RuntimeError):
     """A phase change MOVES does not list."""
 
@@ -109,6 +119,15 @@ class HostState:
 
     def wanting(self, wanted: Wanted | None) -> HostState:
         return replace(self, wanted=wanted)
+
+    def load_failed(self, error: str) -> HostState:
+        """A failed restart keeps its k (a k key tries it again); any other failed load is failed."""
+        return self.to(Phase.RESTART_FAILED if self.phase is Phase.RESTARTING else Phase.FAILED, k=self.k, error=error)
+
+    @property
+    def kept_engine(self) -> Engine | None:
+        """The engine a switch in flight keeps open to go back on (None: none)."""
+        return self.fallback.engine if self.fallback is not None else None
 
     @property
     def loading(self) -> bool:

@@ -121,7 +121,10 @@ class StepTimings:
             slope = DEFAULT_VERIFY_SLOPE
             steps = sum(len(times) for times in drafted.values())
             target = sum(len(times) * _middle(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
-        return CostEstimate(self.draft_cost(target), slope, estimated=True, verify_ks=tuple(sorted(drafted)))
+        draft_cost = self.draft_cost(target)
+        if draft_cost is None:  # verify forwards over drafts, but no drafting timed: c is unknown
+            return None
+        return CostEstimate(draft_cost, slope, estimated=True, verify_ks=tuple(sorted(drafted)))
 
     @staticmethod
     def _verify_line(drafted: dict[int, list[float]]) -> tuple[float, float] | None:

@@ -66,7 +66,7 @@ def __getattr__(name: str):
     # The nn.Module classes are built on first use: importing this module must not import torch
     # (keeps `spectui --help` instant).
     if name == "Int8Linear":
-        return _int8_linear_class()
+        return int8_linear_class()
     if name == "Int8LinearPart":
         return _int8_linear_part_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -148,6 +148,21 @@ def _products(packed: list, rows: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.ops.quantized.linear_dynamic(rows, one, REDUCE_RANGE) for one in packed], dim=1)
 
 
+def _int8_products(packed: list, quantizer: RowQuantizer | None, x: torch.Tensor, in_features: int) -> torch.Tensor:
+    """x's rows × the packed int8 weight, in float32: each row quantised with its own scale
+    (`quantizer`, per_row), or without one by fbgemm's single scale for the whole input."""
+    import torch
+
+    if x.shape[-1] != in_features:
+        raise UsageError(f"Int8Linear expects {in_features} input features, got {x.shape[-1]}")
+    if quantizer is None:
+        return _products(packed, x.reshape(-1, in_features).to(torch.float32))
+    scaled, row_scale = quantizer(x)
+    # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
+    # would round differently, and which elements fall in the tail depends on the rows.
+    return _products(packed, scaled)[1:].mul_(row_scale)
+
+
 def _join_slices(packed: list, index: int, weight_scale: torch.Tensor) -> None:
     """Slice `index` of the settled layout: the load-time slices of its SETTLED_ROWS rows packed as one."""
     joined = packed[index:index + SETTLED_ROWS // PACK_ROWS]
@@ -165,7 +180,7 @@ def _join_slices(packed: list, index: int, weight_scale: torch.Tensor) -> None:
 # whole input): one call instead of a handful, not batch-invariant. For a draft, whose rounding
 # changes acceptance, never the output. The class is made on first use: torch loads only then.
 @functools.cache
-def _int8_linear_class():
+def int8_linear_class():
     import torch
     from torch import nn
 
@@ -207,15 +222,7 @@ def _int8_linear_class():
                 self._settled += 1
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if x.shape[-1] != self.in_features:
-                raise UsageError(f"Int8Linear expects {self.in_features} input features, got {x.shape[-1]}")
-            if self.quantizer is None:  # not per_row (__init__ gives a per_row layer its quantizer)
-                out = _products(self._packed, x.reshape(-1, self.in_features).to(torch.float32))
-            else:
-                scaled, row_scale = self.quantizer(x)
-                # mul then add, never a fused multiply-add: a vectorised FMA and its scalar tail
-                # would round differently, and which elements fall in the tail depends on the rows.
-                out = _products(self._packed, scaled)[1:].mul_(row_scale)
+            out = _int8_products(self._packed, self.quantizer, x, self.in_features)
             if self.bias is not None:
                 out.add_(self.bias)
             return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
@@ -232,7 +239,7 @@ def settle_int8(models: Iterable["nn.Module"], stop: Callable[[], bool] = lambda
     """Join the load-time slices of every Int8Linear in `models` (see SETTLED_ROWS), one join
     at a time, until stop() is true; True once all are joined. Bitwise the same outputs.
     progress(layers settled, layers) after each layer."""
-    int8_linear = _int8_linear_class()
+    int8_linear = int8_linear_class()
     layers = [module for model in models for module in model.modules() if isinstance(module, int8_linear)]
     left = [layer for layer in layers if not layer.settled]
     for done, layer in enumerate(left, start=len(layers) - len(left) + 1):
@@ -438,7 +445,7 @@ def install_int8(model: "nn.Module", groups: list[tuple[str, tuple[str, ...]]], 
     import torch
     from torch import nn
 
-    int8_linear = _int8_linear_class()
+    int8_linear = int8_linear_class()
     part_class = _int8_linear_part_class()
     quantizers: dict[int, RowQuantizer] = {}
     for parent_name, children in groups:
@@ -519,8 +526,10 @@ def _visible_keys(attention_mask: torch.Tensor, row: int, kv_len: int) -> torch.
 
 def use_batch_invariant_attention(model: "nn.Module") -> "nn.Module":
     """Switch a transformers model to `batch_invariant_attention`; returns the model."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface, PreTrainedModel
 
+    if not isinstance(model, PreTrainedModel):  # the attention is chosen by transformers' own switch
+        raise UsageError(f"batch-invariant attention needs a transformers model, not a {type(model).__name__}")
     AttentionInterface.register(BATCH_INVARIANT_ATTENTION, batch_invariant_attention)
     model.set_attn_implementation(BATCH_INVARIANT_ATTENTION)
     return model

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from spectui.core.attachments import split_blocks
 from spectui.core.events import Done, Step
 from spectui.core.reasoning import acceptance_apart_text
+from spectui.core.stats import ReplyStats
 from spectui.store import APPROXIMATE_NOTE, Conversation, StoredMessage
 from spectui.chat_session.stats import ReplyTracker
 from spectui.core.pieces import display_chunks
@@ -39,7 +40,7 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
     return view, tracker
 
 
-def reply_summary(stats, steps: Sequence[Step] = ()) -> str:
+def reply_summary(stats: ReplyStats, steps: Sequence[Step] = ()) -> str:
     parts = [f"{stats.num_tokens} tokens in {stats.num_steps} steps"]
     if stats.gamma is not None:
         parts.append(f"γ {stats.gamma:.2f}")

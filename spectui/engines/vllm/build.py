@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from spectui.core.engine import EngineInfo, Kernels, Progress, package_version
@@ -292,18 +293,26 @@ def build_vllm_engine(options: EngineOptions, models: ModelPair, progress: Progr
         device="cpu" if on_cpu else "cuda",
         kernels=Kernels("vllm", None, "vllm", package_version("vllm")),
     )
+    engine = started_vllm(lambda: VllmEngine(AsyncEngineArgs(**kwargs), tokenizer, generation_config, info, k, pool_bytes),
+                          log, report)
+    if not on_cpu:
+        total = _gpu_total_bytes()
+        engine.pool_bytes = int(total * options.gpu_memory_utilization) if total else None
+    return engine
+
+
+def started_vllm(start: Callable[[], VllmEngine], log: Path, report: Progress) -> VllmEngine:
+    """start() with its stages read from vLLM's log as they pass; a failure is one line: its
+    cause (a config error, the log's last error, the exception's first line) and the log."""
     report("starting vLLM", 0, 1)
     log_start = log_size(log)
     try:
         with StartStages(log, log_start, report):
-            engine = VllmEngine(AsyncEngineArgs(**kwargs), tokenizer, generation_config, info, k, pool_bytes)
+            engine = start()
     except Exception as error:
         cause = config_error(error) or last_error_line(log, log_start) or first_line(error)
         raise UsageError(f"vLLM did not start: {cause} (log: {log})") from None
     report("starting vLLM", 1, 1)
-    if not on_cpu:
-        total = _gpu_total_bytes()
-        engine.pool_bytes = int(total * options.gpu_memory_utilization) if total else None
     return engine
 
 
