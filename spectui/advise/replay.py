@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from spectui.advise.costs import CostProfile
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Source, Step
@@ -45,6 +46,73 @@ class ReplayedStep:
     def coloured(self) -> int:
         """Emitted tokens that came from drafts (a stop token may end the step inside them)."""
         return min(self.accepted, self.emitted)
+
+
+@dataclass(frozen=True)
+class ReplyTotals:
+    """A reply's replayed steps summed as ArmResult sums them (the first, the prefill's, left out
+    but counted in `steps_with_first`): what a fixed k's fast replay returns instead of its steps."""
+
+    emitted: int
+    steps: int
+    drafted: int
+    accepted: int
+    coloured: int
+    seconds: float  # summed step by step in order, as sum() over the steps would
+    steps_with_first: int
+
+
+class DraftsAt(Protocol):
+    """A shared proposer's drafts for the context whole[:length] at k, without the Proposal
+    (spectui.advise.lookups.SharedLookup, spectui.advise.suffixes.SharedSuffix)."""
+
+    method: str
+
+    def prefill(self, token_ids: Sequence[int]) -> None: ...
+
+    def drafts_at(self, whole: list[int], length: int, k: int) -> Sequence[int]: ...
+
+
+def replay_fixed(reply: ReplayInput, proposer: DraftsAt | None, k: int, costs: CostProfile,
+                 charges: dict[tuple[bool, int, int], float]) -> ReplyTotals:
+    """replay_reply at a fixed k (0: plain decoding, no proposer asked), summed: the same steps,
+    without a context copied, a Proposal or a ReplayedStep made per step. charges: each (drafted
+    at all, drafts, kept)'s seconds, as replayed_step charges it (filled as met; one per profile
+    and method)."""
+    ids = reply.reply_ids
+    if not ids:
+        return ReplyTotals(0, 0, 0, 0, 0, 0, 0)
+    prompt_length, last = len(reply.prompt_ids), len(ids)
+    whole = [*reply.prompt_ids, *ids]
+    budget = last if reply.finish_reason == "length" else None
+    if k > 0 and proposer is not None:
+        proposer.prefill(whole[:prompt_length])
+    emitted_sum = steps = drafted_sum = accepted_sum = coloured = 0
+    seconds = 0.0
+    position = 1
+    while position < last:
+        step_k = min(k, budget - position - 1 if budget is not None else last + 64)  # replay_reply's room
+        drafted = kept = 0
+        if step_k > 0 and proposer is not None:
+            drafts = proposer.drafts_at(whole, prompt_length + position, step_k)
+            drafted = len(drafts)
+            at = prompt_length + position
+            while kept < drafted and position + kept < last and drafts[kept] == whole[at + kept]:
+                kept += 1
+        emitted = min(kept + 1, last - position)
+        key = (step_k > 0, drafted, kept)
+        charge = charges.get(key)
+        if charge is None:
+            draft_seconds, verify_seconds, _ = step_seconds(costs, drafted, kept, proposer.method if key[0] and proposer else None)
+            charge = charges[key] = draft_seconds + verify_seconds + costs.overhead_seconds  # replayed_step's sum, in its order
+        seconds += charge
+        emitted_sum += emitted
+        steps += 1
+        drafted_sum += drafted
+        accepted_sum += kept
+        coloured += min(kept, emitted)
+        position += emitted
+    return ReplyTotals(emitted_sum, steps, drafted_sum, accepted_sum, coloured, seconds, steps + 1)
 
 
 def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: CostProfile,
@@ -105,11 +173,15 @@ def replayed_step(drafted: Sequence[int], ids: Sequence[int], position: int, k: 
     """The step and its (draft seconds, verify seconds, drafts verified or None for all)."""
     accepted = common_prefix_len(list(drafted), list(ids[position:]))
     emitted = min(accepted + 1, len(ids) - position)
-    verify_steps, verified = costs.verify_steps(len(drafted), accepted)
-    draft_seconds = costs.draft_cost(drafting) if drafting else 0.0
-    verify_seconds = verify_steps * costs.plain_seconds
+    draft_seconds, verify_seconds, verified = step_seconds(costs, len(drafted), accepted, drafting)
     seconds = draft_seconds + verify_seconds + costs.overhead_seconds
     return ReplayedStep(k, len(drafted), accepted, emitted, seconds), (draft_seconds, verify_seconds, verified)
+
+
+def step_seconds(costs: CostProfile, drafted: int, accepted: int, drafting: str | None) -> tuple[float, float, int | None]:
+    """(draft seconds, verify seconds, drafts verified or None for all) of a step at the profile's costs."""
+    verify_steps, verified = costs.verify_steps(drafted, accepted)
+    return (costs.draft_cost(drafting) if drafting else 0.0), verify_steps * costs.plain_seconds, verified
 
 
 def as_step(step: ReplayedStep, drafted: Sequence[int], seconds: tuple[float, float, int | None],
