@@ -97,12 +97,16 @@ class SharedLookup(Proposer):
 
     def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
                 generator: Generator | None) -> Proposal:
+        return self.propose_at(token_ids, len(token_ids), k)
+
+    def propose_at(self, whole: Sequence[int], length: int, k: int) -> Proposal:
+        """propose(whole[:length], k, …) without the copy."""
         if k <= 0:
             return Proposal([], None)
-        drafted, match = self.table.lookup(self.reply, token_ids, k)
+        drafted, match = self.table.at(self.reply, whole, length, k)
         if match.length < self.lookup_min:
             return Proposal([], None)
-        return Proposal(drafted, None, evidence=match)
+        return Proposal(drafted[:k], None, evidence=match)
 
     def drafts_at(self, whole: list[int], length: int, k: int) -> list[int]:
         """propose(whole[:length], k)'s drafts (k > 0), without the copy or the Proposal."""

@@ -19,7 +19,7 @@ from spectui.advise.costs import CostProfile
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Source, Step
 from spectui.engines.adaptive import K_AUTO_MAX, AdaptiveK
 from spectui.engines.speculative.cached_model import common_prefix_len
-from spectui.engines.speculative.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposal, Proposer
 
 AUTO = "auto"
 CEILING = "ceiling"  # verify exactly the drafts that will be kept: no k does better
@@ -136,14 +136,14 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     position = 1
     while position < len(ids):
         room = budget - position - 1 if budget is not None else len(ids) + 64
-        context = whole[:len(prompt) + position]
+        length = len(prompt) + position  # the step's context: whole[:length]
         if auto:
             assert chooser is not None
             chooser.observe_overhead(costs.overhead_seconds)
-            step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, context, room)
+            step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, whole, length, room)
         else:
             step_k = min(K_AUTO_MAX if k == CEILING else int(k), room)
-            drafted = list(proposer.propose(context, step_k, 0.0, 1.0, None).drafted) if step_k > 0 else []
+            drafted = list(proposal_at(proposer, whole, length, step_k).drafted) if step_k > 0 else []
             evidence, choice, looked = None, None, step_k > 0
             if k == CEILING:
                 drafted = drafted[:common_prefix_len(drafted, list(ids[position:]))]
@@ -155,12 +155,19 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     return steps
 
 
-def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, context: list[int],
+def proposal_at(proposer: Proposer, whole: list[int], length: int, k: int) -> Proposal:
+    """proposer.propose(whole[:length], k) at T = 0; a shared proposer reads whole in place (propose_at)."""
+    at = getattr(proposer, "propose_at", None)
+    return at(whole, length, k) if at is not None else proposer.propose(whole[:length], k, 0.0, 1.0, None)
+
+
+def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, whole: list[int], length: int,
                       room: int) -> tuple[int, list[int], Hashable | None, AutoChoice, bool]:
     """The loop's draft_then_choose: draft as many as adaptive k could verify, then let the
-    evidence say how many. Returns (k, drafts verified, evidence, choice, whether it drafted)."""
+    evidence say how many (the context: whole[:length]). Returns (k, drafts verified, evidence,
+    choice, whether it drafted)."""
     most = min(chooser.k_max, room)
-    proposal = proposer.propose(context, most, 0.0, 1.0, None) if most > 0 else None
+    proposal = proposal_at(proposer, whole, length, most) if most > 0 else None
     if proposal is None or not proposal.drafted:
         return 0, [], None, AutoChoice(0, 1.0, chooser.realised, NOTHING_TO_COPY), most > 0
     choice = chooser.choose_for(proposal.evidence, 0.0)
@@ -171,7 +178,7 @@ def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, context: list[int]
 def replayed_step(drafted: Sequence[int], ids: Sequence[int], position: int, k: int, costs: CostProfile,
                   drafting: str | None) -> tuple[ReplayedStep, tuple[float, float, int | None]]:
     """The step and its (draft seconds, verify seconds, drafts verified or None for all)."""
-    accepted = common_prefix_len(list(drafted), list(ids[position:]))
+    accepted = common_prefix_len(list(drafted), list(ids[position:position + len(drafted)]))
     emitted = min(accepted + 1, len(ids) - position)
     draft_seconds, verify_seconds, verified = step_seconds(costs, len(drafted), accepted, drafting)
     seconds = draft_seconds + verify_seconds + costs.overhead_seconds

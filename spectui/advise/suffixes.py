@@ -175,8 +175,11 @@ class SharedSuffix(Proposer):
 
     def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
                 generator: Generator | None) -> Proposal:
-        here, earlier = self._drafts(token_ids, len(token_ids), k)
-        return suffix_proposal(here, earlier)
+        return self.propose_at(token_ids, len(token_ids), k)
+
+    def propose_at(self, whole: Sequence[int], length: int, k: int) -> Proposal:
+        """propose(whole[:length], k, …) without the copy."""
+        return suffix_proposal(*self._drafts(whole, length, k))
 
     def drafts_at(self, whole: list[int], length: int, k: int) -> list[int]:
         """propose(whole[:length], k)'s drafts (k > 0), without the copy or the Proposal."""
