@@ -13,7 +13,8 @@ from dataclasses import replace
 from spectui.advise.advice import COPY_DRAFTERS, KS, Drafter, advise, replay_arm
 from spectui.advise.costs import CostProfile
 from spectui.advise.lookups import LookupTable, SharedLookup
-from spectui.advise.suffixes import ConversationWalks, SharedSuffix
+from spectui.advise.replay import ReplyTotals, replay_fixed, replay_reply
+from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
 from spectui.engines.speculative.proposers import NgramProposer
 from spectui.engines.speculative.suffix import SuffixProposer
 
@@ -23,6 +24,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from advise_speed import synthetic_history  # noqa: E402
 
 COSTS = CostProfile("m", "test", 0.01, {1: 1.0, 2: 1.5, 3: 2.0}, piece=3, draft_seconds={"suffix": 0.0002})
+# every part of a step's seconds, in amounts whose sum depends on its order
+UNEVEN = CostProfile("m", "test", 0.0376, {1: 1.0, 2: 1.77, 3: 2.49}, piece=3, draft_seconds={"suffix": 0.0002, "ngram": 0.00003},
+                     overhead_seconds=0.2)
 
 
 @pytest.mark.parametrize("lookup", [(1, 8), (3, 8), (2, 4)])
@@ -64,6 +68,28 @@ def test_a_shared_suffix_drafts_what_suffix_decoding_drafts_at_every_k(history):
                 assert (mine.drafted, mine.evidence) == (theirs.drafted, theirs.evidence)
                 differs += k < 8 and mine.drafted != own.propose(context, 8, 0.0, 1.0, None).drafted[:k]
     assert differs  # some narrower drafts are not the first k of the wider one: each k was cut on its own
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 8])
+def test_a_fixed_k_summed_without_its_steps_sums_what_the_steps_replayed_by_the_engines_proposers_sum(k):
+    """replay_fixed (advise's fixed k: shared drafts read in place, no step objects) against
+    replay_reply over the engine's own proposers, step sums and seconds bit for bit, a reply
+    cut by its budget among them."""
+    selection = synthetic_history(3)
+    selection.replies[:] = [replace(reply, reply_ids=reply.reply_ids[:150]) for reply in selection.replies]
+    selection.replies[1] = replace(selection.replies[1], reply_ids=selection.replies[1].reply_ids[:60], finish_reason="length")
+    replies = selection.replies
+    suffixes = (ConversationWalks(replies), SharedHistory(replies))
+    for drafter in [*COPY_DRAFTERS, Drafter("ngram 2-4", "ngram", lookup=(2, 4))]:
+        shared, own, charges = drafter.build({}, suffixes), drafter.build(), {}
+        for index, reply in enumerate(replies):
+            shared.reply = index
+            totals = replay_fixed(reply, shared if k else None, k, UNEVEN, charges)
+            steps = replay_reply(reply, own, k, UNEVEN)[1:]
+            assert totals == ReplyTotals(sum(s.emitted for s in steps), len(steps), sum(s.drafted for s in steps),
+                                         sum(s.accepted for s in steps), sum(s.coloured for s in steps),
+                                         sum(s.seconds for s in steps), len(steps) + 1), (drafter.name, index)
+            assert k == 0 or totals.drafted
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from spectui.advise.chats import ChatReply, Selection
 from spectui.advise.costs import CostProfile
 from spectui.advise.draft_model import replay_teacher_forced
 from spectui.advise.lookups import LookupTable, SharedLookup
-from spectui.advise.replay import AUTO, ReplayedStep, replay_reply
+from spectui.advise.replay import AUTO, ReplayedStep, ReplyTotals, replay_fixed, replay_reply
 from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
 from spectui.engines.adaptive import AdaptiveK
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
@@ -100,6 +100,17 @@ class ArmResult:
         self.coloured += coloured
         self.seconds += sum(step.seconds for step in decoding)
         self.per_reply.append((coloured, len(steps)))
+
+    def add_totals(self, totals: ReplyTotals) -> None:
+        """add() for a reply replayed by replay_fixed: the same sums."""
+        self.replies += 1
+        self.tokens += totals.emitted
+        self.steps += totals.steps
+        self.drafted += totals.drafted
+        self.accepted += totals.accepted
+        self.coloured += totals.coloured
+        self.seconds += totals.seconds
+        self.per_reply.append((totals.coloured, totals.steps_with_first))
 
     def as_dict(self) -> dict:
         return {"drafter": self.drafter or None, "k": self.k, "predicted_speedup": self.speedup, "gamma": self.gamma,
@@ -194,16 +205,23 @@ def advise(selection: Selection, costs: CostProfile, drafters: Sequence[Drafter]
     lookups: dict[int, LookupTable] = {}
     suffixes = (ConversationWalks(replies), SharedHistory(replies))
     baseline = ArmResult("", 0)
-    running: list[tuple[ArmResult, Proposer, AdaptiveK | None]] = [(baseline, NgramProposer(), None)]
+    running: list[tuple[ArmResult, SharedLookup | SharedSuffix | None, AdaptiveK | None]] = [(baseline, None, None)]
     for drafter in drafters:
         for k in ks:
-            running.append((ArmResult(drafter.name, k), drafter.build(lookups, suffixes), new_chooser(costs) if k == AUTO else None))
+            proposer = drafter.build(lookups, suffixes)
+            assert isinstance(proposer, SharedLookup | SharedSuffix)
+            running.append((ArmResult(drafter.name, k), proposer, new_chooser(costs) if k == AUTO else None))
+    charges: list[dict[tuple[bool, int, int], float]] = [{} for _ in running]  # each arm's seconds per step shape
     report(0, len(replies))
     for index, reply in enumerate(replies):
-        for result, proposer, chooser in running:
-            if isinstance(proposer, SharedLookup | SharedSuffix):
+        for (result, proposer, chooser), charged in zip(running, charges, strict=True):
+            if proposer is not None:
                 proposer.reply = index
-            result.add(replay_reply(reply, proposer, result.k if result.drafter else 0, costs, chooser))
+            if isinstance(result.k, int):  # fixed k (k 0 too): summed without its steps
+                result.add_totals(replay_fixed(reply, proposer, result.k, costs, charged))
+            else:
+                assert proposer is not None
+                result.add(replay_reply(reply, proposer, result.k, costs, chooser))
         for table in lookups.values():
             table.forget(index)
         report(index + 1, len(replies))

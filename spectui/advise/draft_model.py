@@ -22,15 +22,46 @@ if TYPE_CHECKING:
 
 
 def greedy_predictions(draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int],
-                       target_width: int | None = None) -> list[int]:
-    """The draft's argmax after prompt + reply[:i] for every i in 0 … len(reply)−1."""
-    draft.clear()
-    predictions = [int(draft.decode(list(prompt), 1)[0][:target_width].argmax())]
-    for start in range(0, len(reply) - 1, draft.batch):
-        chunk = list(reply[start:min(start + draft.batch, len(reply) - 1)])
+                       target_width: int | None = None, cached: list[int] | None = None,
+                       progress: Callable[[int], None] | None = None) -> list[int]:
+    """The draft's argmax after prompt + reply[:i] for every i in 0 … len(reply)−1: one decode of
+    prompt + reply, a batch at a time, every row read. cached: the ids the draft's cache holds (this
+    updates it), kept where they begin this prompt (a conversation's replies share their prefix;
+    rows are exact whatever the cache before them, LlamaModel's batch_invariant); None: an empty
+    cache. progress(tokens): after each batch, how many tokens it decoded."""
+    ids = [*prompt, *reply[:-1]]
+    first = len(prompt) - 1  # the first row read: after the prompt's last token
+    kept = 0 if cached is None else kept_prefix(cached, ids, first, draft.cached)
+    if kept:
+        draft.keep(kept)
+    else:
+        draft.clear()
+    for start in range(kept, first, draft.batch):  # the prompt's rest: no rows read
+        chunk = ids[start:min(start + draft.batch, first)]
+        draft.decode(chunk, 0)
+        if progress is not None:
+            progress(len(chunk))
+    predictions: list[int] = []
+    for start in range(first, len(ids), draft.batch):
+        chunk = ids[start:start + draft.batch]
         rows = draft.decode(chunk, len(chunk))
-        predictions += [int(row[:target_width].argmax()) for row in rows]
+        predictions += rows[:, :target_width].argmax(axis=1).tolist()
+        if progress is not None:
+            progress(len(chunk))
+    if cached is not None:
+        cached[:] = ids
     return predictions
+
+
+def kept_prefix(cached: Sequence[int], ids: Sequence[int], first: int, held: int) -> int:
+    """Positions of the cache a decode of `ids` keeps: the common prefix, short of the first row
+    read (that row's logits come from its own decode), within what the cache holds."""
+    same = 0
+    for have, want in zip(cached[:min(first, held)], ids, strict=False):
+        if have != want:
+            break
+        same += 1
+    return same
 
 
 def replay_teacher_forced(reply: ReplayInput, predictions: Sequence[int], k: int,
@@ -56,13 +87,25 @@ def replay_teacher_forced(reply: ReplayInput, predictions: Sequence[int], k: int
 
 def all_predictions(draft: LlamaModel, replies: Sequence[ReplayInput], target_width: int | None,
                     progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
-    """Every reply's teacher-forced predictions, progress(done, total) in replies."""
-    out = []
-    for index, reply in enumerate(replies):
-        out.append(greedy_predictions(draft, reply.prompt_ids, reply.reply_ids, target_width))
+    """Every reply's teacher-forced predictions, in order, on one cache: a reply whose prompt
+    begins with the last one's prompt and reply (the next turn of its conversation) decodes only
+    the rest. progress(done, total) in tokens decoded, after every batch."""
+    total, before = 0, []
+    for reply in replies:  # the tokens each will decode, for the progress's total
+        ids = [*reply.prompt_ids, *reply.reply_ids[:-1]]
+        total += len(ids) - kept_prefix(before, ids, len(reply.prompt_ids) - 1, len(before))
+        before = ids
+    done = 0
+
+    def decoded(tokens: int) -> None:
+        nonlocal done
+        done += tokens
         if progress is not None:
-            progress(index + 1, len(replies))
-    return out
+            progress(done, total)
+
+    cached: list[int] = []
+    draft.clear()
+    return [greedy_predictions(draft, reply.prompt_ids, reply.reply_ids, target_width, cached, decoded) for reply in replies]
 
 
 def draft_token_seconds(draft: LlamaModel, context: Sequence[int], rounds: int = 7) -> float:

@@ -35,28 +35,33 @@ class LookupTable:
         self.places: dict[int, list[int]] = {}  # token -> its places in tokens, in order
 
     def lookup(self, reply: int, token_ids: Sequence[int], k: int) -> tuple[list[int], Match]:
-        key = (reply, len(token_ids))
+        drafts, match = self.at(reply, token_ids, len(token_ids), k)
+        return drafts[:k], match
+
+    def at(self, reply: int, whole: Sequence[int], length: int, k: int) -> tuple[list[int], Match]:
+        """The lookup after whole[:length] (the reply's prompt and first tokens) at k or wider."""
+        key = (reply, length)
         found = self.found.get(key)
         if found is None or found[0] < k:
             width = max(k, K_AUTO_MAX)
-            found = (width, *self._look(reply, token_ids, width))
+            found = (width, *self._look(reply, whole, length, width))
             self.found[key] = found
-        return found[1][:k], found[2]
+        return found[1], found[2]
 
     def forget(self, reply: int) -> None:
         """Drop a reply's lookups once no arm asks for them again (the replay runs reply by reply)."""
         self.found = {key: value for key, value in self.found.items() if key[0] != reply}
 
-    def _look(self, reply: int, token_ids: Sequence[int], k: int) -> tuple[list[int], Match]:
-        """lookup_ngram(token_ids, k, 1, lookup_max), from the index."""
+    def _look(self, reply: int, whole: Sequence[int], length: int, k: int) -> tuple[list[int], Match]:
+        """lookup_ngram(whole[:length], k, 1, lookup_max), from the index."""
         if reply != self.reply:
             self.reply, self.tokens, self.places = reply, [], {}
         tokens, places = self.tokens, self.places
-        for place in range(len(tokens), len(token_ids)):
-            token = token_ids[place]
+        for place in range(len(tokens), length):
+            token = whole[place]
             tokens.append(token)
             places.setdefault(token, []).append(place)
-        last = len(token_ids) - 1
+        last = length - 1
         if k == 0 or last < 1:
             return [], NO_MATCH
         earlier = places[tokens[last]]
@@ -92,9 +97,18 @@ class SharedLookup(Proposer):
 
     def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
                 generator: Generator | None) -> Proposal:
+        return self.propose_at(token_ids, len(token_ids), k)
+
+    def propose_at(self, whole: Sequence[int], length: int, k: int) -> Proposal:
+        """propose(whole[:length], k, …) without the copy."""
         if k <= 0:
             return Proposal([], None)
-        drafted, match = self.table.lookup(self.reply, token_ids, k)
+        drafted, match = self.table.at(self.reply, whole, length, k)
         if match.length < self.lookup_min:
             return Proposal([], None)
-        return Proposal(drafted, None, evidence=match)
+        return Proposal(drafted[:k], None, evidence=match)
+
+    def drafts_at(self, whole: list[int], length: int, k: int) -> list[int]:
+        """propose(whole[:length], k)'s drafts (k > 0), without the copy or the Proposal."""
+        drafted, match = self.table.at(self.reply, whole, length, k)
+        return drafted[:k] if match.length >= self.lookup_min else []

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from spectui.advise.costs import CostProfile
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Source, Step
 from spectui.engines.adaptive import K_AUTO_MAX, AdaptiveK
 from spectui.engines.speculative.cached_model import common_prefix_len
-from spectui.engines.speculative.proposers import Proposer
+from spectui.engines.speculative.proposers import Proposal, Proposer
 
 AUTO = "auto"
 CEILING = "ceiling"  # verify exactly the drafts that will be kept: no k does better
@@ -47,6 +48,73 @@ class ReplayedStep:
         return min(self.accepted, self.emitted)
 
 
+@dataclass(frozen=True)
+class ReplyTotals:
+    """A reply's replayed steps summed as ArmResult sums them (the first, the prefill's, left out
+    but counted in `steps_with_first`): what a fixed k's fast replay returns instead of its steps."""
+
+    emitted: int
+    steps: int
+    drafted: int
+    accepted: int
+    coloured: int
+    seconds: float  # summed step by step in order, as sum() over the steps would
+    steps_with_first: int
+
+
+class DraftsAt(Protocol):
+    """A shared proposer's drafts for the context whole[:length] at k, without the Proposal
+    (spectui.advise.lookups.SharedLookup, spectui.advise.suffixes.SharedSuffix)."""
+
+    method: str
+
+    def prefill(self, token_ids: Sequence[int]) -> None: ...
+
+    def drafts_at(self, whole: list[int], length: int, k: int) -> Sequence[int]: ...
+
+
+def replay_fixed(reply: ReplayInput, proposer: DraftsAt | None, k: int, costs: CostProfile,
+                 charges: dict[tuple[bool, int, int], float]) -> ReplyTotals:
+    """replay_reply at a fixed k (0: plain decoding, no proposer asked), summed: the same steps,
+    without a context copied, a Proposal or a ReplayedStep made per step. charges: each (drafted
+    at all, drafts, kept)'s seconds, as replayed_step charges it (filled as met; one per profile
+    and method)."""
+    ids = reply.reply_ids
+    if not ids:
+        return ReplyTotals(0, 0, 0, 0, 0, 0, 0)
+    prompt_length, last = len(reply.prompt_ids), len(ids)
+    whole = [*reply.prompt_ids, *ids]
+    budget = last if reply.finish_reason == "length" else None
+    if k > 0 and proposer is not None:
+        proposer.prefill(whole[:prompt_length])
+    emitted_sum = steps = drafted_sum = accepted_sum = coloured = 0
+    seconds = 0.0
+    position = 1
+    while position < last:
+        step_k = min(k, budget - position - 1 if budget is not None else last + 64)  # replay_reply's room
+        drafted = kept = 0
+        if step_k > 0 and proposer is not None:
+            drafts = proposer.drafts_at(whole, prompt_length + position, step_k)
+            drafted = len(drafts)
+            at = prompt_length + position
+            while kept < drafted and position + kept < last and drafts[kept] == whole[at + kept]:
+                kept += 1
+        emitted = min(kept + 1, last - position)
+        key = (step_k > 0, drafted, kept)
+        charge = charges.get(key)
+        if charge is None:
+            draft_seconds, verify_seconds, _ = step_seconds(costs, drafted, kept, proposer.method if key[0] and proposer else None)
+            charge = charges[key] = draft_seconds + verify_seconds + costs.overhead_seconds  # replayed_step's sum, in its order
+        seconds += charge
+        emitted_sum += emitted
+        steps += 1
+        drafted_sum += drafted
+        accepted_sum += kept
+        coloured += min(kept, emitted)
+        position += emitted
+    return ReplyTotals(emitted_sum, steps, drafted_sum, accepted_sum, coloured, seconds, steps + 1)
+
+
 def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: CostProfile,
                  chooser: AdaptiveK | None = None) -> list[ReplayedStep]:
     """Every step of `reply` under `proposer` at k (an int, CEILING, or AUTO with `chooser`); the first is
@@ -68,14 +136,14 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     position = 1
     while position < len(ids):
         room = budget - position - 1 if budget is not None else len(ids) + 64
-        context = whole[:len(prompt) + position]
+        length = len(prompt) + position  # the step's context: whole[:length]
         if auto:
             assert chooser is not None
             chooser.observe_overhead(costs.overhead_seconds)
-            step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, context, room)
+            step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, whole, length, room)
         else:
             step_k = min(K_AUTO_MAX if k == CEILING else int(k), room)
-            drafted = list(proposer.propose(context, step_k, 0.0, 1.0, None).drafted) if step_k > 0 else []
+            drafted = list(proposal_at(proposer, whole, length, step_k).drafted) if step_k > 0 else []
             evidence, choice, looked = None, None, step_k > 0
             if k == CEILING:
                 drafted = drafted[:common_prefix_len(drafted, list(ids[position:]))]
@@ -87,12 +155,19 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     return steps
 
 
-def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, context: list[int],
+def proposal_at(proposer: Proposer, whole: list[int], length: int, k: int) -> Proposal:
+    """proposer.propose(whole[:length], k) at T = 0; a shared proposer reads whole in place (propose_at)."""
+    at = getattr(proposer, "propose_at", None)
+    return at(whole, length, k) if at is not None else proposer.propose(whole[:length], k, 0.0, 1.0, None)
+
+
+def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, whole: list[int], length: int,
                       room: int) -> tuple[int, list[int], Hashable | None, AutoChoice, bool]:
     """The loop's draft_then_choose: draft as many as adaptive k could verify, then let the
-    evidence say how many. Returns (k, drafts verified, evidence, choice, whether it drafted)."""
+    evidence say how many (the context: whole[:length]). Returns (k, drafts verified, evidence,
+    choice, whether it drafted)."""
     most = min(chooser.k_max, room)
-    proposal = proposer.propose(context, most, 0.0, 1.0, None) if most > 0 else None
+    proposal = proposal_at(proposer, whole, length, most) if most > 0 else None
     if proposal is None or not proposal.drafted:
         return 0, [], None, AutoChoice(0, 1.0, chooser.realised, NOTHING_TO_COPY), most > 0
     choice = chooser.choose_for(proposal.evidence, 0.0)
@@ -103,13 +178,17 @@ def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, context: list[int]
 def replayed_step(drafted: Sequence[int], ids: Sequence[int], position: int, k: int, costs: CostProfile,
                   drafting: str | None) -> tuple[ReplayedStep, tuple[float, float, int | None]]:
     """The step and its (draft seconds, verify seconds, drafts verified or None for all)."""
-    accepted = common_prefix_len(list(drafted), list(ids[position:]))
+    accepted = common_prefix_len(list(drafted), list(ids[position:position + len(drafted)]))
     emitted = min(accepted + 1, len(ids) - position)
-    verify_steps, verified = costs.verify_steps(len(drafted), accepted)
-    draft_seconds = costs.draft_cost(drafting) if drafting else 0.0
-    verify_seconds = verify_steps * costs.plain_seconds
+    draft_seconds, verify_seconds, verified = step_seconds(costs, len(drafted), accepted, drafting)
     seconds = draft_seconds + verify_seconds + costs.overhead_seconds
     return ReplayedStep(k, len(drafted), accepted, emitted, seconds), (draft_seconds, verify_seconds, verified)
+
+
+def step_seconds(costs: CostProfile, drafted: int, accepted: int, drafting: str | None) -> tuple[float, float, int | None]:
+    """(draft seconds, verify seconds, drafts verified or None for all) of a step at the profile's costs."""
+    verify_steps, verified = costs.verify_steps(drafted, accepted)
+    return (costs.draft_cost(drafting) if drafting else 0.0), verify_steps * costs.plain_seconds, verified
 
 
 def as_step(step: ReplayedStep, drafted: Sequence[int], seconds: tuple[float, float, int | None],

@@ -24,6 +24,7 @@ from spectui.engines.speculative.suffix import (
     MAX_DEPTH,
     MAX_OCCURRENCES,
     NO_DRAFT,
+    Draft,
     SuffixIndex,
     Unsure,
     Walk,
@@ -48,27 +49,30 @@ class ConversationWalks:
     def walks(self, reply: int, context: Sequence[int], k: int) -> list[Walk]:
         """The walks SuffixProposer's conversation index gives for `context` (reply's prompt and
         first tokens), at k or wider."""
+        return self.walks_at(reply, context[-MAX_DEPTH:], len(context), k)
+
+    def walks_at(self, reply: int, tail: Sequence[int], length: int, k: int) -> list[Walk]:
+        """walks() for a context of `length` tokens whose last MAX_DEPTH are `tail`."""
         if reply != self.reply:
             self.reply, self.index, self.found = reply, SuffixIndex(), {}
             self.index.add([*self.replies[reply].prompt_ids, *self.replies[reply].reply_ids])
-        length = len(context)
         found = self.found.get(length)
         if found is None or found[0] < k:
             width = max(k, K_AUTO_MAX)
-            found = (width, self._walk_at(context, width))
+            found = (width, self._walk_at(tail, length, width))
             self.found[length] = found
         return found[1]
 
-    def _walk_at(self, context: Sequence[int], width: int) -> list[Walk]:
-        flat, last = self.index.flat, len(context)  # flat[last] is the context's last token
-        if flat[last] != context[-1]:
+    def _walk_at(self, tail: Sequence[int], length: int, width: int) -> list[Walk]:
+        flat, last = self.index.flat, length  # flat[last] is the context's last token
+        if flat[last] != tail[-1]:
             raise ValueError("the context is not this reply's prompt and first tokens")
-        places = self.index.occurrences[context[-1]]
+        places = self.index.occurrences[tail[-1]]
         upto = bisect_right(places, last)
         ends = places[max(0, upto - MAX_OCCURRENCES):upto - 1]  # the context's own last token is no match
         following, flat[last + 1] = flat[last + 1], END  # the index stops at the context
         try:
-            return self.index.walks_from(ends, context[-MAX_DEPTH:], width)
+            return self.index.walks_from(ends, tail, width)
         finally:
             flat[last + 1] = following
 
@@ -116,21 +120,21 @@ class SharedHistory:
                 self.unsure_ends.add(len(self.common.flat) - 1)
         self.unsure_tokens.update(ids[least:most])
 
-    def walks(self, token_ids: Sequence[int], width: int) -> list[Walk] | None:
-        """The history's walks at width after token_ids (this reply's prompt and first tokens), the
-        same for every arm; None where they may differ."""
-        if self.alone or token_ids[-1] in self.unsure_tokens:
+    def walks(self, tail: Sequence[int], length: int, width: int) -> list[Walk] | None:
+        """The history's walks at width after a context of `length` tokens (this reply's prompt and
+        first tokens) ending in `tail` (its last MAX_DEPTH), the same for every arm; None where
+        they may differ."""
+        if self.alone or tail[-1] in self.unsure_tokens:
             return None
-        context = token_ids[-MAX_DEPTH:]
-        found = self.found.get(len(token_ids))
+        found = self.found.get(length)
         if found is None or found[0] < width:
             try:
-                walks = self.common.walks_from(None, context, width, memo=self.memo.setdefault(width, {}),
+                walks = self.common.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}),
                                                unsure=self.unsure_ends)
             except Unsure:
                 walks = None
             found = (width, walks)
-            self.found[len(token_ids)] = found
+            self.found[length] = found
         return found[1]
 
 
@@ -149,7 +153,7 @@ class SharedSuffix(Proposer):
         self.memo: dict[int, dict] = {}  # width -> the history's walks per match, while it is unchanged
         self.reply = 0
         self._prompt_length: int | None = 0
-        self._read: Sequence[int] = ()  # the conversation as far as the last step read it
+        self._read: tuple[Sequence[int], int] = ((), 0)  # the conversation as far as the last step read it
 
     def reset(self) -> None:
         self._start([])
@@ -159,30 +163,45 @@ class SharedSuffix(Proposer):
 
     def _start(self, token_ids: Sequence[int]) -> None:
         """The reply so far joins the history (as SuffixProposer's _start)."""
-        reply = self._read[self._prompt_length or 0:] if self._prompt_length is not None else ()
+        read, upto = self._read
+        reply = read[self._prompt_length or 0:upto] if self._prompt_length is not None else ()
         if self.use_history and reply:
             self.history.add(reply)
             self.memo = {}
-        self._read = list(token_ids)
+        self._read = (list(token_ids), len(token_ids))
         self._prompt_length = len(token_ids) if token_ids else None  # none yet: the first context is the prompt
         if self.shared is not None:
             self.shared.read(id(self), self.reply, 0)
 
     def propose(self, token_ids: Sequence[int], k: int, temperature: float, top_p: float,
                 generator: Generator | None) -> Proposal:
+        return self.propose_at(token_ids, len(token_ids), k)
+
+    def propose_at(self, whole: Sequence[int], length: int, k: int) -> Proposal:
+        """propose(whole[:length], k, …) without the copy."""
+        return suffix_proposal(*self._drafts(whole, length, k))
+
+    def drafts_at(self, whole: list[int], length: int, k: int) -> list[int]:
+        """propose(whole[:length], k)'s drafts (k > 0), without the copy or the Proposal."""
+        here, earlier = self._drafts(whole, length, k)
+        return here.tokens if here.score >= earlier.score else earlier.tokens  # suffix_proposal's choice
+
+    def _drafts(self, whole: Sequence[int], length: int, k: int) -> tuple[Draft, Draft]:
+        """(this conversation's draft, the history's) after whole[:length], the steps read so far noted."""
         if self._prompt_length is None:
-            self._prompt_length = len(token_ids)
-        self._read = token_ids
+            self._prompt_length = length
+        self._read = (whole, length)
         if self.shared is not None:
-            self.shared.read(id(self), self.reply, len(token_ids) - self._prompt_length)
-        if k <= 0 or not token_ids:
-            return Proposal([], None)
-        here = best_of(self.conversation.walks(self.reply, token_ids, k), k)
+            self.shared.read(id(self), self.reply, length - self._prompt_length)
+        if k <= 0 or not length:
+            return NO_DRAFT, NO_DRAFT
+        tail = whole[max(0, length - MAX_DEPTH):length]
+        here = best_of(self.conversation.walks_at(self.reply, tail, length, k), k)
         earlier = NO_DRAFT
         if self.use_history:
-            width, context = max(k, K_AUTO_MAX), token_ids[-MAX_DEPTH:]
-            walks = self.shared.walks(token_ids, width) if self.shared is not None else None
+            width = max(k, K_AUTO_MAX)
+            walks = self.shared.walks(tail, length, width) if self.shared is not None else None
             if walks is None:
-                walks = self.history.walks_from(None, context, width, memo=self.memo.setdefault(width, {}))
+                walks = self.history.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}))
             earlier = best_of(walks, k)
-        return suffix_proposal(here, earlier)
+        return here, earlier

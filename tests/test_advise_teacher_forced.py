@@ -1,0 +1,105 @@
+"""The draft model's teacher-forced pass (spectui.advise.draft_model): the replies of one
+conversation share their prompts' prefix, and all_predictions decodes it once, batch by batch
+with progress, giving every reply the predictions a pass from an empty cache gives."""
+
+from __future__ import annotations
+
+import numpy
+import pytest
+
+from spectui.advise.draft_model import all_predictions, greedy_predictions
+from spectui.advise.replay import ReplayInput
+
+VOCAB = 50
+
+
+class CacheDraft:
+    """A LlamaModel's decode/keep/clear over a list of cached ids: each row's argmax is a
+    function of the whole context it follows, so a row computed on a wrong cache shows."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.ids: list[int] = []
+        self.decoded: list[int] = []  # tokens per decode call
+
+    @property
+    def cached(self) -> int:
+        return len(self.ids)
+
+    def decode(self, tokens: list[int], rows: int) -> numpy.ndarray:
+        assert len(tokens) <= self.batch or rows == 0
+        out = numpy.zeros((rows, VOCAB), dtype=numpy.float32)
+        for index, token in enumerate(tokens):
+            self.ids.append(token)
+            row = index - (len(tokens) - rows)
+            if row >= 0:
+                out[row, hash(tuple(self.ids)) % VOCAB] = 1.0
+        self.decoded.append(len(tokens))
+        return out
+
+    def keep(self, positions: int) -> None:
+        del self.ids[positions:]
+
+    def clear(self) -> None:
+        self.ids.clear()
+
+
+def conversation() -> list[ReplayInput]:
+    """Three turns of one chat (each prompt the last prompt, its reply and a question), then another chat."""
+    prompt, replies = [1, 2, 3, 4, 5], []
+    for turn in range(3):
+        reply = tuple(10 + (turn * 7 + i) % 30 for i in range(9 + turn))
+        replies.append(ReplayInput(tuple(prompt), reply))
+        prompt = [*prompt, *reply, 40 + turn, 41]
+    replies.append(ReplayInput((1, 2, 9, 9), (12, 13, 14)))
+    return replies
+
+
+@pytest.mark.parametrize("batch", [1, 4, 512])
+def test_a_conversation_decoded_on_one_cache_predicts_what_each_reply_alone_predicts(batch):
+    replies = conversation()
+    fresh = [greedy_predictions(CacheDraft(batch), r.prompt_ids, r.reply_ids) for r in replies]
+    assert [len(p) for p in fresh] == [len(r.reply_ids) for r in replies]
+    draft, seen = CacheDraft(batch), []
+    shared = all_predictions(draft, replies, None, lambda done, total: seen.append((done, total)))
+    assert shared == fresh
+    # each later turn decoded only what followed the last one's prompt and reply, the other chat
+    # what followed their common start
+    ids = [[*r.prompt_ids, *r.reply_ids[:-1]] for r in replies]
+    expected = len(ids[0]) + sum(len(ids[i]) - (len(ids[i - 1]) if i < 3 else 2) for i in range(1, 4))
+    assert sum(draft.decoded) == expected
+    assert seen[-1] == (expected, expected)
+    assert len(seen) == len(draft.decoded) and all(b[0] > a[0] for a, b in zip(seen, seen[1:], strict=False))
+
+
+def test_a_cache_cleared_behind_the_pass_is_decoded_again_not_trusted():
+    replies = conversation()[:2]
+    draft, cached = CacheDraft(8), []
+    greedy_predictions(draft, replies[0].prompt_ids, replies[0].reply_ids, None, cached)
+    draft.clear()  # e.g. the draft's cost measured on the same model between two passes
+    second = greedy_predictions(draft, replies[1].prompt_ids, replies[1].reply_ids, None, cached)
+    assert second == greedy_predictions(CacheDraft(8), replies[1].prompt_ids, replies[1].reply_ids)
+
+
+@pytest.mark.real_weights
+def test_smollm2_teacher_forced_on_one_cache_equals_each_reply_from_an_empty_cache():
+    """The real kernels: rows after a kept prefix, in other batch boundaries, are the rows a
+    fresh decode computes (LlamaModel's batch_invariant), so the argmax is the same."""
+    pytest.importorskip("llama_cpp_py_sync")
+    from spectui.advise.measure import cached_gguf
+    from spectui.engines.ggml.lib import LlamaModel
+    from spectui.models.registry import resolve
+
+    rng = numpy.random.default_rng(5)
+    prompt, replies = [int(t) for t in rng.integers(100, 20_000, 40)], []
+    for _ in range(2):
+        reply = tuple(int(t) for t in rng.integers(100, 20_000, 30))
+        replies.append(ReplayInput(tuple(prompt), reply))
+        prompt = [*prompt, *reply, *(int(t) for t in rng.integers(100, 20_000, 5))]
+    model = LlamaModel(cached_gguf(resolve("smollm2-135m")).gguf, threads=1, batch=16)
+    try:
+        fresh = [greedy_predictions(model, r.prompt_ids, r.reply_ids) for r in replies]
+        shared = all_predictions(model, replies, None)
+    finally:
+        model.close()
+    assert shared == fresh
