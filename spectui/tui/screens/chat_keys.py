@@ -66,7 +66,7 @@ class ChatKeys(Screen):
     def on_key(self, event: events.Key) -> None:
         """A key from the conversation that nothing took goes back to the message box
         (spectui.tui.chat.keep_focus); runs before the bindings, which see the rest."""
-        if stray_key(self.focused, event, self.prompt, self.replies.current is not None, self.commands.finder):
+        if stray_key(self.focused, event, self.prompt, self.session.reply is not None, self.commands.finder):
             event.stop()
             event.prevent_default()
 
@@ -87,7 +87,7 @@ class ChatKeys(Screen):
     # the turns
 
     def action_cancel(self) -> None:
-        if self.replies.cancel():
+        if self.session.replies.cancel():
             self.refresh_bar()
         else:
             self.turns.stop_editing()
@@ -132,7 +132,7 @@ class ChatKeys(Screen):
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown
         self.replies.show_markdown(self.markdown)
-        if self.markdown and self.replies.current is not None:
+        if self.markdown and self.session.reply is not None:
             self.notify("The streaming reply stays as tokens until it ends.")
         self.refresh_bar()
 
@@ -161,7 +161,7 @@ class ChatKeys(Screen):
         dialogs.open_engine_info(self, self.session)
 
     def action_compare(self) -> None:
-        dialogs.compare_last_prompt(self, self.session, self.replies.current is not None, self.compared)
+        dialogs.compare_last_prompt(self, self.session, self.session.reply is not None, self.compared)
 
     # which keys the footer shows
 
