@@ -74,7 +74,7 @@ class ChatScreen(ChatKeys):
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
         self.welcome = Welcome(self.session, self.scroll, self.prompt, self.stats_panel, lambda: self.session.replies.next_id)
         self.prompt.empty_tab = self.welcome.tab
-        self.commands = ChatCommands(self.session, self.scroll, self.command_actions())  # the box's / commands
+        self.commands = ChatCommands(self.session, self.scroll)  # the box's / commands
         self.turns = Turns(self.session, TurnParts(self.scroll, self.prompt, self.replies, self.welcome, self.redraw,
                                                    lambda: self.show_ghosts), self.commands)
         self.hints = CommandHints()

@@ -55,11 +55,6 @@ class ChatKeys(Screen):
     redraw: Callable[[], None]
     compared: Callable[[float, str], None]
 
-    def command_actions(self) -> dict[str, Callable[[], None]]:
-        """The actions `/` commands share with keys (ChatCommands.KEY_COMMANDS; "auto_k": `/k auto`)."""
-        return {"clear": self.action_new_chat, "model": self.action_model, "system": self.action_system_prompt,
-                "continue": self.action_continue_reply, "edit": self.action_edit_reply, "auto_k": self.action_toggle_auto_k}
-
     async def on_action_wanted(self, message: ActionWanted) -> None:
         await self.run_action(message.action)
 
@@ -152,10 +147,10 @@ class ChatKeys(Screen):
     # the screens over the chat
 
     def action_system_prompt(self) -> None:
-        dialogs.open_system_prompt(self, self.session)
+        self.run_worker(dialogs.choose_system_prompt(self, self.session), group="dialogs")
 
     def action_model(self) -> None:
-        dialogs.open_model(self, self.session)
+        self.run_worker(dialogs.choose_model(self, self.session), group="dialogs")
 
     def action_engine_info(self) -> None:
         dialogs.open_engine_info(self, self.session)
