@@ -20,7 +20,7 @@ OPTIONAL_IMPORTS = "reportMissingImports"
 # What the baseline holds now: parameters without a type, and every other finding. The numbers
 # may only fall: fix some, run `basedpyright --writebaseline`, and lower them here (the test
 # below says to); a regenerated baseline that took in new findings fails.
-BASELINE_MAX = {MISSING: 1, "other": 11}
+BASELINE_MAX = {MISSING: 0, "other": 10}
 
 
 def basedpyright(root: Path) -> subprocess.CompletedProcess:
