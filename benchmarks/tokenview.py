@@ -75,8 +75,8 @@ def instrumented_app(rate: float, tokens: int, record: dict, started_marker: Pat
     def flush(self):
         start = time.perf_counter()
         original_flush(self)
-        if self.current is not None:
-            flushes.append((start, time.perf_counter() - start, self.current.tracker.clock.num_tokens))
+        if self.streams.current is not None:
+            flushes.append((start, time.perf_counter() - start, self.streams.current.tracker.clock.num_tokens))
 
     def action_k(self, delta):
         actions.append(time.perf_counter())

@@ -8,22 +8,28 @@ import subprocess
 import sys
 import threading
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from spectui.chat_session.meaning import Ask, KeepEdit, Refuse, RunCommand, Send, Wait
 from spectui.chat_session.reply import EndedReply
+from spectui.chat_session.reply_words import reply_summary
+from spectui.chat_session.streaming import StreamingReply
+from spectui.chat_session.comparing import SWEEP_KS, CompareSession
 from spectui.chat_session.changes import NO_SWITCH, context_used, drop_file, set_max, set_thinking
 from spectui.chat_session.session import EDITED, EDITING_MESSAGE, ChatSession
 from spectui.chat_session.stats import ReplyTracker
 from spectui.core.commands import Command
-from spectui.core.events import Done, LiveSettings, Source, Step
+from spectui.core.stats import ReplyStats
+from spectui.core.words import counted
+from spectui.core.events import K_MAX, TEMPERATURE_MAX, Done, GenerationParams, LiveSettings, Source, Step
 from spectui.host.host import EngineHost
 from spectui.host.plan import EnginePlan
 from spectui.settings.config import ChatConfig
 from spectui.store import RowId, Store
 
-from fake_engines import LIVE, PlanEngine, factory_for
+from fake_engines import LIVE, FixedKEngine, PlanEngine, factory_for
 
 
 class SizedEngine(PlanEngine):
@@ -296,7 +302,150 @@ def test_a_file_dropped_from_a_sent_turn_rewrites_that_turn(tmp_path):
     assert drop_file(session, "rows.py") == (None, "No file rows.py in this chat (/files lists them)")
 
 
+# the reply in progress
+
+
+def started(session: ChatSession, request=None) -> tuple[StreamingReply, threading.Event]:
+    """The session's next reply started (request: another than the next one); the event is set
+    once the host ran its thread, which does nothing: the test hands the steps in itself."""
+    ran = threading.Event()
+    reply = session.replies.start(request or session.next_reply(), lambda reply_id, engine, control: ran.set())
+    assert ran.wait(10), "the host did not run the reply's thread"
+    return reply, ran
+
+
+def step(text: str, k: int = 2, temperature: float = 0.0) -> Step:
+    """One plain step of one token, run at `k` and `temperature`."""
+    return Step((0,), (Source.TARGET,), text, k=k, temperature=temperature)
+
+
+def test_the_reply_in_progress_is_the_sessions_its_status_its_steps_and_how_it_ended():
+    session = session_on(ready_host())
+    content, files = session.files.compose("count")
+    session.add_user("count", content, files)
+    reply, _ = started(session)
+    assert session.reply is reply and (reply.status, reply.settings["k"]) == ("streaming", 2)
+    assert reply.prefill((1.0, 0), 40, 100, 3.0) and (reply.status, reply.detail) == ("prefill", "40/100 · 20 tok/s · 3 s left")
+    assert reply.add([(step(" one"), 4.0)]) and (reply.status, reply.ran) == ("streaming", None)  # the first step ran nothing
+    assert reply.add([(step(" two"), 5.0)]) and reply.ran == (2, 0.0)  # the bar says the k and T that ran
+    assert not reply.add([(step(" three"), 5.5)])  # as it already says
+    assert reply.add([(step(" four", k=3, temperature=0.5), 6.0)]) and reply.ran == (3, 0.5)
+    assert reply.text == " one two three four"
+    assert session.replies.cancel() and reply.control.cancelled and reply.status == "cancelling"
+    assert not reply.restarting("loading", 1, 2) and not reply.prefill((1.0, 0), 50, 100, 4.0)  # Esc said it ends
+    ending = session.replies.end(reply.reply_id + 1, Done("cancelled"), None, 7.0, "F9", "")
+    assert ending is None and session.reply is reply  # another reply's end is not this one's
+    ending = session.replies.end(reply.reply_id, Done("cancelled", seconds=3.0), None, 7.0, "F9", "")
+    assert ending is not None and session.reply is None
+    assert (ending.ended.content, ending.ended.finish_reason, ending.problem) == (" one two three four", "cancelled", "cancelled")
+    assert ending.summary.startswith("4 tokens in 4 steps") and " · k 2→3 · T 0.00→0.50" in ending.summary  # keys mid-reply
+    assert ending.ended.stats["num_tokens"] == 4 and ending.ended.settings == reply.settings
+    assert session.reply_ended(ending.ended) and session.transcript.entries[-1].content == " one two three four"
+    assert session.last_reply is reply.tracker
+
+
+def test_a_new_chat_leaves_the_reply_in_progress_to_finish_for_its_history_row_only():
+    session = session_on(ready_host())
+    content, files = session.files.compose("count")
+    session.add_user("count", content, files)
+    reply, _ = started(session)
+    reply.add([(step(" one"), 1.0)])
+    session.start_over()
+    assert session.reply is None and reply.control.cancelled and reply.reply_id in session.replies.detached
+    session.replies.left_behind(reply.reply_id, " two")  # a step that was still on its way
+    session.replies.left_behind(reply.reply_id + 7, " lost")  # no such reply: nothing kept
+    ended = session.replies.end_detached(reply.reply_id, Done("cancelled"), None)
+    assert (ended.content, ended.finish_reason, ended.tracker) == (" one two", "cancelled", None)
+    assert not session.reply_ended(ended) and session.transcript.entries == [] and not session.replies.detached
+
+
+def test_a_continued_reply_counts_on_from_its_row_and_says_when_it_goes_on_from_the_users_edit():
+    session = session_on(ready_host())
+    turn(session, "count", "one two", finish_reason="length")
+    reply, _ = started(session, session.continuation())
+    reply.add([(step(" three"), 1.0)])
+    ending = session.replies.end(reply.reply_id, Done("stop"), None, 2.0, "F9", "")
+    assert ending is not None and ending.ended.content == "one two three" and ending.ended.continued
+    assert ending.summary.startswith("continued: 1 token in 1 step") and ending.summary.endswith("the whole reply 4 tokens")
+    assert ending.ended.stats["reply_tokens"] == 4 and "edited" not in ending.ended.stats
+    session.reply_ended(ending.ended)
+    assert session.keep_reply_edit("my own")
+    for round in range(2):  # from the edit, and on again: the user's text is still in it
+        reply, _ = started(session, session.continuation())
+        reply.add([(step(" more"), 1.0)])
+        ending = session.replies.end(reply.reply_id, Done("length"), None, 2.0, "F9", "")
+        assert ending is not None and ending.summary.startswith("continued from your edit: 1 token in 1 step")
+        assert ending.ended.stats["edited"] and ending.ended.content == "my own" + " more" * (round + 1)
+        session.reply_ended(ending.ended)
+
+
+def test_a_count_of_one_is_said_in_the_singular():
+    assert [counted(n, "token") for n in (0, 1, 2)] == ["0 tokens", "1 token", "2 tokens"]
+    assert counted(1024, "step", thousands=True) == "1,024 steps"
+    assert counted(1, "oldest message", "oldest messages") == "1 oldest message"
+    assert reply_summary(ReplyStats(num_steps=1, num_tokens=1, seconds=0.0)) == "1 token in 1 step"
+    assert reply_summary(ReplyStats(num_steps=2, num_tokens=5, seconds=0.0)) == "5 tokens in 2 steps"
+    session = session_on(ready_host())
+    content, files = session.files.compose("hi")
+    session.add_user("hi", content, files)
+    reply, _ = started(session)
+    reply.add([(step(" a"), 1.0)])
+    ending = session.replies.end(reply.reply_id, Done("stop", dropped_messages=1), None, 2.0, "F9", "")
+    assert ending is not None and ending.summary == "1 token in 1 step · the 1 oldest message left out to fit the context"
+
+
+# the compare view's state
+
+
+def compare_on(host: EngineHost) -> CompareSession:
+    return CompareSession(host, [{"role": "user", "content": "go"}], GenerationParams(max_tokens=8))
+
+
+def test_the_compare_view_runs_the_chats_settings_and_a_changed_k_starts_a_new_comparison():
+    host = ready_host(k=0)
+    compare = compare_on(host)
+    assert (compare.k, compare.auto, compare.k_label, compare.method) == (1, False, "k = 1", "draft")  # k 0 drafts nothing
+    assert compare.step_k(-1) == f"k stays within 1..{K_MAX} here (the baseline is k = 0)" and compare.k == 1
+    generation = compare.start("running speculative then baseline")
+    assert compare.busy and compare.done_so_far() == {"speculative": 0, "baseline": 0}
+    assert compare.run_ended(generation, SimpleNamespace(path="speculative"))
+    assert compare.done_so_far() == {"speculative": 1, "baseline": 0}
+    assert compare.step_k(+2) is None and compare.k_label == "k = 3"
+    assert compare.settings_changed() and compare.rerun_when_idle  # in flight: cancel it, run again once it stopped
+    assert compare.comparison.runs == [] and compare.generation == generation + 1
+    assert not compare.run_ended(generation, SimpleNamespace(path="baseline"))  # the old settings' run is dropped
+    assert compare.work_ended(generation, "boom") == (None, True)  # the old comparison's failure is not this one's
+    assert not compare.busy and not compare.rerun_when_idle
+    assert not compare.settings_changed()  # nothing in flight: the view runs at once
+    compare.start("again")
+    assert compare.work_ended(compare.generation, "boom") == ("boom", False)
+
+
+def test_the_compare_views_temperature_and_method_keys_say_why_not_where_they_cannot_act():
+    compare = compare_on(ready_host())
+    assert not compare.step_temperature(-1) and compare.temperature == 0.0  # T stays within 0..max
+    assert compare.step_temperature(+1) and compare.temperature > 0.0
+    compare.temperature = TEMPERATURE_MAX
+    assert not compare.step_temperature(+1)
+    assert compare.cannot_swap_method() == "The fake engine cannot change its method here."
+    fixed = compare_on(ready_host(FixedKEngine([None], 4)))
+    assert fixed.fixed_k and (fixed.k, fixed.k_label) == (4, "k = 4")
+    assert fixed.step_k(+1) == "k = 4 is fixed while the vllm engine runs: change it in the chat (it restarts the engine)."
+
+
+def test_the_compare_views_sweep_keeps_only_its_own_points():
+    compare = compare_on(ready_host())
+    generation = compare.start("sweeping k")
+    compare.sweep_started()
+    assert compare.sweep_point(generation, SimpleNamespace(k=0)) and compare.sweep_left == len(SWEEP_KS) - 1
+    compare.settings_changed()
+    assert not compare.sweep_point(generation, SimpleNamespace(k=1)) and len(compare.sweep_points) == 1
+    compare.sweep_started()
+    assert compare.sweep_points == [] and compare.sweep_left == len(SWEEP_KS)
+
+
 def test_the_session_loads_without_textual():
-    code = ("import sys, spectui.chat_session.session, spectui.chat_session.meaning; "
+    code = ("import sys, spectui.chat_session.session, spectui.chat_session.meaning, spectui.chat_session.streaming, "
+            "spectui.chat_session.comparing; "
             "sys.exit(any(name == 'textual' or name.startswith('textual.') for name in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

@@ -20,7 +20,7 @@ OPTIONAL_IMPORTS = "reportMissingImports"
 # What the baseline holds now: parameters without a type, and every other finding. The numbers
 # may only fall: fix some, run `basedpyright --writebaseline`, and lower them here (the test
 # below says to); a regenerated baseline that took in new findings fails.
-BASELINE_MAX = {MISSING: 0, "other": 3}
+BASELINE_MAX = {MISSING: 0, "other": 2}
 
 
 def basedpyright(root: Path) -> subprocess.CompletedProcess:

@@ -5,6 +5,8 @@ its budget says. No textual here.
 
 from __future__ import annotations
 
+from spectui.core.words import counted
+
 # An engine that does not say its context (a server) gets this much when the user set no cap:
 # the server still stops a reply at its own context.
 UNKNOWN_CONTEXT_BUDGET = 2048
@@ -55,7 +57,7 @@ def parse_max(text: str) -> int | None:
 def context_line(used: int | None, context_length: int | None, cap: int | None, approximate: bool = False) -> str:
     """`/ctx`: the context used and left (≈ where counted from the text, not the model's
     tokens), and the reply's cap."""
-    budget = f"replies capped at {cap:,} tokens" if cap is not None else "a reply may fill what is left (/max N caps it)"
+    budget = f"replies capped at {counted(cap, 'token', thousands=True)}" if cap is not None else "a reply may fill what is left (/max N caps it)"
     if context_length is None:
         return f"This engine does not say its context; {budget}."
     if used is None:

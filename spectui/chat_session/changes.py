@@ -11,6 +11,7 @@ from spectui.chat_session.attached import Sent
 from spectui.chat_session.budget import context_line, parse_max
 from spectui.chat_session.session import ChatSession
 from spectui.core.attachments import Attachment, estimate_tokens
+from spectui.core.words import counted
 
 if TYPE_CHECKING:
     from spectui.host.host import EngineHost
@@ -53,7 +54,7 @@ def set_max(session: ChatSession, text: str) -> str:
     """`/max N|off`: the replies' cap from now on. ValueError says why not."""
     cap = parse_max(text)
     session.config = replace(session.config, max_tokens=cap)
-    return f"Replies stop at {cap:,} tokens from now on." if cap is not None \
+    return f"Replies stop at {counted(cap, 'token', thousands=True)} from now on." if cap is not None \
         else "Replies may fill what the model's context leaves from now on."
 
 

@@ -13,7 +13,8 @@ from spectui.store import RowId
 class ReplyRequest:
     """What a reply is started with: the prompt, its parameters, its history row, what it is
     made with (settings: its row's, and regenerate's), the budget that binds (cap), and for a
-    continued reply the (tokens, steps) it had before."""
+    continued reply the (tokens, steps) it had before, its text so far, and whether that text
+    holds the user's edit."""
 
     messages: list[Message]
     params: GenerationParams
@@ -22,6 +23,8 @@ class ReplyRequest:
     settings: dict
     cap: int | None
     earlier: tuple[int, int] | None = None
+    before: str = ""
+    from_edit: bool = False
 
 
 @dataclass(frozen=True)
@@ -33,5 +36,5 @@ class EndedReply:
     stats: dict  # what its history row records
     tracker: ReplyTracker | None = None  # None: a detached reply, of which only the row is kept
     done: Done | None = None
-    settings: dict = field(default_factory=dict)  # what it was made with (ActiveReply.settings)
+    settings: dict = field(default_factory=dict)  # what it was made with (ReplyRequest.settings)
     continued: bool = False  # the last reply went on: its entry is replaced, not added

@@ -22,6 +22,7 @@ from spectui.chat_session.meaning import Ask, KeepEdit, Meaning, Refuse, RunComm
 from spectui.chat_session.reply import EndedReply, ReplyRequest
 from spectui.chat_session.reply_settings import describe_values, engine_k, made_with, message_text, reply_settings
 from spectui.chat_session.stats import ReplyTracker, SessionTracker
+from spectui.chat_session.streaming import ReplyStreams, StreamingReply
 from spectui.chat_session.transcript import Entry, Transcript, settings_record
 from spectui.core.attachments import Attachment, at_paths
 from spectui.core.commands import Literal, Unknown, parse
@@ -51,13 +52,15 @@ class ChatSession:
     switch or /max replaces it); store: the chat's history writes; warn: a failed write's line.
 
     editing: "message" while the last message is back in the box (sending replaces its turn),
-    "reply" while the last reply's text is (Enter keeps the edit), else None."""
+    "reply" while the last reply's text is (Enter keeps the edit), else None. replies: the
+    reply in progress (`reply`) and those a new chat left behind."""
 
     def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None, warn: Callable[[str], None]) -> None:
         self.host, self.config = host, config
         self.transcript = Transcript(store, config.system, warn)
         self.files = AttachedFiles()
         self.stats = SessionTracker()  # the finished replies' totals
+        self.replies = ReplyStreams(host)  # the reply in progress, and those a new chat left behind
         self.last_reply: ReplyTracker | None = None
         self.thinking = True  # the template's switch, where it has one
         self.cwd: str | None = None  # where relative paths start (None: the process's folder)
@@ -66,6 +69,11 @@ class ChatSession:
         self.verify_slope: float | None = None  # v(k)'s slope the engine timed (EngineReady)
         self.switching_to: ChatConfig | None = None  # the model screen's choice, while its engine loads
         self.compare_after_reply: list[Message] | None = None  # the compare view waits for this reply
+
+    @property
+    def reply(self) -> StreamingReply | None:
+        """The reply in progress, if one streams."""
+        return self.replies.current
 
     # what a line means
 
@@ -188,7 +196,8 @@ class ChatSession:
         context = engine.context_length
         params = self._params(entry.settings.get("seed", self.config.seed), context)
         return ReplyRequest(messages, params, entry.row, self.host.live.values, entry.settings,
-                            binding_cap(self.config.max_tokens, context), earlier=reply_so_far(entry))
+                            binding_cap(self.config.max_tokens, context), earlier=reply_so_far(entry),
+                            before=entry.content, from_edit=bool(entry.stats.get("edited")))
 
     def keep_reply_edit(self, text: str) -> bool:
         """Enter while the reply is edited: the edit takes its place. False when it is gone."""
@@ -212,7 +221,8 @@ class ChatSession:
         return {"message": EDITING_MESSAGE, "reply": EDITING_REPLY}.get(self.editing or "", "")
 
     def start_over(self) -> None:
-        """A new chat."""
+        """A new chat: a reply in progress goes on in its thread, for its history row only."""
+        self.replies.detach()
         self.editing = None
         self.compare_after_reply = None  # the compare view's prompt belonged to the chat left behind
         self.transcript.start_over()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from spectui.core.engine import AUTO
 from spectui.core.errors import UsageError
+from spectui.core.words import counted
 
 if TYPE_CHECKING:
     from spectui.advise.advice import Advice
@@ -53,7 +54,7 @@ def run_advice(model: str | None, history: Path, data_dir: Path, conversation_id
 
     costs, _ = this_machine_profile(target, data_dir, median_context_ids(selection.replies), progress=measuring)
     tokens = sum(len(reply.reply_ids) for reply in selection.replies)
-    what = f"replaying {len(selection.replies)} replies ({tokens:,} tokens) for every drafter and k"
+    what = f"replaying {counted(len(selection.replies), 'reply', 'replies')} ({counted(tokens, 'token', thousands=True)}) for every drafter and k"
     return advise(selection, costs, progress=lambda done, total: progress(what, done, total))
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from spectui.core.attachments import split_blocks
-from spectui.core.events import Done, Step
-from spectui.core.reasoning import acceptance_apart_text
-from spectui.core.stats import ReplyStats
+from spectui.core.events import Done
 from spectui.store import APPROXIMATE_NOTE, Conversation, StoredMessage
+from spectui.chat_session.reply_words import problem_text, reply_summary
 from spectui.chat_session.stats import ReplyTracker
 from spectui.core.pieces import display_chunks
 from spectui.tui.widgets.attachment import AttachmentView
@@ -38,27 +37,6 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
         summary += f" · {APPROXIMATE_NOTE}"
     view.finish(reason, summary, problem_text(reason, stored.error))
     return view, tracker
-
-
-def reply_summary(stats: ReplyStats, steps: Sequence[Step] = ()) -> str:
-    parts = [f"{stats.num_tokens} tokens in {stats.num_steps} steps"]
-    if stats.gamma is not None:
-        parts.append(f"γ {stats.gamma:.2f}")
-    if stats.tau is not None:
-        parts.append(f"τ {stats.tau:.2f}")
-    if stats.tokens_per_s:
-        parts.append(f"{stats.tokens_per_s:.1f} tok/s")
-    return " · ".join(parts) + acceptance_apart_text(steps)
-
-
-def problem_text(finish_reason: str, error: str | None) -> str | None:
-    if finish_reason in ("stop", "length", "edited"):
-        return None
-    if finish_reason == "cancelled":
-        return "cancelled"
-    if finish_reason == "interrupted":
-        return "interrupted (the app stopped mid-reply)"
-    return f"error: {error or 'unknown'}"
 
 
 def stored_conversation(conversation: Conversation, new_id: Callable[[], int], show_ghosts: bool) -> tuple[list, list[ReplyTracker]]:

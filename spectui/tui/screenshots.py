@@ -60,7 +60,7 @@ async def _reply(pilot: Pilot, app: SpectuiApp, prompt: str) -> None:
     chat = _chat_of(app)
     chat.prompt.value = prompt
     await pilot.press("enter")
-    await _wait_for(pilot, lambda: chat.replies.current is None and chat.session.last_reply is not None, 600)
+    await _wait_for(pilot, lambda: chat.session.reply is None and chat.session.last_reply is not None, 600)
 
 
 def _chat_of(app: SpectuiApp):  # the app's chat screen: only the app imports its class
@@ -116,9 +116,9 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
         if "compare" in screens:
             await pilot.press(app.first_key("compare"))
             compare = _compare_of(app)
-            await _wait_for(pilot, lambda: not compare.busy, 600)
+            await _wait_for(pilot, lambda: not compare.state.busy, 600)
             await pilot.press(app.first_key("sweep"))
-            await _wait_for(pilot, lambda: not compare.busy and len(compare.sweep_points) == 9, 600)
+            await _wait_for(pilot, lambda: not compare.state.busy and len(compare.state.sweep_points) == 9, 600)
             await pilot.pause(0.2)
             save("compare")
             await pilot.press("escape")

@@ -401,7 +401,7 @@ async def test_info_compare_screenshot_and_new_chat(make_app, tmp_path):
         assert "fake-target" in rows and "next step (live)" in rows
         await pilot.press("escape", "f4")
         assert type(app.screen).__name__ == "CompareScreen"
-        await wait_for(pilot, lambda: not app.screen.busy)
+        await wait_for(pilot, lambda: not app.screen.state.busy)
         await pilot.press("escape", "ctrl+s")
         await pilot.pause()
         assert list((tmp_path / "shots").glob("*.svg"))
@@ -475,7 +475,7 @@ async def test_new_chat_while_streaming_still_finishes_the_history_row(make_app,
         await wait_for(pilot, lambda: len(engine.steps) == 1 and not app.chat_screen.replies.pending)
         await pilot.press("ctrl+n")
         engine.release(3)
-        await wait_for(pilot, lambda: not app.chat_screen.replies.detached)
+        await wait_for(pilot, lambda: not app.chat_screen.session.replies.detached)
         assert not app.chat_screen.query(ReplyView)
         store = app.store
         reply = store.load_conversation(store.latest_conversation_id()).messages[-1]

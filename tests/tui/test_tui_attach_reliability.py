@@ -34,7 +34,7 @@ async def test_an_at_path_of_a_refused_message_is_not_attached_and_each_is_read_
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "first question")
-        await wait_for(pilot, lambda: chat.replies.current is not None)
+        await wait_for(pilot, lambda: chat.session.reply is not None)
         await send(pilot, "what is in @secret.txt")
         assert "A reply is streaming; Esc cancels it." in notices(app)
         assert chat.session.files.pending == [] and not any("secret" in note for note in notes(app))

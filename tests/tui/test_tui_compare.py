@@ -28,7 +28,7 @@ async def open_compare(pilot, prompt: str = "compare me") -> CompareScreen:
     await pilot.press("f4")
     screen = pilot.app.screen
     assert isinstance(screen, CompareScreen)
-    await wait_for(pilot, lambda: not screen.busy)
+    await wait_for(pilot, lambda: not screen.state.busy)
     await pilot.pause()
     return screen
 
@@ -43,7 +43,7 @@ async def test_compare_runs_both_paths_and_reports_from_the_runs_shown(make_app)
     app = make_app(factory_for(engine))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
-        comparison = screen.comparison
+        comparison = screen.state.comparison
         assert [run.path for run in comparison.runs] == ["speculative", "baseline"]
         assert [run.k for run in comparison.runs] == [4, 0]
         assert comparison.identical is True and not comparison.overlapping()
@@ -61,14 +61,14 @@ async def test_compare_runs_both_paths_and_reports_from_the_runs_shown(make_app)
         assert "γ" not in plain(screen.panes["baseline"].stats)
 
         await pilot.press("r")
-        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 4)
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.comparison.runs) == 4)
         await pilot.pause()
-        runs = screen.comparison.runs
+        runs = screen.state.comparison.runs
         # Rounds alternate which path goes first, and no two runs overlap in time.
         assert [run.path for run in runs] == ["speculative", "baseline", "baseline", "speculative"]
         assert all(a.ended <= b.started for a, b in zip(runs, runs[1:]))
         assert "(decode speed, median of 2 rounds)" in plain(screen.result)
-        assert f"×{screen.comparison.speedup:.2f}" in plain(screen.result)
+        assert f"×{screen.state.comparison.speedup:.2f}" in plain(screen.result)
 
 
 async def test_sweep_marks_the_measured_best_k(make_app):
@@ -78,9 +78,9 @@ async def test_sweep_marks_the_measured_best_k(make_app):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
         await pilot.press("s")
-        await wait_for(pilot, lambda: not screen.busy and len(screen.sweep_points) == 9)
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.sweep_points) == 9)
         await pilot.pause()
-        points = screen.sweep_points
+        points = screen.state.sweep_points
         assert [p.k for p in points] == list(range(9))
         assert points[0].gamma is None and all(p.gamma is not None for p in points[1:])
         lines = plain(screen.sweep).splitlines()
@@ -96,13 +96,13 @@ async def test_k_change_starts_a_new_comparison_with_the_new_k(make_app):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
         await pilot.press("f6")
-        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.comparison.runs) == 2)
         await pilot.pause()
-        assert [run.k for run in screen.comparison.runs] == [5, 0]
+        assert [run.k for run in screen.state.comparison.runs] == [5, 0]
         assert "k = 5" in plain(screen.panes["speculative"].title)
         await pilot.press("m")  # the scripted engine has one method: says so, keeps going
         await pilot.pause()
-        assert screen.method == "draft"
+        assert screen.state.method == "draft"
         await pilot.press("escape")
         assert not isinstance(app.screen, CompareScreen)
 
@@ -114,7 +114,7 @@ async def test_a_difference_at_temperature_zero_is_shown_as_an_error(make_app):
     app = make_app(factory_for(engine))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
-        assert screen.comparison.identical is False
+        assert screen.state.comparison.identical is False
         assert "DIFFERENT at token 0" in plain(screen.result)
         assert screen.result.has_class("-problem")
 
@@ -141,9 +141,9 @@ async def test_compare_prompt_opens_the_view_as_soon_as_the_engine_is_ready(make
         await ready(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
-        await wait_for(pilot, lambda: not screen.busy)
-        assert screen.messages[-1] == {"role": "user", "content": "straight to compare"}
-        assert len(screen.comparison.finished_of("speculative")) == 1
+        await wait_for(pilot, lambda: not screen.state.busy)
+        assert screen.state.messages[-1] == {"role": "user", "content": "straight to compare"}
+        assert len(screen.state.comparison.finished_of("speculative")) == 1
 
 
 async def test_f4_during_a_reply_opens_the_compare_view_once_the_reply_ends(make_app):
@@ -164,9 +164,9 @@ async def test_f4_during_a_reply_opens_the_compare_view_once_the_reply_ends(make
         await reply_done(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
-        await wait_for(pilot, lambda: not screen.busy)
-        assert screen.messages == [{"role": "user", "content": "compare me after"}]
-        assert len(screen.comparison.finished_of("speculative")) == 1
+        await wait_for(pilot, lambda: not screen.state.busy)
+        assert screen.state.messages == [{"role": "user", "content": "compare me after"}]
+        assert len(screen.state.comparison.finished_of("speculative")) == 1
         # Its footer names what F4 does here: it said "f4 compare".
         footer = screen_lines(app)[-1]
         assert "f4 close" in footer and "compare" not in footer, footer
@@ -188,7 +188,7 @@ async def test_quit_during_a_run_stops_it_before_the_engine_closes(make_app):
     app = make_app(factory_for(engine), compare_prompt="a long comparison")
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.busy)
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.state.busy)
         panes = app.screen.panes.values()
         await wait_for(pilot, lambda: any(pane.token_view is not None and pane.token_view.text for pane in panes))
         await pilot.press("ctrl+q")  # a run is streaming
@@ -204,17 +204,17 @@ async def test_fixed_k_engine_compares_against_a_second_engine_without_speculati
         screen = await open_compare(pilot)
         assert factory.built_k == [4, 0]  # the chat's engine, then the baseline, once
         chat_engine, baseline = factory.engines
-        runs = screen.comparison.runs
+        runs = screen.state.comparison.runs
         assert [(run.path, run.k) for run in runs] == [("speculative", 4), ("baseline", 0)]
         assert all(s.sources == (s.sources[0],) * len(s.sources) for s in runs[1].reply.steps)
         assert {src.value for s in runs[1].reply.steps for src in s.sources} == {"target"}
         assert "baseline: vllm engine without speculation" in plain(screen.head)
         await pilot.press("f6")  # k is the engine's: the view says so and keeps it
-        assert screen.k == 4 and factory.built_k == [4, 0]
+        assert screen.state.k == 4 and factory.built_k == [4, 0]
         await pilot.press("r")
-        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 4)
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.comparison.runs) == 4)
         assert factory.built_k == [4, 0]  # the baseline engine is reused
-        assert not screen.comparison.overlapping()
+        assert not screen.state.comparison.overlapping()
         await pilot.press("escape")
         await wait_for(pilot, lambda: baseline.closed)
         assert not chat_engine.closed  # the chat keeps its engine
@@ -226,5 +226,5 @@ async def test_fixed_k_engine_without_a_baseline_says_what_is_missing(make_app):
     app = make_app(factory.for_k(4))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_compare(pilot)
-        assert screen.comparison.runs == []
+        assert screen.state.comparison.runs == []
         assert any("no baseline engine is configured" in n for n in notices(app))

@@ -79,9 +79,9 @@ async def test_compare_runs_adaptive_k_when_the_bar_says_k_auto(make_app):
         app.chat_screen.action_compare()
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
-        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.comparison.runs) == 2)
         await pilot.pause()
-        speculative = screen.comparison.of("speculative")[0]
+        speculative = screen.state.comparison.of("speculative")[0]
         assert any(step.auto is not None for step in speculative.reply.steps)
         assert "k auto (from 4)" in str(screen.head.render())
         assert "k auto (from 4)" in str(screen.panes["speculative"].title.render())
@@ -102,8 +102,8 @@ async def test_the_compare_views_speedup_stands_beside_the_theory_prediction(mak
         chat.action_compare()
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
-        await wait_for(pilot, lambda: not screen.busy and len(screen.comparison.runs) == 2)
-        speedup = screen.comparison.speedup
+        await wait_for(pilot, lambda: not screen.state.busy and len(screen.state.comparison.runs) == 2)
+        speedup = screen.state.comparison.speedup
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is chat)
         await pilot.pause()

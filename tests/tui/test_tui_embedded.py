@@ -69,7 +69,7 @@ async def test_real_weights_chat_streams_colours_and_takes_a_k_change(make_app):
         await pilot.press("f6")  # k 3 -> 4 while the reply streams
         pressed_after = len(engine.steps)
         chat = app.chat_screen
-        await wait_for(pilot, lambda: chat.replies.current is None and not chat.replies.pending, timeout=600)
+        await wait_for(pilot, lambda: chat.session.reply is None and not chat.replies.pending, timeout=600)
         await pilot.pause()
         steps = engine.steps
         # The step in flight at the key press keeps its k; the next one has the new k

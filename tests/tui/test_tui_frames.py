@@ -136,7 +136,7 @@ async def test_steps_that_come_while_another_screen_is_up_are_drawn(make_app):
         assert type(app.screen).__name__ == "HelpScreen"
         engine.release(2)
         # drawn by frames while the help screen is on top, before the reply's end flushes
-        await wait_for(pilot, lambda: len(chat.replies.current.tracker.steps) == 3 and not chat.replies.pending)
+        await wait_for(pilot, lambda: len(chat.session.reply.tracker.steps) == 3 and not chat.replies.pending)
         await pilot.press("escape")
         engine.release()
         await reply_done(pilot)

@@ -44,7 +44,7 @@ async def test_a_locked_history_never_freezes_the_chat_and_loses_no_turn(tmp_pat
             await ready(pilot)
             chat = app.chat_screen
             await send(pilot, "sent while locked")
-            await wait_for(pilot, lambda: chat.replies.current is None and chat.session.transcript.last("assistant"))
+            await wait_for(pilot, lambda: chat.session.reply is None and chat.session.transcript.last("assistant"))
             await wait_for(pilot, lambda: any(LOCKED_NOTICE in notice for notice in notices(app)))
             await pilot.press("m", "o", "r", "e")
             assert chat.prompt.value == "more"  # the keys echo while the lock is held

@@ -47,7 +47,7 @@ async def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_
         await ready(pilot)
         await send(pilot, "def add(a, b):")
         chat = app.chat_screen
-        await wait_for(pilot, lambda: chat.replies.current is not None and len(chat.replies.current.tracker.steps) >= 3)
+        await wait_for(pilot, lambda: chat.session.reply is not None and len(chat.session.reply.tracker.steps) >= 3)
         first_pid = app.host.engine.pid
         os.kill(first_pid, signal.SIGKILL)
         await reply_done(pilot)
@@ -65,8 +65,8 @@ async def test_killing_the_engine_process_mid_reply_keeps_the_chat_and_the_next_
         # While the new process loads, the bar says so rather than "streaming".
         await wait_for(pilot, lambda: "● restarting" in chat.param_bar.plain, timeout=60)
         assert "the engine process had ended" in chat.param_bar.plain
-        await wait_for(pilot, lambda: len(chat.query(ReplyView)) == 2 and chat.replies.current is not None
-                       and len(chat.replies.current.tracker.steps) >= 2, timeout=120)
+        await wait_for(pilot, lambda: len(chat.query(ReplyView)) == 2 and chat.session.reply is not None
+                       and len(chat.session.reply.tracker.steps) >= 2, timeout=120)
         await wait_for(pilot, lambda: "● streaming" in chat.param_bar.plain)
         assert app.host.engine.pid != first_pid
         chat.action_cancel()

@@ -106,7 +106,7 @@ async def test_a_restart_waits_for_the_compare_view_to_close(make_app):
         await reply_done(pilot)
         await pilot.press("f6", "f4")  # the compare view holds the engine
         assert type(app.screen).__name__ == "CompareScreen"
-        await wait_for(pilot, lambda: not app.screen.busy)
+        await wait_for(pilot, lambda: not app.screen.state.busy)
         assert timers.fire() == 1
         await pilot.pause()
         assert factory.built_k == [2]

@@ -49,8 +49,8 @@ async def ready(pilot) -> None:
 
 
 async def reply_done(pilot) -> None:
-    replies, history = pilot.app.chat_screen.replies, pilot.app.history
-    await wait_for(pilot, lambda: replies.current is None and not replies.pending)
+    chat, history = pilot.app.chat_screen, pilot.app.history
+    await wait_for(pilot, lambda: chat.session.reply is None and not chat.replies.pending)
     # its rows are written by the history's own thread: read back once they are
     await wait_for(pilot, lambda: history is None or history.idle)
     await pilot.pause()

@@ -13,10 +13,14 @@ if TYPE_CHECKING:
 
 
 class ReplyState(Protocol):
-    """The streaming reply as the bar reads it (replies.ActiveReply)."""
+    """The streaming reply as the bar reads it (spectui.chat_session.streaming.StreamingReply):
+    its status, and the k and T its last step ran with (None before its second step)."""
 
     status: str
     detail: str
+
+    @property
+    def ran(self) -> tuple[int, float] | None: ...
 
 
 def engine_status(host: EngineHost) -> tuple[str, str]:
@@ -57,25 +61,6 @@ def bar_status(host: EngineHost, reply: ReplyState | None, waiting: bool, note: 
     return status, detail or restart
 
 
-def prefill_detail(first: tuple[float, int], done: int, total: int, now: float) -> str:
-    """A long prompt's prefill: tokens done of all, and once two reports apart say it, the
-    rate and the time left. first: (when, done) of the first report."""
-    text = f"{done}/{total}"
-    seconds, tokens = now - first[0], done - first[1]
-    if seconds <= 0 or tokens <= 0:
-        return text
-    rate = tokens / seconds
-    return f"{text} · {rate:.0f} tok/s · {(total - done) / rate:.0f} s left"
-
-
-def step_ran(reply: object) -> tuple[int, float] | None:
-    """The k and T the streaming reply's last step ran with; None before its second step (the
-    first, the prompt's token, drafts nothing whatever k is)."""
-    tracker = getattr(reply, "tracker", None)
-    steps = tracker.steps if tracker is not None else []
-    return (steps[-1].k, steps[-1].temperature) if len(steps) >= 2 else None
-
-
 def engine_k_text(host: EngineHost) -> str | None:
     """What the bar says of k where the engine runs its own (a server): its word, or "?"."""
     if not host.k_from_engine:
@@ -87,7 +72,7 @@ def bar_state(host: EngineHost, config: ChatConfig, reply: ReplyState | None, wa
               note: str = "") -> BarState:
     info, live = host.info, host.live
     status, detail = bar_status(host, reply, waiting, note)
-    ran = step_ran(reply)
+    ran = reply.ran if reply is not None else None
     return BarState(
         target=info.target if info else (config.model or "default model"),
         draft=info.draft if info else config.draft,

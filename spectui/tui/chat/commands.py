@@ -1,13 +1,13 @@
 """What the message box's `/` commands do in the chat (the table and the parsing are
 spectui.core.commands; what a line means, ChatSession.meaning). A command never reaches the
-model. One that a key also does runs that key's action, from the chat screen's table
-(ChatKeys.command_actions), so a command and a key never differ; `/advise` and `/export` ask
-the app (ActionWanted, ExportWanted); the rest change the session.
+model. One that a key also does asks the chat screen to run that key's action (ActionWanted,
+KEY_COMMANDS names it), so a command and a key never differ; `/advise` and `/export` ask the
+app (ActionWanted, ExportWanted); the rest change the session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.widget import Widget
@@ -24,9 +24,10 @@ from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.messages import ActionWanted, ExportWanted
 from spectui.tui.widgets.attachment import AttachmentView
 
-# The commands that do what a key does (the chat screen's key_actions hold them, and "auto_k"
-# for `/k auto`).
-KEY_COMMANDS = ("clear", "model", "system", "continue", "edit")
+# The commands that do what a key does, and the chat screen's action each runs (ChatKeys).
+KEY_COMMANDS = {"clear": "new_chat", "model": "model", "system": "system_prompt", "continue": "continue_reply",
+                "edit": "edit_reply"}
+AUTO_K = "toggle_auto_k"  # `/k auto`: what the adaptive-k key does
 
 
 def show_file_views(scroll: ConversationScroll, files: list[Attachment], before: Widget | None = None) -> None:
@@ -46,11 +47,11 @@ def remove_file_views(scroll: ConversationScroll, files: list[Attachment]) -> No
 
 
 class ChatCommands:
-    """session: the chat; scroll: the conversation, where commands answer; key_actions: the
-    chat screen's key actions by name (KEY_COMMANDS, "auto_k"); finder: `/find`'s matches."""
+    """session: the chat; scroll: the conversation, where commands answer and whence they ask
+    the screen (or the app) for what a key does; finder: `/find`'s matches."""
 
-    def __init__(self, session: ChatSession, scroll: ConversationScroll, key_actions: Mapping[str, Callable[[], None]]) -> None:
-        self.session, self.scroll, self.key_actions = session, scroll, key_actions
+    def __init__(self, session: ChatSession, scroll: ConversationScroll) -> None:
+        self.session, self.scroll = session, scroll
         self.finder = Finder(scroll)
         self.handlers: dict[str, Callable[[Command], None]] = {
             "file": self.do_file, "files": self.do_files, "drop": self.do_drop, "save": self.do_save,
@@ -60,7 +61,7 @@ class ChatCommands:
 
     def run(self, command: Command) -> None:
         if command.name in KEY_COMMANDS:
-            self.key_actions[command.name]()
+            self.scroll.post_message(ActionWanted(KEY_COMMANDS[command.name]))  # the screen runs its key's action
         else:
             self.handlers[command.name](command)
 
@@ -128,7 +129,7 @@ class ChatCommands:
             if host.live.auto:
                 self.scroll.notify("Adaptive k is already on")
             else:
-                self.key_actions["auto_k"]()
+                self.scroll.post_message(ActionWanted(AUTO_K))
         elif k == host.live.k and host.live.auto:
             host.live.update(auto=False)
         else:

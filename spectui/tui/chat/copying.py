@@ -13,6 +13,7 @@ from collections.abc import Callable
 from textual.screen import Screen
 
 from spectui.core.reasoning import split_reasoning
+from spectui.core.words import counted
 from spectui.tui.clipboard import Copied
 from spectui.tui.fences import code_blocks
 from spectui.tui.widgets.conversation import ReplyView
@@ -44,7 +45,7 @@ class ReplyCopier:
         copied = self.copy(text)
         streaming = " so far (it is still streaming)" if not view.finished else ""
         apart = " · its reasoning left out" if reasoning else ""
-        self.screen.notify(f"{copied.verb} reply {number}{streaming} · {len(text)} chars{apart}{copied.note}",
+        self.screen.notify(f"{copied.verb} reply {number}{streaming} · {counted(len(text), 'char')}{apart}{copied.note}",
                            severity="information" if copied.sure else "warning")
 
     def copy_code(self) -> None:

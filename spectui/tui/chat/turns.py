@@ -49,7 +49,7 @@ class Turns:
 
     @property
     def replying(self) -> bool:
-        return self.parts.replies.current is not None
+        return self.session.reply is not None
 
     @property
     def waiting(self) -> bool:
@@ -199,9 +199,9 @@ class Turns:
         parts.welcome.give_back_k()  # a starter's k was for its reply, not for the next chat
         self.edited = None
         self.reply_edit.view = None
-        self.session.start_over()
+        self.session.start_over()  # a reply in progress is left to finish for its row
         parts.prompt.recall.reset()
-        parts.replies.detach()
+        parts.replies.left_behind()
         parts.scroll.remove_children()
         self.commands.finder.clear()
 
@@ -209,6 +209,6 @@ class Turns:
         """Show a stored conversation (its superseded turns left out); new messages continue it."""
         parts = self.parts
         self.start_over()
-        widgets, trackers = stored_conversation(conversation, parts.replies.new_id, parts.ghosts())
+        widgets, trackers = stored_conversation(conversation, self.session.replies.new_id, parts.ghosts())
         parts.prompt.recall.reset(self.session.resume(conversation, trackers))
         parts.scroll.mount_all(widgets)

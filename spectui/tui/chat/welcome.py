@@ -32,7 +32,7 @@ class StarterK:
 
 class Welcome:
     """The card in `scroll`; a pick fills `prompt`; the cost of its k from `panel`'s figures;
-    next_reply_id: the id the next reply gets (Replies.next_id)."""
+    next_reply_id: the id the next reply gets (ReplyStreams.next_id)."""
 
     def __init__(self, session: ChatSession, scroll: ConversationScroll, prompt: ChatPrompt, panel: StatsPanel,
                  next_reply_id: Callable[[], int]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spectui.core.engine import EngineInfo
+from spectui.core.words import counted
 from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, best_k, divergence_text
 from spectui.tui.charts import bar
 
@@ -29,7 +30,7 @@ def pane_summary(path: str, run: TimedRun | None, comparison: Comparison) -> str
     parts = [
         f"{fmt(run.tokens_per_s, '.1f')} tok/s (median {fmt(comparison.median_tokens_per_s(path), '.1f')})",
         f"TTFT {fmt(ttft, '.2f', ' s')}",
-        f"{stats.num_tokens} tokens in {stats.num_steps} steps",
+        f"{counted(stats.num_tokens, 'token')} in {counted(stats.num_steps, 'step')}",
     ]
     if path == "speculative":
         parts.append(f"γ {fmt(stats.gamma, '.2f')}")

@@ -70,11 +70,11 @@ class ChatScreen(ChatKeys):
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
         self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.scroll)
-        self.replies = Replies(self, self.scroll, host, store, self.refresh_bar, self.refresh_panels, config.keys)
+        self.replies = Replies(self, self.scroll, self.session, store, self.refresh_bar, self.refresh_panels, config.keys)
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
-        self.welcome = Welcome(self.session, self.scroll, self.prompt, self.stats_panel, lambda: self.replies.next_id)
+        self.welcome = Welcome(self.session, self.scroll, self.prompt, self.stats_panel, lambda: self.session.replies.next_id)
         self.prompt.empty_tab = self.welcome.tab
-        self.commands = ChatCommands(self.session, self.scroll, self.command_actions())  # the box's / commands
+        self.commands = ChatCommands(self.session, self.scroll)  # the box's / commands
         self.turns = Turns(self.session, TurnParts(self.scroll, self.prompt, self.replies, self.welcome, self.redraw,
                                                    lambda: self.show_ghosts), self.commands)
         self.hints = CommandHints()
@@ -107,11 +107,11 @@ class ChatScreen(ChatKeys):
     # what the bar and the panels show
 
     def refresh_bar(self) -> None:
-        self.param_bar.show(bar_state(self.host, self.session.config, self.replies.current, self.turns.waiting,
+        self.param_bar.show(bar_state(self.host, self.session.config, self.session.reply, self.turns.waiting,
                                       self.show_ghosts, self.markdown, self.session.note))
 
     def refresh_panels(self) -> None:
-        current, live, session = self.replies.current, self.host.live, self.session
+        current, live, session = self.session.reply, self.host.live, self.session
         reply = current.tracker if current is not None else session.last_reply
         memory = self.host.read_memory(session.stats.engine_stats)
         status = current.status if current is not None else "idle"

@@ -1,6 +1,7 @@
 """The screens the chat opens over itself (system prompt, model, engine info, the compare
 view) and what it does with what they hand back. `screen` opens them (and says what
-happened); `session` is the chat they read and change."""
+happened); `session` is the chat they read and change. A dialog that hands something back
+is awaited (push_screen_wait) in a worker of the screen's (ChatKeys runs them)."""
 
 from __future__ import annotations
 
@@ -20,33 +21,29 @@ if TYPE_CHECKING:
 Compared = Callable[[float, str], None]  # the compare view's measured speedup, and what it ran
 
 
-def open_system_prompt(screen: Screen, session: ChatSession) -> None:
+async def choose_system_prompt(screen: Screen, session: ChatSession) -> None:
     from spectui.tui.screens.system_prompt import SystemPromptScreen
 
-    def chosen(text: str | None) -> None:
-        if text is not None:
-            session.transcript.set_system(text)
-            screen.notify("System prompt set for this chat: the next reply follows it." if text else
-                          "This chat has no system prompt now.")
-
-    screen.app.push_screen(SystemPromptScreen(session.transcript.system), chosen)
+    text = await screen.app.push_screen_wait(SystemPromptScreen(session.transcript.system))
+    if text is not None:
+        session.transcript.set_system(text)
+        screen.notify("System prompt set for this chat: the next reply follows it." if text else
+                      "This chat has no system prompt now.")
 
 
-def open_model(screen: Screen, session: ChatSession) -> None:
+async def choose_model(screen: Screen, session: ChatSession) -> None:
     """Another target, draft, method, heads or engine: the host swaps the engine (once nothing
     holds it), the conversation stays, and the next reply goes to the new engine."""
     from spectui.host.plan import plan_for
     from spectui.tui.screens.model import ModelScreen, describe
 
-    def chosen(choice: tuple[ChatConfig, ModelPair | None] | None) -> None:
-        if choice is None:
-            return
-        config, models = choice  # the config and the models it names, resolved by the screen
-        if config != session.config:
-            session.switching_to = config  # the chat's config once that engine is ready
-            session.host.swap(plan_for(config, models), describe(config))
-
-    screen.app.push_screen(ModelScreen(session.config), chosen)
+    choice: tuple[ChatConfig, ModelPair | None] | None = await screen.app.push_screen_wait(ModelScreen(session.config))
+    if choice is None:
+        return
+    config, models = choice  # the config and the models it names, resolved by the screen
+    if config != session.config:
+        session.switching_to = config  # the chat's config once that engine is ready
+        session.host.swap(plan_for(config, models), describe(config))
 
 
 def open_engine_info(screen: Screen, session: ChatSession) -> None:

@@ -55,18 +55,13 @@ class ChatKeys(Screen):
     redraw: Callable[[], None]
     compared: Callable[[float, str], None]
 
-    def command_actions(self) -> dict[str, Callable[[], None]]:
-        """The actions `/` commands share with keys (ChatCommands.KEY_COMMANDS; "auto_k": `/k auto`)."""
-        return {"clear": self.action_new_chat, "model": self.action_model, "system": self.action_system_prompt,
-                "continue": self.action_continue_reply, "edit": self.action_edit_reply, "auto_k": self.action_toggle_auto_k}
-
     async def on_action_wanted(self, message: ActionWanted) -> None:
         await self.run_action(message.action)
 
     def on_key(self, event: events.Key) -> None:
         """A key from the conversation that nothing took goes back to the message box
         (spectui.tui.chat.keep_focus); runs before the bindings, which see the rest."""
-        if stray_key(self.focused, event, self.prompt, self.replies.current is not None, self.commands.finder):
+        if stray_key(self.focused, event, self.prompt, self.session.reply is not None, self.commands.finder):
             event.stop()
             event.prevent_default()
 
@@ -87,7 +82,7 @@ class ChatKeys(Screen):
     # the turns
 
     def action_cancel(self) -> None:
-        if self.replies.cancel():
+        if self.session.replies.cancel():
             self.refresh_bar()
         else:
             self.turns.stop_editing()
@@ -132,7 +127,7 @@ class ChatKeys(Screen):
     def action_toggle_markdown(self) -> None:
         self.markdown = not self.markdown
         self.replies.show_markdown(self.markdown)
-        if self.markdown and self.replies.current is not None:
+        if self.markdown and self.session.reply is not None:
             self.notify("The streaming reply stays as tokens until it ends.")
         self.refresh_bar()
 
@@ -152,16 +147,16 @@ class ChatKeys(Screen):
     # the screens over the chat
 
     def action_system_prompt(self) -> None:
-        dialogs.open_system_prompt(self, self.session)
+        self.run_worker(dialogs.choose_system_prompt(self, self.session), group="dialogs")
 
     def action_model(self) -> None:
-        dialogs.open_model(self, self.session)
+        self.run_worker(dialogs.choose_model(self, self.session), group="dialogs")
 
     def action_engine_info(self) -> None:
         dialogs.open_engine_info(self, self.session)
 
     def action_compare(self) -> None:
-        dialogs.compare_last_prompt(self, self.session, self.replies.current is not None, self.compared)
+        dialogs.compare_last_prompt(self, self.session, self.session.reply is not None, self.compared)
 
     # which keys the footer shows
 

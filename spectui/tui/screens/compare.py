@@ -10,6 +10,8 @@ settings and would skew the medians.
 An engine that fixes k when it starts (vLLM, a server) cannot run its own baseline: the
 engine host then starts a second engine without speculation, once, and closes it with the
 view. The view holds the chat's engine while it is open (a k restart waits for it).
+What it runs and what came of it is its CompareSession (spectui.chat_session.comparing, no
+Textual); this screen runs the work and shows it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from textual.content import Content
 from textual.message import Message as TextualMessage
 from textual.widgets import Static
 
-from spectui.core.engine import AUTO, K
+from spectui.chat_session.comparing import SWEEP_KS, CompareSession
 from spectui.core.events import Control, GenerationParams, Message
-from spectui.measure.compare import PATHS, Comparison, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
+from spectui.measure.compare import PATHS, SweepPoint, TimedRun, alternating_order, run_pair, sweep_k, warm_up
 from spectui.tui.compare.baseline import BaselineSide
 from spectui.tui.compare.pane import ComparePane
 from spectui.tui.compare.stream import CompareStream
@@ -36,9 +38,6 @@ from spectui.tui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:
     from spectui.host.host import EngineHost
-
-SWEEP_KS = range(0, 9)
-
 
 class RunEnded(TextualMessage):
     def __init__(self, generation: int, run: TimedRun) -> None:
@@ -74,26 +73,8 @@ class CompareScreen(CompareKeys):
         super().__init__()
         self.host = host
         self.on_speedup = on_speedup  # told the measured speedup as the view closes
-        engine = host.engine
-        assert engine is not None, "the chat opens the compare view on a ready engine (chat_dialogs.open_compare)"
-        self.base_engine = self.engine = engine  # engine: the one running, base_engine's or another method's
-        self.method = engine.info.method
-        self.messages = messages
-        self.params = params
-        self.fixed_k = not engine.capabilities.live(K)
-        # the speculative side drafts, or there is nothing to compare; a fixed k is the engine's
-        self.k = (engine.fixed_k or host.live.k) if self.fixed_k else max(1, host.live.k)
-        # compare runs what the chat runs: adaptive k, where the bar says "k auto", from k
-        self.auto = host.live.auto and engine.capabilities.live(AUTO)
-        self.baseline = BaselineSide(host, self.fixed_k)  # the second engine, for a fixed k
-        self.temperature = host.live.temperature
-        self.promised = engine.capabilities.greedy_identical
-        self.comparison = Comparison([], self.temperature, self.auto, self.promised)
-        self.sweep_points: list[SweepPoint] = []
-        self.generation = 0  # bumped whenever settings change: stale results are dropped
-        self.busy = False
-        self.busy_with = ""
-        self.rerun_when_idle = False
+        self.state = CompareSession(host, messages, params)
+        self.baseline = BaselineSide(host, self.state.fixed_k)  # the second engine, for a fixed k
         self.work = CompareWork(host, self.post_message)
         self.head = Static("", id="compare-head")
         self.panes = {path: ComparePane(path) for path in PATHS}
@@ -119,26 +100,20 @@ class CompareScreen(CompareKeys):
     # what is shown
 
     def refresh_head(self) -> None:
-        status = f" · {self.busy_with}" if self.busy else ""
-        self.head.update(Content(head_text(self.engine.info, self.messages, self.k_label, self.temperature,
-                                           self.params.seed, status + self.baseline.note(self.base_engine))))
-
-    @property
-    def k_label(self) -> str:
-        if self.host.k_from_engine and self.engine.fixed_k is None:
-            return "k not reported by the server"  # it runs its own k and does not say which
-        return f"k auto (from {self.k})" if self.auto else f"k = {self.k}"
+        state = self.state
+        status = f" · {state.busy_with}" if state.busy else ""
+        self.head.update(Content(head_text(state.engine.info, state.messages, state.k_label, state.temperature,
+                                           state.params.seed, status + self.baseline.note(state.base_engine))))
 
     def refresh_result(self) -> None:
-        text, problem = result_text(self.comparison)
+        text, problem = result_text(self.state.comparison)
         self.result.update(Content(text))
         self.result.set_class(problem, "-problem")
 
     # work in a thread
 
     def _start(self, what: str, body: Callable[[int], None]) -> None:
-        self.busy, self.busy_with = True, what
-        self.work.start(self.generation, body)
+        self.work.start(self.state.start(what), body)
         self.refresh_head()
 
     def _control_factory(self, start_index: dict[str, int]):
@@ -147,22 +122,23 @@ class CompareScreen(CompareKeys):
         def make(path: str, k: int, temperature: float) -> Control:
             control = self._cancellable(path, k, temperature)
             numbers[path] = numbers.get(path, 0) + 1
-            self.stream.run_started(path, self.k_label if path == "speculative" else "k = 0", numbers[path])
+            self.stream.run_started(path, self.state.k_label if path == "speculative" else "k = 0", numbers[path])
             return control
 
         return make
 
     def _cancellable(self, path: str, k: int, temperature: float) -> Control:
-        return self.work.cancellable(k, temperature, self.auto and path == "speculative")
+        return self.work.cancellable(k, temperature, self.state.auto and path == "speculative")
 
     def action_rerun(self) -> None:
-        if self.busy:
+        state = self.state
+        if state.busy:
             self.notify("A run is in progress; Esc cancels it.")
             return
         self.sweep.remove_class("-shown")
-        start_index = {path: len(self.comparison.of(path)) for path in PATHS}
+        start_index = state.done_so_far()
         order = alternating_order(min(start_index.values()))
-        engine, messages, params, k, temperature = self.engine, self.messages, self.params, self.k, self.temperature
+        engine, messages, params, k, temperature = state.engine, state.messages, state.params, state.k, state.temperature
         post = self.post_message
 
         def body(generation: int) -> None:
@@ -184,28 +160,29 @@ class CompareScreen(CompareKeys):
         self._start(f"running {' then '.join(order)}", body)
 
     def _set_busy_with(self, what: str) -> None:
-        self.busy_with = what
+        self.state.busy_with = what
         self.refresh_head()
 
     def on_unmount(self) -> None:
-        speedup = self.comparison.speedup
+        speedup = self.state.comparison.speedup
         if self.on_speedup is not None and speedup is not None:
-            self.on_speedup(speedup, self.k_label)
+            self.on_speedup(speedup, self.state.k_label)
         self.stop_work()
         self.baseline.close()
         self.hold.release()
 
     def action_sweep(self) -> None:
-        if self.fixed_k:
+        state = self.state
+        if state.fixed_k:
             self.notify("A k sweep needs an engine that changes k between steps (embedded); this one restarts for each k.")
             return
-        if self.busy:
+        if state.busy:
             self.notify("A run is in progress; Esc cancels it.")
             return
-        self.sweep_points = []
+        state.sweep_started()
         self.sweep.add_class("-shown")
         self.sweep.update(Content("sweeping k = 0..8, one run each…"))
-        engine, messages, params, temperature = self.engine, self.messages, self.params, self.temperature
+        engine, messages, params, temperature = state.engine, state.messages, state.params, state.temperature
         post = self.post_message
 
         def body(generation: int) -> None:
@@ -220,28 +197,27 @@ class CompareScreen(CompareKeys):
         self._start("sweeping k", body)
 
     def on_run_ended(self, message: RunEnded) -> None:
-        if message.generation != self.generation:
+        if message.generation != self.state.generation:
             return
         self.flush()
         run = message.run
-        self.comparison.runs.append(run)
-        self.panes[run.path].end_run(pane_summary(run.path, run, self.comparison))
+        self.state.run_ended(message.generation, run)
+        self.panes[run.path].end_run(pane_summary(run.path, run, self.state.comparison))
         self.refresh_result()
 
     def on_sweep_point_arrived(self, message: SweepPointArrived) -> None:
-        if message.generation != self.generation:
+        state = self.state
+        if not state.sweep_point(message.generation, message.point):
             return
-        self.sweep_points.append(message.point)
-        remaining = len(SWEEP_KS) - len(self.sweep_points)
-        footer = [f"… {remaining} more k to run"] if remaining else []
-        self.sweep.update(Content("\n".join(["tokens/s by k (one run each)", *sweep_lines(self.sweep_points), *footer])))
+        footer = [f"… {state.sweep_left} more k to run"] if state.sweep_left else []
+        self.sweep.update(Content("\n".join(["tokens/s by k (one run each)", *sweep_lines(state.sweep_points), *footer])))
 
     def on_work_ended(self, message: WorkEnded) -> None:
         self.flush()
-        self.busy, self.busy_with, self.work.control = False, "", None
-        if message.error and message.generation == self.generation:
-            self.notify(f"The engine failed: {message.error}", severity="error", timeout=8)
+        self.work.control = None
+        failed, rerun = self.state.work_ended(message.generation, message.error)
+        if failed:
+            self.notify(f"The engine failed: {failed}", severity="error", timeout=8)
         self.refresh_head()
-        if self.rerun_when_idle:
-            self.rerun_when_idle = False
+        if rerun:
             self.action_rerun()

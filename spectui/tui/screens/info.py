@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from spectui.core.engine import K, EngineInfo
+from spectui.core.words import counted
 from spectui.host.state import Phase
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def stat_text(key: str, value: object) -> str | None:
     if value is None:
         return NOT_REPORTED
     if key == "per_step_accepted" and isinstance(value, list):
-        return f"{len(value)} steps recorded"
+        return f"{counted(len(value), 'step')} recorded"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):

@@ -1,7 +1,7 @@
 """The token view: a reply drawn token by token, each in its source's theme style.
 
-A Line API widget over an incremental wrapper: appending redraws only the lines that
-changed, so thousands of tokens a second cost little. Its height is its line count; the
+A Line API widget over an incremental wrapper (spectui.tui.wrappings, the text laid out at
+the widths asked for): appending redraws only the lines that changed, so thousands of tokens a second cost little. Its height is its line count; the
 conversation around it scrolls. A Markdown code fence is drawn as a code block while it
 streams: the opening fence becomes the block's label (its language), the closing one its
 last line, and each token inside keeps its source's style on the block's background.
@@ -20,10 +20,10 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from spectui.core.safe_text import safe_text
 from spectui.tui.fences import CLOSE, CODE, OPEN, PROSE, THINK, THINK_CLOSE, THINK_OPEN
 from spectui.tui.find_marks import LineMarks, Span, marked_runs
 from spectui.tui.wrap import CODE_PAD, StyledWrapper, WrappedLine
+from spectui.tui.wrappings import Wrappings
 
 KINDS = ("draft", "recovered", "bonus", "target", "ghost", "edited")  # edited: the user's text in a reply
 BLOCK_CLASSES = ("code", "code-label", "code-edge", "reasoning")
@@ -63,12 +63,7 @@ class TokenView(Widget):
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self.chunks: list[tuple[str, str]] = list(chunks)  # as the model wrote them
-        self._show_ghosts = show_ghosts
-        self._streaming = False
-        # Wrapped lines per width: layout may ask for a width other than the one drawn
-        # (a scrollbar coming and going); rebuilding for each would cost O(reply) a frame.
-        self._wrappers: dict[int, StyledWrapper] = {}
+        self._wrappings = Wrappings(chunks, show_ghosts)  # the text, laid out at the widths asked for
         # Drawn lines, reused until their text, the width or the styles change.
         self._strips: dict[int, Strip] = {}
         self._strips_width = -1
@@ -83,15 +78,9 @@ class TokenView(Widget):
         chunks = list(chunks)
         if not chunks:
             return
-        self.chunks.extend(chunks)
-        shown = self._wrappers.get(self.size.width)
+        shown = self._wrappings.get(self.size.width)
         before = (len(shown.lines) - 1, shown.num_lines) if shown is not None else None
-        visible = shown_chunks(chunks)
-        for wrapper in self._wrappers.values():
-            wrapper.rewrapped_from = None
-            wrapper.extend(visible)
-            if not self._streaming:  # no more text comes to finish a tag begun at the end
-                wrapper.flush()
+        self._wrappings.extend(chunks)
         if shown is None or before is None or self._reasoning_folded:
             if self._reasoning_folded:  # the drawn lines are not the wrapper's: draw them anew
                 self._forget_lines()
@@ -111,20 +100,25 @@ class TokenView(Widget):
         self.refresh(Region(0, first_changed, self.size.width, shown.num_lines - first_changed + 1))
 
     def clear(self) -> None:
-        self.chunks = []
-        self._wrappers.clear()
+        self._wrappings.clear()
         self._forget_lines()
         self.refresh(layout=True)
 
     @property
+    def chunks(self) -> list[tuple[str, str]]:
+        """(text, kind) as the model wrote them."""
+        return self._wrappings.chunks
+
+    @property
     def streaming(self) -> bool:
-        return self._streaming
+        return self._wrappings.streaming
 
     @streaming.setter
     def streaming(self, value: bool) -> None:
-        if value != self._streaming:
-            self._streaming = value
-            if not value and any([wrapper.flush() for wrapper in self._wrappers.values()]):
+        if value != self._wrappings.streaming:
+            if value:
+                self._wrappings.streaming = True
+            elif self._wrappings.end_stream():
                 self._forget_lines()  # the reply ended on what looked like the start of a tag
             self.refresh(layout=True)  # a tag held back at the end may have become text
 
@@ -138,13 +132,13 @@ class TokenView(Widget):
 
     @property
     def show_ghosts(self) -> bool:
-        return self._show_ghosts
+        return self._wrappings.show_ghosts
 
     @show_ghosts.setter
     def show_ghosts(self, value: bool) -> None:
-        if value != self._show_ghosts:
-            self._show_ghosts = value
-            self._wrappers.clear()
+        if value != self._wrappings.show_ghosts:
+            self._wrappings.show_ghosts = value
+            self._wrappings.forget()
             self._forget_lines()
             self.refresh(layout=True)
 
@@ -156,17 +150,7 @@ class TokenView(Widget):
     # layout and drawing
 
     def _wrapped(self, width: int) -> StyledWrapper:
-        wrapper = self._wrappers.get(width)
-        if wrapper is None:
-            hidden = () if self._show_ghosts else ("ghost",)
-            wrapper = StyledWrapper(width, hidden)
-            wrapper.extend(shown_chunks(self.chunks))
-            if not self._streaming:
-                wrapper.flush()
-            if len(self._wrappers) >= 2:  # keep the newest two widths
-                self._wrappers.pop(next(iter(self._wrappers)))
-            self._wrappers[width] = wrapper
-        return wrapper
+        return self._wrappings.at(width)
 
     @property
     def reasoning_folded(self) -> bool:
@@ -310,9 +294,3 @@ def line_runs(line: WrappedLine) -> list[tuple[str, str]]:
 def text_segment(text: str, style: Style | None) -> Segment:
     """Every piece of text the view draws goes through here."""
     return Segment(text, style)
-
-
-def shown_chunks(chunks: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The model's text with its control characters made visible: the terminal draws them,
-    never obeys them (the chat and its history keep the text as it came)."""
-    return [(safe_text(text), kind) for text, kind in chunks]
