@@ -252,9 +252,7 @@ def panel_data(
     speculation_reported: bool = True,
     draft_vocab: str = "",
 ) -> PanelData:
-    note = session.engine_stats.get("speculation")  # the last reply's word on it, if any
-    if not isinstance(note, str):
-        note = None if speculation_reported else SPECULATION_NOT_REPORTED
+    note = speculation_note(session, speculation_reported)
     if reply is None:
         return PanelData(
             k, temperature, gamma_session=session.gamma(), memory=memory, status=status, speculation_note=note,
@@ -265,13 +263,9 @@ def panel_data(
     if reply.steps:  # the reply's k and T as its last step ran them (a key may have changed them since)
         k, temperature = reply.steps[-1].k, reply.steps[-1].temperature
     alpha = reply.alpha()
-    costs = session.costs.merged(reply.costs) if streaming else session.costs
-    cost = costs.estimate(session.engine_stats)
     adaptive = adaptive_fields(reply.steps)
     # Under adaptive k the theory line is about the k it chose last, not the k the keys set.
     theory_k = adaptive["auto"].k if adaptive else k
-    k0_steps = session.k0_steps + (reply.k0_steps if streaming else 0)
-    plain_from = "k=0 steps" if k0_steps else "undrafted steps"
     return PanelData(
         k=k,
         temperature=temperature,
@@ -287,8 +281,7 @@ def panel_data(
         rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds(), plain_from),
-                             session.compared),
+        theory=reply_theory(reply, session, alpha, theory_k, streaming),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
@@ -297,6 +290,24 @@ def panel_data(
         draft_vocab=draft_vocab,
         **adaptive,
     )
+
+
+def speculation_note(session: SessionTracker, speculation_reported: bool) -> str | None:
+    """The last reply's word on speculation, if any; else whether the engine reports it at all."""
+    note = session.engine_stats.get("speculation")
+    if isinstance(note, str):
+        return note
+    return None if speculation_reported else SPECULATION_NOT_REPORTED
+
+
+def reply_theory(reply: ReplyTracker, session: SessionTracker, alpha: float | None, theory_k: int,
+                 streaming: bool) -> Theory | None:
+    """The theory line for this reply at theory_k, its costs merged in while it streams."""
+    costs = session.costs.merged(reply.costs) if streaming else session.costs
+    cost = costs.estimate(session.engine_stats)
+    k0_steps = session.k0_steps + (reply.k0_steps if streaming else 0)
+    plain_from = "k=0 steps" if k0_steps else "undrafted steps"
+    return with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds(), plain_from), session.compared)
 
 
 def adaptive_fields(steps: Sequence[Step]) -> dict:

@@ -114,12 +114,7 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
             save("help")
             await pilot.press("escape")
         if "compare" in screens:
-            await pilot.press(app.first_key("compare"))
-            compare = _compare_of(app)
-            await _wait_for(pilot, lambda: not compare.state.busy, 600)
-            await pilot.press(app.first_key("sweep"))
-            await _wait_for(pilot, lambda: not compare.state.busy and len(compare.state.sweep_points) == 9, 600)
-            await pilot.pause(0.2)
+            await _compare_and_sweep(pilot, app)
             save("compare")
             await pilot.press("escape")
         if "history" in screens:
@@ -133,6 +128,16 @@ async def _shoot(app: SpectuiApp, theme: str, out: Path, screens: list[str], pro
             await pilot.pause(0.5)  # the conversation scrolls to the reply's end after its last frame
             save("adaptive")
     return written
+
+
+async def _compare_and_sweep(pilot: Pilot, app: SpectuiApp) -> None:
+    """The compare view with its k sweep drawn (all nine points)."""
+    await pilot.press(app.first_key("compare"))
+    compare = _compare_of(app)
+    await _wait_for(pilot, lambda: not compare.state.busy, 600)
+    await pilot.press(app.first_key("sweep"))
+    await _wait_for(pilot, lambda: not compare.state.busy and len(compare.state.sweep_points) == 9, 600)
+    await pilot.pause(0.2)
 
 
 def take_screenshots(
