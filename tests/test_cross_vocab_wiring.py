@@ -1,10 +1,12 @@
 """Where a draft with another tokenizer used to be refused: the torch build reads the draft's
-tokenizer for TLI, vLLM gets use_heterogeneous_vocab where the installed vLLM has it (one line
-where not), and `spectui models list --for` shows which drafts a target can use and how."""
+tokenizer for TLI, vLLM (in process and `spectui serve`'s `vllm serve` line) gets
+use_heterogeneous_vocab where the installed vLLM has it (one line where not), and
+`spectui models list --for` shows which drafts a target can use and how."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,49 @@ def test_models_list_for_a_target_shows_each_cached_drafts_way_of_drafting(tmp_p
     missing = CliRunner().invoke(app, ["models", "list", "--for", "llama-3.2-1b"])
     assert missing.exit_code == 2 and "spectui models fetch llama-3.2-1b" in missing.output
     assert "Traceback" not in missing.output
+
+
+def serve(*args: str):
+    from spectui.cli.app import app
+
+    return CliRunner().invoke(app, ["serve", *args])
+
+
+def test_serve_passes_a_cross_vocabulary_draft_to_vllm_by_tli(tmp_path, monkeypatch, tiny_tokenizer):
+    """`spectui serve` gave vLLM a draft with another tokenizer without use_heterogeneous_vocab
+    (vLLM then failed on the vocabularies); --print's line has it, with a note on stderr."""
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
+    target = str(tiny_folder(tmp_path / "target", tiny_tokenizer))
+    draft = str(other_tokenizer(tmp_path / "draft"))
+    result = serve("--model", target, "--draft", draft, "-k", "3", "--print")
+    assert result.exit_code == 0, result.output
+    config = json.loads(shlex.split(result.stdout.strip())[-1])
+    assert config == {"method": "draft_model", "num_speculative_tokens": 3, "model": draft, "use_heterogeneous_vocab": True}
+    assert "another tokenizer" in result.stderr and "TLI" in result.stderr
+    same = serve("--model", target, "--draft", target, "-k", "3", "--print")
+    assert same.exit_code == 0 and "use_heterogeneous_vocab" not in same.stdout and "another tokenizer" not in same.stderr
+    slem = serve("--model", target, "--draft", draft, "-k", "3", "--vocab", "slem", "--print")
+    assert slem.exit_code == 2 and slem.stdout == ""
+    assert slem.stderr.strip().splitlines() == ["spectui: error: --vocab slem runs on the embedded engine: vLLM drafts "
+                                                "across tokenizers by TLI (--vocab tli), or chat with --engine embedded"]
+
+
+@pytest.mark.parametrize("has_tli", [True, False])
+def test_serve_asks_the_installed_vllm_for_tli_and_refuses_in_one_line_where_it_lacks_it(tmp_path, monkeypatch, tiny_tokenizer, has_tli):
+    from spectui.engines.vllm import build, serve_plan
+    from spectui.engines.vllm.server_process import Launcher
+
+    monkeypatch.setenv("SPECTUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(serve_plan, "find_launcher", lambda: Launcher("cli"))
+    monkeypatch.setattr(serve_plan, "check_port_free", lambda host, port: None)
+    monkeypatch.setattr(build, "vllm_has_heterogeneous_vocab", lambda: has_tli)
+    models = ModelPair(resolve(str(tiny_folder(tmp_path / "target", tiny_tokenizer))), resolve(str(other_tokenizer(tmp_path / "draft"))))
+    notes = []
+    options = EngineOptions(engine="vllm", method="draft", k=2)
+    if not has_tli:
+        with pytest.raises(UsageError, match=r"the installed vLLM \(.*\) has no use_heterogeneous_vocab; chat with --engine embedded"):
+            serve_plan.plan_serve(options, models, "127.0.0.1", 8000, print_only=False, note=notes.append)
+        return
+    plan, launch = serve_plan.plan_serve(options, models, "127.0.0.1", 8000, print_only=False, note=notes.append)
+    assert launch is not None and json.loads(plan.argv[plan.argv.index("--speculative-config") + 1])["use_heterogeneous_vocab"] is True
+    assert len(notes) == 1 and "vLLM drafts by TLI" in notes[0]

