@@ -126,8 +126,8 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
     step, as a short prompt does whole."""
     # A target may choose per prompt (ggml: a long prompt into an empty cache goes in llama.cpp's
     # own batches, ggml.fast_prefill); otherwise its one chunk.
-    choose = getattr(target, "prefill_chunk_for", None)
-    chunk = choose(prompt_ids) if callable(choose) else target.prefill_chunk
+    choose: Any = getattr(target, "prefill_chunk_for", None)
+    chunk: int | None = choose(prompt_ids) if choose is not None else target.prefill_chunk
     cached = common_prefix_len(target.seen, prompt_ids)
     total = len(prompt_ids) - cached
     if not chunk or total <= chunk:
