@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=None, help="prefill call size (default: the target's prefill_chunk)")
+    parser.add_argument("--chunk", type=int, default=None, help="prefill call size (default: what the target chooses for this prompt)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args()
@@ -110,7 +110,7 @@ def main() -> None:
     clock = Clock()
     model.lib = TimedLibrary(model.lib, clock, lambda: model.context)
     defaults = LlamaModel(gguf_for(resolve(args.model)), threads=model.threads, batch_invariant=False)
-    chunk = args.chunk or target.prefill_chunk
+    chunk = args.chunk or target.prefill_chunk_for(prompt)  # as the loop asks it
     rounds: list[dict[str, list[float]]] = []
     tokens: set[int] = set()
     load = []
