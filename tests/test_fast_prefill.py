@@ -205,3 +205,77 @@ def test_after_a_fast_prefill_every_k_writes_the_plain_reply(smollm2_ggml):
         assert any(landed) and target.fast_prefill  # this reply's prompt went through the second context
         replies.append([t for event in events if isinstance(event, Step) for t in event.token_ids])
     assert replies[1] == replies[0] and replies[2] == replies[0]
+
+
+# ---------------------------------------------------------------- what a fast prefill costs (issue 59)
+
+
+def test_the_loop_prefills_a_fresh_long_prompt_in_llamacpps_batches_and_a_follow_up_in_chunks(tiny_model):
+    """64-token calls cost the second context twice the CPU of llama.cpp's 512-token batches
+    beside busy neighbours (benchmarks/prefill_parts.py): a prompt it takes goes in those."""
+    from spectui.engines.ggml.cached import LlamaCached
+    from spectui.engines.speculative.loop import prefill_in_chunks
+
+    cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
+    cached.reset()
+    assert cached.prefill_chunk_for(PROMPT) == tiny_model.batch == 512 and cached.prefill_chunk == 64
+    cached.fast_chunk = 128  # at 512 this tiny prompt would go whole
+    assert [event.done for event in prefill_in_chunks(cached, PROMPT, Control(0, 0.0))] == [0, 128, 256]
+    assert cached.pending is not None and cached.seen == PROMPT[:256]
+    cached.logits(PROMPT, 1)
+    follow_up = PROMPT + [token + 1 for token in PROMPT[:200]]  # a conversation going on: the exact path
+    assert cached.prefill_chunk_for(follow_up) == 64
+    assert [event.done for event in prefill_in_chunks(cached, follow_up, Control(0, 0.0))] == [0, 64, 128, 192]
+    assert cached.pending is None and tiny_model.cached == len(follow_up) - 8
+
+
+def test_the_second_context_is_sized_to_the_prompt_and_grows_to_the_same_cache(tiny_model, monkeypatch):
+    from spectui.engines.ggml import fast_prefill
+    from spectui.engines.ggml.cached import LlamaCached
+
+    cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
+    cached.reset()
+    whole = chunked_rows(cached, PROMPT)  # 1,024 cells from the start: the model's whole context
+    monkeypatch.setattr(fast_prefill, "CELLS_STEP", 256)
+    grown: list[int] = []
+    original = fast_prefill.FastPrefill.grown
+    monkeypatch.setattr(fast_prefill.FastPrefill, "grown",
+                        lambda self, model, cells: (grown.append(cells), original(self, model, cells))[1])
+    cached.reset()
+    assert cached.prefill(PROMPT[:64], stop=lambda: False)
+    assert cached.pending is not None and cached.pending.cells == 256
+    row = chunked_rows(cached, PROMPT)
+    assert grown == [299] and tiny_model.cached == len(PROMPT)  # 299 tokens into 256 cells: moved into 512
+    assert numpy.array_equal(row, whole)
+
+
+def test_the_second_context_asks_for_no_logits_row_while_it_prefills(tiny_model, monkeypatch):
+    """Each row read the whole output matrix (~190 MB on the 1.5B), once per call, for nothing."""
+    from spectui.engines.ggml import fast_prefill
+    from spectui.engines.ggml.cached import LlamaCached
+
+    rows: list[int] = []
+    original = fast_prefill.decode_batches
+
+    def counted(lib: Any, context: Any, tokens: list[int], start: int, batch: int, first_row: int) -> None:
+        rows.append(len(tokens) - first_row)
+        original(lib, context, tokens, start, batch, first_row)
+
+    monkeypatch.setattr(fast_prefill, "decode_batches", counted)
+    cached = LlamaCached(tiny_model, rows=3, fast_prefill=True)
+    cached.reset()
+    chunked_rows(cached, PROMPT)
+    assert len(rows) == 5 and set(rows) == {0}
+
+
+def test_a_draft_models_prompt_goes_through_its_own_second_context(tiny_model):
+    from spectui.engines.ggml.backend import ggml_draft_proposer
+
+    proposer: Any = ggml_draft_proposer(tiny_model, tiny_model.vocab_size)
+    draft = proposer.draft
+    opened: list[int] = []
+    original = draft.open_prefill
+    draft.open_prefill = lambda cells: (opened.append(cells), original(cells))[1]
+    draft.reset()
+    proposer.prefill(PROMPT)
+    assert opened == [len(PROMPT) - 1] and draft.pending is None and tiny_model.cached == len(PROMPT)

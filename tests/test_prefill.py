@@ -30,6 +30,9 @@ def engine(tiny_gguf, tiny_tokenizer):
     engine = load_ggml_engine(tiny_gguf, tiny_tokenizer, "ngram", threads=1)
     engine.stop_ids = set()  # a random model may write its stop token at once: these replies run to max_tokens
     engine.decoded = count_decodes(engine)  # tokens per llama_decode batch the target ran
+    # The loop's chunks on both paths (a fresh long prompt's are llama.cpp's batches, 512:
+    # tests/test_fast_prefill.py; this tiny model's 300-token prompt would go whole)
+    engine.target.fast_chunk = engine.target.prefill_chunk
     yield engine
     engine.close()
 
@@ -63,7 +66,7 @@ def test_a_long_prompt_prefills_in_chunks_and_says_how_far_it_is(engine):
     assert sum(engine.decoded[:calls]) == len(PROMPT)
     # The same reply as the prompt in one go (the tiny model's argmax does not hang on rounding).
     engine.forget_prompts()
-    engine.target.prefill_chunk = None
+    engine.target.prefill_chunk = engine.target.fast_chunk = None
     whole = list(engine.stream_ids(PROMPT, PARAMS, Control(0, 0.0)))
     assert not any(isinstance(event, Prefill) for event in whole)
     assert reply_tokens(whole) == reply_tokens(events) and len(reply_tokens(events)) == PARAMS.max_tokens

@@ -87,8 +87,8 @@ def count_decodes(engine) -> list[int]:
         decoded.append(len(tokens))
         return original(tokens, rows, stop)
 
-    def counted_prefill():
-        pending = open_prefill()
+    def counted_prefill(cells):
+        pending = open_prefill(cells)
         run = pending.decode
 
         def counted_fast(tokens, stop=None):

@@ -58,6 +58,7 @@ class GgmlBackend:
         self.target.drop_prefill()
         self.target.model.close()
         if isinstance(draft, LlamaCached):
+            draft.drop_prefill()
             draft.model.close()
 
 
@@ -69,4 +70,6 @@ def ggml_draft_proposer(draft: LlamaModel, target_width: int, vocab: VocabMap | 
     the target's tokenizer)."""
     from spectui.engines.speculative.slem import vocab_proposer
 
-    return vocab_proposer(LlamaCached(draft), target_width, vocab, encode, target_encode, how)
+    # The draft reads the prompt before the first token too: a long one goes through its own
+    # second context as the target's does (ggml.fast_prefill).
+    return vocab_proposer(LlamaCached(draft, fast_prefill=True), target_width, vocab, encode, target_encode, how)

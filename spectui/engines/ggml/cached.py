@@ -48,6 +48,7 @@ class LlamaCached:
         self.seen: list[int] = []
         self.fast_prefill = fast_prefill and model.batch_invariant
         self.pending: FastPrefill | None = None  # a prefill under way in the second context
+        self.fast_chunk: int | None = model.batch  # the loop's chunk where the second context takes the prompt
 
     def reset(self) -> None:
         self.drop_prefill()
@@ -100,26 +101,42 @@ class LlamaCached:
             self.model.keep(length)
             self.seen = self.seen[:length]
 
+    def prefill_chunk_for(self, token_ids: Sequence[int]) -> int | None:
+        """The loop's chunk for this prompt: a prompt the second context takes goes in llama.cpp's
+        own batches, as llama.cpp runs it (in 64-token calls the 1.5B's 837-token prompt took
+        twice the CPU beside busy neighbours: each call waits on its threads at every graph
+        node), the exact path's in chunks of prefill_chunk."""
+        return self.fast_chunk if self._goes_fast(token_ids, len(token_ids) - 1) else self.prefill_chunk
+
+    def _goes_fast(self, token_ids: Sequence[int], end: int) -> bool:
+        from spectui.engines.ggml.fast_prefill import FAST_PREFILL_MIN
+
+        keep = common_prefix_len(self.seen, token_ids)
+        if self.pending is not None:
+            return keep == len(self.seen) <= end  # the prompt under way, going on
+        # A short cached prefix (a chat template's system lines, shared by every new chat)
+        # runs again with the rest; a longer one is a conversation going on: a follow-up.
+        return self.fast_prefill and keep < FAST_PREFILL_MIN and end - keep >= FAST_PREFILL_MIN
+
     def _prefill_fast(self, token_ids: Sequence[int], end: int, stop: Callable[[], bool] | None) -> bool:
         """Run token_ids[:end] in the second context where a fast prefill is (or may start)
         under way; True when it took them. Interrupted as the exact prefill raises it."""
-        from spectui.engines.ggml.fast_prefill import FAST_PREFILL_MIN
+        from spectui.engines.ggml.fast_prefill import StateLayoutError
         from spectui.engines.ggml.lib import Interrupted
 
-        keep = common_prefix_len(self.seen, token_ids)
-        if self.pending is None:
-            # A short cached prefix (a chat template's system lines, shared by every new chat)
-            # runs again with the rest; a longer one is a conversation going on: a follow-up.
-            if not self.fast_prefill or keep >= FAST_PREFILL_MIN or end - keep < FAST_PREFILL_MIN:
-                return False
-            try:
-                self.pending = self.open_prefill()
-            except MemoryError:
-                return False
-            self.model.clear()
-            self.seen = []
-        if keep < len(self.seen) or end < len(self.seen):
-            return False  # another prompt: what ran moves over, then the exact path goes on
+        if not self._goes_fast(token_ids, end):
+            return False  # (under way: another prompt; what ran moves over, the exact path goes on)
+        try:
+            if self.pending is None:
+                self.pending = self.open_prefill(end)
+                self.model.clear()
+                self.seen = []
+            elif end > self.pending.cells:
+                self.pending = self.pending.grown(self.model, end)
+        except (MemoryError, StateLayoutError) as error:
+            self.fast_prefill = self.fast_prefill and isinstance(error, MemoryError)
+            self.drop_prefill()  # what ran there runs again here: slow, never wrong
+            return False
         try:
             self.pending.decode(list(token_ids[len(self.seen):end]), stop)
         except Interrupted as interrupted:
@@ -128,11 +145,12 @@ class LlamaCached:
         self.seen = list(token_ids[:end])
         return True
 
-    def open_prefill(self) -> FastPrefill:
-        """The second context a fast prefill runs in (tests count its decodes here)."""
+    def open_prefill(self, cells: int) -> FastPrefill:
+        """The second context a fast prefill runs in, sized for `cells` (tests count its
+        decodes here)."""
         from spectui.engines.ggml.fast_prefill import FastPrefill
 
-        return FastPrefill(self.model)
+        return FastPrefill(self.model, cells)
 
     def _land(self) -> None:
         """Move a fast prefill's cache into the exact context; where its state cannot be read,

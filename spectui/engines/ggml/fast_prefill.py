@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # take the tiled path, and the second context and the copy cost ~0.1 s.
 FAST_PREFILL_MIN = 64
 GGML_TYPE_F16 = 1
+CELLS_STEP = 1024  # the second context's size, in steps of this many cells (llama.cpp pads to 256)
 
 
 class StateLayoutError(Exception):
@@ -52,12 +53,15 @@ def kv_layout(model: LlamaModel) -> KvLayout:
 
 class FastPrefill:
     """A second context on the exact context's weights, at llama.cpp's defaults (f16 keys and
-    values, its own choice of flash attention), for one prompt's prefill."""
+    values, its own choice of flash attention), for one prompt's prefill. Sized to the prompt
+    (`cells`, rounded up) and grown as it needs: a context of the model's whole length cost
+    ~25x the time to make (its cache zeroed, ~235 MB on the 1.5B) for every long prompt."""
 
-    def __init__(self, model: LlamaModel) -> None:
+    def __init__(self, model: LlamaModel, cells: int) -> None:
         self.lib, self.ffi = model.lib, model.ffi
+        self.cells = min(model.context_length, -(-max(1, cells) // CELLS_STEP) * CELLS_STEP)
         params = self.lib.llama_context_default_params()
-        params.n_ctx = model.context_length
+        params.n_ctx = self.cells
         params.n_batch = model.batch
         params.n_ubatch = model.batch
         params.n_threads = model.threads
@@ -67,6 +71,24 @@ class FastPrefill:
             raise MemoryError("llama.cpp could not make a second context for the prefill")
         self.batch = model.batch
         self.cached = 0
+
+    def grown(self, model: LlamaModel, cells: int) -> FastPrefill:
+        """A context of at least `cells` holding this one's cache (moved as it is: the same
+        types), this one freed. StateLayoutError where llama.cpp does not take the move."""
+        bigger = FastPrefill(model, max(cells, 2 * self.cells))
+        try:
+            state = read_state(self.lib, self.ffi, self.context)
+            data: Any = state  # numpy's array has the buffer protocol; cffi's stub does not say
+            source: Any = self.ffi.from_buffer("uint8_t[]", data)
+            if self.lib.llama_state_seq_set_data(bigger.context, source, len(state), 0) != len(state):
+                raise StateLayoutError("llama.cpp did not take the prefill's cache into a larger context")
+        except BaseException:
+            bigger.close()
+            raise
+        finally:
+            self.close()
+        bigger.cached = self.cached
+        return bigger
 
     def decode(self, tokens: list[int], stop: Callable[[], bool] | None = None) -> None:
         """Append tokens; Interrupted (lib) when stop() said so, the whole calls kept."""
@@ -78,7 +100,9 @@ class FastPrefill:
         if asked is not None:
             self.lib.llama_set_abort_callback(self.context, asked, self.ffi.NULL)
         try:
-            decode_batches(self.lib, self.context, tokens, self.cached, self.batch, len(tokens) - 1)
+            # No logits row: a prefill call's only use is the cache (each row read the whole
+            # output matrix, ~190 MB on the 1.5B, once per 64-token chunk).
+            decode_batches(self.lib, self.context, tokens, self.cached, self.batch, len(tokens))
         except Interrupted as interrupted:
             self.cached = interrupted.cached
             raise
@@ -91,29 +115,41 @@ class FastPrefill:
         """Write this cache into the exact context's (emptied first), values in bf16, and free
         this context. StateLayoutError where the state does not read as expected: the exact
         context is then left empty."""
-        import numpy
-
         try:
-            size = self.lib.llama_state_seq_get_size(self.context, 0)
-            buffer: Any = self.ffi.new("uint8_t[]", size)
-            written = self.lib.llama_state_seq_get_data(self.context, buffer, size, 0)
-            raw: Any = self.ffi.buffer(buffer, written)  # has the buffer protocol; cffi's stub does not say
-            state = numpy.frombuffer(raw, dtype=numpy.uint8).copy()
+            state = read_state(self.lib, self.ffi, self.context)
         finally:
             self.close()
         values_to_bf16(state, kv_layout(model), self.cached)
-        model.clear()
-        data: Any = state  # numpy's array has the buffer protocol; cffi's stub does not say
-        source: Any = self.ffi.from_buffer("uint8_t[]", data)
-        if self.lib.llama_state_seq_set_data(model.context, source, len(state), 0) != len(state):
-            model.clear()
-            raise StateLayoutError("llama.cpp did not take the converted cache")
-        model.cached = self.cached
+        write_state(model, state, self.cached)
 
     def close(self) -> None:
         if self.context is not None:
             self.lib.llama_free(self.context)
             self.context = None
+
+
+def read_state(lib: Any, ffi: Any, context: Any) -> numpy.ndarray:
+    """Sequence 0's serialised cache (llama_state_seq_get_data), written straight into numpy's
+    memory: no zeroed cffi buffer, no copy of it."""
+    import numpy
+
+    size = lib.llama_state_seq_get_size(context, 0)
+    state = numpy.empty(size, dtype=numpy.uint8)
+    target: Any = state  # numpy's array has the buffer protocol; cffi's stub does not say
+    written = lib.llama_state_seq_get_data(context, ffi.from_buffer("uint8_t[]", target), size, 0)
+    return state[:written]
+
+
+def write_state(model: LlamaModel, state: numpy.ndarray, cells: int) -> None:
+    """The converted state into the exact context, emptied first; StateLayoutError (and the
+    context left empty) where llama.cpp does not take all of it."""
+    model.clear()
+    data: Any = state  # numpy's array has the buffer protocol; cffi's stub does not say
+    source: Any = model.ffi.from_buffer("uint8_t[]", data)
+    if model.lib.llama_state_seq_set_data(model.context, source, len(state), 0) != len(state):
+        model.clear()
+        raise StateLayoutError("llama.cpp did not take the converted cache")
+    model.cached = cells
 
 
 def values_to_bf16(state: numpy.ndarray, layout: KvLayout, cells: int) -> None:

@@ -124,7 +124,10 @@ def prefill_in_chunks(target: CachedLogits, prompt_ids: Sequence[int], control: 
     a forward midway (an 8k-token paste is minutes on a CPU). Chunk ends sit at multiples of the
     chunk from the cached prefix on, the same for every k; the last chunk runs in the first
     step, as a short prompt does whole."""
-    chunk = target.prefill_chunk
+    # A target may choose per prompt (ggml: a long prompt into an empty cache goes in llama.cpp's
+    # own batches, ggml.fast_prefill); otherwise its one chunk.
+    choose: Any = getattr(target, "prefill_chunk_for", None)
+    chunk: int | None = choose(prompt_ids) if choose is not None else target.prefill_chunk
     cached = common_prefix_len(target.seen, prompt_ids)
     total = len(prompt_ids) - cached
     if not chunk or total <= chunk:
