@@ -55,7 +55,7 @@ def summary_line(data: PanelData, width: int | None = None) -> list[tuple[str, s
     the busy mark and the reason for k 0 are never the part cut."""
     figure, known, basis = speed_vs_plain(data)
     rate_part = summary_lines(data)[-1]
-    busy = f"({BUSY}) " if data.busy and figure != "–" else ""
+    busy = f" ({BUSY})" if data.busy and figure != "–" else ""
     why = k_zero_short(data)  # the panel's words for it are out of view
     tail = [(" · ", LABEL), (why, NOTE)] if why else []
     if figure == "–":
@@ -63,10 +63,10 @@ def summary_line(data: PanelData, width: int | None = None) -> list[tuple[str, s
                   [("vs plain ", LABEL), (known, NOTE)], [("vs plain –", LABEL)]]
     else:
         speed = [(figure, VALUE), (" vs plain ", LABEL)]
-        shapes = [[*speed, (f"{busy}{known} {basis}", NOTE), (" · ", LABEL), *rate_part],
-                  [*speed, (f"{busy}{known}", NOTE), (" · ", LABEL), *rate_part],
-                  [*speed, (f"{busy}{known}", NOTE)],
-                  [*speed, *([(BUSY, NOTE)] if busy else [])],
+        shapes = [[*speed, (f"{known} {basis}{busy}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{known}{busy}", NOTE), (" · ", LABEL), *rate_part],
+                  [*speed, (f"{known}{busy}", NOTE)],
+                  [(figure, VALUE), (" vs plain", LABEL), *([(f", {BUSY}", NOTE)] if busy else [])],
                   [*speed, *([("(busy)", NOTE)] if busy else [])]]
     for shape in shapes:
         if width is None or sum(len(text) for text, _ in shape + tail) <= width:
