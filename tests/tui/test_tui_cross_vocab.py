@@ -40,3 +40,16 @@ async def test_one_tokenizer_adds_no_vocabulary_line(make_app):
         await send(pilot, "hello")
         await reply_done(pilot)
         assert "draft vocabulary" not in panel_text(app)
+
+
+def test_a_long_vocabulary_line_wraps_in_the_panel_and_is_never_cut():
+    """The 120x36 walk's panel read 'draft vocabulary: 80% shared · T': which rule drafts was cut."""
+    from spectui.chat_session.stats import PanelData
+
+    words = "80% shared · SLEM (T = 0; 2.41 tokens a step, TLI 1.93)"
+    lines = panel_lines(PanelData(k=4, temperature=0.0, draft_vocab=words), 36)
+    texts = ["".join(part if isinstance(part, str) else part[0] for part in line) for line in lines]
+    start = next(index for index, text in enumerate(texts) if text.startswith(" draft vocabulary: "))
+    shown = " ".join(text.strip() for text in texts[start:start + 3])
+    assert "SLEM (T = 0; 2.41 tokens a step, TLI 1.93)" in shown and texts[start + 1].startswith("  ")
+    assert all(len(text) <= 35 for text in texts[start:start + 3])

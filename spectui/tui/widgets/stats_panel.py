@@ -44,8 +44,11 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     add([("Speculation", HEADING)])
     if data.speculation_note:
         add([(f" {data.speculation_note}", NOTE)])
-    if data.draft_vocab:
-        add([(" draft vocabulary: ", LABEL), (data.draft_vocab, VALUE)])
+    if data.draft_vocab:  # "80% shared · SLEM (T = 0; 2.41 tokens a step, TLI 1.93)": wrapped, never cut
+        label = " draft vocabulary: "
+        wrapped = textwrap.wrap(label + data.draft_vocab, inner - 1, subsequent_indent="  ")
+        add([(label, LABEL), (wrapped[0][len(label):], VALUE)] if wrapped[0].startswith(label) else [(wrapped[0], VALUE)])
+        lines += [[(line, VALUE)] for line in wrapped[1:]]
     add([(" γ reply ", LABEL), (fmt(data.gamma_reply), VALUE), ("  session ", LABEL), (fmt(data.gamma_session), VALUE)])
     add([(" τ       ", LABEL), (fmt(data.tau), VALUE), (" mean accept. length", LABEL)])
     add([(" α est.  ", LABEL), (fmt(data.alpha), VALUE)])
