@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static
 
 from spectui.core.errors import SpectuiError, one_line
 from spectui.core.safe_text import safe_text
+from spectui.core.words import counted
 from spectui.tui.advise_work import Choice, apply_problem, config_for, kept_values, method_changes, recommended, run_advice
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from spectui.chat_session.session import ChatSession
 
 HISTORY, THIS_CHAT = "the whole history", "this chat"
-HEADERS = ("drafter", "k", "speed vs k 0", "γ", "τ", "coloured", "replies", "tokens", "vs llama.cpp")
+HEADERS = ("drafter", "k", "speed vs k 0", "vs llama.cpp", "γ", "τ", "coloured")
+COUNTS = ("replies", "tokens")  # only where the arms differ: costs_text says them otherwise (100 columns hold the rest)
 PREDICTED = ("Predicted: your saved replies replayed at T = 0 (exact acceptance), charged at this "
              "machine's measured costs; no reply is run again.")
 
@@ -86,7 +88,6 @@ class AdviseScreen(ModalScreen):
             yield Static("", id="advise-status")
             yield ProgressBar(show_eta=False, id="advise-progress")
             table: DataTable = DataTable(id="advise-table", cursor_type="none", zebra_stripes=False)
-            table.add_columns(*HEADERS)
             yield table
             yield Static("", classes="muted", id="advise-costs")
             yield Static("", id="advise-recommendation")
@@ -187,15 +188,18 @@ class AdviseScreen(ModalScreen):
 
     def show_rows(self, advice: Advice | None) -> None:
         table = self.query_one("#advise-table", DataTable)
-        table.clear()
+        table.clear(columns=True)
         table.display = advice is not None
         if advice is None:
             return
-        best = advice.best
-        for arm in [advice.baseline, *advice.arms]:
+        best, arms = advice.best, [advice.baseline, *advice.arms]
+        counts = arms_differ(advice)
+        table.add_columns(*HEADERS, *(COUNTS if counts else ()))
+        for arm in arms:
             style = "bold green" if arm is best and arm.speedup > 1 else ""
-            cells = (arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}", number(arm.gamma), number(arm.tau),
-                     f"{arm.coloured_share:.0%}", str(arm.replies), f"{arm.tokens:,}", number(advice.vs_llamacpp(arm), "×{:.2f}"))
+            cells = (arm.drafter or "plain", str(arm.k), f"×{arm.speedup:.2f}", number(advice.vs_llamacpp(arm), "×{:.2f}"),
+                     number(arm.gamma), number(arm.tau), f"{arm.coloured_share:.0%}",
+                     *((str(arm.replies), f"{arm.tokens:,}") if counts else ()))
             table.add_row(*(Text(cell, style=style, justify="left" if i == 0 else "right") for i, cell in enumerate(cells)))
 
     def show_apply(self) -> None:
@@ -243,12 +247,19 @@ def number(value: float | None, shape: str = "{:.2f}") -> str:
     return "–" if value is None else shape.format(value)
 
 
+def arms_differ(advice: Advice) -> bool:
+    """Whether the arms rest on different replies or tokens (each row then says its own)."""
+    return len({(arm.replies, arm.tokens) for arm in (advice.baseline, *advice.arms)}) > 1
+
+
 def costs_text(advice: Advice) -> str:
     costs = advice.costs
     widths = ", ".join(f"v({rows}) {value:.2f}" for rows, value in sorted(costs.verify.items()))
     piece = f", verify in pieces of {costs.piece}" if costs.piece else ""
     left = ", ".join(f"{count} {why}" for why, count in advice.selection.skipped.items())
-    return safe_text(f"Costs of {costs.model} on {costs.backend}: plain step {costs.plain_seconds * 1000:.1f} ms at "
+    base = advice.baseline
+    rests = "" if arms_differ(advice) else f"Every row: {counted(base.replies, 'reply', 'replies')}, {counted(base.tokens, 'token', thousands=True)}. "
+    return safe_text(f"{rests}Costs of {costs.model} on {costs.backend}: plain step {costs.plain_seconds * 1000:.1f} ms at "
                      f"{costs.context_tokens} tokens, {widths}{piece}" + (f"\nLeft out: {left}" if left else ""))
 
 
