@@ -48,7 +48,8 @@ class LlamaCached:
         self.seen: list[int] = []
         self.fast_prefill = fast_prefill and model.batch_invariant
         self.pending: FastPrefill | None = None  # a prefill under way in the second context
-        self.fast_chunk: int | None = model.batch  # the loop's chunk where the second context takes the prompt
+        # the loop's chunk where the second context takes the prompt (only with fast prefill)
+        self.fast_chunk: int | None = model.batch if self.fast_prefill else None
 
     def reset(self) -> None:
         self.drop_prefill()
