@@ -90,7 +90,7 @@ async def test_a_figure_timed_on_a_busy_machine_is_marked(make_app):
         line = "".join(text for text, _ in summary_line(data))
         # after how the figure is known ("×0.94 vs plain (busy …) measured" read as if the mark were
         # measured); narrower shapes drop what it rests on first, never the mark
-        assert f"vs plain measured" in line and line.split(" · ")[0].endswith(f"({BUSY})"), line
+        assert "vs plain measured" in line and line.split(" · ")[0].endswith(f"({BUSY})"), line
         assert f"({BUSY}) measured" not in line
         assert any(BUSY in "".join(text for text, _ in parts) for parts in summary_lines(data))
 
