@@ -17,6 +17,7 @@ from spectui.engines.speculative.proposers import DraftModelProposer
 from spectui.models.vocab_map import VocabMap, intersect, token_table
 
 from rows_draft import RowsByLastToken
+from test_verify import chi2_p_value
 
 TARGET_TOKENS = ["a", "b", "c", "d", "e", "f"]  # the six-token target of tests/small_distribution.py
 DRAFT_TOKENS = ["c", "a", "x", "f", "b", "y", "ab", "z"]  # shares a, b, c, f; lacks d, e
@@ -207,23 +208,6 @@ def sampled_pairs(engine, replies: int) -> tuple[list[tuple[int, int]], list[int
         fourths.append(tokens[3])
         sources += [source for step in steps if step.drafted for source in step.sources]
     return pairs, fourths, sources
-
-
-def chi2_p_value(statistic: float, df: int) -> float:
-    """P(chi-square with df degrees of freedom >= statistic): 1 - the lower regularized gamma
-    function P(df/2, statistic/2), by its power series (the one test_verify checks the table with)."""
-    import math
-
-    a, z = df / 2, statistic / 2
-    if z <= 0:
-        return 1.0
-    term = total = 1 / a
-    n = 0
-    while term > 1e-17 * total:
-        n += 1
-        term *= z / (a + n)
-        total += term
-    return max(0.0, 1 - total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
 
 
 def next_token_p_values(pairs: list[tuple[int, int]], joint) -> dict[str, float]:
