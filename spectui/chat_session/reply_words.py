@@ -11,14 +11,19 @@ from spectui.core.stats import ReplyStats
 from spectui.core.words import counted
 
 
-def reply_summary(stats: ReplyStats, steps: Sequence[Step] = ()) -> str:
+def reply_summary(stats: ReplyStats, steps: Sequence[Step] = (), decode_rate: float | None = None,
+                  first_token: float | None = None) -> str:
+    """decode_rate: tok/s from the first token on (ReplyTracker.decode_rate); first_token: the
+    seconds to it, the prefill's, said as such rather than counted in the speed."""
     parts = [f"{counted(stats.num_tokens, 'token')} in {counted(stats.num_steps, 'step')}"]
     if stats.gamma is not None:
         parts.append(f"γ {stats.gamma:.2f}")
     if stats.tau is not None:
         parts.append(f"τ {stats.tau:.2f}")
-    if stats.tokens_per_s:
-        parts.append(f"{stats.tokens_per_s:.1f} tok/s")
+    if decode_rate:
+        parts.append(f"{decode_rate:.1f} tok/s")
+    if first_token:
+        parts.append(f"prefill {first_token:.2f} s")
     return " · ".join(parts) + acceptance_apart_text(steps)
 
 

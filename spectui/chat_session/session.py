@@ -241,7 +241,9 @@ class ChatSession:
         return (self.files.question(entry) for entry in self.transcript.entries if entry.role == "user")
 
     def engine_switched(self) -> None:
-        """Another model or backend: "vs plain" and every cost were timed on the one before."""
+        """Another model or backend: "vs plain", every cost and the last reply's figures (γ,
+        tok/s, the panel's) were the one before's: the panels wait for this one's first reply."""
         self.stats = SessionTracker()
+        self.last_reply = None
         if self.switching_to is not None:
             self.config, self.switching_to = self.switching_to, None

@@ -36,6 +36,7 @@ class ReplyTracker:
         self.timed_tokens = 0  # tokens of the timed decode steps (not the prefill's)...
         self.timed_seconds = 0.0  # ...and their draft and verify seconds
         self.k0_steps = 0  # timed steps at k = 0 (a step at k 4 that drafted nothing is plain, not k = 0)
+        self.first_chunk_tokens = 0  # the tokens the first step with any brought (the prefill's)
 
     def add(self, step: Step, arrived: float) -> None:
         if self.steps:
@@ -47,6 +48,8 @@ class ReplyTracker:
         self.k_total += step.k
         self.drafted_steps[step.num_drafted] = self.drafted_steps.get(step.num_drafted, 0) + 1
         self.steps.append(step)
+        if not self.clock.num_tokens:
+            self.first_chunk_tokens = len(step.token_ids)
         self.clock.on_tokens(arrived, len(step.token_ids))
         self.rolling.add(arrived, len(step.token_ids))
         self.acceptance.observe(step)
@@ -74,6 +77,19 @@ class ReplyTracker:
             return self.done.seconds  # the engine's own timing, as `spectui generate` reports
         end = self.clock.last_token if self.clock.last_token is not None else self.clock.started
         return max(0.0, end - self.clock.started)
+
+    def decode_rate(self, now: float | None = None) -> float | None:
+        """Tokens after the first over the time after it (now: while it streams): a prefill is
+        not decoding, and after a model switch the whole conversation goes through it."""
+        tokens = self.clock.num_tokens - self.first_chunk_tokens
+        done = self.done
+        if done is not None and done.seconds > 0 and done.time_to_first_token > 0:
+            seconds = done.seconds - done.time_to_first_token  # the engine's own clock, as `seconds`
+        else:
+            end = now if now is not None and done is None else self.clock.last_token
+            first = self.clock.first_token
+            seconds = end - first if end is not None and first is not None else 0.0
+        return tokens / seconds if tokens > 0 and seconds > 0 else None
 
     def stats(self) -> ReplyStats:
         """The same numbers as stats.summarize(self.steps, ...), kept up as steps arrive."""
@@ -278,7 +294,7 @@ def panel_data(
         per_position=tuple(reply.per_position()),
         alpha_series=tuple(reply.alpha_series()),
         rate_now=reply.rolling.rate(now) if streaming else None,
-        rate_reply=stats.tokens_per_s if not streaming else reply.clock.tokens_per_s(now),
+        rate_reply=reply.decode_rate(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
         theory=reply_theory(reply, session, alpha, theory_k, streaming),

@@ -119,7 +119,9 @@ class StreamingReply:
         tracker.finish(done, ended)
         stats = tracker.stats()
         approximate = done is not None and done.approximate
-        summary = reply_summary(stats, tracker.steps)
+        # the engine's own time to its first token (its prefill's), where it said it
+        first_token = done.time_to_first_token if done is not None and done.time_to_first_token > 0 else None
+        summary = reply_summary(stats, tracker.steps, tracker.decode_rate(), first_token)
         if finish_reason == "length":
             summary += " · " + length_note(self.cap, stats.num_tokens, continue_key, self.context_known)
         problem = problem_text(finish_reason, error)
@@ -129,6 +131,8 @@ class StreamingReply:
             problem = f"{problem}: {overflow_hint}"
         ran = settings_ran(tracker.steps)  # what ran, not what the reply started with: keys act mid-reply
         recorded = stats.as_dict() | ({"colours_approximate": True} if approximate else {}) | ({"ran": ran} if ran else {})
+        if first_token:  # a stored reply's line says its speed from the first token on, as this one's
+            recorded["time_to_first_token"] = first_token
         if changed_mid_reply(ran):
             summary += f" · {ran}"
         if self.earlier is not None:

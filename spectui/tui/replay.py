@@ -30,9 +30,10 @@ def stored_reply(stored: StoredMessage, reply_id: int, show_ghosts: bool) -> tup
     for saved in stored.steps:
         tracker.add(saved.step, saved.arrived)
     seconds = stored.stats.get("seconds") or 0.0
-    tracker.finish(Done("stop", seconds=seconds), tracker.clock.last_token or 0.0)
+    first_token = stored.stats.get("time_to_first_token") or 0.0
+    tracker.finish(Done("stop", seconds=seconds, time_to_first_token=first_token), tracker.clock.last_token or 0.0)
     reason = stored.finish_reason or "interrupted"
-    summary = reply_summary(tracker.stats(), tracker.steps)
+    summary = reply_summary(tracker.stats(), tracker.steps, tracker.decode_rate(), first_token or None)
     if stored.stats.get("colours_approximate"):
         summary += f" · {APPROXIMATE_NOTE}"
     view.finish(reason, summary, problem_text(reason, stored.error))

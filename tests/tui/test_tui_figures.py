@@ -45,6 +45,48 @@ async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
         assert chat.session.stats.costs.target_seconds() is None
 
 
+async def test_after_a_model_switch_the_figures_are_the_new_models_and_count_from_its_first_token(make_app, monkeypatch):
+    """The walk: after /model the summary under the conversation kept the old model's γ and
+    tok/s, and the new model's first reply read 4.1 tok/s for SmolLM2 (100+): its speed counted
+    the prefill of the whole conversation, which the new model had no cache of."""
+    from spectui.core.events import Done, Source, Step
+    from spectui.host import plan as plan_module
+
+    from spectui.tui.widgets.conversation import ReplyView
+
+    from fake_engines import StepsEngine
+
+    # The new model's reply: 3 s of prefill, then 10 tokens in 0.1 s (100 tok/s; 11 / 3.1 s read 3.5)
+    tokens = [Step((i,), (Source.TARGET,), f" w{i}", k=0, verify_seconds=0.01, pieces=(f" w{i}",)) for i in range(11)]
+    second = StepsEngine([*tokens, Done("stop", seconds=3.1, time_to_first_token=3.0)], method="ngram")
+    monkeypatch.setattr(plan_module, "engine_factory_for", lambda config, models: factory_for(second))
+    app = make_app(factory_for(PlanEngine([None, 2, 2, 2, 2])), ChatConfig(engine="embedded", k=2))
+    async with app.run_test(size=(80, 30)) as pilot:  # the panel put away: its summary under the conversation
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "on the first model")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        assert chat.stats_panel.data.gamma_reply == 1.0 and chat.stats_panel.data.rate_reply  # the first model's
+        screen = await open_model_screen(pilot)
+        screen.query_one("#model-method").value = "ngram"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.host.engine is second)
+        await pilot.pause()
+        chat.refresh_panels()
+        summary = str(chat.panels.summary_line.render())
+        assert "γ – · – tok/s" in summary, summary  # nothing of the first model's reply
+        data = chat.stats_panel.data
+        assert (data.gamma_reply, data.rate_reply, data.num_tokens) == (None, None, 0)
+        await send(pilot, "on the second")
+        await reply_done(pilot)
+        chat.refresh_panels()
+        assert chat.stats_panel.data.rate_reply == pytest.approx(100.0)
+        assert "100.0 tok/s" in str(chat.panels.summary_line.render())
+        line = str(chat.query(ReplyView).last().note.render())
+        assert "100.0 tok/s · prefill 3.00 s" in line, line
+
+
 async def test_steps_that_drafted_nothing_are_not_called_k0_steps(make_app):
     """Issue 59: "over this chat's k=0 steps" in a chat at a fixed k 4, where the plain steps
     were k 4 steps that found nothing to draft."""

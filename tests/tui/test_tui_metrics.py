@@ -135,7 +135,8 @@ def test_panel_data_from_a_reply_matches_stats_and_theory():
     reply.finish(Done("stop", seconds=2.0, time_to_first_token=0.2), 0.6)
     session.add_reply(reply)
     done = panel_data(reply, session, k=4, temperature=0.0, now=9.0)
-    assert done.rate_reply == pytest.approx(reply.stats().num_tokens / 2.0)  # the engine's seconds
+    # the engine's seconds, from its first token on: the prefill is not decoding (it shows as TTFT)
+    assert done.rate_reply == pytest.approx((reply.stats().num_tokens - 1) / (2.0 - 0.2))
     assert done.rate_now is None
     assert done.time_to_first_token == pytest.approx(0.2)
     assert session.gamma() == pytest.approx(11 / 16)
