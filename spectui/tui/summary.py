@@ -14,9 +14,17 @@ from spectui.chat_session.stats import PanelData
 LABEL, VALUE, NOTE = "label", "value", "note"
 
 
+def too_short(data: PanelData) -> bool:
+    """The reply ended at its first token (a /continue that added one): no step drafted, and none
+    could have; "not measured yet" would say a measurement is to come."""
+    return data.theory is None and data.num_steps == 1 and data.status == "idle"
+
+
 def speed_vs_plain(data: PanelData) -> tuple[str, str, str]:
     """(figure, how it is known, what it rests on): "×0.92", "measured", "over k=0 steps"."""
     theory = data.theory
+    if too_short(data):
+        return "–", "too short to measure", "1 token: nothing drafted"
     if theory is None:
         return "–", "not measured yet", "waits for a reply with drafts"
     if theory.measured_speedup is not None:

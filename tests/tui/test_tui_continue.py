@@ -250,3 +250,33 @@ async def test_no_k_keys_in_the_footer_where_the_engine_runs_its_own_k(make_app)
         await ready(pilot)
         await pilot.pause()
         assert K_ACTIONS <= shown(app)
+
+
+class OneTokenContinuation(CappedEngine):
+    """Its first reply stops at the cap; a continuation adds one token (the prefill's) and stops."""
+
+    def stream(self, messages, params, control):
+        if self.messages_seen:
+            self.plan = [None]
+        yield from super().stream(messages, params, control)
+
+
+async def test_a_one_token_continuation_says_it_is_too_short_to_measure(make_app):
+    """The walk: after a continuation of one token the summary read 'vs plain: not measured
+    yet', as if a measurement were to come; one token drafts nothing and measures nothing."""
+    from spectui.tui.summary import speed_vs_plain
+
+    engine = OneTokenContinuation()
+    app = make_app(factory_for(engine), ChatConfig(k=2, max_tokens=7))
+    async with app.run_test(size=(80, 30)) as pilot:  # the panel put away: its summary under the conversation
+        await ready(pilot)
+        chat = app.chat_screen
+        await send(pilot, "write the whole module")
+        await reply_done(pilot)
+        await pilot.press(app.first_key("continue_reply"))
+        await reply_done(pilot)
+        chat.refresh_panels()
+        assert chat.stats_panel.data.num_tokens == 1
+        assert speed_vs_plain(chat.stats_panel.data)[1:] == ("too short to measure", "1 token: nothing drafted")
+        summary = str(chat.panels.summary_line.render())
+        assert "vs plain too short to measure" in summary and "not measured yet" not in summary, summary

@@ -18,7 +18,7 @@ from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
 from spectui.tui.k_words import k_zero_words
 from spectui.chat_session.stats import PanelData, Theory
-from spectui.tui.summary import summary_line, summary_lines
+from spectui.tui.summary import summary_line, summary_lines, too_short
 
 # Roles, styled by the panel's component classes (theme variables in CSS): resolving
 # "$variable" styles span by span on every frame cost more than the rest of the frame.
@@ -84,7 +84,7 @@ def panel_lines(data: PanelData, width: int, engine_slope: float | None = None) 
     theory = data.theory
     add([("Theory", HEADING), *([("  this reply", LABEL)] if theory is not None and theory.reply else [])])
     if theory is None:
-        add([(" waits for drafted steps", NOTE)])
+        add([(" 1 token: nothing drafted" if too_short(data) else " waits for drafted steps", NOTE)])
     else:
         lines.extend(theory_lines(theory, inner, auto=data.auto is not None, busy=data.busy))
     return lines
