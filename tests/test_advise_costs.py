@@ -43,7 +43,7 @@ def test_this_machines_profile_is_measured_once_and_kept(tmp_path, monkeypatch):
 
     measured = []
 
-    def fake_measure(model, context_ids, progress=None):
+    def fake_measure(model, context_ids, progress=None, engine=None):
         measured.append(len(context_ids))
         return PROFILE
 
@@ -95,8 +95,11 @@ def faked(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: float | No
     monkeypatch.setattr(lib, "library_problem", lambda: None)
     monkeypatch.setattr(load, "load_ggml_engine", lambda *args, **kwargs: timed_engine(clock, row_seconds))
     monkeypatch.setattr("spectui.models.tokenizer_json.JsonTokenizer", lambda folder: None)
+    import spectui.engines.speculative.decode_timing as decode_timing
+
     monkeypatch.setattr(measure, "time", clock)
-    monkeypatch.setattr(measure, "others_share", lambda before, after: busy)
+    monkeypatch.setattr(decode_timing, "time", clock)
+    monkeypatch.setattr(decode_timing, "others_share", lambda before, after: busy)
     monkeypatch.setattr(measure, "llamacpp_plain_step", lambda gguf, context: 0.001 * len(context))
     return measure.GgufModel("smollm2-135m", None, tmp_path / "x.gguf", tmp_path)  # type: ignore[arg-type]  # never loaded: the engine is faked
 
@@ -129,3 +132,38 @@ def test_a_benchmark_may_keep_unsteady_costs_and_the_profile_says_so(tmp_path, m
     profile = measure.measure_profile(model, list(range(40)), refuse_unsteady=False)
     assert profile.machine.endswith("(unsteady: other processes took 60% of the cores meanwhile)")
     assert profile.verify[2] > 1.5 and not (tmp_path / "advise-costs").exists()
+
+
+def test_costs_measured_on_the_chats_engine_load_no_second_copy(tmp_path, monkeypatch):
+    """The advise screen measured on a second copy of the target (a 1.5B twice in memory): given
+    the chat's engine, its own decodes are timed, nothing is loaded, llama.cpp's step is not timed
+    (that would load it again), and the numbers are the same kind: v(n) per width, a plain step."""
+    import pytest
+
+    import spectui.advise.measure as measure
+    import spectui.engines.ggml.load as load
+    from spectui.core.engine import DecodeTimings
+
+    asked = []
+
+    class ChatEngine:
+        def time_decodes(self, context_ids, widest, rounds, progress=None):
+            asked.append((len(context_ids), widest, rounds))
+            progress("verify widths", rounds, rounds)
+            return DecodeTimings({1: [0.07, 0.06], 2: [0.094, 0.1], 3: [0.13, 0.2]}, len(context_ids) - 3, 3,
+                                 "ggml Q4_K_M · 2 threads", neighbour_share=0.05)
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the target was loaded a second time")
+
+    monkeypatch.setattr(load, "load_ggml_engine", no_load)
+    monkeypatch.setattr(measure, "llamacpp_plain_step", no_load)
+    model = measure.GgufModel("smollm2-135m", None, tmp_path / "x.gguf", tmp_path)  # type: ignore[arg-type]  # never loaded
+    stages = []
+    profile, measured = measure.this_machine_profile(model, tmp_path, list(range(40)), progress=lambda *s: stages.append(s),
+                                                     engine=ChatEngine())  # type: ignore[arg-type]  # a stand-in
+    assert measured and asked == [(40, measure.WIDEST, measure.ROUNDS)] and ("verify widths", 7, 7) in stages
+    assert profile.plain_seconds == 0.06 and profile.verify == pytest.approx({1: 1.0, 2: 0.094 / 0.06, 3: 0.13 / 0.06})
+    assert (profile.piece, profile.context_tokens, profile.backend) == (3, 37, "ggml Q4_K_M · 2 threads")
+    assert profile.llamacpp_plain_seconds is None and set(profile.draft_seconds) == {"suffix", "ngram"}
+    assert cached_profile_path(tmp_path, profile.model, profile.backend).is_file()

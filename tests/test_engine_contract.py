@@ -35,7 +35,8 @@ def test_the_base_answers_for_what_an_engine_cannot_do():
 
 def test_the_embedded_engine_declares_live_controls_a_method_switch_and_a_tokenizer(tiny_target, tiny_tokenizer):
     engine = make_engine(tiny_target, tiny_tokenizer, NgramProposer())
-    expected = Capabilities(live_controls=True, exact_provenance=True, method_switch=True, tokenizer=True)
+    expected = Capabilities(live_controls=True, exact_provenance=True, method_switch=True, tokenizer=True,
+                            times_decodes=True)  # advise times its decodes between the chat's replies
     assert engine.capabilities == expected and engine.with_method("ngram").capabilities == expected
     assert engine.prompt_ids([{"role": "user", "content": "hi"}])
     assert engine.context_length == 512

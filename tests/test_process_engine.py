@@ -265,6 +265,30 @@ def test_a_caller_that_stops_reading_leaves_the_process_ready(process_engine):
     assert all(s.sources == (Source.TARGET,) for s in steps)
 
 
+def test_the_chats_engine_times_its_decodes_in_its_process_and_a_reply_follows(process_engine):
+    """Advise measures this machine's costs on the chat's engine (its target is not loaded a
+    second time): the child times the widths, its progress crosses over, and a progress that
+    raises (the advise screen closed) is raised once the child answered, the pipe in step."""
+    stages = []
+    timed = process_engine.time_decodes(list(range(20)), 3, 2, lambda *stage: stages.append(stage))
+    assert process_engine.capabilities.times_decodes
+    assert sorted(timed.seconds) == [1, 2, 3] and all(len(values) == 2 and min(values) > 0 for values in timed.seconds.values())
+    assert timed.context_tokens == 17 and timed.piece is None  # the tiny torch target verifies any width at once
+    assert ("verify widths", 2, 2) in stages
+    assert timed.neighbour_share is None or 0 <= timed.neighbour_share <= 1
+
+    class Closed(Exception):
+        pass
+
+    def closed(*stage):
+        raise Closed
+
+    with pytest.raises(Closed):
+        process_engine.time_decodes(list(range(20)), 3, 2, closed)
+    steps, done = reply(process_engine, Control(k=3), max_tokens=5)
+    assert done.finish_reason in ("length", "stop") and steps
+
+
 def test_the_engine_process_leaves_when_its_parent_is_killed():
     told, tell = os.pipe()  # the parent writes the engine process's pid here once it is up
     script = f"""

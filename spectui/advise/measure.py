@@ -13,8 +13,9 @@ from pathlib import Path
 
 from spectui.advise.costs import CostProfile, cached_profile_path, load_cached_profile, profile_json
 from spectui.advise.replay import ReplayInput
+from spectui.core.engine import DecodeTimings, Engine
 from spectui.core.errors import UsageError
-from spectui.engines.threads import BUSY_SHARE, cpu_sample, others_share
+from spectui.engines.threads import BUSY_SHARE
 from spectui.models.gguf_local import RECORD_FILE, GgufModel, has_gguf, tokenizer_folder
 from spectui.models.registry import ResolvedModel, gguf_dir
 
@@ -30,7 +31,7 @@ Progress = Callable[[str, int, int], None]
 def cached_gguf(resolved: ResolvedModel) -> GgufModel:
     """The target's GGUF and tokenizer, only if already on this machine: advise never fetches."""
     if not has_gguf(resolved):
-        raise UsageError(f"{resolved.name} has no GGUF: advise measures on ggml (give --costs FILE for another backend)")
+        raise NotMeasured(f"{resolved.name} has no GGUF: advise measures on ggml", "give --costs FILE for another backend")
     if resolved.kind == "gguf":
         assert resolved.path is not None
         gguf = resolved.path
@@ -47,52 +48,60 @@ def cached_gguf(resolved: ResolvedModel) -> GgufModel:
     return GgufModel(resolved.name, resolved, gguf, tokenizer_folder(resolved, gguf))
 
 
+class NotMeasured(UsageError):
+    """This machine's costs were not measured: `reason` says why in words for any screen; the
+    message adds what to do on the command line (the chat's advise screen says its own)."""
+
+    def __init__(self, reason: str, command_line: str, again: bool = False) -> None:
+        super().__init__(f"{reason}; {command_line}" if command_line else reason)
+        self.reason = reason
+        self.again = again  # measuring again may succeed (the machine was busy)
+
+
 def measure_profile(model: GgufModel, context_ids: Sequence[int], progress: Progress | None = None,
-                    refuse_unsteady: bool = True) -> CostProfile:
-    """Time the real target on ggml at len(context_ids) cached tokens (capped at CONTEXT_MAX).
+                    refuse_unsteady: bool = True, engine: Engine | None = None) -> CostProfile:
+    """Time the real target at len(context_ids) cached tokens (capped at CONTEXT_MAX): on
+    `engine` where given (the chat's, between replies: its target is not loaded twice, and
+    llama.cpp's own step is not timed, which would load it again), else on ggml loaded for it.
     refuse_unsteady False (a benchmark that reports it): timings from a busy machine are kept, and
     the profile's machine says why they are not steady."""
+    report = progress or (lambda stage, done, total: None)
+    ids = list(context_ids[:CONTEXT_MAX])
+    if engine is not None:
+        timings, llamacpp = engine.time_decodes(ids, WIDEST, ROUNDS, report), None
+    else:
+        timings, llamacpp = timed_on_a_loaded_target(model, ids, report)
+    fastest = {width: min(values) for width, values in timings.seconds.items()}
+    plain = fastest[1]
+    verify = {width: value / plain for width, value in fastest.items()}
+    unsteady = unsteady_measure(verify, timings.neighbour_share)
+    if unsteady and refuse_unsteady:
+        raise NotMeasured(f"this machine's costs were not measured: {unsteady}",
+                          "run advise again when it is quiet, or give --costs FILE from a quiet run", again=True)
+    base = ids[:timings.context_tokens] or [0] * timings.context_tokens
+    return CostProfile(model=model.name, backend=timings.backend, plain_seconds=plain, verify=verify,
+                       piece=timings.piece, context_tokens=timings.context_tokens, draft_seconds=copy_draft_seconds(base),
+                       machine=f"{platform.machine()} {platform.processor() or ''}".strip()
+                       + (f" (unsteady: {unsteady})" if unsteady else ""),
+                       llamacpp_plain_seconds=llamacpp)
+
+
+def timed_on_a_loaded_target(model: GgufModel, ids: list[int], report: Progress) -> tuple[DecodeTimings, float]:
+    """The target loaded on ggml for the measurement (and closed), and llama.cpp's own plain step."""
     from spectui.engines.ggml.load import load_ggml_engine
+    from spectui.engines.speculative.decode_timing import time_decodes
     from spectui.models.tokenizer_json import JsonTokenizer
 
-    report = progress or (lambda stage, done, total: None)
     report("load", 0, 1)
     engine = load_ggml_engine(model.gguf, JsonTokenizer(model.tokenizer), "ngram", target_name=model.name)
     report("load", 1, 1)
     try:
-        target = engine.target
-        piece = target.exact_rows
-        widest = piece or WIDEST
-        ids = list(context_ids[:CONTEXT_MAX]) or [0] * 64
-        base, tail = ids[:-widest] if len(ids) > widest else ids, (ids * (widest // len(ids) + 1))[:widest]
-        report("prefill", 0, 1)
-        target.logits(base, num_rows=1)
-        report("prefill", 1, 1)
-        timings: dict[int, list[float]] = {width: [] for width in range(1, widest + 1)}
-        before = cpu_sample()
-        for round_index in range(ROUNDS):
-            for width in timings:
-                started = time.perf_counter()
-                target.logits(base + tail[:width], num_rows=width)
-                timings[width].append(time.perf_counter() - started)
-            report("verify widths", round_index + 1, ROUNDS)
-        fastest = {width: min(values) for width, values in timings.items()}
-        plain = fastest[1]
-        report("llama.cpp plain", 0, 1)
-        llamacpp = llamacpp_plain_step(model.gguf, base + tail[:1])
-        unsteady = unsteady_measure({width: value / plain for width, value in fastest.items()},
-                                    others_share(before, cpu_sample()))
-        if unsteady and refuse_unsteady:
-            raise UsageError(f"this machine's costs were not measured: {unsteady}; run advise again when it is "
-                             "quiet, or give --costs FILE from a quiet run")
-        return CostProfile(model=model.name, backend=engine.info.backend or "ggml", plain_seconds=plain,
-                           verify={width: value / plain for width, value in fastest.items()}, piece=piece,
-                           context_tokens=len(base), draft_seconds=copy_draft_seconds(base),
-                           machine=f"{platform.machine()} {platform.processor() or ''}".strip()
-                           + (f" (unsteady: {unsteady})" if unsteady else ""),
-                           llamacpp_plain_seconds=llamacpp)
+        timings = time_decodes(engine.target, engine.info.backend or "ggml", ids, WIDEST, ROUNDS, report)
     finally:
         engine.close()
+    report("llama.cpp plain", 0, 1)
+    base = ids[:timings.context_tokens] or [0] * timings.context_tokens
+    return timings, llamacpp_plain_step(model.gguf, base[:timings.context_tokens] + base[:1])
 
 
 def llamacpp_plain_step(gguf: Path, context: Sequence[int]) -> float:
@@ -139,20 +148,21 @@ def copy_draft_seconds(context: Sequence[int]) -> dict[str, float]:
 
 
 def this_machine_profile(model: GgufModel, data_dir: Path, context_ids: Sequence[int], remeasure: bool = False,
-                         progress: Progress | None = None) -> tuple[CostProfile, bool]:
-    """(profile, whether it was measured now): the kept one for this model and backend, else measured and kept."""
+                         progress: Progress | None = None, engine: Engine | None = None) -> tuple[CostProfile, bool]:
+    """(profile, whether it was measured now): the kept one for this model and backend, else measured
+    (on `engine` where given: measure_profile) and kept."""
     from spectui.engines.ggml.lib import library_problem
 
-    problem = library_problem()
+    problem = library_problem() if engine is None else None
     if problem:
-        raise UsageError(f"advise measures costs on ggml, which cannot run here ({problem}): give --costs FILE")
+        raise NotMeasured(f"advise measures costs on ggml, which cannot run here ({problem})", "give --costs FILE")
     kept = sorted((data_dir / "advise-costs").glob(f"{cached_profile_path(data_dir, model.name, '').stem}*.json")) \
         if (data_dir / "advise-costs").is_dir() else []
     if kept and not remeasure:
         profile = load_cached_profile(kept[-1])
         if profile is not None:
             return profile, False
-    profile = measure_profile(model, context_ids, progress)
+    profile = measure_profile(model, context_ids, progress, engine=engine)
     path = cached_profile_path(data_dir, model.name, profile.backend)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")

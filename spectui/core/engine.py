@@ -44,6 +44,9 @@ class Capabilities:
     # The model's chat template takes enable_thinking (Qwen3's): GenerationParams.thinking
     # turns its thinking on or off
     thinking_switch: bool = False
+    # time_decodes() times decodes of n rows on the loaded target: advise measures this machine's
+    # costs on the chat's engine instead of loading the target a second time
+    times_decodes: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.live_controls, bool):  # Capabilities(live_controls=True): all of them
@@ -108,6 +111,19 @@ def with_threads(info: EngineInfo, threads: int) -> EngineInfo:
 
 
 Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+
+
+@dataclass(frozen=True)
+class DecodeTimings:
+    """Decodes of 1..widest rows after `context_tokens` cached tokens, each width timed a few
+    times, interleaved (Engine.time_decodes): what advise's cost profile is made of."""
+
+    seconds: dict[int, list[float]]  # rows -> the seconds of each timing
+    context_tokens: int
+    piece: int | None  # rows a T = 0 verify runs at a time (ggml); None: any width at once
+    backend: str  # what computed them ("ggml Q4_K_M · 2 threads")
+    # The share of the cores (0..1) other processes kept busy meanwhile, where it was measured
+    neighbour_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,12 @@ class Engine:
 
     def set_restart_progress(self, progress: Progress | None) -> None:
         """Who hears progress while a reply starts the engine again (capabilities.restarts_itself)."""
+
+    def time_decodes(self, context_ids: Sequence[int], widest: int, rounds: int,
+                     progress: Progress | None = None) -> DecodeTimings:
+        """Time decodes of 1..widest rows (a verify's piece at most) after context_ids on the
+        loaded target, `rounds` times each (capabilities.times_decodes). Between replies only."""
+        raise UsageError(f"the {self.info.name} engine cannot time its decodes")
 
     def forget_prompts(self) -> None:
         """Drop cached prompts: the next reply is prefilled anew (a no-op without a cache)."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, MutableSequence, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from spectui.core.engine import Engine, EngineInfo, MemoryReading, Progress
+from spectui.core.engine import DecodeTimings, Engine, EngineInfo, MemoryReading, Progress
 from spectui.core.errors import SpectuiError
 from spectui.core.events import Control, Done, Event, GenerationParams, LiveControl, Message
 
@@ -136,6 +136,9 @@ def answer_requests(connection: Connection, engine: Engine, control: LiveControl
             if request[0] == "method":
                 connection.send(("info", variant(request[1]).info))
                 continue
+            if request[0] == "time_decodes":
+                connection.send(("timed", timed_decodes(engine, connection, app, *request[1:])))
+                continue
             _, method, messages, params = request
             drafting = variant(method)
             for event in measured_stream(drafting, messages, params, cast(Control, control), app):  # engines read its LiveControl part
@@ -161,6 +164,19 @@ def measured_stream(engine: Engine, messages: Sequence[Message], params: Generat
         if isinstance(event, Done):
             event = replace(event, neighbour_share=others_share(started, cpu_sample(also_ours=app)))
         yield event
+
+
+def timed_decodes(engine: Engine, connection: Connection, app: int, context_ids: list[int], widest: int,
+                  rounds: int) -> DecodeTimings:
+    """engine.time_decodes on the cores the other processes leave free, its progress sent as it
+    goes; the share of the cores they took meanwhile, the app's own CPU not counted."""
+    from spectui.engines.threads import cpu_sample, free_cores, others_share
+
+    engine.use_threads(free_cores(also_ours=app))
+    started = cpu_sample(also_ours=app)
+    timings = engine.time_decodes(context_ids, widest, rounds,
+                                  lambda stage, done, total: connection.send(("progress", stage, done, total)))
+    return replace(timings, neighbour_share=others_share(started, cpu_sample(also_ours=app)))
 
 
 def settle_while_idle(engine: Engine, connection: Connection) -> bool:
@@ -298,6 +314,30 @@ class ProcessEngine(Engine):
     def stream(self, messages: Sequence[Message], params: GenerationParams, control: Control) -> Iterator[Event]:
         return self.stream_method(self.info.method, messages, params, control)
 
+    def time_decodes(self, context_ids: Sequence[int], widest: int, rounds: int,
+                     progress: Progress | None = None) -> DecodeTimings:
+        """The child's engine times them, after the reply in flight (one request at a time). A
+        progress that raises (its screen closed) is raised once the child has answered."""
+        failed: BaseException | None = None
+        with self._lock:
+            if not self.alive:
+                raise EngineProcessDied("the engine process had ended: the next message starts it again")
+            self._connection.send(("time_decodes", list(context_ids), widest, rounds))
+            while True:
+                reply = self._receive(None, "timing decodes")
+                if reply[0] != "progress":
+                    break
+                if progress is not None and failed is None:
+                    try:
+                        progress(*reply[1:])
+                    except BaseException as error:  # the pipe is read to the answer all the same
+                        failed = error
+        if failed is not None:
+            raise failed
+        if reply[0] == "error":
+            raise SpectuiError(reply[1])
+        return reply[1]
+
     def set_restart_progress(self, progress: Progress | None) -> None:
         """Who hears progress(stage, done, total) when a reply must start the process again:
         a reload of the weights is seconds to minutes the UI should not call streaming."""
@@ -394,6 +434,10 @@ class MethodView(Engine):
 
     def set_restart_progress(self, progress: Progress | None) -> None:
         self._base.set_restart_progress(progress)
+
+    def time_decodes(self, context_ids: Sequence[int], widest: int, rounds: int,
+                     progress: Progress | None = None) -> DecodeTimings:
+        return self._base.time_decodes(context_ids, widest, rounds, progress)
 
     def memory(self) -> MemoryReading | None:
         return self._base.memory()

@@ -9,12 +9,13 @@ and what applying the recommendation changes in the running chat.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spectui.core.engine import AUTO
+from spectui.core.engine import AUTO, DecodeTimings, Engine
 from spectui.core.errors import UsageError
 from spectui.core.words import counted
 
@@ -25,13 +26,15 @@ if TYPE_CHECKING:
     from spectui.store.history import Store
 
 Progress = Callable[[str, int, int], None]  # progress(what, done, total); total 0: not known yet
+IDLE_POLL_SECONDS = 0.1  # how often the measurement looks whether the chat's reply has ended
 ENOUGH_REPLIES = 3  # the first screen's card links to advise from this many saved T = 0 replies
 
 
 def run_advice(model: str | None, history: Path, data_dir: Path, conversation_id: int | None,
-               progress: Progress) -> Advice:
+               progress: Progress, host: EngineHost | None = None) -> Advice:
     """Every copy drafter × k over the history's replies (one conversation's, or all), charged at
-    this machine's profile for the target (the kept one, else measured now and kept).
+    this machine's profile for the target (the kept one, else measured now, on the chat's engine
+    where it runs that target: ChatMeasure, and kept).
     UsageError / StoreError say in one line why there is nothing to show."""
     from spectui.advise.advice import advise
     from spectui.advise.chats import chat_replies, read_conversations
@@ -49,13 +52,45 @@ def run_advice(model: str | None, history: Path, data_dir: Path, conversation_id
         raise UsageError(f"No reply to replay{' in this chat' if conversation_id is not None else ''}"
                          + (f" (left out: {left})" if left else "") + f": advise replays finished T = 0 replies of {target.name}.")
 
-    def measuring(stage: str, done: int, total: int) -> None:
-        progress(f"measuring this machine's costs for {target.name} once (kept for next time): {stage}", done, total)
+    engine, where = chat_engine_for(host, target.name)
 
-    costs, _ = this_machine_profile(target, data_dir, median_context_ids(selection.replies), progress=measuring)
+    def measuring(stage: str, done: int, total: int) -> None:
+        progress(f"measuring this machine's costs for {target.name} {where}, once (kept for next time): {stage}", done, total)
+
+    costs, _ = this_machine_profile(target, data_dir, median_context_ids(selection.replies), progress=measuring,
+                                    engine=ChatMeasure(host, engine) if host is not None and engine is not None else None)
     tokens = sum(len(reply.reply_ids) for reply in selection.replies)
     what = f"replaying {counted(len(selection.replies), 'reply', 'replies')} ({counted(tokens, 'token', thousands=True)}) for every drafter and k"
     return advise(selection, costs, progress=lambda done, total: progress(what, done, total))
+
+
+def chat_engine_for(host: EngineHost | None, target: str) -> tuple[Engine | None, str]:
+    """(the chat's engine, if its costs can be measured on it, and where they are measured, in
+    words): a second copy of the target is loaded only where the chat's cannot be used."""
+    engine = host.engine if host is not None else None
+    if engine is None:
+        return None, "on a copy of it loaded for this (the chat's engine is not ready)"
+    if engine.info.target != target:
+        return None, f"on a copy of it loaded for this (the chat runs {engine.info.target})"
+    if not engine.capabilities.times_decodes:
+        return None, f"on a copy of it loaded for this (the {engine.info.name} engine cannot time its decodes)"
+    return engine, "on the chat's engine"
+
+
+class ChatMeasure(Engine):
+    """The chat's engine as the measurement uses it: it waits for the reply in flight to end (the
+    advise screen, modal, lets no other start), then times the decodes between replies."""
+
+    def __init__(self, host: EngineHost, engine: Engine) -> None:
+        self.host, self.engine, self.info = host, engine, engine.info
+
+    def time_decodes(self, context_ids: Sequence[int], widest: int, rounds: int,
+                     progress: Progress | None = None) -> DecodeTimings:
+        report = progress or (lambda stage, done, total: None)
+        while self.host.uses.replying:  # a reply holds the engine: the timings would be its neighbours'
+            report("waiting for the reply to end", 0, 0)
+            time.sleep(IDLE_POLL_SECONDS)
+        return self.engine.time_decodes(context_ids, widest, rounds, progress)
 
 
 @dataclass(frozen=True)

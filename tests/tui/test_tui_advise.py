@@ -5,6 +5,8 @@ and the first screen's link once the history holds enough replies."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from spectui.advise.advice import advise
@@ -278,7 +280,8 @@ async def test_costs_not_measured_yet_are_measured_with_progress_and_kept(make_a
     copying_chats(path, tokenizer)
     go_on = threading.Event()
 
-    def measured(model, context_ids, progress=None):
+    def measured(model, context_ids, progress=None, engine=None):
+        assert engine is None  # the chat runs another target: a copy is loaded, and the line says why
         assert model.name == MODEL and len(context_ids) > 20  # timed at a conversation's length
         progress("verify widths", 3, 7)
         go_on.wait(20)
@@ -292,12 +295,90 @@ async def test_costs_not_measured_yet_are_measured_with_progress_and_kept(make_a
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen))
         screen = app.screen
         await wait_for(pilot, lambda: "verify widths" in text_of(screen, "#advise-status"))
-        assert "measuring this machine's costs for smollm2-135m once" in text_of(screen, "#advise-status")
+        assert ("measuring this machine's costs for smollm2-135m on a copy of it loaded for this (the chat runs"
+                " fake-target), once") in text_of(screen, "#advise-status")
         assert screen.query_one("#advise-progress").display
         go_on.set()
         screen = await advice_shown(pilot)
         assert len(table_rows(screen)) == 37
     assert cached_profile_path(tmp_path, MODEL, "test").is_file()
+
+
+class TimingEngine(PlanEngine):
+    """The chat's engine on the advise's target, timing its decodes: each call takes the next
+    neighbour share of `busy` (other processes' share of the cores meanwhile)."""
+
+    def __init__(self, busy: list[float], gated: bool = False) -> None:
+        super().__init__([None, None], capabilities=replace(SWITCHES, times_decodes=True), method="ngram", gated=gated)
+        self.info = replace(self.info, target=MODEL)
+        self.busy, self.timed_after = busy, []
+
+    def time_decodes(self, context_ids, widest, rounds, progress=None):
+        from spectui.core.engine import DecodeTimings
+
+        self.timed_after.append(len(self.steps))  # the steps of the replies before
+        return DecodeTimings({1: [0.01], 2: [0.013], 3: [0.016]}, len(context_ids) - 3, 3, "test",
+                             neighbour_share=self.busy.pop(0))
+
+
+def no_second_copy(monkeypatch) -> None:
+    import spectui.advise.measure as measure
+    import spectui.engines.ggml.lib as lib
+    import spectui.engines.ggml.load as load
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the target was loaded a second time")
+
+    monkeypatch.setattr(load, "load_ggml_engine", loaded)
+    monkeypatch.setattr(measure, "llamacpp_plain_step", loaded)
+    monkeypatch.setattr(lib, "library_problem", lambda: None)
+
+
+async def test_costs_are_measured_on_the_chats_engine_once_its_reply_ended(make_app, tmp_path, tokenizer, monkeypatch):
+    """The screen loaded a second copy of the target to measure (a 1.5B twice in memory), beside
+    the chat's reply: now the chat's engine times its decodes, after the reply in flight."""
+    copying_chats(tmp_path / "history.sqlite3", tokenizer)
+    no_second_copy(monkeypatch)
+    engine = TimingEngine([0.05], gated=True)
+    app = make_app(factory_for(engine), ChatConfig(model=MODEL, engine="scripted", method="ngram", k=2, temperature=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "a reply in flight")
+        await wait_for(pilot, lambda: len(engine.steps) == 1)
+        await pilot.press("ctrl+f2")
+        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen))
+        screen = app.screen
+        await wait_for(pilot, lambda: "waiting for the reply to end" in text_of(screen, "#advise-status"))
+        assert "for smollm2-135m on the chat's engine" in text_of(screen, "#advise-status")
+        engine.release(1)
+        screen = await advice_shown(pilot)
+        assert engine.timed_after == [2] and len(table_rows(screen)) == 37  # timed once the reply had ended
+        assert "Costs of smollm2-135m on test: plain step 10.0 ms" in text_of(screen, "#advise-costs")
+    assert cached_profile_path(tmp_path, MODEL, "test").is_file()
+
+
+async def test_costs_not_measured_on_a_busy_machine_say_what_to_do_here_and_r_measures_again(make_app, tmp_path, tokenizer,
+                                                                                          monkeypatch):
+    """The screen refused with the command line's advice ('give --costs FILE'): in the chat it
+    says what can be done there, and r measures again."""
+    copying_chats(tmp_path / "history.sqlite3", tokenizer)
+    no_second_copy(monkeypatch)
+    engine = TimingEngine([0.6, 0.05])
+    app = make_app(factory_for(engine), ChatConfig(model=MODEL, engine="scripted", method="ngram", k=2, temperature=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+f2")
+        screen = await advice_shown(pilot)
+        status = text_of(screen, "#advise-status")
+        assert status == ("this machine's costs were not measured: other processes took 60% of the cores meanwhile."
+                          " r measures again, once the machine is quiet."), status
+        assert "--costs" not in status and screen.check_action("measure_again", ())
+        assert not screen.query_one("#advise-table").display
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.advice is not None)
+        await pilot.pause()
+        assert len(table_rows(screen)) == 37 and not screen.check_action("measure_again", ())
+        assert engine.timed_after == [0, 0]
 
 
 def test_the_advise_screen_snapshot(snap_compare, make_app, history):

@@ -11,7 +11,8 @@ from spectui.core.engine import ALL_CONTROLS, Capabilities
 from spectui.engines.speculative.cached_model import CachedLogits
 
 # What the loop gives on any backend; a backend whose kernels promise more says so.
-LOOP_CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True)
+LOOP_CAPABILITIES = Capabilities(live_controls=ALL_CONTROLS, exact_provenance=True, method_switch=True, tokenizer=True,
+                                 times_decodes=True)
 
 
 class Backend(Protocol):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from spectui.core.engine import Engine, EngineInfo, with_threads
+from spectui.core.engine import DecodeTimings, Engine, EngineInfo, Progress, with_threads
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
 from spectui.core.pieces import StepPieces, tokenizer_decoder
@@ -136,6 +136,12 @@ class SpeculativeEngine(Engine):
     def settle(self, stop: Callable[[], bool] = lambda: False,
                progress: Callable[[int, int], None] | None = None) -> bool:
         return self.backend.settle(self.draft_cached(), stop, progress)
+
+    def time_decodes(self, context_ids: Sequence[int], widest: int, rounds: int,
+                     progress: Progress | None = None) -> DecodeTimings:
+        from spectui.engines.speculative.decode_timing import time_decodes
+
+        return time_decodes(self.target, self.info.backend or self.info.dtype, context_ids, widest, rounds, progress)
 
     def draft_cached(self) -> CachedLogits | None:
         """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""

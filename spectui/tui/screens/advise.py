@@ -48,9 +48,11 @@ class AdviseProgress(Message):
 
 
 class AdviseDone(Message):
-    def __init__(self, scope: str, advice: Advice | None, error: str | None) -> None:
+    """again: the error was the machine's costs not measured, which the r key measures again."""
+
+    def __init__(self, scope: str, advice: Advice | None, error: str | None, again: bool = False) -> None:
         super().__init__()
-        self.scope, self.advice, self.error = scope, advice, error
+        self.scope, self.advice, self.error, self.again = scope, advice, error, again
 
 
 class AdviseScreen(ModalScreen):
@@ -58,6 +60,7 @@ class AdviseScreen(ModalScreen):
         Binding("escape,q", "close", "close"),
         Binding("t", "toggle_scope", "history / this chat"),
         Binding("a", "apply", "apply it"),
+        Binding("r", "measure_again", "measure again"),
     ]
     DEFAULT_CSS = """
     AdviseScreen { align: center middle; }
@@ -78,6 +81,7 @@ class AdviseScreen(ModalScreen):
         self.scope = HISTORY
         self.results: dict[str, Advice | str] = {}  # scope -> its advice, or why there is none
         self.applied: Choice | None = None
+        self.again: set[str] = set()  # scopes whose costs were not measured (a busy machine): r tries again
         self.closed = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -137,9 +141,16 @@ class AdviseScreen(ModalScreen):
                 raise Cancelled
             self.post_message(AdviseProgress(what, done, total))
 
+        from spectui.advise.measure import NotMeasured
+
         try:
-            advice = run_advice(self.chat.config.model, self.history, self.history.parent, conversation, report)
+            advice = run_advice(self.chat.config.model, self.history, self.history.parent, conversation, report,
+                                self.chat.host)
         except Cancelled:
+            return
+        except NotMeasured as error:  # in the chat's words: what can be done here, not a command-line flag
+            again = " r measures again, once the machine is quiet." if error.again else ""
+            self.post_message(AdviseDone(scope, None, f"{error.reason}.{again}", error.again))
             return
         except (SpectuiError, OSError) as error:
             self.post_message(AdviseDone(scope, None, str(error)))
@@ -163,6 +174,7 @@ class AdviseScreen(ModalScreen):
 
     def on_advise_done(self, message: AdviseDone) -> None:
         self.results[message.scope] = message.advice if message.advice is not None else message.error or ""
+        (self.again.add if message.again else self.again.discard)(message.scope)
         if message.scope == self.scope:
             self.show_result()
 
@@ -218,6 +230,8 @@ class AdviseScreen(ModalScreen):
         return f"a: run {choice.words} in this chat, and keep it in your config file."
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "measure_again":
+            return self.scope in self.again
         if action == "apply":  # shown only where it acts
             choice = self.choice
             return (self.applied is None and choice is not None
@@ -229,6 +243,13 @@ class AdviseScreen(ModalScreen):
     def action_toggle_scope(self) -> None:
         self.scope = THIS_CHAT if self.scope == HISTORY else HISTORY
         self.show_scope()
+
+    def action_measure_again(self) -> None:
+        if self.scope in self.again:
+            self.again.discard(self.scope)
+            del self.results[self.scope]
+            self.show_scope()
+            self.refresh_bindings()
 
     def action_apply(self) -> None:
         choice = self.choice
