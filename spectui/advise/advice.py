@@ -189,6 +189,9 @@ def replayed_arm_name(reply: ChatReply) -> str:
     k = AUTO if settings.get("auto_k") else settings.get("k")
     if not method or k == 0 or k is None:
         return "k 0"
+    cross = reply.cross_vocab_arm(k)  # a draft with another tokenizer: the replay's arm for its rule
+    if cross is not None:
+        return cross
     drafter = {"suffix": "suffix", "ngram": f"ngram 1-{LOOKUP_MAX}"}.get(method)
     return f"{drafter} k {k}" if drafter else ""
 

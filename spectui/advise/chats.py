@@ -21,6 +21,8 @@ from spectui.store.history import Store
 from spectui.store.records import Conversation, NoSuchConversation, StoredMessage
 
 ROLES = ("system", "user", "assistant")
+# --vocab's rules for a draft with another tokenizer, as the replay's arms name them ("smollm2-135m (SLEM) k 4")
+VOCAB_RULE_NAMES = {"tli": "TLI", "slem": "SLEM", "auto": "auto"}
 
 
 class Tokenizer(Protocol):
@@ -39,10 +41,22 @@ class ChatReply(ReplayInput):
 
     @property
     def arm(self) -> str:
-        """The method and k it ran with, as the advice names arms ("suffix k auto", "k 0")."""
+        """The method and k it ran with, as the advice names arms ("suffix k auto", "k 0"); a draft
+        with another tokenizer by its name and rule ("smollm2-135m (SLEM) k 4")."""
         method = self.settings.get("method") or next((s.method for s in self.recorded if s.method), "")
         k = "auto" if self.settings.get("auto_k") else self.settings.get("k", "?")
-        return "k 0" if k == 0 or not method else f"{method} k {k}"
+        if k == 0 or not method:
+            return "k 0"
+        return self.cross_vocab_arm(k) or f"{method} k {k}"
+
+    def cross_vocab_arm(self, k: object) -> str | None:
+        """The cross-vocabulary arm it ran as, where its row recorded the draft and the rule (the
+        chat records them: an older row, or a draft of the target's tokenizer, has none)."""
+        settings = self.settings
+        rule, draft = settings.get("vocab"), settings.get("draft")
+        if settings.get("method") != "draft" or not draft or rule not in VOCAB_RULE_NAMES:
+            return None
+        return f"{draft} ({VOCAB_RULE_NAMES[rule]}) k {k}"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spectui.advise.advice import Advice, ArmResult
-from spectui.advise.chats import ChatReply
+from spectui.advise.chats import VOCAB_RULE_NAMES, ChatReply
 from spectui.advise.costs import CostProfile
 from spectui.advise.replay import ReplayedStep, ReplayInput
 from spectui.engines.speculative.cached_model import CachedLogits, common_prefix_len
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from spectui.engines.ggml.lib import LlamaModel
     from spectui.models.vocab_map import VocabMap
 
-RULES = {"tli": "TLI", "slem": "SLEM", "auto": "auto"}  # --vocab's rules, as the table names them
+RULES = VOCAB_RULE_NAMES  # --vocab's rules, as the table names them (and a chat's row: chats.ChatReply.arm)
 DRAFT_KS = (2, 4, 8)  # each k is a real draft run per rule: the default keeps a history's replay in minutes
 
 

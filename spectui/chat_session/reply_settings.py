@@ -30,14 +30,19 @@ def engine_k(host: EngineHost) -> int | str | None:
     return host.reported_k if host.reported_k is not None else "?"
 
 
-def reply_settings(values: LiveValues, seed: int | None, info: EngineInfo | None, own_k: int | str | None = None) -> dict:
+def reply_settings(values: LiveValues, seed: int | None, info: EngineInfo | None, own_k: int | str | None = None,
+                   vocab: str | None = None) -> dict:
     """What a reply is made with: its history row's settings, and regenerate's. own_k: the
-    engine's own k (engine_k), recorded instead of the chat's, which it does not run."""
+    engine's own k (engine_k), recorded instead of the chat's, which it does not run. vocab: the
+    chat's --vocab rule, recorded with the draft's name where the draft has another tokenizer
+    (TLI, SLEM or auto: `spectui advise` pairs the reply with the replay's arm for that rule)."""
     settings = {"k": values.k if own_k is None else own_k, "temperature": values.temperature, "seed": seed}
     if values.auto and own_k is None:
         settings["auto_k"] = True
     if info is not None:
         settings["method"] = info.method
+        if info.draft_vocab and info.draft and vocab:
+            settings |= {"draft": info.draft, "vocab": vocab}
     return settings
 
 

@@ -145,7 +145,7 @@ class ChatSession:
     def reply_request(self, values: LiveValues, seed: int | None) -> ReplyRequest:
         """A new reply to the chat as it stands; its history row opens here."""
         host = self.host
-        settings = reply_settings(values, seed, host.info, engine_k(host))
+        settings = reply_settings(values, seed, host.info, engine_k(host), self.config.vocab)
         context = host.engine.context_length if host.engine is not None else None
         message_id = self.transcript.open_reply(settings)
         return ReplyRequest(self.transcript.messages, self._params(seed, context), message_id, values, settings,

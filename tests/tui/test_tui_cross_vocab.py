@@ -53,3 +53,43 @@ def test_a_long_vocabulary_line_wraps_in_the_panel_and_is_never_cut():
     shown = " ".join(text.strip() for text in texts[start:start + 3])
     assert "SLEM (T = 0; 2.41 tokens a step, TLI 1.93)" in shown and texts[start + 1].startswith("  ")
     assert all(len(text) <= 35 for text in texts[start:start + 3])
+
+
+async def test_a_reply_drafted_across_vocabularies_records_its_rule_and_advise_pairs_it(make_app):
+    """The history saved a TLI or SLEM reply without its rule (--vocab auto picks per chat):
+    `spectui advise --json`'s checks could not pair it with the replay's arm for that rule."""
+    from spectui.advise.advice import Advice, ArmResult, replayed_arm_name
+    from spectui.advise.chats import ChatReply, Selection
+    from spectui.advise.costs import CostProfile
+    from spectui.settings.config import ChatConfig
+
+    app = make_app(lambda progress: engine_with("80% shared · SLEM at T = 0, TLI at T > 0"), ChatConfig(vocab="slem", k=1))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        stored = app.store.load_conversation(app.chat_screen.session.transcript.conversation_id)
+    row = [message for message in stored.messages if message.role == "assistant"][-1]
+    assert (row.settings["method"], row.settings["draft"], row.settings["vocab"]) == ("draft", "smollm2-135m", "slem")
+    reply = ChatReply((1, 2), (5, 6, 7), "stop", stored.id, row.id, tuple(step.step for step in row.steps), dict(row.settings))
+    assert reply.arm == replayed_arm_name(reply) == "smollm2-135m (SLEM) k 1"
+    slem = ArmResult("smollm2-135m (SLEM)", 1, per_reply=[(1, 2)])
+    tli = ArmResult("smollm2-135m (TLI)", 1, per_reply=[(0, 3)])
+    advice = Advice(CostProfile("m", "b", 0.01, {1: 1.0, 2: 1.3}), ArmResult("", 0, per_reply=[(0, 3)]), [tli, slem],
+                    Selection([reply]))
+    check = advice.checks()[0]
+    assert (check["ran"], check["replayed_as"], check["recorded_accepted"], check["replayed_accepted"]) == \
+        ("smollm2-135m (SLEM) k 1", "smollm2-135m (SLEM) k 1", 1, 1)
+
+
+async def test_a_reply_of_one_tokenizer_records_no_rule(make_app):
+    from spectui.settings.config import ChatConfig
+
+    app = make_app(lambda progress: engine_with(""), ChatConfig(vocab="slem", k=1))
+    async with app.run_test(size=(110, 36)) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello")
+        await reply_done(pilot)
+        stored = app.store.load_conversation(app.chat_screen.session.transcript.conversation_id)
+    row = [message for message in stored.messages if message.role == "assistant"][-1]
+    assert "vocab" not in row.settings and "draft" not in row.settings
