@@ -53,6 +53,16 @@ def test_json_onto_an_existing_file_is_refused_unless_forced(tmp_path, nothing_r
     assert len(result.output.strip().splitlines()) == 1 and existing.read_text() == "an earlier run"
 
 
+def test_json_onto_a_read_only_file_is_refused_even_with_force(tmp_path, nothing_runs):
+    existing = tmp_path / "out.json"
+    existing.write_text("an earlier run")
+    existing.chmod(0o444)
+    result = bench("--json", str(existing), "--force")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"spectui: error: --json {existing}: cannot write it (read-only, mode 0444)"
+    assert existing.read_text() == "an earlier run"
+
+
 def test_markdown_is_written_new_refused_when_it_exists_or_is_a_fifo_and_replaced_with_force(tmp_path, saved):
     markdown = tmp_path / "bench.md"
     assert bench("--report", str(saved), "--markdown", str(markdown)).exit_code == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spectui.core.files import NotAFile, WouldOverwrite, write_user_file
+from spectui.core.files import NotAFile, ReadOnlyFile, WouldOverwrite, check_user_file, write_user_file
 
 
 def test_a_new_file_is_written_and_its_path_returned(tmp_path):
@@ -98,6 +98,23 @@ def test_an_existing_file_is_kept_unless_overwrite_is_asked(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md"]
 
 
+@pytest.mark.parametrize("mode", [0o444, 0o400])
+def test_a_read_only_file_is_not_replaced_even_when_overwrite_is_asked(tmp_path, mode):
+    """--force replaced a file the user made read-only (the write goes by rename, which the
+    folder allows): refused, by the bits too where os.access passes (root)."""
+    path = tmp_path / "kept.md"
+    path.write_text("mine")
+    path.chmod(mode)
+    for write in (lambda: write_user_file(path, "theirs", overwrite=True), lambda: check_user_file(path, overwrite=True)):
+        with pytest.raises(ReadOnlyFile) as caught:
+            write()
+        assert str(caught.value) == f"{path} is read-only (mode {mode:04o}); not replacing it"
+        assert caught.value.strerror == f"read-only, mode {mode:04o}" and isinstance(caught.value, PermissionError)
+    assert path.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["kept.md"]
+    with pytest.raises(WouldOverwrite):  # without overwrite, the refusal is as before
+        write_user_file(path, "theirs")
+
+
 def test_the_refusal_names_the_path_on_one_safe_line(tmp_path):
     path = tmp_path / "a\nb\x1b[2J"
     path.write_text("x")
@@ -183,3 +200,13 @@ def test_export_onto_an_existing_file_needs_force(saved_id, tmp_path):
     forced = export(str(saved_id), "-o", str(out), "--force")
     assert forced.exit_code == 0, forced.stderr
     assert "there" in out.read_text()
+
+
+def test_export_onto_a_read_only_file_is_refused_even_with_force(saved_id, tmp_path):
+    out = tmp_path / "chat.md"
+    out.write_text("my notes")
+    out.chmod(0o444)
+    result = export(str(saved_id), "-o", str(out), "--force")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"spectui: error: cannot write {out}: read-only, mode 0444"]
+    assert out.read_text() == "my notes"

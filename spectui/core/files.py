@@ -43,6 +43,18 @@ class WouldOverwrite(FileExistsError):
         return f"{safe_line(str(self.filename))} already exists; not overwriting it"
 
 
+class ReadOnlyFile(PermissionError):
+    """A file the user made read-only: the writer goes by rename, which its folder allows, so
+    --force (overwrite) would replace it; it is refused instead."""
+
+    def __init__(self, path: str | os.PathLike, mode: int):
+        super().__init__(errno.EACCES, f"read-only, mode {mode:04o}", str(path))
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return f"{safe_line(str(self.filename))} is read-only (mode {self.mode:04o}); not replacing it"
+
+
 class FileTooLarge(OSError):
     """More bytes than the cap for its kind (or an endless device that passed as a file)."""
 
@@ -122,9 +134,7 @@ def write_user_file(path: Path | str, data: bytes | str, *, overwrite: bool = Fa
     WouldOverwrite unless `overwrite`; `backup` keeps its old content as `<name>.bak`.
     The bytes go to a temporary file beside the target, fsynced, then renamed over it:
     a full disk or a kill leaves the old file whole, and the old file's mode is kept."""
-    target, existing = _writable_target(Path(path).expanduser())
-    if existing is not None and not overwrite:
-        raise WouldOverwrite(path)
+    target, existing = _replaceable_target(path, overwrite)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else None
     partial = _write_partial(target, payload, mode)
@@ -144,12 +154,22 @@ def write_user_file(path: Path | str, data: bytes | str, *, overwrite: bool = Fa
 
 def check_user_file(path: Path | str, *, overwrite: bool = False) -> Path:
     """What write_user_file would refuse, found before the work that makes the data (a bench
-    run of an hour): NotAFile, or WouldOverwrite for an existing file unless `overwrite`.
-    Only stat: nothing is opened or written. Returns the path a write would go to."""
+    run of an hour): NotAFile, or WouldOverwrite for an existing file unless `overwrite`, and
+    ReadOnlyFile for a read-only one even then. Only stat: nothing is opened or written.
+    Returns the path a write would go to."""
+    return _replaceable_target(path, overwrite)[0]
+
+
+def _replaceable_target(path: Path | str, overwrite: bool) -> tuple[Path, os.stat_result | None]:
+    """_writable_target, and an existing file refused unless `overwrite`, a read-only one always
+    (its mode says nobody writes it; root passes os.access, so the bits are read too)."""
     target, existing = _writable_target(Path(path).expanduser())
     if existing is not None and not overwrite:
         raise WouldOverwrite(path)
-    return target
+    if existing is not None and not (existing.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+                                     and os.access(target, os.W_OK)):
+        raise ReadOnlyFile(path, stat.S_IMODE(existing.st_mode))
+    return target, existing
 
 
 def _writable_target(path: Path) -> tuple[Path, os.stat_result | None]:

@@ -48,3 +48,26 @@ async def test_a_screenshot_is_a_new_file_in_the_folder(make_app, tmp_path):
         await wait_for(pilot, lambda: any(notice.startswith("Saved") for notice in notices(app)))
     [shot] = (tmp_path / "shots").glob("*.svg")
     assert shot.read_text().startswith("<svg")
+
+
+async def test_an_export_onto_a_read_only_file_is_refused_in_one_line_and_writes_none(make_app, tmp_path):
+    """Replacing (y) went by rename, which the folder allows: a file the user made read-only
+    was replaced. It is refused in one line, and none of the three files is written."""
+    app = make_app(factory_for(PlanEngine([None, 1])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "hello there")
+        await reply_done(pilot)
+        conversation_id = app.chat_screen.session.transcript.conversation_id
+        mine = tmp_path / "shots" / f"spectui-chat-{conversation_id}.md"
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        mine.write_text("my own notes")
+        mine.chmod(0o444)
+        await pilot.press("f2", "e")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DeleteDialog))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: any("read-only" in notice for notice in notices(app)))
+        assert f"{mine} is read-only (mode 0444); not replacing it" in notices(app)
+        assert mine.read_text() == "my own notes" and not mine.with_suffix(".json").exists()

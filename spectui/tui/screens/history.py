@@ -21,7 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from spectui.core.errors import SpectuiError, one_line
-from spectui.core.files import write_user_file
+from spectui.core.files import ReadOnlyFile, check_user_file, write_user_file
 from spectui.core.safe_text import safe_line
 from spectui.settings.config import DEFAULT_KEYS
 from spectui.core.safe_text import escaped_json
@@ -47,6 +47,8 @@ def write_exports(
     with `overwrite` (the screen asks first), a full disk leaves no empty or cut file."""
     conversation = store.load_conversation(conversation_id)
     markdown, document, trace = export_paths(conversation_id, folder)
+    for path in (markdown, document, trace):  # one read-only file (or a FIFO) among them: none written
+        check_user_file(path, overwrite=overwrite)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     write_user_file(markdown, export_markdown(conversation), overwrite=overwrite)
     write_user_file(document, escaped_json(export_json(conversation)), overwrite=overwrite)
@@ -227,6 +229,9 @@ class HistoryScreen(Screen):
     def _write_exports(self, conversation_id: int, folder: Path, overwrite: bool) -> None:
         try:
             markdown, document, trace = write_exports(self.store, conversation_id, folder, overwrite)
+        except ReadOnlyFile as error:  # its own line names the file: not "ReadOnlyFile: …"
+            self.notify(str(error), severity="error")
+            return
         except (SpectuiError, OSError) as error:
             self.notify(one_line(error), severity="error")
             return
