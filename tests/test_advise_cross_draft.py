@@ -193,7 +193,8 @@ def test_advise_replays_another_tokenizers_draft_by_each_rule(qwen_history):
         assert arm["tokens"] == data["baseline"]["tokens"] and arm["predicted_speedup"] > 0
     assert data["cross_vocabulary_draft"]["draft"] == "smollm2-135m"
     assert ("smollm2-135m (TLI)", 4) not in arms  # only the ks asked for
-    table = advise("--costs", str(qwen_history), "--draft-k", "2")
+    # The table's rows and notes for the same arms: one conversation's replay shows them all.
+    table = advise("--costs", str(qwen_history), "--draft-k", "2", "--last", "1")
     assert table.exit_code == 0, table.stderr
     words = " ".join(table.stdout.split())  # the lines under the table wrap at the terminal's width
     assert "smollm2-135m (SLEM)" in table.stdout and "% of its tokens shared" in words and "--vocab auto" in words

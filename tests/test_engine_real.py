@@ -19,17 +19,23 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module", params=["float32", "int8"])
-def smollm2(request):
-    """fp32 as the reference precision, int8 as what `--dtype auto` runs on CPU."""
+@pytest.fixture(scope="module")
+def smollm2_loaded():
+    """SmolLM2 in each precision the pairs below use, each loaded once (float32 plays in both)."""
     from spectui.models.load import load_model
     from spectui.models.registry import resolve
 
-    target, tokenizer = load_model(resolve("smollm2-135m"), request.param, "cpu")
+    return {dtype: load_model(resolve("smollm2-135m"), dtype, "cpu") for dtype in ("float32", "int8", "int8-dynamic")}
+
+
+@pytest.fixture(scope="module", params=["float32", "int8"])
+def smollm2(request, smollm2_loaded):
+    """fp32 as the reference precision, int8 as what `--dtype auto` runs on CPU."""
+    target, tokenizer = smollm2_loaded[request.param]
     # A real second opinion: the same weights rounded differently disagree now and then, so
     # acceptance is high but not 100%. The int8 target's draft is float32: an int8-dynamic
     # draft shares its stored int8 weights and agreed on every token of the first prompt.
-    draft, _ = load_model(resolve("smollm2-135m"), "float32" if request.param == "int8" else "int8-dynamic", "cpu")
+    draft, _ = smollm2_loaded["float32" if request.param == "int8" else "int8-dynamic"]
     return target, draft, tokenizer
 
 
