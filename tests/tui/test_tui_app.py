@@ -422,7 +422,7 @@ async def test_long_reply_keeps_its_last_line_in_view(make_app):
         await send(pilot, "long")
         chat = app.chat_screen
         assert chat.stats_panel.display
-        conversation = chat.scroll
+        conversation = chat.conversation
         token_view = chat.query_one(ReplyView).token_view
         def last_line_on_screen() -> bool:
             last_line_y = token_view.region.y + token_view.num_text_lines - 1
@@ -456,11 +456,11 @@ async def test_a_streaming_reply_grows_with_its_text_and_the_question_stays_in_v
         await pilot.pause()
         token_view = chat.query_one(ReplyView).token_view
         question = chat.query_one(UserMessage)
-        conversation = chat.scroll.content_region
+        conversation = chat.conversation.content_region
         assert token_view.streaming
         assert token_view.size.height == token_view.num_text_lines == 1
         assert conversation.y <= question.region.y and question.region.bottom <= conversation.bottom
-        assert chat.scroll.max_scroll_y == 0  # all of it fits: nothing to scroll past
+        assert chat.conversation.max_scroll_y == 0  # all of it fits: nothing to scroll past
         engine.release(20)
         await reply_done(pilot)
 

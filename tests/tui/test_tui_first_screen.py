@@ -179,7 +179,7 @@ async def test_a_starters_k_lasts_for_its_reply_only_and_the_card_says_so(make_a
         await pilot.press("enter")
         await reply_done(pilot)
         assert live.auto and live.k == 2  # back to the user's k once the starter's reply ended
-        assert chat.welcome.starter is None
+        assert chat.conversation.welcome.starter is None
 
         await pilot.press(app.first_key("new_chat"))
         await wait_for(pilot, lambda: len(cards(app)) == 1)
@@ -274,4 +274,4 @@ async def test_with_a_server_the_card_and_footer_offer_no_k(make_app):
         assert watch_line(app) == ""  # no watch-it k to cost
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.chat_screen.prompt.text != "")
-        assert app.host.live.k == 2 and app.chat_screen.welcome.starter is None
+        assert app.host.live.k == 2 and app.chat_screen.conversation.welcome.starter is None

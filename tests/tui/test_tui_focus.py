@@ -36,13 +36,13 @@ async def test_esc_after_find_and_typed_keys_come_back_to_the_box(make_app):
         await reply_done(pilot)
         await send(pilot, "/find w1")
         await pilot.pause()
-        assert chat.scroll.has_focus  # n and N go to the matches
+        assert chat.conversation.has_focus  # n and N go to the matches
         await pilot.press("n")
         await pilot.pause()
-        assert chat.scroll.has_focus and chat.prompt.text == ""
+        assert chat.conversation.has_focus and chat.prompt.text == ""
         await pilot.press("escape")
         await pilot.pause()
-        assert chat.prompt.has_focus and not chat.commands.finder.matches
+        assert chat.prompt.has_focus and not chat.conversation.finder.matches
         await send(pilot, "/find w2")
         await pilot.pause()
         await pilot.press("h", "i")  # typing: the box takes it, nothing vanishes
@@ -56,6 +56,6 @@ async def test_the_box_shows_it_has_the_focus(make_app):
         await ready(pilot)
         chat = app.chat_screen
         focused = chat.prompt.styles.border_top
-        chat.scroll.focus()
+        chat.conversation.focus()
         await pilot.pause()
         assert chat.prompt.styles.border_top[0] != focused[0]  # another line, not only another shade

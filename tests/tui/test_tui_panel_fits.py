@@ -48,7 +48,7 @@ async def test_page_up_and_down_from_the_message_box_scroll_the_conversation(mak
     async with app.run_test(size=(100, 24)) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        scroll = chat.scroll
+        scroll = chat.conversation
         for number in range(3):
             await send(pilot, f"question {number}: what is speculative decoding?")
             await reply_done(pilot)
