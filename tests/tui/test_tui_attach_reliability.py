@@ -56,7 +56,7 @@ async def test_an_at_path_for_a_server_engine_goes_only_when_sent_twice(make_app
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "summarise @secret.txt")
-        assert engine.messages_seen == [] and chat.prompt.text == "summarise @secret.txt"
+        assert engine.messages_seen == [] and chat.box.prompt.text == "summarise @secret.txt"
         assert notes(app)[-1].startswith("secret.txt would go to the server at gpu-box with this message")
         assert chat.session.files.pending == []
         await send(pilot, "summarise @secret.txt")

@@ -97,6 +97,10 @@ async def test_below_100_columns_the_panel_steps_aside_and_its_key_brings_it_bac
         await pilot.press(app.first_key("stats"))
         await pilot.pause()
         assert chat.stats_panel.display and chat.conversation.size.width < 50
+        # The message box holds its parts' margin: the conversation is as wide as the box's text
+        # area, as when they were the screen's children (a vertical layout narrows every 1fr part
+        # by its widest child margin; without it the conversation grew 2 columns, 6 snapshots changed).
+        assert chat.conversation.region.width == chat.box.prompt.region.width
         await pilot.press(app.first_key("stats"))
         await pilot.pause()
         assert not chat.stats_panel.display

@@ -72,7 +72,6 @@ class ChatScreen(ChatKeys):
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
         self.conversation = ConversationView(self.session, lambda: self.stats_panel.data, lambda: self.session.replies.next_id)
         self.box = MessageBox(config.keys, lambda: self.session.cwd, self.conversation.welcome.tab, cursor_blink)
-        self.prompt = self.box.prompt  # its text area, for where the focus is (the box says the rest)
         self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.conversation)
         self.replies = Replies(self, self.conversation, self.session, store, self.refresh_bar, self.refresh_panels, config.keys)
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
