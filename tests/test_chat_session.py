@@ -87,15 +87,17 @@ def turn(session: ChatSession, text: str, reply: str, finish_reason: str = "stop
 
 
 def test_a_line_is_sent_when_the_engine_is_ready_and_waits_while_it_loads():
-    assert session_on(ready_host()).meaning("\n\n  hello  \n", False, False) == Send("  hello")
-    assert session_on(loading_host()).meaning("hello", False, False) == Wait("hello")
+    assert session_on(ready_host()).meaning("\n\n  hello  \n") == Send("  hello")
+    assert session_on(loading_host()).meaning("hello") == Wait("hello")
 
 
 def test_a_line_is_refused_while_a_reply_streams_or_a_message_waits_and_when_no_engine_came():
     session = session_on(ready_host())
-    assert session.meaning("hello", True, False) == Refuse("A reply is streaming; Esc cancels it.")
-    assert session.meaning("hello", False, True) == \
-        Refuse("A message already waits for the engine; this one stays in the box.")
+    started(session)  # the session knows its reply in progress: nobody tells it
+    assert session.meaning("hello") == Refuse("A reply is streaming; Esc cancels it.")
+    loading = session_on(loading_host())
+    loading.waiting = "sent while the engine loads"
+    assert loading.meaning("hello") == Refuse("A message already waits for the engine; this one stays in the box.")
 
     def broken(progress):
         raise RuntimeError("no weights here")
@@ -108,20 +110,21 @@ def test_a_line_is_refused_while_a_reply_streams_or_a_message_waits_and_when_no_
         assert woken.wait(30)
         woken.clear()
         host.pump()
-    refused = session_on(host).meaning("hello", False, False)
+    refused = session_on(host).meaning("hello")
     assert isinstance(refused, Refuse) and refused.severity == "error" and "no weights here" in refused.why
 
 
 def test_commands_are_run_never_sent_and_a_file_line_sends_the_request_below_it():
     session = session_on(ready_host())
-    assert session.meaning("/ctx", False, False) == RunCommand(Command("ctx", ""))
-    assert session.meaning("/file a.py\nexplain it", False, False) == RunCommand(Command("file", "a.py"), Send("explain it"))
-    # the request below still waits its turn: a streaming reply refuses it
-    assert session.meaning("/file a.py\nexplain it", True, False) == \
-        RunCommand(Command("file", "a.py"), Refuse("A reply is streaming; Esc cancels it."))
-    unknown = session.meaning("/nosuch", False, False)
+    assert session.meaning("/ctx") == RunCommand(Command("ctx", ""))
+    assert session.meaning("/file a.py\nexplain it") == RunCommand(Command("file", "a.py"), Send("explain it"))
+    unknown = session.meaning("/nosuch")
     assert isinstance(unknown, Refuse) and unknown.severity == "warning" and "/nosuch" in unknown.why
-    assert session.meaning("//etc is a path", False, False) == Send("/etc is a path")
+    assert session.meaning("//etc is a path") == Send("/etc is a path")
+    # the request below still waits its turn: a streaming reply refuses it
+    started(session)
+    assert session.meaning("/file a.py\nexplain it") == \
+        RunCommand(Command("file", "a.py"), Refuse("A reply is streaming; Esc cancels it."))
 
 
 def test_files_named_with_at_would_go_to_a_server_only_when_sent_twice(tmp_path):
@@ -129,18 +132,18 @@ def test_files_named_with_at_would_go_to_a_server_only_when_sent_twice(tmp_path)
     server = PlanEngine([None], name="server")
     session = session_on(ready_host(server))
     session.cwd = str(tmp_path)
-    asked = session.meaning("read @notes.txt", False, False)
+    asked = session.meaning("read @notes.txt")
     assert isinstance(asked, Ask) and asked.lines[0].startswith("notes.txt would go to the server at cpu")
-    assert session.meaning("read @notes.txt", False, False) == Send("read @notes.txt")  # the second Enter
+    assert session.meaning("read @notes.txt") == Send("read @notes.txt")  # the second Enter
     local = session_on(ready_host())
     local.cwd = str(tmp_path)
-    assert local.meaning("read @notes.txt", False, False) == Send("read @notes.txt")
+    assert local.meaning("read @notes.txt") == Send("read @notes.txt")
 
 
 def test_the_box_holding_the_last_reply_keeps_the_edit_whatever_it_says():
     session = session_on(ready_host())
     session.editing = "reply"
-    assert session.meaning("/clear", False, False) == KeepEdit("/clear")
+    assert session.meaning("/clear") == KeepEdit("/clear")
 
 
 # replies
@@ -171,10 +174,12 @@ def test_an_ended_reply_joins_the_chat_and_its_figures_and_a_detached_one_only_i
 
 def test_regenerate_takes_the_values_the_reply_was_made_with_or_the_live_ones_and_a_new_seed():
     session = session_on(ready_host(k=2))
-    assert session.busy("regenerate it", False, False) == "No reply to regenerate it yet."
+    assert session.busy("regenerate it") == "No reply to regenerate it yet."
     turn(session, "hi", "hello")
-    assert session.busy("regenerate it", True, False) == "Wait for the reply to end (Esc cancels it) before you regenerate it."
-    assert session.busy("regenerate it", False, False) is None
+    session.waiting = "a message sent while the engine loads"
+    assert session.busy("regenerate it") == "Wait for the reply to end (Esc cancels it) before you regenerate it."
+    session.waiting = None
+    assert session.busy("regenerate it") is None
     request, note = session.regenerate(as_made=True)
     assert (request.values.k, request.values.temperature, request.params.seed) == (3, 0.5, 7)
     assert note == "Regenerating the last reply with k 3, T 0.50, seed 7"
@@ -188,13 +193,15 @@ def test_regenerate_takes_the_values_the_reply_was_made_with_or_the_live_ones_an
 def test_a_reply_cut_short_is_continued_from_where_it_stopped_and_one_that_ended_is_not():
     session = session_on(ready_host())
     turn(session, "count", "one two", finish_reason="stop")
-    assert session.why_not_continue(False, False, True) == \
+    assert session.why_not_continue(True) == \
         "The last reply ended on its own: nothing to continue (edit it, /edit, and it continues from the edit)."
     session.start_over()
     turn(session, "count", "one two", finish_reason="length")
-    assert session.why_not_continue(False, False, False) == "No reply to continue yet."  # its view is gone
-    assert session.why_not_continue(True, False, True) == "A reply is streaming; Esc cancels it."
-    assert session.why_not_continue(False, False, True) is None
+    assert session.why_not_continue(False) == "No reply to continue yet."  # its view is gone
+    session.waiting = "a message sent while the engine loads"
+    assert session.why_not_continue(True) == "A reply is streaming; Esc cancels it."
+    session.waiting = None
+    assert session.why_not_continue(True) is None
     request = session.continuation()
     assert request.messages[-1] == {"role": "assistant", "content": "one two"} and request.earlier == (3, 1)
     assert request.params.seed == 7  # the reply's own seed goes on
@@ -208,7 +215,7 @@ def test_an_edited_reply_takes_the_place_of_the_models_and_can_be_continued():
     assert session.keep_reply_edit("my own start")
     last = session.transcript.entries[-1]
     assert (last.content, last.finish_reason, session.editing) == ("my own start", EDITED, None)
-    assert session.why_not_continue(False, False, True) is None
+    assert session.why_not_continue(True) is None
 
 
 def test_an_edited_message_replaces_its_turn_and_its_files_wait_again(tmp_path):
@@ -325,6 +332,8 @@ def test_the_reply_in_progress_is_the_sessions_its_status_its_steps_and_how_it_e
     session.add_user("count", content, files)
     reply, _ = started(session)
     assert session.reply is reply and (reply.status, reply.settings["k"]) == ("streaming", 2)
+    assert session.turn_open and session.busy("edit your message") == \
+        "Wait for the reply to end (Esc cancels it) before you edit your message."
     assert reply.prefill((1.0, 0), 40, 100, 3.0) and (reply.status, reply.detail) == ("prefill", "40/100 · 20 tok/s · 3 s left")
     assert reply.add([(step(" one"), 4.0)]) and (reply.status, reply.ran) == ("streaming", None)  # the first step ran nothing
     assert reply.add([(step(" two"), 5.0)]) and reply.ran == (2, 0.0)  # the bar says the k and T that ran
@@ -336,7 +345,7 @@ def test_the_reply_in_progress_is_the_sessions_its_status_its_steps_and_how_it_e
     ending = session.replies.end(reply.reply_id + 1, Done("cancelled"), None, 7.0, "F9", "")
     assert ending is None and session.reply is reply  # another reply's end is not this one's
     ending = session.replies.end(reply.reply_id, Done("cancelled", seconds=3.0), None, 7.0, "F9", "")
-    assert ending is not None and session.reply is None
+    assert ending is not None and session.reply is None and not session.turn_open
     assert (ending.ended.content, ending.ended.finish_reason, ending.problem) == (" one two three four", "cancelled", "cancelled")
     assert ending.summary.startswith("4 tokens in 4 steps") and " · k 2→3 · T 0.00→0.50" in ending.summary  # keys mid-reply
     assert ending.ended.stats["num_tokens"] == 4 and ending.ended.settings == reply.settings

@@ -53,7 +53,8 @@ class ChatSession:
 
     editing: "message" while the last message is back in the box (sending replaces its turn),
     "reply" while the last reply's text is (Enter keeps the edit), else None. replies: the
-    reply in progress (`reply`) and those a new chat left behind."""
+    reply in progress (`reply`) and those a new chat left behind. waiting: a message sent
+    while the engine loads, which goes once it is ready (or back to the box if it fails)."""
 
     def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None, warn: Callable[[str], None]) -> None:
         self.host, self.config = host, config
@@ -66,6 +67,7 @@ class ChatSession:
         self.cwd: str | None = None  # where relative paths start (None: the process's folder)
         self.confirming: str | None = None  # a message whose @path files a server would get, asked once
         self.editing: str | None = None
+        self.waiting: str | None = None
         self.verify_slope: float | None = None  # v(k)'s slope the engine timed (EngineReady)
         self.switching_to: ChatConfig | None = None  # the model screen's choice, while its engine loads
         self.compare_after_reply: list[Message] | None = None  # the compare view waits for this reply
@@ -75,10 +77,15 @@ class ChatSession:
         """The reply in progress, if one streams."""
         return self.replies.current
 
+    @property
+    def turn_open(self) -> bool:
+        """A reply streams, or a message waits for the engine: the last turn is not done yet."""
+        return self.reply is not None or self.waiting is not None
+
     # what a line means
 
-    def meaning(self, typed: str, replying: bool, waiting: bool) -> Meaning:
-        """The message box's Enter: replying, a reply streams; waiting, a message waits for the engine."""
+    def meaning(self, typed: str) -> Meaning:
+        """The message box's Enter."""
         if self.editing == "reply":  # the box holds the reply's text, commands and all
             return KeepEdit(typed)
         text = message_text(typed)
@@ -86,15 +93,15 @@ class ChatSession:
         if isinstance(parsed, Unknown):
             return Refuse(parsed.message, "warning")
         if parsed is None or isinstance(parsed, Literal):
-            return self._message(parsed.text if parsed is not None else text, replying, waiting)
+            return self._message(parsed.text if parsed is not None else text)
         command, below = file_then_message(parsed)
-        return RunCommand(command, self._message(below, replying, waiting) if below is not None else None)
+        return RunCommand(command, self._message(below) if below is not None else None)
 
-    def _message(self, text: str, replying: bool, waiting: bool) -> Meaning:
+    def _message(self, text: str) -> Meaning:
         host = self.host
-        if replying:
+        if self.reply is not None:
             return Refuse("A reply is streaming; Esc cancels it.")
-        if waiting:
+        if self.waiting is not None:
             return Refuse("A message already waits for the engine; this one stays in the box.")
         if host.state.failed and host.engine is None:
             return Refuse(f"No engine: {host.state.error}", "error")
@@ -155,9 +162,9 @@ class ChatSession:
         return GenerationParams(max_tokens=reply_budget(self.config.max_tokens, context), top_p=self.config.top_p, seed=seed,
                                 truncate=self.transcript.truncating, thinking=self.thinking)
 
-    def busy(self, doing: str, replying: bool, waiting: bool) -> str | None:
+    def busy(self, doing: str) -> str | None:
         """Why the last turn cannot be replaced now (to `doing`), if it cannot."""
-        if replying or waiting:
+        if self.turn_open:
             return f"Wait for the reply to end (Esc cancels it) before you {doing}."
         if self.transcript.last("assistant") is None or len(self.transcript.entries) < 2:
             return f"No reply to {doing} yet."
@@ -174,9 +181,9 @@ class ChatSession:
         self.transcript.drop_last("assistant")
         return self.reply_request(values, seed), f"Regenerating the last reply with {describe_values(values, seed)}{note}"
 
-    def why_not_continue(self, replying: bool, waiting: bool, shown: bool) -> str | None:
+    def why_not_continue(self, shown: bool) -> str | None:
         """Why the last reply cannot be continued now (shown: its view is on screen); None when it can."""
-        if replying or waiting:
+        if self.turn_open:
             return "A reply is streaming; Esc cancels it."
         entry = self.transcript.last("assistant")
         if entry is None or not shown:
@@ -223,7 +230,7 @@ class ChatSession:
     def start_over(self) -> None:
         """A new chat: a reply in progress goes on in its thread, for its history row only."""
         self.replies.detach()
-        self.editing = None
+        self.editing = self.waiting = None  # the screen gave a waiting message back to the box first
         self.compare_after_reply = None  # the compare view's prompt belonged to the chat left behind
         self.transcript.start_over()
         self.files.reset()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from textual.message import Message
 
+from spectui.core.commands import Command
 from spectui.core.events import Done, Step
 from spectui.host.messages import HostMessage
 from spectui.store import Conversation
@@ -103,6 +104,14 @@ class ActionWanted(Message):
     def __init__(self, action: str) -> None:
         super().__init__()
         self.action = action
+
+
+class CommandWanted(Message):
+    """A message box `/` command picked in the palette: the chat runs it as if it were typed."""
+
+    def __init__(self, command: Command) -> None:
+        super().__init__()
+        self.command = command
 
 
 class ExportWanted(Message):

@@ -58,7 +58,7 @@ async def _wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float 
 async def _reply(pilot: Pilot, app: SpectuiApp, prompt: str) -> None:
     """Send `prompt` and wait for its reply to end."""
     chat = _chat_of(app)
-    chat.prompt.value = prompt
+    chat.box.set_text(prompt)
     await pilot.press("enter")
     await _wait_for(pilot, lambda: chat.session.reply is None and chat.session.last_reply is not None, 600)
 

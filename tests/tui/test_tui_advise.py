@@ -158,7 +158,7 @@ async def test_the_palette_and_slash_advise_open_it(make_app, history):
         await advice_shown(pilot)
         await pilot.press("q")
         await wait_for(pilot, lambda: app.screen is app.chat_screen)
-        assert app.chat_screen.prompt.text == ""  # a command, never sent to the model
+        assert app.chat_screen.box.prompt.text == ""  # a command, never sent to the model
         assert not app.chat_screen.session.transcript.entries
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")

@@ -199,7 +199,7 @@ async def test_loading_state_then_error_message_not_a_crash(make_app):
         assert "Could not load the engine: OSError: weights not found: /nope" in str(note.render())
         await wait_for(pilot, lambda: "● failed" in chat.param_bar.plain)
         # The waiting message did not go: it is back in the box, not in the conversation.
-        assert chat.prompt.text == "too early"
+        assert chat.box.prompt.text == "too early"
         assert not chat.query(UserMessage) and chat.session.transcript.messages == []
         await pilot.press("f1")  # the app still works
         assert type(app.screen).__name__ == "HelpScreen"
@@ -240,10 +240,10 @@ async def test_a_message_sent_while_the_engine_loads_goes_once_it_is_ready(make_
         await send(pilot, "typed while it loads")
         # Shown at once, the box is free again, and the bar says why nothing streams yet.
         assert [m.text for m in chat.query(UserMessage)] == ["typed while it loads"]
-        assert chat.prompt.value == ""
+        assert chat.box.prompt.value == ""
         assert "● waiting for the engine · loading weights 40%" in chat.param_bar.plain
         await send(pilot, "a second one")  # one message waits at a time
-        assert chat.prompt.value == "a second one"
+        assert chat.box.prompt.value == "a second one"
         assert any("already waits for the engine" in n for n in notices(app))
         assert engine.messages_seen == []
         release.set()
@@ -422,7 +422,7 @@ async def test_long_reply_keeps_its_last_line_in_view(make_app):
         await send(pilot, "long")
         chat = app.chat_screen
         assert chat.stats_panel.display
-        conversation = chat.scroll
+        conversation = chat.conversation
         token_view = chat.query_one(ReplyView).token_view
         def last_line_on_screen() -> bool:
             last_line_y = token_view.region.y + token_view.num_text_lines - 1
@@ -456,11 +456,11 @@ async def test_a_streaming_reply_grows_with_its_text_and_the_question_stays_in_v
         await pilot.pause()
         token_view = chat.query_one(ReplyView).token_view
         question = chat.query_one(UserMessage)
-        conversation = chat.scroll.content_region
+        conversation = chat.conversation.content_region
         assert token_view.streaming
         assert token_view.size.height == token_view.num_text_lines == 1
         assert conversation.y <= question.region.y and question.region.bottom <= conversation.bottom
-        assert chat.scroll.max_scroll_y == 0  # all of it fits: nothing to scroll past
+        assert chat.conversation.max_scroll_y == 0  # all of it fits: nothing to scroll past
         engine.release(20)
         await reply_done(pilot)
 

@@ -56,7 +56,7 @@ async def test_an_at_path_for_a_server_engine_goes_only_when_sent_twice(make_app
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "summarise @secret.txt")
-        assert engine.messages_seen == [] and chat.prompt.text == "summarise @secret.txt"
+        assert engine.messages_seen == [] and chat.box.prompt.text == "summarise @secret.txt"
         assert notes(app)[-1].startswith("secret.txt would go to the server at gpu-box with this message")
         assert chat.session.files.pending == []
         await send(pilot, "summarise @secret.txt")
@@ -77,10 +77,10 @@ async def test_an_at_path_asks_too_while_a_server_engine_is_still_loading(make_a
     async with app.run_test(size=SIZE) as pilot:
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "summarise @secret.txt")
-        assert chat.prompt.waiting is None and chat.session.files.pending == []
+        assert chat.session.waiting is None and chat.session.files.pending == []
         assert notes(app)[-1].startswith("secret.txt would go to the server at http://gpu-box:8000")
         await send(pilot, "summarise @secret.txt")
-        assert chat.prompt.waiting is not None and len(chat.session.files.pending) == 1
+        assert chat.session.waiting is not None and len(chat.session.files.pending) == 1
         release.set()
         await ready(pilot)
         await reply_done(pilot)

@@ -67,7 +67,7 @@ async def test_a_pasted_three_line_block_is_one_message(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        chat.prompt.focus()
+        chat.box.prompt.focus()
         # A terminal's bracketed paste, with its newlines as CR, as the driver hands it to the app.
         app.post_message(events.Paste("def f(x):\r    y = x * 2\r    return y"))
         await pilot.pause()
@@ -76,7 +76,7 @@ async def test_a_pasted_three_line_block_is_one_message(make_app):
         await reply_done(pilot)
         assert [m.text for m in chat.query(UserMessage)] == ["def f(x):\n    y = x * 2\n    return y"]
         assert engine.messages_seen == [[{"role": "user", "content": "def f(x):\n    y = x * 2\n    return y"}]]
-        assert chat.prompt.text == ""
+        assert chat.box.prompt.text == ""
 
 
 async def test_ctrl_j_and_shift_enter_start_a_line_and_enter_sends(make_app):
@@ -86,7 +86,7 @@ async def test_ctrl_j_and_shift_enter_start_a_line_and_enter_sends(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("o", "n", "e", "ctrl+j", "t", "w", "o", "shift+enter", "3")
-        assert app.chat_screen.prompt.text == "one\ntwo\n3"
+        assert app.chat_screen.box.prompt.text == "one\ntwo\n3"
         assert engine.messages_seen == []
         await pilot.press("enter")
         await reply_done(pilot)
@@ -103,7 +103,7 @@ async def test_up_recalls_this_chats_prompts_and_down_comes_back(make_app):
     app = make_app(factory_for(engine))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        prompt = app.chat_screen.prompt
+        prompt = app.chat_screen.box.prompt
         for text in ("first", "second\nline"):
             await send(pilot, text)
             await reply_done(pilot)
@@ -132,10 +132,10 @@ async def test_the_chats_keys_win_over_the_text_areas(make_app):
     app = make_app(factory_for(engine), ChatConfig(k=4, temperature=0.5))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.chat_screen.prompt.value = "some text"
+        app.chat_screen.box.prompt.value = "some text"
         await pilot.press("f6", "f7")  # a text area selects a line and all with these
         assert app.host.live.k == 5 and app.host.live.temperature == pytest.approx(0.4)
-        assert app.chat_screen.prompt.text == "some text"
+        assert app.chat_screen.box.prompt.text == "some text"
 
 
 async def test_a_long_line_typed_as_keystrokes_is_rewrapped_once_per_burst_not_per_key(make_app):
@@ -147,7 +147,7 @@ async def test_a_long_line_typed_as_keystrokes_is_rewrapped_once_per_burst_not_p
     app = make_app(factory_for(PlanEngine([None])))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        prompt = app.chat_screen.prompt
+        prompt = app.chat_screen.box.prompt
         prompt.focus()
         await pilot.pause()
         rewrapped = []  # the length of each line an edit re-wrapped
@@ -181,10 +181,10 @@ async def test_a_key_press_applies_no_keymap_for_the_keys_left_as_they_are(make_
         app = make_app(factory_for(PlanEngine([None])), ChatConfig(keys=dict(DEFAULT_KEYS, **changed)))
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot)
-            app.chat_screen.prompt.focus()
+            app.chat_screen.box.prompt.focus()
             applied.clear()
             await pilot.press(*"hello")
-            assert app.chat_screen.prompt.text == "hello"
+            assert app.chat_screen.box.prompt.text == "hello"
             assert all(keymap == changed for keymap in applied), applied[:1]  # only what the user changed
             if not changed:
                 assert applied == []
@@ -291,7 +291,7 @@ async def test_a_picked_reply_is_the_one_copied(make_app, osc52):
         assert decoded(written) == [views[1].token_view.text]
         assert any(n.startswith("Copied reply 2 ·") for n in notices(app))
         await pilot.press("escape")  # back to the message box; the copy keys take the last reply again
-        assert app.focused is app.chat_screen.prompt
+        assert app.focused is app.chat_screen.box.prompt
         await pilot.press("ctrl+l")
         assert decoded(written)[-1] == views[2].token_view.text
         await pilot.press("ctrl+f")
@@ -378,9 +378,9 @@ async def test_edit_and_resend_replaces_the_last_turn(make_app, tmp_path):
         await send(pilot, "teh typo")
         await reply_done(pilot)
         await pilot.press("f12")
-        assert chat.prompt.text == "teh typo"
+        assert chat.box.prompt.text == "teh typo"
         assert "editing your last message" in chat.param_bar.plain
-        chat.prompt.value = "the fix"
+        chat.box.prompt.value = "the fix"
         await pilot.press("enter")
         await reply_done(pilot)
         assert engine.messages_seen[-1][2:] == [{"role": "user", "content": "the fix"}]
@@ -413,13 +413,13 @@ async def test_an_edited_first_message_gives_the_history_its_title(make_app, tmp
         conversation_id = chat.session.transcript.conversation_id
         assert app.store.load_conversation(conversation_id).title == "teh typo in the title"
         await pilot.press("f12")
-        chat.prompt.value = "the fixed question\nwith a second line"
+        chat.box.prompt.value = "the fixed question\nwith a second line"
         await pilot.press("enter")
         await reply_done(pilot)
         assert app.store.load_conversation(conversation_id).title == "the fixed question"
         app.history.rename_conversation(conversation_id, "my own name")
         await pilot.press("f12")
-        chat.prompt.value = "edited once more"
+        chat.box.prompt.value = "edited once more"
         await pilot.press("enter")
         await reply_done(pilot)
         assert app.store.load_conversation(conversation_id).title == "my own name"
@@ -443,7 +443,7 @@ async def test_an_edit_survives_an_emptied_box_and_replaces_the_turn(make_app):
         chat = app.chat_screen
         await pilot.press("ctrl+u")
         # Set apart from the status word: it read "● ready editing your last message".
-        assert chat.prompt.text == "" and "● ready · editing your last message" in chat.param_bar.plain
+        assert chat.box.prompt.text == "" and "● ready · editing your last message" in chat.param_bar.plain
         await pilot.press(*"fixed")
         await pilot.press("enter")
         await reply_done(pilot)
@@ -459,9 +459,9 @@ async def test_esc_drops_an_edit_and_the_box_empties(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await editing_the_last_turn(pilot)
         chat = app.chat_screen
-        assert chat.prompt.text == "keep me"
+        assert chat.box.prompt.text == "keep me"
         await pilot.press("escape")
-        assert chat.prompt.text == "" and "editing" not in chat.param_bar.plain
+        assert chat.box.prompt.text == "" and "editing" not in chat.param_bar.plain
         await send(pilot, "another")
         await reply_done(pilot)
         assert [m.text for m in chat.query(UserMessage)] == ["keep me", "another"]

@@ -12,6 +12,8 @@ from spectui.core.events import Source
 from spectui.engines.speculative.suffix import SuffixProposer
 from spectui.settings.config import ChatConfig
 from spectui.store import Store
+from spectui.tui.chat.completion import CommandHints
+from spectui.tui.palette import BoxCommands
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import SystemNote, UserMessage
 
@@ -67,14 +69,14 @@ async def test_a_file_goes_with_the_next_question_everywhere(make_app, tmp_path)
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
         await send(pilot, "/file rows.py")
-        assert chat.prompt.text == "" and engine.messages_seen == []  # a command is never sent
+        assert chat.box.prompt.text == "" and engine.messages_seen == []  # a command is never sent
         assert any(note.startswith("Attached rows.py · 93 B") for note in notes(app)), notes(app)
         await send(pilot, "add type hints")
         await reply_done(pilot)
         # on screen: a folded block with the file's name, above the question
         view = chat.query_one(AttachmentView)
         assert view.collapsed and "rows.py · 93 B · 3 lines · sha256" in view.title
-        children = list(chat.scroll.children)
+        children = list(chat.conversation.children)
         assert children.index(view) + 1 == children.index(chat.query_one(UserMessage))
         view.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")
@@ -284,7 +286,7 @@ async def test_unknown_commands_literal_slashes_and_the_settings_commands(make_a
         chat, live = app.chat_screen, app.host.live
         await send(pilot, "/frobnicate")
         assert any(n.startswith("No command /frobnicate") for n in notices(app))
-        assert chat.prompt.text == "/frobnicate" and engine.messages_seen == []  # not sent, left to put right
+        assert chat.box.prompt.text == "/frobnicate" and engine.messages_seen == []  # not sent, left to put right
         await send(pilot, "//etc/hosts: what is it?")
         await reply_done(pilot)
         assert engine.messages_seen[0][-1]["content"] == "/etc/hosts: what is it?"
@@ -315,22 +317,47 @@ async def test_a_slash_pops_up_the_commands_and_tab_completes(make_app, tmp_path
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         chat = at(app, tmp_path).chat_screen
-        chat.prompt.focus()
+        chat.box.prompt.focus()
+        hints = chat.query_one(CommandHints)  # the message box's
         await pilot.press("slash", "h")
-        await wait_for(pilot, lambda: chat.hints.display and "/help" in str(chat.hints.render()))
+        await wait_for(pilot, lambda: hints.display and "/help" in str(hints.render()))
         await pilot.press("tab")
-        assert chat.prompt.text == "/help " and chat.prompt.has_focus
-        chat.prompt.value = "/file ro"
+        assert chat.box.prompt.text == "/help " and chat.box.prompt.has_focus
+        chat.box.prompt.value = "/file ro"
         await pilot.press("tab")
-        assert chat.prompt.text == "/file rows.py"
-        chat.prompt.value = "explain @ro"
+        assert chat.box.prompt.text == "/file rows.py"
+        chat.box.prompt.value = "explain @ro"
         await pilot.press("tab")
-        assert chat.prompt.text == "explain @rows.py"
-        chat.prompt.value = "hello"
+        assert chat.box.prompt.text == "explain @rows.py"
+        chat.box.prompt.value = "hello"
         await pilot.pause()
-        assert not chat.hints.has_class("-open")
-        titles = [command.title for command in app.get_system_commands(chat)]
-        assert any(title.startswith("/file PATH… · attach files") for title in titles)
+        assert not hints.has_class("-open")
+
+
+async def test_the_palette_offers_the_box_commands_as_the_chat_screens_own(make_app):
+    """The chat screen's provider (its COMMANDS): a command that needs nothing more runs, one
+    that takes a path waits in the box; the key actions stay the app's."""
+    app = make_app(factory_for(PlanEngine([None])))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        chat = app.chat_screen
+        found = [hit.text async for hit in BoxCommands(chat).search("/file")]
+        assert any(text is not None and text.startswith("/file PATH… · attach files") for text in found)
+        assert not any(command.title.startswith("/") for command in app.get_system_commands(chat))
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"/help")
+        await pilot.pause(0.5)  # the palette searches in a worker
+        await pilot.press("enter")  # the best match, highlighted
+        await wait_for(pilot, lambda: app.screen is chat and any(note.startswith("Commands (") for note in notes(app)))
+        assert chat.box.prompt.text == ""  # run, not typed
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"/file PATH")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is chat and chat.box.prompt.text == "/file ")
+        assert chat.box.prompt.has_focus
 
 
 async def test_find_marks_and_scrolls_to_each_match_n_and_N_go_round(make_app):
@@ -346,11 +373,11 @@ async def test_find_marks_and_scrolls_to_each_match_n_and_N_go_round(make_app):
         first, second = [m for m in chat.query(UserMessage) if "needle" in m.text.lower()]
         await pilot.pause()
         assert first.has_class("-found") and not second.has_class("-found")
-        assert chat.scroll.scroll_y <= first.virtual_region.y <= chat.scroll.scroll_y + chat.scroll.size.height
+        assert chat.conversation.scroll_y <= first.virtual_region.y <= chat.conversation.scroll_y + chat.conversation.size.height
         await pilot.press("n")
         await pilot.pause()
         assert second.has_class("-found") and not first.has_class("-found")
-        assert chat.scroll.scroll_y <= second.virtual_region.y <= chat.scroll.scroll_y + chat.scroll.size.height
+        assert chat.conversation.scroll_y <= second.virtual_region.y <= chat.conversation.scroll_y + chat.conversation.size.height
         await pilot.press("N")
         assert first.has_class("-found")
         await send(pilot, "/find haystack")

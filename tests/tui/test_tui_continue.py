@@ -132,8 +132,8 @@ async def test_an_edited_reply_continues_from_the_edit(make_app):
         reply.focus()  # picked, as Shift+Tab picks it
         await pilot.press(app.first_key("edit_last"))
         await pilot.pause()
-        assert chat.prompt.value == reply.token_view.text and "editing the last reply" in chat.param_bar.plain
-        chat.prompt.value = "/def typed(x: int)"  # a reply's text is never a command
+        assert chat.box.prompt.value == reply.token_view.text and "editing the last reply" in chat.param_bar.plain
+        chat.box.prompt.value = "/def typed(x: int)"  # a reply's text is never a command
         await pilot.press("enter")
         await pilot.pause()
         assert chat.session.transcript.entries[-1].content == "/def typed(x: int)"
@@ -172,14 +172,14 @@ async def test_esc_leaves_the_reply_and_only_the_last_one_is_edited(make_app):
         first.focus()
         await pilot.press(app.first_key("edit_last"))
         await pilot.pause()
-        assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
+        assert chat.turns.reply_edit.view is None and chat.box.prompt.value == ""
         await send(pilot, "/edit")
         await pilot.pause()
-        assert chat.prompt.value == last.token_view.text
-        chat.prompt.focus()
+        assert chat.box.prompt.value == last.token_view.text
+        chat.box.prompt.focus()
         await pilot.press("escape")
         await pilot.pause()
-        assert chat.turns.reply_edit.view is None and chat.prompt.value == ""
+        assert chat.turns.reply_edit.view is None and chat.box.prompt.value == ""
         assert chat.session.transcript.entries[-1].content == last.token_view.text
 
 

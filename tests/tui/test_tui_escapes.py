@@ -92,7 +92,7 @@ async def test_a_pasted_escape_is_shown_in_the_message_box_and_kept_in_its_value
     app = make_app(factory_for(text_engine(["ok"])), ChatConfig(engine="server"))
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        prompt = app.chat_screen.prompt
+        prompt = app.chat_screen.box.prompt
         prompt.focus()
         prompt.post_message(events.Paste("look " + ATTACK))
         await pilot.pause()

@@ -59,9 +59,9 @@ async def test_tab_from_the_empty_box_and_enter_picks_the_file_edit_which_fills_
         await pilot.press("tab")
         assert cards(app)[0].list.has_focus
         await pilot.press("enter")
-        await wait_for(pilot, lambda: chat.prompt.text != "")
-        assert chat.prompt.text == f"/file {EXAMPLE}\nadd type hints to this module, keep everything else, reply with the whole module"
-        assert chat.prompt.has_focus and EXAMPLE.is_file()
+        await wait_for(pilot, lambda: chat.box.prompt.text != "")
+        assert chat.box.prompt.text == f"/file {EXAMPLE}\nadd type hints to this module, keep everything else, reply with the whole module"
+        assert chat.box.prompt.has_focus and EXAMPLE.is_file()
         assert app.host.live.k == WATCH_K and not app.host.live.auto  # "watch it": a fixed k
 
 
@@ -71,8 +71,8 @@ async def test_the_other_suggestions_fill_the_box_and_leave_k_alone(make_app):
         await ready(pilot)
         chat = app.chat_screen
         await pilot.press("tab", "down", "down", "enter")
-        await wait_for(pilot, lambda: chat.prompt.text != "")
-        assert chat.prompt.text == "What is speculative decoding? Answer in three sentences."
+        await wait_for(pilot, lambda: chat.box.prompt.text != "")
+        assert chat.box.prompt.text == "What is speculative decoding? Answer in three sentences."
         assert app.host.live.k == 2
 
 
@@ -173,18 +173,18 @@ async def test_a_starters_k_lasts_for_its_reply_only_and_the_card_says_so(make_a
         assert any(f"k {WATCH_K} for this reply only" in line for line in screen_lines(app))
         await pilot.press(app.first_key("k_auto"))  # the user's own choice: adaptive k
         await pilot.press("tab", "enter")
-        await wait_for(pilot, lambda: chat.prompt.text != "")
+        await wait_for(pilot, lambda: chat.box.prompt.text != "")
         assert (live.k, live.auto) == (WATCH_K, False)
-        chat.prompt.value = "add type hints"  # its reply, whatever the text
+        chat.box.prompt.value = "add type hints"  # its reply, whatever the text
         await pilot.press("enter")
         await reply_done(pilot)
         assert live.auto and live.k == 2  # back to the user's k once the starter's reply ended
-        assert chat.welcome.starter is None
+        assert chat.conversation.welcome.starter is None
 
         await pilot.press(app.first_key("new_chat"))
         await wait_for(pilot, lambda: len(cards(app)) == 1)
         await pilot.press("tab", "enter")  # picked, then a new chat before sending it
-        await wait_for(pilot, lambda: chat.prompt.text != "")
+        await wait_for(pilot, lambda: chat.box.prompt.text != "")
         assert (live.k, live.auto) == (WATCH_K, False)
         await pilot.press(app.first_key("new_chat"))
         await pilot.pause()
@@ -197,7 +197,7 @@ async def test_a_k_the_user_chose_after_the_starter_stays(make_app):
         await ready(pilot)
         chat, live = app.chat_screen, app.host.live
         await pilot.press("tab", "enter")
-        await wait_for(pilot, lambda: chat.prompt.text != "")
+        await wait_for(pilot, lambda: chat.box.prompt.text != "")
         await pilot.press(app.first_key("k_up"))  # k 5, by hand
         await pilot.press(app.first_key("new_chat"))
         await pilot.pause()
@@ -273,5 +273,5 @@ async def test_with_a_server_the_card_and_footer_offer_no_k(make_app):
         await show_numbers(pilot)
         assert watch_line(app) == ""  # no watch-it k to cost
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.chat_screen.prompt.text != "")
-        assert app.host.live.k == 2 and app.chat_screen.welcome.starter is None
+        await wait_for(pilot, lambda: app.chat_screen.box.prompt.text != "")
+        assert app.host.live.k == 2 and app.chat_screen.conversation.welcome.starter is None

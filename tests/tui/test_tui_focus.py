@@ -17,14 +17,14 @@ async def test_tab_with_nothing_to_complete_keeps_the_focus(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        chat.prompt.value = "/drop csv"
-        chat.prompt.focus()
+        chat.box.prompt.value = "/drop csv"
+        chat.box.prompt.focus()
         await pilot.press("tab")
         await pilot.pause()
-        assert chat.prompt.has_focus  # not only brought back by the next key typed
+        assert chat.box.prompt.has_focus  # not only brought back by the next key typed
         await pilot.press("x")
         await pilot.pause()
-        assert chat.prompt.has_focus and chat.prompt.text == "/drop csvx"
+        assert chat.box.prompt.has_focus and chat.box.prompt.text == "/drop csvx"
 
 
 async def test_esc_after_find_and_typed_keys_come_back_to_the_box(make_app):
@@ -36,18 +36,18 @@ async def test_esc_after_find_and_typed_keys_come_back_to_the_box(make_app):
         await reply_done(pilot)
         await send(pilot, "/find w1")
         await pilot.pause()
-        assert chat.scroll.has_focus  # n and N go to the matches
+        assert chat.conversation.has_focus  # n and N go to the matches
         await pilot.press("n")
         await pilot.pause()
-        assert chat.scroll.has_focus and chat.prompt.text == ""
+        assert chat.conversation.has_focus and chat.box.prompt.text == ""
         await pilot.press("escape")
         await pilot.pause()
-        assert chat.prompt.has_focus and not chat.commands.finder.matches
+        assert chat.box.prompt.has_focus and not chat.conversation.finder.matches
         await send(pilot, "/find w2")
         await pilot.pause()
         await pilot.press("h", "i")  # typing: the box takes it, nothing vanishes
         await pilot.pause()
-        assert chat.prompt.has_focus and chat.prompt.text == "hi"
+        assert chat.box.prompt.has_focus and chat.box.prompt.text == "hi"
 
 
 async def test_the_box_shows_it_has_the_focus(make_app):
@@ -55,7 +55,7 @@ async def test_the_box_shows_it_has_the_focus(make_app):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        focused = chat.prompt.styles.border_top
-        chat.scroll.focus()
+        focused = chat.box.prompt.styles.border_top
+        chat.conversation.focus()
         await pilot.pause()
-        assert chat.prompt.styles.border_top[0] != focused[0]  # another line, not only another shade
+        assert chat.box.prompt.styles.border_top[0] != focused[0]  # another line, not only another shade

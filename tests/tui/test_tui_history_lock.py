@@ -47,7 +47,7 @@ async def test_a_locked_history_never_freezes_the_chat_and_loses_no_turn(tmp_pat
             await wait_for(pilot, lambda: chat.session.reply is None and chat.session.transcript.last("assistant"))
             await wait_for(pilot, lambda: any(LOCKED_NOTICE in notice for notice in notices(app)))
             await pilot.press("m", "o", "r", "e")
-            assert chat.prompt.value == "more"  # the keys echo while the lock is held
+            assert chat.box.prompt.value == "more"  # the keys echo while the lock is held
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: not app.is_running)
         assert app.history_left is not None and app.history_left.startswith("2 turn(s) not saved")

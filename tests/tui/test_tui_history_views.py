@@ -25,7 +25,7 @@ async def test_export_search_and_count_after_regenerate_and_edit(make_app):
         await send(pilot, "tell me about rome")
         await reply_done(pilot)
         await pilot.press("f12")  # edit the last question
-        chat.prompt.value = "tell me about paris"
+        chat.box.prompt.value = "tell me about paris"
         await pilot.press("enter")
         await reply_done(pilot)
         store, conversation_id = app.store, chat.session.transcript.conversation_id

@@ -93,10 +93,14 @@ async def test_below_100_columns_the_panel_steps_aside_and_its_key_brings_it_bac
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        assert not chat.stats_panel.display and chat.scroll.size.width >= 75
+        assert not chat.stats_panel.display and chat.conversation.size.width >= 75
         await pilot.press(app.first_key("stats"))
         await pilot.pause()
-        assert chat.stats_panel.display and chat.scroll.size.width < 50
+        assert chat.stats_panel.display and chat.conversation.size.width < 50
+        # The message box holds its parts' margin: the conversation is as wide as the box's text
+        # area, as when they were the screen's children (a vertical layout narrows every 1fr part
+        # by its widest child margin; without it the conversation grew 2 columns, 6 snapshots changed).
+        assert chat.conversation.region.width == chat.box.prompt.region.width
         await pilot.press(app.first_key("stats"))
         await pilot.pause()
         assert not chat.stats_panel.display
@@ -112,7 +116,7 @@ async def test_the_transcript_stays_at_its_end_through_a_resize(make_app):
     app = make_app(scripted_engine_factory(), ChatConfig())
     async with app.run_test(size=(100, 24)) as pilot:
         await ready(pilot)
-        scroll = app.chat_screen.scroll
+        scroll = app.chat_screen.conversation
         for number in range(3):
             await send(pilot, f"question {number}: what is speculative decoding?")
             await reply_done(pilot)

@@ -48,17 +48,17 @@ async def test_page_up_and_down_from_the_message_box_scroll_the_conversation(mak
     async with app.run_test(size=(100, 24)) as pilot:
         await ready(pilot)
         chat = app.chat_screen
-        scroll = chat.scroll
+        scroll = chat.conversation
         for number in range(3):
             await send(pilot, f"question {number}: what is speculative decoding?")
             await reply_done(pilot)
         await pilot.pause()
         assert scroll.max_scroll_y > 0 and scroll.scroll_y == scroll.max_scroll_y
-        chat.prompt.value = "a draft I keep"
-        assert chat.prompt.has_focus
+        chat.box.prompt.value = "a draft I keep"
+        assert chat.box.prompt.has_focus
         await pilot.press("pageup")
         await wait_for(pilot, lambda: scroll.scroll_y < scroll.max_scroll_y)
-        assert chat.prompt.has_focus and chat.prompt.text == "a draft I keep"
+        assert chat.box.prompt.has_focus and chat.box.prompt.text == "a draft I keep"
         while scroll.scroll_y < scroll.max_scroll_y:
             await pilot.press("pagedown")
             await pilot.pause()

@@ -55,7 +55,7 @@ async def test_k_presses_restart_the_engine_once_with_the_final_k(make_app):
         assert notes(app) == ["Restarting vLLM with k = 5: the conversation stays…"]
         # A message sent now waits for the restarted engine, as during the first load.
         await send(pilot, "while it restarts")
-        assert chat.prompt.value == ""
+        assert chat.box.prompt.value == ""
         assert "● waiting for the engine · restarting vLLM with k = 5" in chat.param_bar.plain
         factory.release()
         await wait_for(pilot, lambda: app.host.engine is not None)
@@ -134,7 +134,7 @@ async def test_a_failed_restart_shows_one_error_and_a_k_press_retries(make_app):
         assert "● failed" in chat.param_bar.plain
         assert [m["content"] for m in chat.session.transcript.messages][0] == "keep me"
         await send(pilot, "no engine")
-        assert chat.prompt.text == "no engine"
+        assert chat.box.prompt.text == "no engine"
         await pilot.press("f6")
         timers.fire()
         await wait_for(pilot, lambda: app.host.engine is not None)

@@ -81,7 +81,7 @@ async def test_the_first_step_after_a_prefill_turns_the_bar_back_to_streaming(ma
         engine.released.set()
         await reply_done(pilot)
         assert chat.session.last_reply.done.finish_reason == "stop"
-        assert chat.scroll.query(ReplyView).last().token_view.text == " w1"
+        assert chat.conversation.query(ReplyView).last().token_view.text == " w1"
         after = seen[next(i for i, bar in enumerate(seen) if "1536/2048" in bar) + 1:]
         assert after and "● streaming" in after[0]  # the first step says the prompt is in
 
@@ -122,7 +122,7 @@ async def test_a_fast_stream_is_drawn_at_a_bounded_rate_every_token_in_its_colou
         await send(pilot, "go")
         await reply_done(pilot)
         elapsed = time.monotonic() - started
-        view = chat.scroll.query(ReplyView).last().token_view
+        view = chat.conversation.query(ReplyView).last().token_view
         # Every token, in order, in its source's colour: as drawn step by step.
         expected = [chunk for step in engine.steps for chunk in display_chunks(step, *step_pieces(step))]
         assert view.chunks == expected and len(engine.steps) == 300

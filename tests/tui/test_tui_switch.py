@@ -91,7 +91,7 @@ async def test_a_message_sent_while_a_switch_loads_goes_to_the_engine_kept_when_
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.host.state.phase is Phase.SWITCHING)
         await send(pilot, "sent while it loads")
-        assert app.chat_screen.prompt.waiting is not None
+        assert app.chat_screen.session.waiting is not None
         release.set()
         await wait_for(pilot, lambda: first.messages_seen)
         await reply_done(pilot)

@@ -36,7 +36,7 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 20.0) 
 
 
 async def send(pilot, text: str) -> None:
-    prompt = pilot.app.chat_screen.prompt
+    prompt = pilot.app.chat_screen.box.prompt
     prompt.value = text
     prompt.focus()
     await pilot.press("enter")

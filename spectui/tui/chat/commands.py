@@ -18,7 +18,7 @@ from spectui.chat_session.attached import Sent
 from spectui.core.attachments import Attachment
 from spectui.core.commands import Command, help_lines, parse_k, parse_temperature
 from spectui.core.events import TEMPERATURE_MAX
-from spectui.tui.chat.find import Finder
+from spectui.tui.chat.conversation_view import ConversationView
 from spectui.tui.chat.save_flow import save_reply
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.messages import ActionWanted, ExportWanted
@@ -47,12 +47,11 @@ def remove_file_views(scroll: ConversationScroll, files: list[Attachment]) -> No
 
 
 class ChatCommands:
-    """session: the chat; scroll: the conversation, where commands answer and whence they ask
-    the screen (or the app) for what a key does; finder: `/find`'s matches."""
+    """session: the chat; scroll: the conversation view, where commands answer (`/find` with
+    its finder) and whence they ask the screen (or the app) for what a key does."""
 
-    def __init__(self, session: ChatSession, scroll: ConversationScroll) -> None:
+    def __init__(self, session: ChatSession, scroll: ConversationView) -> None:
         self.session, self.scroll = session, scroll
-        self.finder = Finder(scroll)
         self.handlers: dict[str, Callable[[Command], None]] = {
             "file": self.do_file, "files": self.do_files, "drop": self.do_drop, "save": self.do_save,
             "help": self.do_help, "find": self.do_find, "k": self.do_k, "think": self.do_think, "max": self.do_max,
@@ -116,7 +115,7 @@ class ChatCommands:
         self.say(["Commands (a line that starts with / is never sent; // sends one slash):", *help_lines()])
 
     def do_find(self, command: Command) -> None:
-        self.finder.find(command.rest)
+        self.scroll.finder.find(command.rest)
 
     def do_k(self, command: Command) -> None:
         host = self.session.host

@@ -40,7 +40,7 @@ class CommandHints(Static):
     """The pop-up list of the commands a `/` being typed could become; Tab completes."""
 
     DEFAULT_CSS = """
-    CommandHints { display: none; margin: 0 1; padding: 0 1; height: auto; max-height: 9;
+    CommandHints { display: none; padding: 0 1; height: auto; max-height: 9;
                    background: $panel; color: $text-muted; }
     CommandHints.-open { display: block; }
     """

@@ -9,7 +9,7 @@ from textual import events
 from textual.widget import Widget
 
 from spectui.tui.chat.find import Finder
-from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.message_box import MessageBox
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.widgets.attachment import AttachmentView
 from spectui.tui.widgets.conversation import ReplyView
@@ -19,18 +19,17 @@ FIND_KEYS = ("n", "N")  # `/find`'s next and previous, the conversation's while 
 STRAYS = (ConversationScroll, ReplyView, AttachmentView)
 
 
-def stray_key(focused: Widget | None, event: events.Key, prompt: ChatPrompt, replying: bool, finder: Finder) -> bool:
+def stray_key(focused: Widget | None, event: events.Key, box: MessageBox, replying: bool, finder: Finder) -> bool:
     """A key that reached the screen from the conversation (`focused` had it), which nothing
     took: a character goes into the box, Esc goes back to it (while no reply streams: there
     Esc cancels it). True when it was taken here."""
-    if focused is prompt or not isinstance(focused, STRAYS):
+    if focused is box.prompt or not isinstance(focused, STRAYS):
         return False
     if event.key == "escape" and not replying:
         finder.clear()
-        prompt.focus()
+        box.focus()
         return True
     if event.is_printable and event.character and event.key not in FIND_KEYS:
-        prompt.focus()
-        prompt.insert(event.character)
+        box.typed(event)
         return True
     return False

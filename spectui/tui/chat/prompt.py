@@ -6,14 +6,12 @@ newline that always works. A paste arrives whole (bracketed paste), so a pasted 
 one message whatever newlines it holds. ↑ on the first line recalls this chat's earlier
 prompts, ↓ on the last line goes forward again. PageUp and PageDown scroll the conversation
 (the box is a few lines high: its own pages are rarely wanted), and Tab in the empty box
-goes to the first screen's suggestions while they are shown.
+goes to the first screen's suggestions while they are shown. It is the message box's part
+(spectui.tui.chat.message_box), which says upward what it posts.
 
 A paste the terminal does not bracket arrives as one keystroke per character, and the text
 area re-wraps the whole line on every edit: 45 KB on one line took minutes. So characters
 typed in a burst (the keys already queued for the box) go in as one edit.
-
-A message sent while the engine loads waits, shown in the conversation, and goes once the
-engine is ready; if the engine does not come, it is back in the box.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ from textual import events
 from textual.message import Message
 
 from spectui.tui.chat.recall import PromptRecall
-from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.keys import PROMPT, prompt_bindings
 from spectui.tui.widgets.safe_fields import SafeTextArea
-from spectui.tui.widgets.conversation import UserMessage
 
 # xterm's modifyOtherKeys form of Shift+Enter, as Textual names it.
 SHIFT_ENTER_XTERM = "shift+\r"
@@ -70,7 +66,6 @@ class ChatPrompt(SafeTextArea):
             self._bindings.key_to_bindings.pop(key, None)
         self.recall = PromptRecall()
         self.complete: Callable[[str], str | None] = lambda text: None  # Tab: the completed text, or None
-        self.waiting: UserMessage | None = None
         self._typed: list[str] = []  # characters typed in this burst, not yet in the text
         self.empty_tab: Callable[[], bool] = lambda: False  # Tab in the empty box: True if it was taken
 
@@ -165,27 +160,3 @@ class ChatPrompt(SafeTextArea):
         if recalled is not None:
             self.value = recalled
         return recalled is not None
-
-    # the message that waits for the engine
-
-    def wait(self, text: str, scroll: ConversationScroll) -> None:
-        """Show `text` in the conversation until the engine is ready."""
-        self.clear()
-        self.waiting = UserMessage(text)
-        scroll.mount(self.waiting)
-        scroll.end_if_following()
-
-    def take_waiting(self) -> UserMessage | None:
-        shown, self.waiting = self.waiting, None
-        return shown
-
-    def give_back(self) -> bool:
-        """The waiting message leaves the conversation for the box (unless the box holds
-        new text). False if none was waiting."""
-        shown = self.take_waiting()
-        if shown is None:
-            return False
-        shown.remove()
-        if not self.text:
-            self.value = shown.text
-        return True

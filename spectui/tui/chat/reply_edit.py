@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spectui.chat_session.session import EDITED, ChatSession
-from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.message_box import MessageBox
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.widgets.conversation import ReplyView
 
@@ -19,18 +19,18 @@ class ReplyEdit:
     """view: the reply whose text the box holds while it is edited; continue_key: the key
     that goes on from an edit; redraw: the bar and panels."""
 
-    def __init__(self, session: ChatSession, scroll: ConversationScroll, prompt: ChatPrompt, continue_key: str,
+    def __init__(self, session: ChatSession, scroll: ConversationScroll, box: MessageBox, continue_key: str,
                  redraw: Callable[[], None]) -> None:
-        self.session, self.scroll, self.prompt = session, scroll, prompt
+        self.session, self.scroll, self.box = session, scroll, box
         self.continue_key, self.redraw = continue_key, redraw
         self.view: ReplyView | None = None
 
-    def start(self, view: ReplyView | None, replying: bool, waiting: bool) -> bool:
+    def start(self, view: ReplyView | None) -> bool:
         """The last reply's text into the box (`view`: the reply picked, which must be the last).
         False, and a line that says why, when it cannot be edited now."""
         replies = list(self.scroll.query(ReplyView))
         entry = self.session.transcript.last("assistant")
-        if replying or waiting:
+        if self.session.turn_open:
             self.scroll.notify("Wait for the reply to end (Esc cancels it) before you edit it.")
         elif entry is None or not replies:
             self.scroll.notify("No reply to edit yet.")
@@ -39,8 +39,7 @@ class ReplyEdit:
         else:
             self.view = replies[-1]
             self.session.editing = "reply"
-            self.prompt.value = entry.content
-            self.prompt.focus()
+            self.box.fill(entry.content)
             self.redraw()
             return True
         return False
@@ -50,7 +49,7 @@ class ReplyEdit:
         view = self.view
         assert view is not None, "keep() follows start()"
         self.view = None
-        self.prompt.clear()
+        self.box.clear()
         if not self.session.keep_reply_edit(text):
             self.scroll.notify("The reply to edit is gone.")
             return
@@ -66,6 +65,6 @@ class ReplyEdit:
         if self.view is None:
             return False
         self.view, self.session.editing = None, None
-        self.prompt.value = ""
+        self.box.set_text("")
         self.redraw()
         return True

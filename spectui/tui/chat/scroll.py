@@ -1,4 +1,5 @@
-"""The conversation's scroll: it follows a streaming reply until the user scrolls up."""
+"""The conversation's scroll: it follows a streaming reply until the user scrolls up, and
+shows a message that waits for the engine (the session keeps its text) until it goes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 
 from spectui.host.messages import EngineFailed, EngineReady, HostMessage, RestartStarted
-from spectui.tui.widgets.conversation import SystemNote
+from spectui.tui.widgets.conversation import SystemNote, UserMessage
 from spectui.tui.widgets.token_view import TokenView
 
 
@@ -17,6 +18,7 @@ class ConversationScroll(VerticalScroll):
 
     following = True
     _restart_note: SystemNote | None = None
+    _waiting: UserMessage | None = None
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -31,6 +33,17 @@ class ConversationScroll(VerticalScroll):
     def end_if_following(self) -> None:
         if self.following:
             self.call_after_refresh(self.scroll_end, animate=False)
+
+    def show_waiting(self, text: str) -> None:
+        """`text`, sent while the engine loads, shown until it goes (take_waiting)."""
+        self._waiting = UserMessage(text)
+        self.mount(self._waiting)
+        self.end_if_following()
+
+    def take_waiting(self) -> UserMessage | None:
+        """The waiting message's view, now the sent message's (or None: none waited)."""
+        shown, self._waiting = self._waiting, None
+        return shown
 
     def note(self, text: str, error: bool = False) -> SystemNote:
         note = SystemNote(text, error=error)

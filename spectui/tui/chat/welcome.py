@@ -1,5 +1,6 @@
 """The first screen's card in an empty chat: shown when the chat starts empty and on a new
-chat, gone with the first message; a picked suggestion fills the message box.
+chat, gone with the first message; a picked suggestion fills the message box (the
+conversation view says so upward: spectui.tui.chat.conversation_view), its k here.
 
 A starter's k ("watch it") lasts for its reply only: the k (and adaptive k) the user had
 come back once that reply ends, or at a new chat before it, unless the user chose another
@@ -11,13 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spectui.chat_session.session import ChatSession
+from spectui.chat_session.stats import PanelData
 from spectui.core.events import LiveValues
 from spectui.tui.advise_work import advise_link
-from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.k_words import measured_slope, verify_words
 from spectui.tui.widgets.first_screen import WATCH_K, FirstScreen, Suggestion
-from spectui.tui.widgets.stats_panel import StatsPanel
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,13 @@ class StarterK:
 
 
 class Welcome:
-    """The card in `scroll`; a pick fills `prompt`; the cost of its k from `panel`'s figures;
-    next_reply_id: the id the next reply gets (ReplyStreams.next_id)."""
+    """The card in `scroll` (the conversation view it is part of); the cost of its k from
+    the stats panel's figures (`panel_data`); next_reply_id: the id the next reply gets
+    (ReplyStreams.next_id)."""
 
-    def __init__(self, session: ChatSession, scroll: ConversationScroll, prompt: ChatPrompt, panel: StatsPanel,
+    def __init__(self, session: ChatSession, scroll: ConversationScroll, panel_data: Callable[[], PanelData],
                  next_reply_id: Callable[[], int]) -> None:
-        self.session, self.scroll, self.prompt, self.panel = session, scroll, prompt, panel
+        self.session, self.scroll, self.panel_data = session, scroll, panel_data
         self.next_reply_id = next_reply_id
         self.starter: StarterK | None = None
 
@@ -61,7 +62,7 @@ class Welcome:
 
     def cost(self) -> str:
         """What the watch-it k costs here: a verify of k + 1, as measured, or that it is not yet."""
-        slope = measured_slope(self.panel.data, self.session.verify_slope)
+        slope = measured_slope(self.panel_data(), self.session.verify_slope)
         formula = f"\nv(k) = 1 + {slope:.2f}k plain steps, as measured here" if slope is not None else ""
         return verify_words(WATCH_K, slope) + formula
 
@@ -73,9 +74,7 @@ class Welcome:
             card.set_cost(self.cost())
 
     def picked(self, suggestion: Suggestion) -> None:
-        prompt = self.prompt
-        prompt.value = suggestion.text
-        prompt.focus()
+        """A suggestion picked: its k (watch it) for its reply; its text is the box's."""
         if suggestion.k is not None:
             host = self.session.host
             before = self.starter.before if self.starter is not None else host.live.values

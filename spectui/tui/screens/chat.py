@@ -3,8 +3,12 @@
 It shows a ChatSession (spectui.chat_session: the conversation, what a line means, what a
 reply is started with) and turns keys into changes: live settings and engine swaps go to
 the engine host (spectui.host), the turns to `Turns`, replies to `Replies`, the copy keys
-to `ReplyCopier`. It hears the host through HostEvent messages and redraws the bar and
-panels from what they say; a `/` command that does what a key does arrives as ActionWanted.
+to `ReplyCopier`. It composes widgets that own their parts: the conversation view (its
+scroll, `/find`, the first screen's card) and the message box (its hints, completion and
+recall), which say what happened with their own messages. It hears the host through
+HostEvent messages and redraws the bar and panels from what they say; a `/` command that
+does what a key does arrives as ActionWanted, one picked in the palette (the screen's
+provider, BoxCommands) as CommandWanted.
 """
 
 from __future__ import annotations
@@ -24,19 +28,17 @@ import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.tui.chat.bar import bar_state
 from spectui.tui.screens.chat_keys import ChatKeys
 from spectui.tui.chat.commands import ChatCommands
-from spectui.tui.chat.completion import CommandHints, complete_box
+from spectui.tui.chat.conversation_view import ConversationView
 from spectui.tui.chat.copying import ReplyCopier
+from spectui.tui.chat.message_box import MessageBox
 from spectui.tui.chat.panel_place import PanelPlace
-from spectui.tui.chat.prompt import ChatPrompt
 from spectui.tui.chat.replies import Replies
-from spectui.tui.chat.scroll import ConversationScroll
 from spectui.tui.chat.turns import TurnParts, Turns
-from spectui.tui.chat.welcome import Welcome
 from spectui.tui.clipboard import copy_text
 from spectui.tui.heap import collect_between_replies
-from spectui.tui.messages import EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
+from spectui.tui.messages import CommandWanted, EngineRestarting, HostEvent, ReplyEnded, ShowConversation, StoreFailed
+from spectui.tui.palette import BoxCommands
 from spectui.tui.widgets.param_bar import BarState, ParamBar
-from spectui.tui.widgets.first_screen import FirstScreen
 from spectui.tui.widgets.stats_panel import StatsPanel, SummaryLine
 from spectui.tui.widgets.key_footer import KeyFooter
 
@@ -50,13 +52,14 @@ ChatScreen { layout: vertical; }
 ChatScreen #body { height: 1fr; }
 ChatScreen #main { width: 1fr; height: 1fr; }
 ChatScreen #conversation { height: 1fr; padding: 0 1 1 1; scrollbar-size-vertical: 1; }
-ChatScreen #prompt { margin: 0 1; border: round $primary 30%; background: $surface; }
+ChatScreen #prompt { border: round $primary 30%; background: $surface; }
 ChatScreen #prompt:focus { border: heavy $accent; }
 """
 
 
 class ChatScreen(ChatKeys):
     DEFAULT_CSS = CHAT_CSS  # the layout: bar, conversation and box beside the stats panel
+    COMMANDS = {BoxCommands}  # the palette offers the box's `/` commands here (the keys are the app's)
 
     def __init__(self, host: EngineHost, config: ChatConfig, store: HistoryQueue | None = None, *, conversation: Conversation | None = None,
                  compare_prompt: str | None = None, cursor_blink: bool = True) -> None:
@@ -65,30 +68,25 @@ class ChatScreen(ChatKeys):
         self.session = ChatSession(host, config, store, lambda text: self.notify(text, severity="warning"))
         self.show_ghosts, self.markdown = config.ghosts, False
         self.compare_prompt = compare_prompt  # `spectui compare PROMPT`: the view opens once the engine is ready
-        self.scroll = ConversationScroll(id="conversation")
-        self.prompt = ChatPrompt(config.keys, cursor_blink)
         self.param_bar = ParamBar(BarState(), id="params")
         self.stats_panel = StatsPanel(PanelData(host.live.k, host.live.temperature), id="stats")
-        self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.scroll)
-        self.replies = Replies(self, self.scroll, self.session, store, self.refresh_bar, self.refresh_panels, config.keys)
+        self.conversation = ConversationView(self.session, lambda: self.stats_panel.data, lambda: self.session.replies.next_id)
+        self.box = MessageBox(config.keys, lambda: self.session.cwd, self.conversation.welcome.tab, cursor_blink)
+        self.panels = PanelPlace(self.stats_panel, SummaryLine(id="summary-line"), self.conversation)
+        self.replies = Replies(self, self.conversation, self.session, store, self.refresh_bar, self.refresh_panels, config.keys)
         self.copier = ReplyCopier(self, lambda text: copy_text(self.app, text))
-        self.welcome = Welcome(self.session, self.scroll, self.prompt, self.stats_panel, lambda: self.session.replies.next_id)
-        self.prompt.empty_tab = self.welcome.tab
-        self.commands = ChatCommands(self.session, self.scroll)  # the box's / commands
-        self.turns = Turns(self.session, TurnParts(self.scroll, self.prompt, self.replies, self.welcome, self.redraw,
+        self.commands = ChatCommands(self.session, self.conversation)  # the box's / commands
+        self.turns = Turns(self.session, TurnParts(self.conversation, self.box, self.replies, self.redraw,
                                                    lambda: self.show_ghosts), self.commands)
-        self.hints = CommandHints()
-        self.prompt.complete = lambda text: complete_box(text, self.session.cwd)
         self._unlisten = host.listen(lambda event: self.post_message(HostEvent(event)))
 
     def compose(self) -> ComposeResult:
         yield self.param_bar
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                yield self.scroll
+                yield self.conversation
                 yield self.panels.summary_line
-                yield self.hints
-                yield self.prompt
+                yield self.box
             yield self.stats_panel
         yield KeyFooter(compact=True)
 
@@ -97,9 +95,9 @@ class ChatScreen(ChatKeys):
         if self._resume is not None:
             self.post_message(ShowConversation(self._resume))
         else:
-            self.welcome.show()
+            self.conversation.welcome.show()
         self.refresh_bar()
-        self.prompt.focus()
+        self.box.focus()
 
     def on_unmount(self) -> None:
         self._unlisten()
@@ -107,7 +105,7 @@ class ChatScreen(ChatKeys):
     # what the bar and the panels show
 
     def refresh_bar(self) -> None:
-        self.param_bar.show(bar_state(self.host, self.session.config, self.session.reply, self.turns.waiting,
+        self.param_bar.show(bar_state(self.host, self.session.config, self.session.reply, self.session.waiting is not None,
                                       self.show_ghosts, self.markdown, self.session.note))
 
     def refresh_panels(self) -> None:
@@ -136,7 +134,7 @@ class ChatScreen(ChatKeys):
 
     def on_host_event(self, message: HostEvent) -> None:
         event = message.event
-        self.scroll.engine_note(event)
+        self.conversation.engine_note(event)
         if isinstance(event, Notice):
             self.notify(event.text, severity=event.severity, timeout=event.timeout)
         elif isinstance(event, EngineReady):
@@ -160,7 +158,7 @@ class ChatScreen(ChatKeys):
             self.refresh_panels()
         self.session.verify_slope = event.verify_slope
         self.turns.send_waiting()
-        self.welcome.engine_ready()
+        self.conversation.welcome.engine_ready()
         if event.restart_note is None and self.compare_prompt is not None:
             prompt, self.compare_prompt = self.compare_prompt, None
             dialogs.open_compare(self, self.session, prompt_messages(prompt, self.session.transcript.system), False,
@@ -168,22 +166,22 @@ class ChatScreen(ChatKeys):
 
     # sending
 
-    def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
+    def on_message_box_submitted(self, event: MessageBox.Submitted) -> None:
         self.turns.submit(event.text)
 
-    def on_chat_prompt_paged(self, event: ChatPrompt.Paged) -> None:
-        self.scroll.scroll_page_up() if event.direction < 0 else self.scroll.scroll_page_down()
+    def on_message_box_paged(self, event: MessageBox.Paged) -> None:
+        self.conversation.scroll_page_up() if event.direction < 0 else self.conversation.scroll_page_down()
 
-    def on_first_screen_picked(self, event: FirstScreen.Picked) -> None:
-        self.welcome.picked(event.suggestion)
+    def on_command_wanted(self, message: CommandWanted) -> None:
+        self.commands.run(message.command)  # picked in the palette
 
-    def on_text_area_changed(self) -> None:
-        self.hints.show(self.prompt.text)
+    def on_conversation_view_suggested(self, event: ConversationView.Suggested) -> None:
+        self.box.fill(event.text)  # a first screen's suggestion
 
     # receiving
 
     def on_reply_ended(self, message: ReplyEnded) -> None:
-        self.welcome.reply_ended(message.reply_id)  # a starter's k ends with its reply
+        self.conversation.welcome.reply_ended(message.reply_id)  # a starter's k ends with its reply
         ended = self.replies.end(message, self.markdown)
         if ended is None or not self.session.reply_ended(ended):
             return  # not this chat's, or left behind by a new chat: its row is all that is kept
@@ -203,7 +201,7 @@ class ChatScreen(ChatKeys):
     def on_show_conversation(self, message: ShowConversation) -> None:
         """Replace what is shown with a stored conversation; new messages continue it."""
         self.turns.resume(message.conversation)
-        self.call_after_refresh(self.scroll.scroll_end, animate=False)
+        self.call_after_refresh(self.conversation.scroll_end, animate=False)
         self.refresh_panels()
 
     def compared(self, speedup: float, what: str) -> None:

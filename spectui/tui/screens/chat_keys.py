@@ -17,13 +17,13 @@ import spectui.tui.screens.chat_dialogs as dialogs
 from spectui.chat_session.changes import has_thinking_switch
 from spectui.chat_session.session import ChatSession
 from spectui.tui.chat.commands import ChatCommands
+from spectui.tui.chat.conversation_view import ConversationView
 from spectui.tui.chat.copying import ReplyCopier
 from spectui.tui.chat.keep_focus import stray_key
 from spectui.tui.chat.panel_place import PanelPlace
-from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.message_box import MessageBox
 from spectui.tui.chat.replies import Replies
 from spectui.tui.chat.turns import Turns
-from spectui.tui.chat.welcome import Welcome
 from spectui.tui.keys import ACTIONS, chat_bindings
 from spectui.tui.messages import ActionWanted
 from spectui.tui.widgets.conversation import ReplyView
@@ -41,12 +41,12 @@ class ChatKeys(Screen):
     BINDINGS = chat_bindings() + [Binding("n", "find_next(1)", show=False), Binding("N", "find_next(-1)", show=False)]
     host: EngineHost
     session: ChatSession
-    prompt: ChatPrompt
+    conversation: ConversationView
+    box: MessageBox
     stats_panel: StatsPanel
     panels: PanelPlace
     replies: Replies
     copier: ReplyCopier
-    welcome: Welcome
     commands: ChatCommands
     turns: Turns
     show_ghosts: bool
@@ -61,7 +61,7 @@ class ChatKeys(Screen):
     def on_key(self, event: events.Key) -> None:
         """A key from the conversation that nothing took goes back to the message box
         (spectui.tui.chat.keep_focus); runs before the bindings, which see the rest."""
-        if stray_key(self.focused, event, self.prompt, self.session.reply is not None, self.commands.finder):
+        if stray_key(self.focused, event, self.box, self.session.reply is not None, self.conversation.finder):
             event.stop()
             event.prevent_default()
 
@@ -106,9 +106,9 @@ class ChatKeys(Screen):
 
     def action_new_chat(self) -> None:
         self.turns.start_over()
-        self.welcome.show()
+        self.conversation.welcome.show()
         self.redraw()
-        self.prompt.focus()
+        self.box.focus()
 
     # what the conversation shows
 
@@ -136,13 +136,13 @@ class ChatKeys(Screen):
 
     def action_pick_reply(self, step: int = -1) -> None:
         if not self.copier.pick(step):
-            self.prompt.focus()
+            self.box.focus()
 
     def action_focus_prompt(self) -> None:
-        self.prompt.focus()
+        self.box.focus()
 
     def action_find_next(self, step: int) -> None:
-        self.commands.finder.step(step)
+        self.conversation.finder.step(step)
 
     # the screens over the chat
 
