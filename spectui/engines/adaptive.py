@@ -50,6 +50,9 @@ SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster
 DRAFT_MARGIN = 0.05
 # ...and stops after this many steps in a row predict it slower (one refusal is not enough).
 LEAVE_AFTER = 2
+# An accepted probe is followed by another at once only if this many more accepted in a row
+# could make drafting pay: else each probe of the streak is a step dearer than a plain one.
+PROBE_REACH = 3
 
 
 def moving(old: float | None, new: float, weight: float) -> float:
@@ -149,6 +152,10 @@ class Costs:
     prior_slope: float
     overhead: float
     piece: int | None = None  # rows a verify runs at a time, stopping at its first rejection
+    # a step that asked for drafts and got none: the draft's seconds all the same (SLEM, whose
+    # text held no whole target token); what the 1 - offered steps pay besides a plain step
+    empty: float = 0.0
+    catch_up: float | None = None  # a draft model's catch-up seconds per token it sat out, as measured
 
     @cached_property
     def line(self) -> VerifyLine:
@@ -176,8 +183,12 @@ class Costs:
 
     def leaving(self, wait: int) -> float:
         """What stopping a draft model costs per step, in plain steps: coming back, at the
-        first probe after `wait` plain steps, it reads all their tokens in one forward."""
+        first probe after `wait` plain steps, it reads all their tokens in one forward: as
+        measured, else guessed as the target's verify line scales (on ggml that line is the
+        target's pieces, 0.7 of a step a row on a 1.5B: a small draft reads 24 tokens for far less)."""
         plain = self.verify(0)
+        if self.catch_up is not None:
+            return self.catch_up / self.step(plain)
         return self.draft * self.verify(wait) / plain / (wait * self.step(plain))
 
     def ceiling(self, k_max: int) -> float:
@@ -192,7 +203,8 @@ class Costs:
         rates = {}
         for k in range(k_max + 1):
             tokens = offered * expected_tokens(accept, k) + (1 - offered)
-            seconds = offered * (k * self.draft + self._expected_verify(k, accept, verify)) + (1 - offered) * verify[0]
+            seconds = offered * (k * self.draft + self._expected_verify(k, accept, verify)) + (1 - offered) * (
+                verify[0] + (self.empty if k else 0.0))
             rates[k] = tokens / self.step(seconds)
         return rates
 
@@ -211,7 +223,8 @@ class Costs:
     def rate(self, k: int, accept: list[float], offered: float) -> float:
         """Predicted tokens per second at k; offered: the chance drafts come at all."""
         tokens = offered * expected_tokens(accept, k) + (1 - offered)
-        seconds = offered * (k * self.draft + self.expected_verify(k, accept)) + (1 - offered) * self.verify(0)
+        seconds = offered * (k * self.draft + self.expected_verify(k, accept)) + (1 - offered) * (
+            self.verify(0) + (self.empty if k else 0.0))
         return tokens / self.step(seconds)
 
 
@@ -224,6 +237,9 @@ class AdaptiveK:
     # the last verify forwards, (drafts they held, seconds): V(k) is the line through them
     verify_points: deque[tuple[int, float]] = field(default_factory=deque)
     overhead_seconds: float | None = None  # per step, outside drafting and verifying
+    empty_seconds: float = 0.0  # drafting time of a step that asked for drafts and got none
+    catch_up_seconds: float | None = None  # per token a draft model sat out, read on its return
+    missed_tokens: int = 0  # tokens since the draft model last ran
     current_k: int = START_K
     plain_steps: int = 0
     probe_after: int = PROBE_AFTER
@@ -292,7 +308,8 @@ class AdaptiveK:
                 seen[:] = [min(count, FRESH_OBSERVATIONS) for count in seen]
             self.ramp = RAMP_START
             self.new_reply = True
-            self.drafted_last_step = True  # the draft read the prompt: its next drafts' time is d, no catch-up
+            # the draft read the prompt: its next drafts' time is d, no catch-up
+            self.drafted_last_step, self.missed_tokens = True, 0
             # The reply's first drafting step may probe: the draft model read the prompt with
             # the target (decode_steps), so a probe costs one drafted token, no catch-up.
             self.probe_after = self.probe_wait()[0]
@@ -300,22 +317,15 @@ class AdaptiveK:
             return
         if evidence is None:
             self.at_temperature(step.temperature)
-        if step.k:
-            self.proposal_rate = moving(self.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
+        observe_costs(self, step, steady, evidence)
         if drafted:
-            # A draft model that sat out some steps first runs over every token it missed (the
-            # prompt, after the prefill): that catch-up is paid once, not per drafted token, and
-            # counting it would make drafting look too dear to ever try again. A proposer that
-            # drafted first (evidence) reads no model: every one of its steps is its cost.
-            if steady or evidence is not None:
-                self.draft_seconds = moving(self.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
             accept, seen = self._tables(evidence, step.temperature)
             learn_acceptance(accept, seen, step.num_accepted, drafted, self.k_max, copies=evidence is not None)
             ran_out = step.num_accepted == drafted
             if ran_out:
                 # one more per accepted draft, also for steps the floor stopped short (RAMP_START)
                 self.ramp = min(self.k_max, self.ramp + drafted)
-            if self.probing and step.num_accepted:
+            if self.probing and step.num_accepted and within_reach(self):
                 # acceptance may be back: look again at once, until the estimate says draft
                 self.probe_after = 0
             self.probing = False
@@ -326,17 +336,6 @@ class AdaptiveK:
             self.plain_steps = self.probe_after
         else:
             self.plain_steps += 1
-        self._observe_timing(step)
-
-    def _observe_timing(self, step: Step) -> None:
-        """The step's verify forward, a point of V(k), and its speed over the plain rate's."""
-        # a row per draft the verify held, and one more (n-gram may find fewer; pieces stop early)
-        self.verify_points.append((step.num_verified, step.verify_seconds))
-        overhead = self.overhead_seconds or 0.0
-        plain = verify_line(self.verify_points, self.prior_verify_slope, 0) + overhead
-        seconds = step.draft_seconds + step.verify_seconds + overhead
-        if plain and seconds > 0:
-            self.realised = moving(self.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
 
     def observe_overhead(self, seconds: float) -> None:
         """The time between one step's end and the next one's start."""
@@ -352,7 +351,8 @@ class AdaptiveK:
         if not self.verify_points or self.draft_seconds is None:
             return None
         piece = self.verify_piece if (self.temperature if temperature is None else temperature) == 0.0 else None
-        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0, piece)
+        return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0, piece,
+                     self.empty_seconds, self.catch_up_seconds)
 
     def probe_cost(self) -> float | None:
         """A probe's cost over a plain step, in plain steps (None until both are measured)."""
@@ -451,6 +451,49 @@ def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) ->
     why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
            f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
     return AutoChoice(k, rates[k] / rates[0], chooser.realised, why)
+
+
+def observe_costs(chooser: AdaptiveK, step: Step, steady: bool, evidence: Hashable | None) -> None:
+    """What one step (not a prefill) says of the costs: how often asking brings drafts, what
+    drafting costs with drafts and without, the verify forward (a point of V(k)), and its speed
+    over the plain rate. steady: the draft model drafted on the step before too."""
+    drafted = step.num_drafted
+    if step.k:
+        chooser.proposal_rate = moving(chooser.proposal_rate, 1.0 if drafted else 0.0, COST_WEIGHT)
+        if not drafted:  # SLEM's forwards that wrote no whole target token are still paid
+            chooser.empty_seconds = moving(chooser.empty_seconds, step.draft_seconds, COST_WEIGHT)
+    # A draft model that sat out some steps first runs over every token it missed (the prompt,
+    # after the prefill): that catch-up is paid once, not per drafted token, and counting it in
+    # d would make drafting look too dear to ever try again; it is what leaving costs. A proposer
+    # that drafted first (evidence) reads no model: every one of its steps is its cost.
+    if drafted and (steady or evidence is not None):
+        chooser.draft_seconds = moving(chooser.draft_seconds, step.draft_seconds / drafted, COST_WEIGHT)
+    elif drafted and chooser.missed_tokens and chooser.draft_seconds is not None:
+        catch_up = max(0.0, step.draft_seconds - drafted * chooser.draft_seconds) / chooser.missed_tokens
+        chooser.catch_up_seconds = moving(chooser.catch_up_seconds, catch_up, COST_WEIGHT)
+    chooser.missed_tokens = 0 if step.k else chooser.missed_tokens + len(step.token_ids)
+    # a row per draft the verify held, and one more (n-gram may find fewer; pieces stop early)
+    chooser.verify_points.append((step.num_verified, step.verify_seconds))
+    overhead = chooser.overhead_seconds or 0.0
+    plain = verify_line(chooser.verify_points, chooser.prior_verify_slope, 0) + overhead
+    seconds = step.draft_seconds + step.verify_seconds + overhead
+    if plain and seconds > 0:
+        chooser.realised = moving(chooser.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
+
+
+def within_reach(chooser: AdaptiveK) -> bool:
+    """Whether PROBE_REACH more accepted probes in a row would make drafting pay: where the costs
+    ask for an acceptance far above the estimate (1.5B on ggml: a probe costs 0.9 of a plain step
+    more, for α ≈ 0.75 of a token), a streak of probes is a streak of losing steps."""
+    costs = chooser.costs()
+    if costs is None:
+        return True
+    accept, seen = list(chooser.accept), list(chooser.seen)
+    for _ in range(PROBE_REACH):
+        learn_acceptance(accept, seen, 1, 1, chooser.k_max, copies=False)
+    rates = chooser.rates(costs, filled(accept))
+    margin = SWITCH_MARGIN if chooser.cheap_probe() else DRAFT_MARGIN
+    return max(rate for k, rate in rates.items() if k) >= rates[0] * (1 + margin)
 
 
 def stopping_floor(chooser: AdaptiveK, choice: AutoChoice) -> float:
