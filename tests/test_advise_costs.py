@@ -59,7 +59,8 @@ def test_this_machines_profile_is_measured_once_and_kept(tmp_path, monkeypatch):
 
 
 class Clock:
-    """perf_counter for the measurement: a decode advances it by its row cost, nothing else does."""
+    """perf_counter for the measurement: a decode advances it by its row cost, and the loop's own
+    work (the fake detokenizer) by its cost, nothing else does."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -68,15 +69,60 @@ class Clock:
         return self.now
 
 
-def timed_engine(clock: Clock, row_seconds: dict[int, float]):
-    """A stand-in ggml engine whose decodes of n rows take row_seconds[n] on clock."""
+class RowTimedTarget:
+    """A stand-in ggml target (the loop's CachedLogits) whose decode of n rows takes
+    row_seconds[n] on clock; it keeps the common prefix cached as LlamaCached does and records
+    how many rows each call decoded. Row i predicts the token after it as (position + 1) % 7:
+    never the context's last token again, so a draft of it is turned down."""
+
+    device = "cpu"
+    arrays = "numpy"
+    prefill_chunk = None
+    exact_rows = 3
+
+    def __init__(self, clock: Clock, row_seconds: dict[int, float]) -> None:
+        self.clock, self.row_seconds = clock, row_seconds
+        self.seen: list[int] = []
+        self.decoded: list[int] = []
+
+    def reset(self) -> None:
+        self.seen = []
+
+    def logits(self, token_ids, num_rows):
+        import numpy
+
+        from spectui.engines.speculative.cached_model import common_prefix_len
+
+        keep = min(common_prefix_len(self.seen, token_ids), len(token_ids) - num_rows)
+        rows = len(token_ids) - keep
+        self.decoded.append(rows)
+        self.clock.now += self.row_seconds.get(rows, 0.0)
+        self.seen = list(token_ids)
+        out = numpy.zeros((num_rows, 8), dtype=numpy.float32)
+        for row in range(num_rows):
+            out[row, (len(token_ids) - num_rows + row + 1) % 7] = 1.0
+        return out
+
+
+class StepCostDetokenizer:
+    """The loop's own work per step, outside the target's decode: `seconds` on clock."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    def add(self, token_ids) -> str:
+        self.clock.now += self.seconds
+        return ""
+
+    def flush(self) -> str:
+        return ""
+
+
+def timed_engine(clock: Clock, target: RowTimedTarget):
     from types import SimpleNamespace
 
-    def logits(ids, num_rows):
-        clock.now += row_seconds[num_rows]
-
-    target = SimpleNamespace(exact_rows=3, logits=logits)
-    return SimpleNamespace(target=target, info=SimpleNamespace(backend="ggml test · 2 threads"), close=lambda: None)
+    return SimpleNamespace(target=target, tokenizer=None, info=SimpleNamespace(backend="ggml test · 2 threads"),
+                           close=lambda: None)
 
 
 def measure_with(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: float | None):
@@ -85,18 +131,22 @@ def measure_with(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: flo
     return measure.this_machine_profile(faked(monkeypatch, tmp_path, row_seconds, busy), tmp_path, list(range(40)))
 
 
-def faked(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: float | None):
-    """The model to measure, with its engine, clock and the cores' business faked."""
+def faked(monkeypatch, tmp_path, row_seconds: dict[int, float], busy: float | None, step_seconds: float = 0.0,
+          target: RowTimedTarget | None = None):
+    """The model to measure, with its engine, clock and the cores' business faked; step_seconds:
+    the loop's own work per step."""
     import spectui.advise.measure as measure
     import spectui.engines.ggml.lib as lib
     import spectui.engines.ggml.load as load
-
-    clock = Clock()
-    monkeypatch.setattr(lib, "library_problem", lambda: None)
-    monkeypatch.setattr(load, "load_ggml_engine", lambda *args, **kwargs: timed_engine(clock, row_seconds))
-    monkeypatch.setattr("spectui.models.tokenizer_json.JsonTokenizer", lambda folder: None)
     import spectui.engines.speculative.decode_timing as decode_timing
 
+    clock = Clock()
+    timed = target or RowTimedTarget(clock, row_seconds)
+    timed.clock = clock
+    monkeypatch.setattr(lib, "library_problem", lambda: None)
+    monkeypatch.setattr(load, "load_ggml_engine", lambda *args, **kwargs: timed_engine(clock, timed))
+    monkeypatch.setattr("spectui.models.tokenizer_json.JsonTokenizer", lambda folder: None)
+    monkeypatch.setattr(decode_timing, "Silent", lambda: StepCostDetokenizer(clock, step_seconds))
     monkeypatch.setattr(measure, "time", clock)
     monkeypatch.setattr(decode_timing, "time", clock)
     monkeypatch.setattr(decode_timing, "others_share", lambda before, after: busy)
@@ -167,3 +217,49 @@ def test_costs_measured_on_the_chats_engine_load_no_second_copy(tmp_path, monkey
     assert (profile.piece, profile.context_tokens, profile.backend) == (3, 37, "ggml Q4_K_M · 2 threads")
     assert profile.llamacpp_plain_seconds is None and set(profile.draft_seconds) == {"suffix", "ngram"}
     assert cached_profile_path(tmp_path, profile.model, profile.backend).is_file()
+
+
+def test_the_profile_is_the_loops_steps_the_verify_and_the_loops_own_work_included(tmp_path, monkeypatch):
+    """Issue 57: the profile timed the target's decode alone (v(2) 1.54, v(3) 2.02 on the 1.5B)
+    and replays came out 10-31 % above timed runs of the same arms. It times the loop's steps now:
+    a plain step and a verify of n rows each with the loop's own work (here 20 ms a step), every
+    timed step decoding exactly the rows a real verify decodes (1 + its drafts, the drafts the
+    target turned down the step before rolled back)."""
+    import pytest
+
+    import spectui.advise.measure as measure
+
+    rows = {1: 0.060, 2: 0.094, 3: 0.130}
+    target = RowTimedTarget(Clock(), rows)
+    model = faked(monkeypatch, tmp_path, rows, busy=0.05, step_seconds=0.020, target=target)
+    profile = measure.measure_profile(model, list(range(40)), refuse_unsteady=False)
+    assert profile.plain_seconds == pytest.approx(0.080)
+    assert profile.verify == pytest.approx({1: 1.0, 2: 0.114 / 0.080, 3: 0.150 / 0.080})
+    # the prefill, then per round and width the prompt's last token and STEPS steps of `width` rows
+    from spectui.engines.speculative.decode_timing import STEPS
+
+    per_round = [rows for width in (1, 2, 3) for rows in [1] + [width] * STEPS]
+    assert target.decoded == [40 - 3] + per_round * measure.ROUNDS
+
+
+def test_a_kept_profile_of_an_older_version_is_measured_again(tmp_path, monkeypatch):
+    """A profile kept before the loop's steps were timed (version 1: the target's decode alone)
+    is not this machine's cost: it is measured again, not silently reused. --costs FILE reads it."""
+    import json
+
+    import spectui.advise.measure as measure
+    import spectui.engines.ggml.lib as lib
+    from spectui.advise.costs import read_profile
+
+    measured = []
+    monkeypatch.setattr(lib, "library_problem", lambda: None)
+    monkeypatch.setattr(measure, "measure_profile", lambda model, context_ids, progress=None, engine=None: measured.append(1) or PROFILE)
+    old = cached_profile_path(tmp_path, PROFILE.model, PROFILE.backend)
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({**PROFILE.as_dict(), "version": 1}))
+    model = measure.GgufModel("smollm2-135m", None, tmp_path / "x.gguf", tmp_path)  # type: ignore[arg-type]  # never loaded: measuring is faked
+    assert measure.this_machine_profile(model, tmp_path, [1, 2, 3]) == (PROFILE, True) and measured == [1]
+    assert json.loads(old.read_text())["version"] == 2
+    assert measure.this_machine_profile(model, tmp_path, [1, 2, 3]) == (PROFILE, False)
+    old.write_text(json.dumps({**PROFILE.as_dict(), "version": 1}))
+    assert read_profile(old) == PROFILE

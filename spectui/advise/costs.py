@@ -1,6 +1,7 @@
 """What a step costs on one machine for one target and backend: the profile a replay is charged at.
 
-v(n): one decode of n rows, in plain steps (v(1) = 1), measured at the conversations' length.
+v(n): one loop step verifying n rows, in plain steps (v(1) = 1: a plain step, the loop's own
+work included), measured at the conversations' length.
 On ggml a T = 0 verify wider than the kernels compute exactly runs in pieces of `piece` rows
 and stops at the piece of its first rejection (spectui.engines.speculative.loop's
 verify_greedy_in_pieces): those pieces are what a step pays. A copy drafter's cost is per
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from spectui.core.errors import UsageError
 
-PROFILE_VERSION = 1
+# 2: v(n) and the plain step timed as the loop's steps (issue 57); a kept profile of another
+# version is measured again (load_cached_profile), a --costs FILE is read as it is
+PROFILE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ def cached_profile_path(data_dir: Path, model: str, backend: str) -> Path:
 def load_cached_profile(path: Path) -> CostProfile | None:
     """The kept profile, or None when there is none or it no longer reads (it is measured again)."""
     try:
-        return profile_from(json.loads(path.read_text(encoding="utf-8")), str(path))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("version") != PROFILE_VERSION:
+            return None  # measured the way an older spectui measured: not this loop's costs
+        return profile_from(data, str(path))
     except (OSError, ValueError, UsageError):
         return None

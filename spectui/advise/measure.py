@@ -96,7 +96,8 @@ def timed_on_a_loaded_target(model: GgufModel, ids: list[int], report: Progress)
     engine = load_ggml_engine(model.gguf, JsonTokenizer(model.tokenizer), "ngram", target_name=model.name)
     report("load", 1, 1)
     try:
-        timings = time_decodes(engine.target, engine.info.backend or "ggml", ids, WIDEST, ROUNDS, report)
+        timings = time_decodes(engine.target, engine.info.backend or "ggml", ids, WIDEST, ROUNDS, report,
+                               engine.tokenizer)
     finally:
         engine.close()
     report("llama.cpp plain", 0, 1)

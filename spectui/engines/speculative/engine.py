@@ -141,7 +141,8 @@ class SpeculativeEngine(Engine):
                      progress: Progress | None = None) -> DecodeTimings:
         from spectui.engines.speculative.decode_timing import time_decodes
 
-        return time_decodes(self.target, self.info.backend or self.info.dtype, context_ids, widest, rounds, progress)
+        return time_decodes(self.target, self.info.backend or self.info.dtype, context_ids, widest, rounds, progress,
+                            self.tokenizer)
 
     def draft_cached(self) -> CachedLogits | None:
         """The draft model loaded with this engine, with its cache, or None (prompt lookup needs none)."""
