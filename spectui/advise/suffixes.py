@@ -6,8 +6,9 @@ history's (earlier replies). The conversation's walks are a function of the cont
 every suffix arm (each k, with or without history) shares one set per (reply, position), walked
 at the widest k and cut to each arm's (best_of: a narrower k may pick another match length, so a
 draft is never assumed to be the prefix of a wider one). The history differs per arm (a reply
-joins it as far as that arm's last step read it), so each arm keeps its own, and a memo of the
-walks of every match met while it does not change (one reply).
+joins it as far as that arm's last step read it): its walks come from one index for every arm
+(spectui.advise.shared_history), each arm walking alone only what reads its own last tokens; an
+arm keeps its own index too, for arms not replayed reply by reply.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spectui.advise.replay import ReplayInput
+from spectui.advise.shared_history import SharedHistory
 from spectui.engines.adaptive import K_AUTO_MAX
 from spectui.engines.speculative.proposers import Proposal, Proposer
 from spectui.engines.speculative.suffix import (
@@ -26,7 +28,6 @@ from spectui.engines.speculative.suffix import (
     NO_DRAFT,
     Draft,
     SuffixIndex,
-    Unsure,
     Walk,
     best_of,
     suffix_proposal,
@@ -75,67 +76,6 @@ class ConversationWalks:
             return self.index.walks_from(ends, tail, width)
         finally:
             flat[last + 1] = following
-
-
-class SharedHistory:
-    """The history's walks where every suffix arm with history would walk the same.
-
-    Each arm's history holds every earlier reply as far as that arm's last step read it, so the
-    arms' histories differ only in the replies' last few tokens. `common` holds each reply as far
-    as every arm read it; a context whose last token is among the tokens some arms read past
-    that (its matches could differ), or a walk that reaches the end of a reply some arm read
-    further (an unsure END), is left to each arm. Arms say how far they read (read) as they go;
-    the replay runs reply by reply, so when the next reply starts every arm has read its last."""
-
-    def __init__(self, replies: Sequence[ReplayInput]) -> None:
-        self.replies = replies
-        self.common = SuffixIndex()
-        self.unsure_tokens: set[int] = set()
-        self.unsure_ends: set[int] = set()
-        self.reads: dict[int, tuple[int, int]] = {}  # arm -> (reply, its tokens read)
-        self.reply = -1
-        self.found: dict[int, tuple[int, list[Walk] | None]] = {}  # context length -> (width, walks or None: unsure)
-        self.memo: dict[int, dict] = {}  # width -> common's walks per match, for this reply
-        self.alone = False  # arms were not replayed reply by reply: each keeps to its own
-
-    def read(self, arm: int, reply: int, tokens: int) -> None:
-        if reply != self.reply:
-            self._join()
-            self.reply, self.found, self.memo = reply, {}, {}
-        self.reads[arm] = (reply, tokens)
-
-    def _join(self) -> None:
-        """The last reply into `common`, as far as every arm read it."""
-        if self.reply < 0 or not self.reads:
-            return
-        if any(reply != self.reply for reply, _ in self.reads.values()):
-            self.alone = True
-            return
-        read = [tokens for _, tokens in self.reads.values()]
-        ids = self.replies[self.reply].reply_ids
-        least, most = min(read), max(read)
-        if least:
-            self.common.add(ids[:least])
-            if most > least:
-                self.unsure_ends.add(len(self.common.flat) - 1)
-        self.unsure_tokens.update(ids[least:most])
-
-    def walks(self, tail: Sequence[int], length: int, width: int) -> list[Walk] | None:
-        """The history's walks at width after a context of `length` tokens (this reply's prompt and
-        first tokens) ending in `tail` (its last MAX_DEPTH), the same for every arm; None where
-        they may differ."""
-        if self.alone or tail[-1] in self.unsure_tokens:
-            return None
-        found = self.found.get(length)
-        if found is None or found[0] < width:
-            try:
-                walks = self.common.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}),
-                                               unsure=self.unsure_ends)
-            except Unsure:
-                walks = None
-            found = (width, walks)
-            self.found[length] = found
-        return found[1]
 
 
 class SharedSuffix(Proposer):
@@ -200,7 +140,7 @@ class SharedSuffix(Proposer):
         earlier = NO_DRAFT
         if self.use_history:
             width = max(k, K_AUTO_MAX)
-            walks = self.shared.walks(tail, length, width) if self.shared is not None else None
+            walks = self.shared.walks(id(self), tail, length, width) if self.shared is not None else None
             if walks is None:
                 walks = self.history.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}))
             earlier = best_of(walks, k)
