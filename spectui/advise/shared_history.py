@@ -23,31 +23,33 @@ from spectui.engines.speculative.suffix import (
     MAX_SPEC_FACTOR,
     MAX_SPEC_OFFSET,
     MIN_TOKEN_PROB,
-    NO_WALK,
+    NO_DRAFT,
+    Draft,
     SuffixIndex,
     Unsure,
     Walk,
     most_frequent,
 )
 
-Node = tuple[list[int], Walk | None]  # a match's ends in the shared index, and its walk where every arm's is the same
 NOTHING: frozenset[int] = frozenset()
+DIFFER = -2  # SharedHistory.shadow's mark of a place some arm did not read
 
 
 class SharedHistory:
-    """The history's walks for every suffix arm with history, from one index (the module's doc).
+    """The history's drafts for every suffix arm with history, from one index (the module's doc).
     Arms say how far they read (read) as they go; the replay runs reply by reply, so when the
     next reply starts every arm has read its last."""
 
     def __init__(self, replies: Sequence[ReplayInput]) -> None:
         self.replies = replies
         self.index = SuffixIndex()
+        self.shadow: list[int] = self.index.flat  # the index's tokens, DIFFER where some arm lacks the place
         self.absent: dict[int, set[int]] = {}  # arm -> places of the index it did not read
         self.differ: set[int] = set()  # places some arm did not read
         self.reads: dict[int, tuple[int, int]] = {}  # arm -> (reply, its tokens read)
         self.reply = -1
-        self.found: dict[int, tuple[int, list[tuple[int, Node]]]] = {}  # context length -> (width, (match length, node)s)
-        self.memo: dict[int, dict[tuple[int, ...], Node]] = {}  # width -> match -> node, for this reply
+        self.found: dict[int, list[Node]] = {}  # context length -> its matches' nodes, shortest first
+        self.memo: dict[tuple[int, ...], Node] = {}  # match -> node, for this reply
         self.by_ends: dict[tuple[int, int, tuple[int, ...]], Walk | None] = {}  # (width, length, ends) -> walk or None: unsure
         self.own: dict[tuple[int, int, int, tuple[int, ...]], Walk] = {}  # (arm, width, length, its ends) -> its own walk
         self.cutoffs: dict[tuple[int, int], int] = {}  # (arm, token) -> the oldest 1-token end in its window
@@ -76,86 +78,102 @@ class SharedHistory:
                 places = range(start + tokens, start + most)
                 self.absent.setdefault(arm, set()).update(places)
                 self.differ.update(places)
+        self.shadow = list(self.index.flat)
+        for place in self.differ:
+            self.shadow[place] = DIFFER
 
-    def walks(self, arm: int, tail: Sequence[int], length: int, width: int) -> list[Walk] | None:
-        """The arm's history walks at width after a context of `length` tokens (this reply's
-        prompt and first tokens) ending in `tail` (its last MAX_DEPTH); None: not shared (alone)."""
+    def best(self, arm: int, tail: Sequence[int], length: int, width: int, k: int) -> Draft | None:
+        """best_of(the arm's history walks at width, k) after a context of `length` tokens (this
+        reply's prompt and first tokens) ending in `tail` (its last MAX_DEPTH); None: not shared
+        (alone). Longest match first, and a match whose draft cannot score above the best so far
+        (a score is at most its drafts' count) is not walked: best_of's choice without its walk."""
         if self.alone:
             return None
-        found = self.found.get(length)
-        if found is None or found[0] < width:
-            found = (width, self._nodes(tail, width))
-            self.found[length] = found
-        walks = []
-        for match, (ends, walk) in found[1]:
+        nodes = self.found.get(length)
+        if nodes is None:
+            nodes = self.found[length] = self._nodes(tail)
+        best, best_score, best_n = None, 0.0, 0
+        for index in range(len(nodes) - 1, -1, -1):
+            node = nodes[index]
+            if best is not None and min(k, node.limit) <= best_score:
+                continue
+            walk = self._walk(node, nodes, index, width) if node.width < width else node.walk
             if walk is None:
-                walk = self._arm_walk(arm, tail[-1], match, ends, width)
-                if walk is None:  # none of the ends is the arm's: its index has no longer match either
-                    break
-            if walk.tokens:
-                walks.append(walk)
-        return walks
+                walk = self._arm_walk(arm, tail[-1], node, width)
+                if walk is None:  # none of the ends is the arm's (nor of any longer match's)
+                    continue
+            n = min(k, len(walk.tokens))
+            if n and (best is None or walk.scores[n - 1] > best_score):  # ties: the longer match, met first
+                best, best_score, best_n = walk, walk.scores[n - 1], n
+        return NO_DRAFT if best is None else Draft(best.tokens[:best_n], best_score, best.match_length, best.first_probability)
 
-    def _nodes(self, tail: Sequence[int], width: int) -> list[tuple[int, Node]]:
-        """Every match length's node, shortest first, while the shared index has ends."""
-        memo = self.memo.setdefault(width, {})
+    def _nodes(self, tail: Sequence[int]) -> list[Node]:
+        """Every match length's node (its ends), shortest first, while the shared index has ends."""
         occurrences = self.index.occurrences.get(tail[-1], [])
         low = occurrences[-MAX_OCCURRENCES] if len(occurrences) > MAX_OCCURRENCES else 0  # the window every arm has
-        nodes: list[tuple[int, Node]] = []
+        nodes: list[Node] = []
         ends: list[int] = []
-        shorter: Walk | None = None
         for match in range(1, min(MAX_DEPTH, len(tail))):
             key = tuple(tail[len(tail) - match:])
-            node = memo.get(key)
+            node = self.memo.get(key)
             if node is None:
-                node = memo[key] = self._node(key, ends, shorter, occurrences, low, width)
-            ends, shorter = node
+                node = self.memo[key] = self._node(key, ends, occurrences, low)
+            ends = node.ends
             if not ends:
                 break
-            nodes.append((match, node))
+            nodes.append(node)
         return nodes
 
-    def _node(self, key: tuple[int, ...], ends: list[int], shorter: Walk | None, occurrences: list[int], low: int,
-              width: int) -> Node:
-        """A match's ends (every arm's and then some) and its walk where it is every arm's."""
-        match, flat, differ = len(key), self.index.flat, self.differ
-        kept = ends
+    def _node(self, key: tuple[int, ...], ends: list[int], occurrences: list[int], low: int) -> Node:
+        match = len(key)
         if match == 1:
             ends = occurrences[-MAX_OCCURRENCES:]
-            if low and any(end in differ for end in ends):  # an arm's window reaches back as far as it lacks
-                ends = occurrences[-(MAX_OCCURRENCES + sum(1 for end in occurrences if end in differ)):]
+            if low and DIFFER in map(self.shadow.__getitem__, ends):  # an arm's window reaches back as far as it lacks
+                ends = occurrences[-(MAX_OCCURRENCES + sum(1 for end in occurrences if end in self.differ)):]
         else:
-            ends = [i for i in ends if flat[i - match + 1] == key[0]]
-        if not ends:
-            return ends, NO_WALK
-        if any(end in differ or end < low for end in ends):
-            return ends, None
-        limit = limit_at(match, width)
-        try:
-            if shorter is not None and match > 1 and len(ends) == len(kept):  # the same ends walk the same
-                return ends, rewalk(flat, shorter, ends, limit, match, differ)
-            return ends, view_walk(flat, ends, limit, match, differ=differ)
-        except Unsure:
-            return ends, None
+            flat, wanted = self.index.flat, key[0]
+            ends = [i for i in ends if flat[i - match + 1] == wanted]
+        every = bool(ends) and ends[0] >= low and DIFFER not in map(self.shadow.__getitem__, ends)
+        return Node(match, ends, every)
 
-    def _arm_walk(self, arm: int, last: int, match: int, ends: list[int], width: int) -> Walk | None:
-        """The arm's walk from its own of `ends` (None: it has none), shared with arms that have the same."""
+    def _walk(self, node: Node, nodes: list[Node], index: int, width: int) -> Walk | None:
+        """The node's walk at width where it is every arm's (None: each arm's own), from a
+        neighbour's walk from the same ends where there is one."""
+        walk = None
+        if node.every:
+            limit = min(width, node.limit)
+            try:
+                for other in (nodes[index - 1] if index else None, nodes[index + 1] if index + 1 < len(nodes) else None):
+                    if other is not None and other.walk is not None and other.width >= width and len(other.ends) == len(node.ends):
+                        walk = rewalk(self.shadow, other.walk, node.ends, limit, node.match)  # the same ends walk the same
+                        break
+                else:
+                    walk = view_walk(self.shadow, node.ends, limit, node.match)
+            except Unsure:
+                node.every = False
+                walk = None
+        node.walk, node.width = walk, width
+        return walk
+
+    def _arm_walk(self, arm: int, last: int, node: Node, width: int) -> Walk | None:
+        """The arm's walk from its own of the node's ends (None: it has none), shared with arms that have the same."""
         absent = self.absent.get(arm, NOTHING)
         low = self._cutoff(arm, last)
-        mine = tuple(end for end in ends if end not in absent and end >= low)
+        mine = tuple(end for end in node.ends if end not in absent and end >= low)
         if not mine:
             return None
+        match, limit = node.match, min(width, node.limit)
         key = (width, match, mine)
         if key not in self.by_ends:
             try:
-                self.by_ends[key] = view_walk(self.index.flat, list(mine), limit_at(match, width), match, differ=self.differ)
+                self.by_ends[key] = view_walk(self.shadow, list(mine), limit, match)
             except Unsure:
                 self.by_ends[key] = None
         walk = self.by_ends[key]
         if walk is None:  # it reads a place some arm lacks: this arm's own
             walk = self.own.get((arm, *key))
             if walk is None:
-                walk = self.own[(arm, *key)] = view_walk(self.index.flat, list(mine), limit_at(match, width), match, absent=absent)
+                walk = self.own[(arm, *key)] = view_walk(self.index.flat, list(mine), limit, match, absent=absent)
         return walk
 
     def _cutoff(self, arm: int, token: int) -> int:
@@ -173,12 +191,25 @@ class SharedHistory:
         return self.cutoffs[key]
 
 
+class Node:
+    """A match in the shared index: its ends (every arm's and then some), whether every arm has
+    exactly these, and its walk once walked (at width; None: each arm walks its own)."""
+
+    __slots__ = ("ends", "every", "limit", "match", "walk", "width")
+
+    def __init__(self, match: int, ends: list[int], every: bool) -> None:
+        self.match, self.ends, self.every = match, ends, every
+        self.limit = limit_at(match, MAX_DEPTH)  # its draft's most tokens at any width
+        self.walk: Walk | None = None
+        self.width = 0
+
+
 def limit_at(match: int, width: int) -> int:
     """SuffixIndex.walks_from's limit on a match's draft at the defaults."""
     return min(width, int(match * MAX_SPEC_FACTOR + MAX_SPEC_OFFSET + 1e-6), MAX_DEPTH - match)
 
 
-def rewalk(flat: list[int], walk: Walk, ends: list[int], limit: int, match: int, differ: set[int]) -> Walk:
+def rewalk(flat: list[int], walk: Walk, ends: list[int], limit: int, match: int) -> Walk:
     """SuffixIndex._rewalk: the walk from the same ends at another limit, from the one walked."""
     walked = len(walk.tokens)
     if limit == walked or (limit > walked and walk.stopped):
@@ -186,28 +217,30 @@ def rewalk(flat: list[int], walk: Walk, ends: list[int], limit: int, match: int,
     if limit < walked:
         return Walk(walk.tokens[:limit], walk.scores[:limit], match, walk.first_probability, None, False)
     if walk.onward is None:
-        return view_walk(flat, ends, limit, match, differ=differ)
-    return view_walk(flat, walk.onward[0], limit, match, start=walk, differ=differ)
+        return view_walk(flat, ends, limit, match)
+    return view_walk(flat, walk.onward[0], limit, match, start=walk)
 
 
 def view_walk(flat: list[int], ends: list[int], limit: int, match: int, start: Walk | None = None,
-              absent: set[int] | frozenset[int] = NOTHING, differ: set[int] | None = None) -> Walk:
+              absent: set[int] | frozenset[int] = NOTHING) -> Walk:
     """SuffixIndex._walk at MIN_TOKEN_PROB over an index an arm has without its `absent` places
-    (each reads as the end of its reply); reading a place in `differ` raises Unsure."""
+    (each reads as the end of its reply); reading DIFFER (SharedHistory.shadow) raises Unsure."""
     tokens, scores = (list(start.tokens), list(start.scores)) if start else ([], [])
     probability = start.onward[1] if start and start.onward else 1.0
     score = scores[-1] if scores else 0.0
     first = start.first_probability if start else 0.0
     while len(tokens) < limit:
-        if differ and any(i + 1 in differ for i in ends):
-            raise Unsure
         if len(ends) == 1:  # one occurrence: its continuation, if any, is sure
             token, count = (END if ends[0] + 1 in absent else flat[ends[0] + 1]), 1
+            if token == DIFFER:
+                raise Unsure
             if token == END:
                 break
             following = None
         else:
             following = [END if i + 1 in absent else flat[i + 1] for i in ends] if absent else [flat[i + 1] for i in ends]
+            if DIFFER in following:
+                raise Unsure
             token, count = most_frequent(following)
             if token == END:
                 break
