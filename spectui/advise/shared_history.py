@@ -82,11 +82,12 @@ class SharedHistory:
         for place in self.differ:
             self.shadow[place] = DIFFER
 
-    def best(self, arm: int, tail: Sequence[int], length: int, width: int, k: int) -> Draft | None:
+    def best(self, arm: int, tail: Sequence[int], length: int, width: int, k: int, floor: float = 0.0) -> Draft | None:
         """best_of(the arm's history walks at width, k) after a context of `length` tokens (this
-        reply's prompt and first tokens) ending in `tail` (its last MAX_DEPTH); None: not shared
-        (alone). Longest match first, and a match whose draft cannot score above the best so far
-        (a score is at most its drafts' count) is not walked: best_of's choice without its walk."""
+        reply's prompt and first tokens) ending in `tail` (its last MAX_DEPTH) where it scores
+        above `floor` (the conversation's draft, which wins ties), else NO_DRAFT; None: not
+        shared (alone). Longest match first, and a match whose draft cannot score above the best
+        so far nor the floor (a score is at most its drafts' count) is not walked."""
         if self.alone:
             return None
         nodes = self.found.get(length)
@@ -95,7 +96,7 @@ class SharedHistory:
         best, best_score, best_n = None, 0.0, 0
         for index in range(len(nodes) - 1, -1, -1):
             node = nodes[index]
-            if best is not None and min(k, node.limit) <= best_score:
+            if min(k, node.limit) <= (floor if best is None else best_score):
                 continue
             walk = self._walk(node, nodes, index, width) if node.width < width else node.walk
             if walk is None:
@@ -103,7 +104,7 @@ class SharedHistory:
                 if walk is None:  # none of the ends is the arm's (nor of any longer match's)
                     continue
             n = min(k, len(walk.tokens))
-            if n and (best is None or walk.scores[n - 1] > best_score):  # ties: the longer match, met first
+            if n and walk.scores[n - 1] > (floor if best is None else best_score):  # ties: the longer match, met first
                 best, best_score, best_n = walk, walk.scores[n - 1], n
         return NO_DRAFT if best is None else Draft(best.tokens[:best_n], best_score, best.match_length, best.first_probability)
 

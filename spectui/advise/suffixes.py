@@ -140,7 +140,7 @@ class SharedSuffix(Proposer):
         earlier = NO_DRAFT
         if self.use_history:
             width = max(k, K_AUTO_MAX)
-            shared = self.shared.best(id(self), tail, length, width, k) if self.shared is not None else None
+            shared = self.shared.best(id(self), tail, length, width, k, here.score) if self.shared is not None else None
             earlier = shared if shared is not None else best_of(
                 self.history.walks_from(None, tail, width, memo=self.memo.setdefault(width, {})), k)
         return here, earlier
