@@ -66,7 +66,7 @@ class ConversationWalks:
                 node = nodes[index]
                 if best is not None and min(k, node.limit) <= best_score:
                     continue
-                walk = node.walk if node.width >= width else self._walk(node, nodes, index, width)
+                walk = node.walk if node.walk is not None and node.width >= width else self._walk(node, nodes, index, width)
                 n = min(k, len(walk.tokens))
                 if n and (best is None or walk.scores[n - 1] > best_score):  # ties: the longer match, met first
                     best, best_score, best_n = walk, walk.scores[n - 1], n
