@@ -14,7 +14,10 @@ from spectui.advise.advice import COPY_DRAFTERS, KS, Drafter, advise, replay_arm
 from spectui.advise.costs import CostProfile
 from spectui.advise.lookups import LookupTable, SharedLookup
 from spectui.advise.replay import ReplyTotals, replay_fixed, replay_reply
+from spectui.advise import shared_history
+from spectui.advise import suffixes as shared_suffixes
 from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
+from spectui.engines.speculative import suffix
 from spectui.engines.speculative.proposers import NgramProposer
 from spectui.engines.speculative.suffix import SuffixProposer
 
@@ -68,6 +71,33 @@ def test_a_shared_suffix_drafts_what_suffix_decoding_drafts_at_every_k(history):
                 assert (mine.drafted, mine.evidence) == (theirs.drafted, theirs.evidence)
                 differs += k < 8 and mine.drafted != own.propose(context, 8, 0.0, 1.0, None).drafted[:k]
     assert differs  # some narrower drafts are not the first k of the wider one: each k was cut on its own
+
+
+@pytest.mark.parametrize("window", [None, 30])
+def test_arms_that_read_replies_to_different_depths_draft_from_one_history_what_each_drafts_from_its_own(window, monkeypatch):
+    """SharedHistory against each arm's own SuffixProposer: arms that stop reading each reply at
+    another step (their histories differ in every reply's last tokens) draft the same at every k,
+    also where a token's occurrences pass the window of the last MAX_OCCURRENCES (30 here: an
+    arm lacking some of the latest reaches further back)."""
+    if window is not None:
+        for module in (shared_history, shared_suffixes, suffix):
+            monkeypatch.setattr(module, "MAX_OCCURRENCES", window)
+    replies = [replace(reply, reply_ids=reply.reply_ids[:140]) for reply in synthetic_history(5).replies]
+    walks, history = ConversationWalks(replies), SharedHistory(replies)
+    arms = [(SharedSuffix(walks, True, history), SuffixProposer()) for _ in range(4)]
+    for index, reply in enumerate(replies):
+        for arm, ((shared, own), stop) in enumerate(zip(arms, (1, 4, 9, 2), strict=True)):
+            shared.reply = index
+            shared.prefill(list(reply.prompt_ids))
+            own.prefill(list(reply.prompt_ids))
+            for position in range(arm % 3, len(reply.reply_ids) - stop, 3):
+                context = list(reply.prompt_ids) + list(reply.reply_ids[:position])
+                for k in (8, 1, 3):
+                    mine, theirs = shared.propose(context, k, 0.0, 1.0, None), own.propose(context, k, 0.0, 1.0, None)
+                    assert (mine.drafted, mine.evidence) == (theirs.drafted, theirs.evidence), (index, arm, position, k)
+    assert history.differ and not history.alone  # the histories did differ, and were shared
+    if window is not None:
+        assert any(len(places) > window for places in history.index.occurrences.values())
 
 
 @pytest.mark.parametrize("k", [0, 1, 3, 8])

@@ -12,7 +12,7 @@ chain by chain, which the one pass does not keep.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spectui.advise.costs import CostProfile
 from spectui.advise.replay import ReplayedStep, ReplayInput
@@ -23,15 +23,21 @@ if TYPE_CHECKING:
 
 def greedy_predictions(draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int],
                        target_width: int | None = None, cached: list[int] | None = None,
-                       progress: Callable[[int], None] | None = None) -> list[int]:
+                       progress: Callable[[int], None] | None = None, states: PromptStates | None = None) -> list[int]:
     """The draft's argmax after prompt + reply[:i] for every i in 0 … len(reply)−1: one decode of
-    prompt + reply, a batch at a time, every row read. cached: the ids the draft's cache holds (this
-    updates it), kept where they begin this prompt (a conversation's replies share their prefix;
-    rows are exact whatever the cache before them, LlamaModel's batch_invariant); None: an empty
-    cache. progress(tokens): after each batch, how many tokens it decoded."""
+    prompt + reply, a batch at a time, the prompt's rows not read and the reply's argmax read in
+    place (LlamaModel.decode_argmax). cached: the ids the draft's cache holds (this updates it),
+    kept where they begin this prompt (a conversation's replies share their prefix; rows are exact
+    whatever the cache before them, LlamaModel's batch_invariant); None: an empty cache. states:
+    earlier prompts' caches, one restored where it keeps more (this adds the prompt's).
+    progress(tokens): after each batch, how many tokens it decoded."""
     ids = [*prompt, *reply[:-1]]
     first = len(prompt) - 1  # the first row read: after the prompt's last token
     kept = 0 if cached is None else kept_prefix(cached, ids, first, draft.cached)
+    saved, restored = states.best(ids, first) if states is not None else (None, 0)
+    if saved is not None and restored > kept:
+        draft.load_state(saved)
+        kept = restored
     if kept:
         draft.keep(kept)
     else:
@@ -41,16 +47,41 @@ def greedy_predictions(draft: LlamaModel, prompt: Sequence[int], reply: Sequence
         draft.decode(chunk, 0)
         if progress is not None:
             progress(len(chunk))
+    if states is not None and kept < first:
+        states.add(ids[:first], draft.save_state())
     predictions: list[int] = []
     for start in range(first, len(ids), draft.batch):
         chunk = ids[start:start + draft.batch]
-        rows = draft.decode(chunk, len(chunk))
-        predictions += rows[:, :target_width].argmax(axis=1).tolist()
+        predictions += draft.decode_argmax(chunk, target_width)
         if progress is not None:
             progress(len(chunk))
     if cached is not None:
         cached[:] = ids
     return predictions
+
+
+class PromptStates:
+    """The draft's cache as it was after a few recent prompts (LlamaModel.save_state), so that a
+    reply whose prompt begins as an earlier one's rather than as the last reply's (another
+    conversation on the same system prompt and attached file) restores it instead of decoding
+    it again. state: None where only the ids are followed (all_predictions counting its work)."""
+
+    def __init__(self, most: int = 4) -> None:
+        self.most = most
+        self.saved: list[tuple[list[int], Any]] = []  # (the ids cached, the state), the latest last
+
+    def best(self, ids: Sequence[int], first: int) -> tuple[Any, int]:
+        """(the state that keeps most of ids, the positions it keeps); (None, 0): none keeps any."""
+        best, kept = None, 0
+        for held, state in self.saved:
+            same = kept_prefix(held, ids, first, len(held))
+            if same > kept:
+                best, kept = state, same
+        return best, kept
+
+    def add(self, ids: list[int], state: Any) -> None:
+        self.saved.append((ids, state))
+        del self.saved[:-self.most]
 
 
 def kept_prefix(cached: Sequence[int], ids: Sequence[int], first: int, held: int) -> int:
@@ -89,11 +120,16 @@ def all_predictions(draft: LlamaModel, replies: Sequence[ReplayInput], target_wi
                     progress: Callable[[int, int], None] | None = None) -> list[list[int]]:
     """Every reply's teacher-forced predictions, in order, on one cache: a reply whose prompt
     begins with the last one's prompt and reply (the next turn of its conversation) decodes only
-    the rest. progress(done, total) in tokens decoded, after every batch."""
-    total, before = 0, []
-    for reply in replies:  # the tokens each will decode, for the progress's total
-        ids = [*reply.prompt_ids, *reply.reply_ids[:-1]]
-        total += len(ids) - kept_prefix(before, ids, len(reply.prompt_ids) - 1, len(before))
+    the rest, and one whose prompt begins as a recent earlier prompt restores that prompt's cache
+    (PromptStates). progress(done, total) in tokens decoded, after every batch."""
+    total, before, seen = 0, [], PromptStates()
+    for reply in replies:  # the tokens each will decode, as greedy_predictions chooses, for the progress's total
+        ids, first = [*reply.prompt_ids, *reply.reply_ids[:-1]], len(reply.prompt_ids) - 1
+        kept = kept_prefix(before, ids, first, len(before))
+        kept = max(kept, seen.best(ids, first)[1])
+        if kept < first:
+            seen.add(ids[:first], None)
+        total += len(ids) - kept
         before = ids
     done = 0
 
@@ -104,8 +140,10 @@ def all_predictions(draft: LlamaModel, replies: Sequence[ReplayInput], target_wi
             progress(done, total)
 
     cached: list[int] = []
+    states = PromptStates()
     draft.clear()
-    return [greedy_predictions(draft, reply.prompt_ids, reply.reply_ids, target_width, cached, decoded) for reply in replies]
+    return [greedy_predictions(draft, reply.prompt_ids, reply.reply_ids, target_width, cached, decoded, states)
+            for reply in replies]
 
 
 def draft_token_seconds(draft: LlamaModel, context: Sequence[int], rounds: int = 7) -> float:

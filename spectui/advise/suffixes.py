@@ -6,8 +6,9 @@ history's (earlier replies). The conversation's walks are a function of the cont
 every suffix arm (each k, with or without history) shares one set per (reply, position), walked
 at the widest k and cut to each arm's (best_of: a narrower k may pick another match length, so a
 draft is never assumed to be the prefix of a wider one). The history differs per arm (a reply
-joins it as far as that arm's last step read it), so each arm keeps its own, and a memo of the
-walks of every match met while it does not change (one reply).
+joins it as far as that arm's last step read it): its walks come from one index for every arm
+(spectui.advise.shared_history), each arm walking alone only what reads its own last tokens; an
+arm keeps its own index too, for arms not replayed reply by reply.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spectui.advise.replay import ReplayInput
+from spectui.advise.shared_history import Node, SharedHistory, rewalk, view_walk
 from spectui.engines.adaptive import K_AUTO_MAX
 from spectui.engines.speculative.proposers import Proposal, Proposer
 from spectui.engines.speculative.suffix import (
@@ -26,7 +28,6 @@ from spectui.engines.speculative.suffix import (
     NO_DRAFT,
     Draft,
     SuffixIndex,
-    Unsure,
     Walk,
     best_of,
     suffix_proposal,
@@ -37,105 +38,76 @@ if TYPE_CHECKING:
 
 
 class ConversationWalks:
-    """(reply, context length) -> this conversation's walks, for the reply last asked about: its
-    prompt and whole reply indexed once, each context read from it as if the index stopped there."""
+    """(reply, context) -> this conversation's draft at k, for the reply last asked about: its
+    prompt and whole reply indexed once, each context read from it as if the index stopped there,
+    each match's walk walked once (at the widest k) for every arm that needs it."""
 
     def __init__(self, replies: Sequence[ReplayInput]) -> None:
         self.replies = replies
         self.reply = -1
         self.index = SuffixIndex()
-        self.found: dict[int, tuple[int, list[Walk]]] = {}  # context length -> (width walked at, walks)
+        self.nodes: dict[int, list[Node]] = {}  # context length -> its matches' ends and walks (best)
 
-    def walks(self, reply: int, context: Sequence[int], k: int) -> list[Walk]:
-        """The walks SuffixProposer's conversation index gives for `context` (reply's prompt and
-        first tokens), at k or wider."""
-        return self.walks_at(reply, context[-MAX_DEPTH:], len(context), k)
+    def best(self, reply: int, tail: Sequence[int], length: int, k: int) -> Draft:
+        """SuffixProposer's conversation draft at k for a context of `length` tokens (reply's prompt
+        and first tokens) ending in `tail` (its last MAX_DEPTH): best_of its walks, longest match
+        first, a match whose draft cannot score above the best so far (a score is at most its
+        drafts' count) not walked."""
+        self._at(reply)
+        width = max(k, K_AUTO_MAX)
+        nodes = self.nodes.get(length)
+        if nodes is None:
+            nodes = self.nodes[length] = self._nodes(tail, length)
+        flat = self.index.flat
+        following, flat[length + 1] = flat[length + 1], END  # the index stops at the context
+        try:
+            best, best_score, best_n = None, 0.0, 0
+            for index in range(len(nodes) - 1, -1, -1):
+                node = nodes[index]
+                if best is not None and min(k, node.limit) <= best_score:
+                    continue
+                walk = node.walk if node.walk is not None and node.width >= width else self._walk(node, nodes, index, width)
+                n = min(k, len(walk.tokens))
+                if n and (best is None or walk.scores[n - 1] > best_score):  # ties: the longer match, met first
+                    best, best_score, best_n = walk, walk.scores[n - 1], n
+        finally:
+            flat[length + 1] = following
+        return NO_DRAFT if best is None else Draft(best.tokens[:best_n], best_score, best.match_length, best.first_probability)
 
-    def walks_at(self, reply: int, tail: Sequence[int], length: int, k: int) -> list[Walk]:
-        """walks() for a context of `length` tokens whose last MAX_DEPTH are `tail`."""
+    def _at(self, reply: int) -> None:
         if reply != self.reply:
-            self.reply, self.index, self.found = reply, SuffixIndex(), {}
+            self.reply, self.index, self.nodes = reply, SuffixIndex(), {}
             self.index.add([*self.replies[reply].prompt_ids, *self.replies[reply].reply_ids])
-        found = self.found.get(length)
-        if found is None or found[0] < k:
-            width = max(k, K_AUTO_MAX)
-            found = (width, self._walk_at(tail, length, width))
-            self.found[length] = found
-        return found[1]
 
-    def _walk_at(self, tail: Sequence[int], length: int, width: int) -> list[Walk]:
-        flat, last = self.index.flat, length  # flat[last] is the context's last token
-        if flat[last] != tail[-1]:
+    def _nodes(self, tail: Sequence[int], length: int) -> list[Node]:
+        """Every match length's ends for the context, shortest first, while there are any."""
+        flat = self.index.flat  # flat[length] is the context's last token
+        if flat[length] != tail[-1]:
             raise ValueError("the context is not this reply's prompt and first tokens")
         places = self.index.occurrences[tail[-1]]
-        upto = bisect_right(places, last)
+        upto = bisect_right(places, length)
         ends = places[max(0, upto - MAX_OCCURRENCES):upto - 1]  # the context's own last token is no match
-        following, flat[last + 1] = flat[last + 1], END  # the index stops at the context
-        try:
-            return self.index.walks_from(ends, tail, width)
-        finally:
-            flat[last + 1] = following
+        nodes = []
+        for match in range(1, min(MAX_DEPTH, len(tail))):
+            if match > 1:
+                wanted = tail[-match]
+                ends = [i for i in ends if flat[i - match + 1] == wanted]
+            if not ends:
+                break
+            nodes.append(Node(match, ends, True))
+        return nodes
 
-
-class SharedHistory:
-    """The history's walks where every suffix arm with history would walk the same.
-
-    Each arm's history holds every earlier reply as far as that arm's last step read it, so the
-    arms' histories differ only in the replies' last few tokens. `common` holds each reply as far
-    as every arm read it; a context whose last token is among the tokens some arms read past
-    that (its matches could differ), or a walk that reaches the end of a reply some arm read
-    further (an unsure END), is left to each arm. Arms say how far they read (read) as they go;
-    the replay runs reply by reply, so when the next reply starts every arm has read its last."""
-
-    def __init__(self, replies: Sequence[ReplayInput]) -> None:
-        self.replies = replies
-        self.common = SuffixIndex()
-        self.unsure_tokens: set[int] = set()
-        self.unsure_ends: set[int] = set()
-        self.reads: dict[int, tuple[int, int]] = {}  # arm -> (reply, its tokens read)
-        self.reply = -1
-        self.found: dict[int, tuple[int, list[Walk] | None]] = {}  # context length -> (width, walks or None: unsure)
-        self.memo: dict[int, dict] = {}  # width -> common's walks per match, for this reply
-        self.alone = False  # arms were not replayed reply by reply: each keeps to its own
-
-    def read(self, arm: int, reply: int, tokens: int) -> None:
-        if reply != self.reply:
-            self._join()
-            self.reply, self.found, self.memo = reply, {}, {}
-        self.reads[arm] = (reply, tokens)
-
-    def _join(self) -> None:
-        """The last reply into `common`, as far as every arm read it."""
-        if self.reply < 0 or not self.reads:
-            return
-        if any(reply != self.reply for reply, _ in self.reads.values()):
-            self.alone = True
-            return
-        read = [tokens for _, tokens in self.reads.values()]
-        ids = self.replies[self.reply].reply_ids
-        least, most = min(read), max(read)
-        if least:
-            self.common.add(ids[:least])
-            if most > least:
-                self.unsure_ends.add(len(self.common.flat) - 1)
-        self.unsure_tokens.update(ids[least:most])
-
-    def walks(self, tail: Sequence[int], length: int, width: int) -> list[Walk] | None:
-        """The history's walks at width after a context of `length` tokens (this reply's prompt and
-        first tokens) ending in `tail` (its last MAX_DEPTH), the same for every arm; None where
-        they may differ."""
-        if self.alone or tail[-1] in self.unsure_tokens:
-            return None
-        found = self.found.get(length)
-        if found is None or found[0] < width:
-            try:
-                walks = self.common.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}),
-                                               unsure=self.unsure_ends)
-            except Unsure:
-                walks = None
-            found = (width, walks)
-            self.found[length] = found
-        return found[1]
+    def _walk(self, node: Node, nodes: list[Node], index: int, width: int) -> Walk:
+        """The node's walk at width, from a neighbour's from the same ends where there is one."""
+        limit = min(width, node.limit)
+        for other in (nodes[index - 1] if index else None, nodes[index + 1] if index + 1 < len(nodes) else None):
+            if other is not None and other.walk is not None and other.width >= width and len(other.ends) == len(node.ends):
+                walk = rewalk(self.index.flat, other.walk, node.ends, limit, node.match)  # the same ends walk the same
+                break
+        else:
+            walk = view_walk(self.index.flat, node.ends, limit, node.match)
+        node.walk, node.width = walk, width
+        return walk
 
 
 class SharedSuffix(Proposer):
@@ -196,12 +168,11 @@ class SharedSuffix(Proposer):
         if k <= 0 or not length:
             return NO_DRAFT, NO_DRAFT
         tail = whole[max(0, length - MAX_DEPTH):length]
-        here = best_of(self.conversation.walks_at(self.reply, tail, length, k), k)
+        here = self.conversation.best(self.reply, tail, length, k)
         earlier = NO_DRAFT
         if self.use_history:
             width = max(k, K_AUTO_MAX)
-            walks = self.shared.walks(tail, length, width) if self.shared is not None else None
-            if walks is None:
-                walks = self.history.walks_from(None, tail, width, memo=self.memo.setdefault(width, {}))
-            earlier = best_of(walks, k)
+            shared = self.shared.best(id(self), tail, length, width, k, here.score) if self.shared is not None else None
+            earlier = shared if shared is not None else best_of(
+                self.history.walks_from(None, tail, width, memo=self.memo.setdefault(width, {})), k)
         return here, earlier
