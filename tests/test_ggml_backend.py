@@ -147,10 +147,12 @@ def test_a_verify_runs_in_pieces_no_wider_than_the_kernels_keep_exact():
 
     model = FakeModel()
     cached = LlamaCached(model, rows=3)
-    cached.logits(list(range(20)), 1)  # a prompt: one batch, however long
-    assert model.calls == [20]
+    cached.logits(list(range(20)), 1)  # a prompt: one batch, however long, then its last token alone
+    assert model.calls == [19, 1]
+    cached.logits(list(range(20)), 1)  # the same prompt, cached: its last token alone again (issue 58)
+    assert model.calls[2:] == [1]
     rows = cached.logits(list(range(27)), 8)  # last token and 6 drafts... plus one: 7 new tokens, 8 rows
-    assert model.calls[1:] == [3, 3, 2] and rows.shape == (8, 64)
+    assert model.calls[3:] == [3, 3, 2] and rows.shape == (8, 64)
     assert [int(row.argmax()) for row in rows] == list(range(19, 27))
     cached.forget_after(22)
     assert model.cache == list(range(22)) and cached.seen == list(range(22))
@@ -174,7 +176,7 @@ def test_a_greedy_verify_wider_than_exact_stops_at_the_piece_of_its_first_reject
     cached.logits(list(range(10)), 1)  # the prompt, cached
     reply = start_reply(list(range(10)), GenerationParams(max_tokens=64), "cpu", "numpy")
     checked = verify_chain(cached, reply, Draft(k=8, temperature=0.0, drafted=drafted))
-    assert model.calls[1:] == runs  # after the prompt's one batch
+    assert model.calls[2:] == runs  # after the prompt's batch and its last token
     assert (checked.verdict.num_accepted, checked.verdict.next_token, checked.verdict.next_source.value) == verdict
     whole = LlamaCached(FakeModel()).logits(list(range(10)) + drafted, len(drafted) + 1)
     assert checked.verdict == verify_greedy(drafted, whole)

@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 class LlamaCached:
     """A LlamaModel kept in step with a token list, as CachedModel keeps a torch model.
 
-    rows: the widest decode whose rows equal decoding one token at a time; a call that wants
-    more than one row (a verify) runs in pieces of at most that many tokens. None: no limit
-    (a draft model, whose rounding changes acceptance, never the output).
+    rows: the widest decode whose rows equal decoding one token at a time; the rows a call
+    wants (a verify's) run in pieces of at most that many tokens, after the tokens before them
+    (a prompt's last chunk) in a call of their own. None: no limit, one call (a draft model,
+    whose rounding changes acceptance, never the output).
 
     fast_prefill: a long prompt into an empty cache runs at llama.cpp's defaults in a second
     context, whose cache moves here before the first row is read (ggml.fast_prefill); every
@@ -65,11 +66,17 @@ class LlamaCached:
         self.model.keep(keep)
         tail = list(token_ids[keep:])
         width = self.exact_rows
-        if num_rows == 1 or width is None or len(tail) <= width:
+        if width is None:
             rows = self.model.decode(tail, num_rows)
         else:
-            pieces = [tail[start:start + width] for start in range(0, len(tail), width)]
-            rows = numpy.concatenate([self.model.decode(piece, len(piece)) for piece in pieces])[-num_rows:]
+            # The rows asked run in calls of their own, at most `width` tokens each; the tokens
+            # before them (a prompt's last chunk) in one call: a reply's first row is then computed
+            # alone whether its prompt runs now or an earlier reply left it cached (issue 58).
+            if len(tail) > num_rows:
+                self.model.decode(tail[:-num_rows], 1)
+            asked = [tail[len(tail) - num_rows:][start:start + width] for start in range(0, num_rows, width)]
+            pieces = [self.model.decode(piece, len(piece)) for piece in asked]
+            rows = pieces[0] if len(pieces) == 1 else numpy.concatenate(pieces)
         self.seen = list(token_ids)
         return rows
 
