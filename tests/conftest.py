@@ -44,6 +44,19 @@ def tiny_folders(tmp_path_factory, tiny_target, tiny_draft, tiny_tokenizer):
     return folders
 
 
+@pytest.fixture(scope="session")
+def fetched_ggufs():
+    """The GGUFs that advise and bench --history read from the cache as a user's holds them (the
+    commands never fetch): fetched here once, so their tests pass on a fresh machine in any order,
+    not only after another test happened to fetch them."""
+    from spectui.models.gguf_local import gguf_model
+    from spectui.models.registry import resolve
+
+    pytest.importorskip("llama_cpp_py_sync")
+    for name in ("smollm2-135m", "qwen2.5-coder-0.5b"):
+        gguf_model(resolve(name))
+
+
 @pytest.fixture(scope="module")
 def smollm2_ggml():
     """SmolLM2 on ggml drafting for itself (every draft accepted), with prompt lookup and suffix

@@ -92,6 +92,7 @@ def test_a_bad_draft_k_is_one_line(text):
 
 @pytest.mark.real_weights
 @pytest.mark.slow
+@pytest.mark.usefixtures("fetched_ggufs")
 def test_smollm2_drafting_for_qwen_replays_a_real_ggml_run_step_for_step(tmp_path):
     """SmolLM2-135M drafting for Qwen2.5-Coder-0.5B on ggml at k 4, T = 0, by TLI, SLEM and
     auto: one chat of two turns each, recorded through the store, read back as advise reads it,
@@ -149,7 +150,7 @@ def test_smollm2_drafting_for_qwen_replays_a_real_ggml_run_step_for_step(tmp_pat
 
 
 @pytest.fixture
-def qwen_history(data_dir, tmp_path):
+def qwen_history(data_dir, tmp_path, fetched_ggufs):
     """Two saved Qwen2.5-Coder replies that copy their prompt, and costs with SmolLM2's draft cost."""
     from advise_chats import CODE, save_chat
     from spectui.advise.costs import profile_json

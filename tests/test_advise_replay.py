@@ -17,7 +17,7 @@ from spectui.core.events import Control, Source
 from spectui.engines.adaptive import K_AUTO_MAX
 from spectui.engines.speculative.cached_model import common_prefix_len
 
-pytestmark = pytest.mark.real_weights
+pytestmark = [pytest.mark.real_weights, pytest.mark.usefixtures("fetched_ggufs")]
 
 # what the smollm2_ggml fixture drafts with: n-gram lookup's defaults, suffix over the conversation only
 DRAFTERS = {"ngram": Drafter("ngram 1-8", "ngram"), "suffix": Drafter("suffix (no history)", "suffix", history=False)}

@@ -115,6 +115,7 @@ def test_a_cache_cleared_behind_the_pass_is_decoded_again_not_trusted():
 
 
 @pytest.mark.real_weights
+@pytest.mark.usefixtures("fetched_ggufs")
 def test_smollm2_teacher_forced_on_one_cache_equals_each_reply_from_an_empty_cache():
     """The real kernels: rows after a kept prefix, in other batch boundaries, or after a saved
     cache restored, are the rows a fresh decode computes (LlamaModel's batch_invariant), so the

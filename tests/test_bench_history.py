@@ -15,7 +15,7 @@ from spectui.core.engine import EngineInfo
 
 from advise_chats import CODE, COSTS, save_chat
 
-pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
+pytestmark = [pytest.mark.real_weights, pytest.mark.usefixtures("fetched_ggufs")]  # SmolLM2's tokenizer, from the cache
 
 CHATS = {f"Repeat this code:\n{CODE}": f"Here it is:\n{CODE}", f"Show this again:\n{CODE}": f"Sure:\n{CODE}"}
 

@@ -13,7 +13,7 @@ from spectui.advise.costs import profile_json
 
 from advise_chats import CODE, COSTS, save_chat
 
-pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
+pytestmark = [pytest.mark.real_weights, pytest.mark.usefixtures("fetched_ggufs")]  # SmolLM2's tokenizer, from the cache
 
 
 

@@ -22,7 +22,7 @@ from advise_chats import save_chat
 from fake_engines import PlanEngine, factory_for
 from tui_helpers import notices, ready, send, wait_for
 
-pytestmark = pytest.mark.real_weights  # SmolLM2's tokenizer, from the cache
+pytestmark = [pytest.mark.real_weights, pytest.mark.usefixtures("fetched_ggufs")]  # SmolLM2's tokenizer, from the cache
 
 SIZE = (120, 44)
 MODEL = "smollm2-135m"
