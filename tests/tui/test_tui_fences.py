@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 from spectui.core.events import LiveValues
+from spectui.core.engine import EngineInfo
 from spectui.tui.chat.recall import PromptRecall
 from spectui.chat_session.reply_settings import made_with, message_text, reply_settings
 from spectui.tui.clipboard import extra_sequences, osc52, tmux_passthrough
@@ -117,22 +118,27 @@ def test_message_text_keeps_a_pasted_blocks_indentation():
     assert message_text(" \n\t\n") == ""
 
 
-def test_reply_settings_round_trip_through_made_with():
-    class Info:
-        method = "ngram"
+def engine_info(method: str, draft: str | None = None, draft_vocab: str = "") -> EngineInfo:
+    return EngineInfo("embedded", "smollm2-135m", draft, method, "Q4_K_M", "cpu", draft_vocab=draft_vocab)
 
+
+def test_reply_settings_round_trip_through_made_with():
+    ngram = engine_info("ngram")
     values = LiveValues(3, False, 0.7)
-    settings = reply_settings(values, 42, Info())
+    settings = reply_settings(values, 42, ngram, vocab="auto")
     assert settings == {"k": 3, "temperature": 0.7, "seed": 42, "method": "ngram"}
     live = LiveValues(6, True, 0.0)
-    assert made_with(settings, live, 0, Info()) == (values, 42, "")
+    assert made_with(settings, live, 0, ngram) == (values, 42, "")
     # A row from before seeds were recorded: the config's seed stands in; another method is said.
-    class Draft:
-        method = "draft"
-
-    old, seed, note = made_with({"k": 2, "temperature": 0.5, "auto_k": True}, live, 7, Draft())
+    draft = engine_info("draft", "smollm2-135m")
+    old, seed, note = made_with({"k": 2, "temperature": 0.5, "auto_k": True}, live, 7, draft)
     assert (old, seed, note) == (LiveValues(2, True, 0.5), 7, "")
-    assert "made with ngram; this engine runs draft" in made_with(settings, live, 0, Draft())[2]
+    assert "made with ngram; this engine runs draft" in made_with(settings, live, 0, draft)[2]
+    # A draft of another tokenizer records its name and the --vocab rule; one of the same does not.
+    assert reply_settings(values, 1, draft, vocab="slem") == {"k": 3, "temperature": 0.7, "seed": 1, "method": "draft"}
+    across = engine_info("draft", "smollm2-135m", "80% shared")
+    assert reply_settings(values, 1, across, vocab="slem") == {"k": 3, "temperature": 0.7, "seed": 1, "method": "draft",
+                                                              "draft": "smollm2-135m", "vocab": "slem"}
 
 
 def test_osc52_and_its_tmux_wrapping_carry_the_text():
