@@ -17,11 +17,10 @@ from typing import Self
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalGroup
-from textual.message import Message
 from textual.widgets import TextArea
 
 from spectui.tui.chat.completion import CommandHints, complete_box
-from spectui.tui.chat.prompt import ChatPrompt
+from spectui.tui.chat.prompt import ChatPrompt, Paged, Submitted
 
 
 class MessageBox(VerticalGroup):
@@ -31,19 +30,8 @@ class MessageBox(VerticalGroup):
 
     DEFAULT_CSS = "MessageBox { height: auto; margin: 0 1; }"
 
-    class Submitted(Message):
-        """Enter on a line that is not blank: the screen decides what it means."""
-
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    class Paged(Message):
-        """PageUp (-1) or PageDown (1) in the box: for the conversation to scroll."""
-
-        def __init__(self, direction: int) -> None:
-            super().__init__()
-            self.direction = direction
+    Submitted = Submitted  # its prompt posts them; they bubble up through the box
+    Paged = Paged
 
     def __init__(self, keys: dict[str, str], cwd: Callable[[], str | None], empty_tab: Callable[[], bool],
                  cursor_blink: bool = True) -> None:
@@ -57,15 +45,7 @@ class MessageBox(VerticalGroup):
         yield self.hints
         yield self.prompt
 
-    # what the box says upward
-
-    def on_chat_prompt_submitted(self, event: ChatPrompt.Submitted) -> None:
-        event.stop()
-        self.post_message(self.Submitted(event.text))
-
-    def on_chat_prompt_paged(self, event: ChatPrompt.Paged) -> None:
-        event.stop()
-        self.post_message(self.Paged(event.direction))
+    # what it keeps in step
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         event.stop()

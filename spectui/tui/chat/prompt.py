@@ -34,23 +34,29 @@ def keys_of(keys: dict[str, str], binding_id: str) -> set[str]:
     return {key.strip() for key in keys[binding_id].split(",")}
 
 
+# What the box posts, named for the message box (MessageBox.Submitted, on_message_box_submitted):
+# they bubble through it to the screen, the prompt being the box's part.
+class Submitted(Message, namespace="message_box"):
+    """Enter on a line that is not blank: the screen decides what it means."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class Paged(Message, namespace="message_box"):
+    """PageUp (-1) or PageDown (1) in the box: for the conversation to scroll."""
+
+    def __init__(self, direction: int) -> None:
+        super().__init__()
+        self.direction = direction
+
+
 class ChatPrompt(SafeTextArea):
     BINDINGS = prompt_bindings()
     DEFAULT_CSS = """
     ChatPrompt { height: auto; max-height: 12; min-height: 3; padding: 0 1; }
     """
-
-    class Submitted(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    class Paged(Message):
-        """PageUp (-1) or PageDown (1) in the box: for the conversation to scroll."""
-
-        def __init__(self, direction: int) -> None:
-            super().__init__()
-            self.direction = direction
 
     def __init__(self, keys: dict[str, str], cursor_blink: bool = True) -> None:
         super().__init__(
@@ -127,7 +133,7 @@ class ChatPrompt(SafeTextArea):
         elif event.key == "down" and self.recall.browsing and self.cursor_location[0] == self.document.line_count - 1:
             self._show(self.recall.forward())
         elif event.key in PAGE_KEYS:
-            self.post_message(self.Paged(PAGE_KEYS[event.key]))
+            self.post_message(Paged(PAGE_KEYS[event.key]))
         elif event.key == "tab" and not self.text:
             if not self.empty_tab():
                 return  # the focus moves on, as Tab does
@@ -151,7 +157,7 @@ class ChatPrompt(SafeTextArea):
 
     def action_send(self) -> None:
         if self.text.strip():
-            self.post_message(self.Submitted(self.text))
+            self.post_message(Submitted(self.text))
 
     def action_newline(self) -> None:
         self.move_cursor(self.replace("\n", *self.selection).end_location)
