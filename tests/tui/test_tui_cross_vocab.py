@@ -61,15 +61,8 @@ async def test_a_reply_drafted_across_vocabularies_records_its_rule_and_advise_p
     from spectui.advise.advice import Advice, ArmResult, replayed_arm_name
     from spectui.advise.chats import ChatReply, Selection
     from spectui.advise.costs import CostProfile
-    from spectui.settings.config import ChatConfig
 
-    app = make_app(lambda progress: engine_with("80% shared · SLEM at T = 0, TLI at T > 0"), ChatConfig(vocab="slem", k=1))
-    async with app.run_test(size=(110, 36)) as pilot:
-        await ready(pilot)
-        await send(pilot, "hello")
-        await reply_done(pilot)
-        stored = app.store.load_conversation(app.chat_screen.session.transcript.conversation_id)
-    row = [message for message in stored.messages if message.role == "assistant"][-1]
+    stored, row = await one_stored_reply(make_app, "80% shared · SLEM at T = 0, TLI at T > 0")
     assert (row.settings["method"], row.settings["draft"], row.settings["vocab"]) == ("draft", "smollm2-135m", "slem")
     reply = ChatReply((1, 2), (5, 6, 7), "stop", stored.id, row.id, tuple(step.step for step in row.steps), dict(row.settings))
     assert reply.arm == replayed_arm_name(reply) == "smollm2-135m (SLEM) k 1"
@@ -82,14 +75,21 @@ async def test_a_reply_drafted_across_vocabularies_records_its_rule_and_advise_p
         ("smollm2-135m (SLEM) k 1", "smollm2-135m (SLEM) k 1", 1, 1)
 
 
-async def test_a_reply_of_one_tokenizer_records_no_rule(make_app):
+async def one_stored_reply(make_app, draft_vocab: str):
+    """One reply at --vocab slem, k 1 from an engine whose draft shares `draft_vocab`: the stored
+    conversation and its reply's row."""
     from spectui.settings.config import ChatConfig
 
-    app = make_app(lambda progress: engine_with(""), ChatConfig(vocab="slem", k=1))
+    app = make_app(lambda progress: engine_with(draft_vocab), ChatConfig(vocab="slem", k=1))
     async with app.run_test(size=(110, 36)) as pilot:
         await ready(pilot)
         await send(pilot, "hello")
         await reply_done(pilot)
         stored = app.store.load_conversation(app.chat_screen.session.transcript.conversation_id)
-    row = [message for message in stored.messages if message.role == "assistant"][-1]
+    return stored, [message for message in stored.messages if message.role == "assistant"][-1]
+
+
+async def test_a_reply_of_one_tokenizer_records_no_rule(make_app):
+
+    _, row = await one_stored_reply(make_app, "")
     assert "vocab" not in row.settings and "draft" not in row.settings

@@ -11,16 +11,22 @@ from tui_helpers import notices, ready, reply_done, send, wait_for
 SIZE = (110, 36)
 
 
+async def notes_where_the_export_goes(pilot, tmp_path):
+    """One reply, then the user's own file where the chat's Markdown export will be written."""
+    await ready(pilot)
+    await send(pilot, "hello there")
+    await reply_done(pilot)
+    conversation_id = pilot.app.chat_screen.session.transcript.conversation_id
+    mine = tmp_path / "shots" / f"spectui-chat-{conversation_id}.md"
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("my own notes")
+    return mine
+
+
 async def test_an_export_onto_existing_files_asks_first(make_app, tmp_path):
     app = make_app(factory_for(PlanEngine([None, 1])))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await send(pilot, "hello there")
-        await reply_done(pilot)
-        conversation_id = app.chat_screen.session.transcript.conversation_id
-        mine = tmp_path / "shots" / f"spectui-chat-{conversation_id}.md"
-        mine.parent.mkdir(parents=True, exist_ok=True)
-        mine.write_text("my own notes")
+        mine = await notes_where_the_export_goes(pilot, tmp_path)
         await pilot.press("f2", "e")
         await pilot.pause()
         await pilot.press("enter")  # the folder offered, where the .md is already
@@ -55,13 +61,7 @@ async def test_an_export_onto_a_read_only_file_is_refused_in_one_line_and_writes
     was replaced. It is refused in one line, and none of the three files is written."""
     app = make_app(factory_for(PlanEngine([None, 1])))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await send(pilot, "hello there")
-        await reply_done(pilot)
-        conversation_id = app.chat_screen.session.transcript.conversation_id
-        mine = tmp_path / "shots" / f"spectui-chat-{conversation_id}.md"
-        mine.parent.mkdir(parents=True, exist_ok=True)
-        mine.write_text("my own notes")
+        mine = await notes_where_the_export_goes(pilot, tmp_path)
         mine.chmod(0o444)
         await pilot.press("f2", "e")
         await pilot.pause()
