@@ -35,14 +35,19 @@ async def test_vs_plain_starts_anew_after_a_model_switch(make_app, monkeypatch):
         chat.refresh_panels()
         figure, known, basis = speed_vs_plain(chat.stats_panel.data)
         assert known == "measured" and basis == "over this chat's k=0 steps"
-        screen = await open_model_screen(pilot)
-        screen.query_one("#model-method").value = "ngram"
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.host.engine is second)
-        await pilot.pause()
-        chat.refresh_panels()
+        await switch_to_ngram(pilot, second)
         assert speed_vs_plain(chat.stats_panel.data)[1] != "measured"  # the old model's plain steps are not this one's
         assert chat.session.stats.costs.target_seconds() is None
+
+
+async def switch_to_ngram(pilot, engine) -> None:
+    """Ctrl+S on the model screen with prompt lookup chosen, until `engine` runs; the panels redrawn."""
+    screen = await open_model_screen(pilot)
+    screen.query_one("#model-method").value = "ngram"
+    await pilot.press("ctrl+s")
+    await wait_for(pilot, lambda: pilot.app.host.engine is engine)
+    await pilot.pause()
+    pilot.app.chat_screen.refresh_panels()
 
 
 async def test_after_a_model_switch_the_figures_are_the_new_models_and_count_from_its_first_token(make_app, monkeypatch):
@@ -68,12 +73,7 @@ async def test_after_a_model_switch_the_figures_are_the_new_models_and_count_fro
         await reply_done(pilot)
         chat.refresh_panels()
         assert chat.stats_panel.data.gamma_reply == 1.0 and chat.stats_panel.data.rate_reply  # the first model's
-        screen = await open_model_screen(pilot)
-        screen.query_one("#model-method").value = "ngram"
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: app.host.engine is second)
-        await pilot.pause()
-        chat.refresh_panels()
+        await switch_to_ngram(pilot, second)
         summary = str(chat.panels.summary_line.render())
         assert "γ – · – tok/s" in summary, summary  # nothing of the first model's reply
         data = chat.stats_panel.data
