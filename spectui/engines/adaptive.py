@@ -20,7 +20,11 @@ from functools import cached_property, lru_cache
 from spectui.core.events import AutoChoice, Step
 
 K_AUTO_MAX = 8  # past 8 drafts the product of acceptances rarely pays for the tail's cost
-START_K = 4  # before anything is measured
+START_K = 4  # before anything is measured, for drafts already in hand (prompt lookup)
+# ...and for a draft model, which pays a forward per draft: one draft measures d and V(1) as
+# well as four, and where the draft cannot pay (a 135M draft for a 1.5B on 2 cores) the first
+# step is the only one that loses.
+MEASURE_K = 1
 PRIOR_ACCEPT = 0.6
 PRIOR_VERIFY_SLOPE = 0.05  # V(k)/V(0) - 1 per drafted token before two ks are measured
 ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen steps count
@@ -384,7 +388,8 @@ class AdaptiveK:
         costs = self.costs()
         every_rate = {} if costs is None else self.rates(costs, accept)
         if costs is None or not every_rate[0]:
-            return self._measuring()
+            self.new_reply = False  # this step is the reply's first look
+            return self._measuring(MEASURE_K)
         if costs.ceiling(self.k_max) < 1 + SWITCH_MARGIN:
             return stepping_aside(self, costs, every_rate)
         self.new_reply = False
@@ -426,9 +431,8 @@ class AdaptiveK:
             held = " (stopping costs a catch-up)"  # drafting at a predicted loss: the leaving rule
         return AutoChoice(best, rates[best] / plain_rate, self.realised, f"{why} → k {best}{held}")
 
-    def _measuring(self) -> AutoChoice:
-        """A step that drafts to measure what drafting costs; never at k = 0, which measures nothing."""
-        k = self.current_k or START_K
+    def _measuring(self, k: int = START_K) -> AutoChoice:
+        """A step that drafts k to measure what drafting costs; never k = 0, which measures nothing."""
         return AutoChoice(k, None, self.realised, f"measuring: k {k} until the costs are known")
 
     def confidence_floor(self, choice: AutoChoice) -> float:
