@@ -72,11 +72,15 @@ def test_the_default_pair_drafts_losslessly_on_ggml():
     try:
         assert engine.info.backend.startswith("ggml ") and engine.target.exact_rows >= 1
         plain, _ = reply_tokens(engine, MESSAGES, Control(0, 0.0), max_tokens=40)
-        for control in (Control(4, 0.0), Control(4, 0.0, auto=True)):
+        drafts = {}
+        for auto in (False, True):
             engine.forget_prompts()
-            tokens, steps = reply_tokens(engine, MESSAGES, control, max_tokens=40)
-            assert tokens == plain, control
-            assert sum(step.num_accepted for step in steps) > 0
+            tokens, steps = reply_tokens(engine, MESSAGES, Control(4, 0.0, auto=auto), max_tokens=40)
+            assert tokens == plain, auto
+            drafts[auto] = (sum(step.num_drafted for step in steps), sum(step.num_accepted for step in steps))
+        assert drafts[False][1] > 0  # k 4's drafts were accepted: the identity held over drafted tokens
+        # auto drafts at least to measure; on 2 cores, where the 0.5B does not pay, it may then step aside
+        assert drafts[True][0] > 0
     finally:
         engine.close()
 
