@@ -53,7 +53,18 @@ async def reply_done(pilot) -> None:
     await wait_for(pilot, lambda: chat.session.reply is None and not chat.replies.pending)
     # its rows are written by the history's own thread: read back once they are
     await wait_for(pilot, lambda: history is None or history.idle)
+    # laid out: its summary line has rows (a snapshot under a busy suite once caught the reply
+    # cut short and no summary, one refresh before the layout)
+    await wait_for(pilot, lambda: summary_laid_out(chat))
     await pilot.pause()
+
+
+def summary_laid_out(chat) -> bool:
+    """The last finished reply's summary line has its rows (none finished: nothing to wait for)."""
+    from spectui.tui.widgets.conversation import ReplyView
+
+    finished = [view for view in chat.query(ReplyView) if view.finished]
+    return not finished or finished[-1].note.size.height > 0
 
 
 def make_app_fixture(tmp_path):
