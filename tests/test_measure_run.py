@@ -85,6 +85,22 @@ def test_without_a_plain_step_two_timed_ks_give_the_line_through_them():
     assert estimate.draft_cost == pytest.approx(0.001 / 0.010)
 
 
+def test_timed_ks_that_no_line_fits_are_a_guess_not_a_measured_slope_and_the_engines_load_timing_stands_in():
+    # ggml verifies in pieces: at k 4 a step runs 2 rows or 4 (0.10 s, 0.30 s here), a "line" through
+    # them puts the plain step below zero. The panel had called the default 0.1 measured and predicted
+    # ×2.01 for SmolLM2 drafting for the 1.5B, which ran at 0.57× its k = 0.
+    timings = timings_of([[step(0, 5.0), step(2, 0.10, 0.02), step(4, 0.30, 0.04)]])
+    guessed = timings.estimate()
+    assert guessed.verify_slope == DEFAULT_VERIFY_SLOPE and guessed.slope_guessed and not guessed.slope_measured
+    timed = timings.estimate(load_slope=0.77)
+    assert timed.verify_slope == 0.77 and timed.slope_measured and timed.slope_timed_at_load
+    target = (0.10 / (1 + 2 * 0.77) + 0.30 / (1 + 4 * 0.77)) / 2
+    assert timed.draft_cost == pytest.approx(0.01 / target)
+    # a line through the steps, where one fits, comes before the engine's figure
+    fitted = timings_of([[step(0, 5.0), step(2, 0.013, 0.002), step(4, 0.016, 0.004)]]).estimate(load_slope=0.77)
+    assert fitted.verify_slope == pytest.approx(0.15) and not fitted.slope_timed_at_load
+
+
 def test_timings_merge_as_if_added_together():
     first = [step(0, 0.01), step(2, 0.02, 0.004, "ngram"), step(4, 0.03, 0.008)]
     second = [step(0, 0.02), step(4, 0.05, 0.004)]

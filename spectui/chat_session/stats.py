@@ -234,6 +234,8 @@ def with_compared(theory: Theory | None, compared: tuple[float, str] | None) -> 
 
 def slope_missing(cost: CostEstimate) -> str:
     ks = cost.verify_ks or ()
+    if cost.slope_guessed:
+        return f"v(k) timed at k={','.join(map(str, ks))}: no line fits them"
     if len(ks) == 1:
         return f"v(k) timed at k={ks[0]} only: needs another k"
     return "v(k) not timed yet"
@@ -267,6 +269,7 @@ def panel_data(
     status: str = "idle",
     speculation_reported: bool = True,
     draft_vocab: str = "",
+    load_slope: float | None = None,
 ) -> PanelData:
     note = speculation_note(session, speculation_reported)
     if reply is None:
@@ -297,7 +300,7 @@ def panel_data(
         rate_reply=reply.decode_rate(now),
         time_to_first_token=reply.time_to_first_token(),
         memory=memory,
-        theory=reply_theory(reply, session, alpha, theory_k, streaming),
+        theory=reply_theory(reply, session, alpha, theory_k, streaming, load_slope),
         status=status,
         tree_nodes_mean=reply.tree_nodes_mean(),
         tree_nodes_last=reply.tree_nodes_last,
@@ -317,10 +320,11 @@ def speculation_note(session: SessionTracker, speculation_reported: bool) -> str
 
 
 def reply_theory(reply: ReplyTracker, session: SessionTracker, alpha: float | None, theory_k: int,
-                 streaming: bool) -> Theory | None:
-    """The theory line for this reply at theory_k, its costs merged in while it streams."""
+                 streaming: bool, load_slope: float | None = None) -> Theory | None:
+    """The theory line for this reply at theory_k, its costs merged in while it streams;
+    load_slope: v(k)'s slope the engine timed at load, where the steps cannot give one."""
     costs = session.costs.merged(reply.costs) if streaming else session.costs
-    cost = costs.estimate(session.engine_stats)
+    cost = costs.estimate(session.engine_stats, load_slope)
     k0_steps = session.k0_steps + (reply.k0_steps if streaming else 0)
     plain_from = "k=0 steps" if k0_steps else "undrafted steps"
     return with_compared(theory_for(alpha, theory_k, cost, reply, costs.target_seconds(), plain_from), session.compared)

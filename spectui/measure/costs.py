@@ -24,11 +24,17 @@ class CostEstimate:
     estimated: bool  # True when derived from step timings (not the engine's own figure)
     # The drafted counts (> 0) whose verify forwards were timed; None: the engine gave the slope
     verify_ks: tuple[int, ...] | None = None
+    slope_timed_at_load: bool = False  # the slope is the engine's own timing at load (ggml's), not these steps'
+    slope_guessed: bool = False  # the default slope, though verify forwards were timed (no line fit them)
 
     @property
     def slope_measured(self) -> bool:
         """v(k)'s slope rests on measurements: the engine's figure, or verify forwards timed at
         two or more k (one k alone cannot tell a slope from noise in the plain step's time)."""
+        if self.slope_timed_at_load:
+            return True
+        if self.slope_guessed:
+            return False
         if self.verify_ks is None:
             return not self.estimated
         return len(self.verify_ks) >= 2
@@ -92,11 +98,13 @@ class StepTimings:
                  if n and (cost := self.verify_cost(n, target_seconds)) is not None]
         return slope_through_one([(n, cost) for n, cost, _ in timed], [steps for _, _, steps in timed])
 
-    def estimate(self, engine_stats: dict | None = None) -> CostEstimate | None:
+    def estimate(self, engine_stats: dict | None = None, load_slope: float | None = None) -> CostEstimate | None:
         """c and v(k) from the engine's figures if it gives them, else from the timings.
 
         Without a plain step the target's one-token time is unknown and is backed out of
-        the verify times with the default slope; the result is labelled an estimate.
+        the verify times with a slope: a line through two or more k where one fits, else the
+        slope the engine timed at load (load_slope), else the default guess (not measured);
+        the result is labelled an estimate.
         """
         engine_stats = engine_stats or {}
         if isinstance(engine_stats.get("draft_cost"), (int, float)):
@@ -118,13 +126,17 @@ class StepTimings:
         elif line is not None:
             target, slope = line
         else:
-            slope = DEFAULT_VERIFY_SLOPE
+            # A verify in pieces (ggml) times n rows as whole pieces: no line through its ks.
+            slope = DEFAULT_VERIFY_SLOPE if load_slope is None else load_slope
             steps = sum(len(times) for times in drafted.values())
             target = sum(len(times) * _middle(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
         draft_cost = self.draft_cost(target)
         if draft_cost is None:  # verify forwards over drafts, but no drafting timed: c is unknown
             return None
-        return CostEstimate(draft_cost, slope, estimated=True, verify_ks=tuple(sorted(drafted)))
+        from_steps = bool(self.target_seconds()) or line is not None
+        return CostEstimate(draft_cost, slope, estimated=True, verify_ks=tuple(sorted(drafted)),
+                            slope_timed_at_load=not from_steps and load_slope is not None,
+                            slope_guessed=not from_steps and load_slope is None and len(drafted) >= 2)
 
     @staticmethod
     def _verify_line(drafted: dict[int, list[float]]) -> tuple[float, float] | None:

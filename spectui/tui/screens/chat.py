@@ -115,7 +115,7 @@ class ChatScreen(ChatKeys):
         status = current.status if current is not None else "idle"
         reported = self.host.capabilities is None or self.host.capabilities.reports_speculation
         self.panels.show(panel_data(reply, session.stats, live.k, live.temperature, self.host.clock(), memory, status,
-                                    reported, draft_vocab_words(self.host)), session.verify_slope)
+                                    reported, draft_vocab_words(self.host), session.verify_slope), session.verify_slope)
 
     def redraw(self) -> None:
         self.refresh_bar()

@@ -18,6 +18,7 @@ from spectui.measure.metrics import MemoryReading, format_bytes
 from spectui.tui.charts import bar, sparkline
 from spectui.tui.k_words import k_zero_words
 from spectui.chat_session.stats import PanelData, Theory
+from spectui.measure.costs import CostEstimate
 from spectui.tui.summary import summary_line, summary_lines, too_short
 
 # Roles, styled by the panel's component classes (theme variables in CSS): resolving
@@ -114,9 +115,16 @@ def theory_lines(theory: Theory, inner: int, auto: bool, busy: bool = False) -> 
             lines += [[(" " + line, NOTE)] for line in textwrap.wrap(f"best k: measuring… {theory.missing}", inner - 1)]
     cost = theory.cost
     basis = (f"from α {theory.alpha:.2f}, c {cost.draft_cost:.3f}{' est.' if cost.estimated else ''}, "
-             f"v(k)=1+{cost.verify_slope:.2f}k" + (" · busy machine: not comparable" if busy else ""))
+             f"v(k)=1+{cost.verify_slope:.2f}k{slope_basis(cost)}" + (" · busy machine: not comparable" if busy else ""))
     lines += [[(" " + line, NOTE)] for line in textwrap.wrap(basis, inner - 1)]
     return lines
+
+
+def slope_basis(cost: CostEstimate) -> str:
+    """Where v(k)'s slope came from, where not from this chat's steps."""
+    if cost.slope_timed_at_load:
+        return " timed at load"
+    return " guessed" if cost.slope_guessed else ""
 
 
 def tree_lines(data: PanelData, inner: int) -> list[Line]:
