@@ -96,9 +96,13 @@ def test_timed_ks_that_no_line_fits_are_a_guess_not_a_measured_slope_and_the_eng
     assert timed.verify_slope == 0.77 and timed.slope_measured and timed.slope_timed_at_load
     target = (0.10 / (1 + 2 * 0.77) + 0.30 / (1 + 4 * 0.77)) / 2
     assert timed.draft_cost == pytest.approx(0.01 / target)
-    # a line through the steps, where one fits, comes before the engine's figure
-    fitted = timings_of([[step(0, 5.0), step(2, 0.013, 0.002), step(4, 0.016, 0.004)]]).estimate(load_slope=0.77)
-    assert fitted.verify_slope == pytest.approx(0.15) and not fitted.slope_timed_at_load
+    # the engine's figure comes before a line through pieced forwards (the walk's 'v(k)=1+2.48k'),
+    # and timed plain steps before both
+    pieces = timings_of([[step(0, 5.0), step(2, 0.013, 0.002), step(4, 0.016, 0.004)]])
+    assert pieces.estimate().verify_slope == pytest.approx(0.15)
+    assert pieces.estimate(load_slope=0.77).verify_slope == 0.77
+    with_plain = timings_of([[step(0, 5.0), step(0, 0.010), step(4, 0.014, 0.004)]]).estimate(load_slope=0.77)
+    assert with_plain.verify_slope == pytest.approx(0.1) and not with_plain.slope_timed_at_load
 
 
 def test_timings_merge_as_if_added_together():

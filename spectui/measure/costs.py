@@ -102,9 +102,9 @@ class StepTimings:
         """c and v(k) from the engine's figures if it gives them, else from the timings.
 
         Without a plain step the target's one-token time is unknown and is backed out of
-        the verify times with a slope: a line through two or more k where one fits, else the
-        slope the engine timed at load (load_slope), else the default guess (not measured);
-        the result is labelled an estimate.
+        the verify times with a slope: the one the engine timed at load (load_slope: ggml's,
+        whose verify runs in pieces), else a line through two or more k where one fits, else
+        the default guess (not measured); the result is labelled an estimate.
         """
         engine_stats = engine_stats or {}
         if isinstance(engine_stats.get("draft_cost"), (int, float)):
@@ -120,13 +120,14 @@ class StepTimings:
         if not drafted:
             return None
         target = self.target_seconds()
-        line = None if target else self._verify_line(drafted)
+        # A verify in pieces (ggml) runs n drafts as whole pieces of rows: a line through its
+        # forwards alone (no plain step) put the plain step near zero and v(k)'s slope at 2.5.
+        line = None if target or load_slope is not None else self._verify_line(drafted)
         if target:
             slope = max(0.0, self.verify_slope(target) or 0.0)
         elif line is not None:
             target, slope = line
         else:
-            # A verify in pieces (ggml) times n rows as whole pieces: no line through its ks.
             slope = DEFAULT_VERIFY_SLOPE if load_slope is None else load_slope
             steps = sum(len(times) for times in drafted.values())
             target = sum(len(times) * _middle(times) / (1.0 + slope * n) for n, times in drafted.items()) / steps
