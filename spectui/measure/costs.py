@@ -120,8 +120,8 @@ class StepTimings:
         if not drafted:
             return None
         target = self.target_seconds()
-        # A verify in pieces (ggml) runs n drafts as whole pieces of rows: a line through its
-        # forwards alone (no plain step) put the plain step near zero and v(k)'s slope at 2.5.
+        # ggml's verify runs in whole pieces of rows, which no line through its forwards
+        # describes: its own timing at load comes first.
         line = None if target or load_slope is not None else self._verify_line(drafted)
         if target:
             slope = max(0.0, self.verify_slope(target) or 0.0)
