@@ -123,6 +123,7 @@ class StepTimings:
         # ggml's verify runs in whole pieces of rows, which no line through its forwards
         # describes: its own timing at load comes first.
         line = None if target or load_slope is not None else self._verify_line(drafted)
+        from_steps = bool(target) or line is not None
         if target:
             slope = max(0.0, self.verify_slope(target) or 0.0)
         elif line is not None:
@@ -134,7 +135,6 @@ class StepTimings:
         draft_cost = self.draft_cost(target)
         if draft_cost is None:  # verify forwards over drafts, but no drafting timed: c is unknown
             return None
-        from_steps = bool(self.target_seconds()) or line is not None
         return CostEstimate(draft_cost, slope, estimated=True, verify_ks=tuple(sorted(drafted)),
                             slope_timed_at_load=not from_steps and load_slope is not None,
                             slope_guessed=not from_steps and load_slope is None and len(drafted) >= 2)

@@ -90,6 +90,5 @@ async def one_stored_reply(make_app, draft_vocab: str):
 
 
 async def test_a_reply_of_one_tokenizer_records_no_rule(make_app):
-
     _, row = await one_stored_reply(make_app, "")
     assert "vocab" not in row.settings and "draft" not in row.settings
