@@ -390,10 +390,14 @@ class AdaptiveK:
         if costs is None or not every_rate[0]:
             self.new_reply = False  # this step is the reply's first look
             return self._measuring(MEASURE_K)
-        if costs.ceiling(self.k_max) < 1 + SWITCH_MARGIN:
-            return stepping_aside(self, costs, every_rate)
-        self.new_reply = False
         cheap = self.cheap_probe()
+        # from k = 0 a draft model starts only past DRAFT_MARGIN: below it even a sure draft never
+        # would, and a probe, with its catch-up, would only lose
+        needed = 1 + (SWITCH_MARGIN if cheap or self.current_k else DRAFT_MARGIN)
+        ceiling = costs.ceiling(self.k_max)
+        if ceiling < needed:
+            return stepping_aside(self, costs, every_rate, ceiling, needed)
+        self.new_reply = False
         # slow start guards against drafts that cost real time; a refused cheap one costs little
         cap = self.k_max if cheap else self.ramp
         rates = {k: rate for k, rate in every_rate.items() if k <= cap}
@@ -404,7 +408,9 @@ class AdaptiveK:
             best = best if rates[best] >= rates[0] * (1 + SWITCH_MARGIN) else 0
         elif self.current_k:
             drafting = max((k for k in rates if k), key=lambda k: rates[k])
-            if rates[drafting] < rates[0] * (1 - self.leaving_cost(costs)):
+            # once left, a draft that could not start again is not probed: leaving costs no catch-up
+            leaving = self.leaving_cost(costs) if ceiling >= 1 + DRAFT_MARGIN else 0.0
+            if rates[drafting] < rates[0] * (1 - leaving):
                 self.leave_votes += 1
             else:
                 self.leave_votes = 0
@@ -445,15 +451,18 @@ class AdaptiveK:
         return choose_for_evidence(self, evidence, temperature)
 
 
-def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float]) -> AutoChoice:
-    """k = 0 at once when drafting cannot pay at any acceptance. Only the costs could change
-    that, so the one look is at a reply's first step, where the draft has just read the
+def stepping_aside(chooser: AdaptiveK, costs: Costs, rates: dict[int, float], ceiling: float, needed: float) -> AutoChoice:
+    """k = 0 at once when drafting cannot pay enough at any acceptance (ceiling: the best k's
+    speed with every draft accepted; needed: what drafting must reach). Only the costs could
+    change that, so the one look is at a reply's first step, where the draft has just read the
     prompt: one drafted token, no catch-up, and it measures d and V(1) again."""
     probe, chooser.new_reply = chooser.new_reply, False
     chooser.current_k, chooser.leave_votes, chooser.probing = 0, 0, probe
     k = 1 if probe else 0
+    verdict = ("no k pays even if every draft is accepted" if ceiling < 1 else
+               f"every draft accepted would give ×{ceiling:.2f}, drafting must reach ×{needed:.2f}")
     why = (f"draft {costs.draft_ratio():.2f}× target, a verify of 2 {costs.verify(1) / costs.verify(0):.2f}× a step: "
-           f"no k pays even if every draft is accepted → {'probe k 1' if probe else 'k 0'}")
+           f"{verdict} → {'probe k 1' if probe else 'k 0'}")
     return AutoChoice(k, rates[k] / rates[0], chooser.realised, why)
 
 
