@@ -19,7 +19,7 @@ from spectui.advise.costs import CostProfile
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Source, Step
 from spectui.engines.adaptive import K_AUTO_MAX, AdaptiveK
 from spectui.engines.speculative.cached_model import common_prefix_len
-from spectui.engines.speculative.proposers import Proposal, Proposer
+from spectui.engines.speculative.proposers import Proposer
 
 AUTO = "auto"
 CEILING = "ceiling"  # verify exactly the drafts that will be kept: no k does better
@@ -143,7 +143,7 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
             step_k, drafted, evidence, choice, looked = draft_then_choose(proposer, chooser, whole, length, room)
         else:
             step_k = min(K_AUTO_MAX if k == CEILING else int(k), room)
-            drafted = list(proposal_at(proposer, whole, length, step_k).drafted) if step_k > 0 else []
+            drafted = list(proposer.propose_at(whole, length, step_k).drafted) if step_k > 0 else []
             evidence, choice, looked = None, None, step_k > 0
             if k == CEILING:
                 drafted = drafted[:common_prefix_len(drafted, list(ids[position:]))]
@@ -155,19 +155,13 @@ def replay_reply(reply: ReplayInput, proposer: Proposer, k: int | str, costs: Co
     return steps
 
 
-def proposal_at(proposer: Proposer, whole: list[int], length: int, k: int) -> Proposal:
-    """proposer.propose(whole[:length], k) at T = 0; a shared proposer reads whole in place (propose_at)."""
-    at = getattr(proposer, "propose_at", None)
-    return at(whole, length, k) if at is not None else proposer.propose(whole[:length], k, 0.0, 1.0, None)
-
-
 def draft_then_choose(proposer: Proposer, chooser: AdaptiveK, whole: list[int], length: int,
                       room: int) -> tuple[int, list[int], Hashable | None, AutoChoice, bool]:
     """The loop's draft_then_choose: draft as many as adaptive k could verify, then let the
     evidence say how many (the context: whole[:length]). Returns (k, drafts verified, evidence,
     choice, whether it drafted)."""
     most = min(chooser.k_max, room)
-    proposal = proposal_at(proposer, whole, length, most) if most > 0 else None
+    proposal = proposer.propose_at(whole, length, most) if most > 0 else None
     if proposal is None or not proposal.drafted:
         return 0, [], None, AutoChoice(0, 1.0, chooser.realised, NOTHING_TO_COPY), most > 0
     choice = chooser.choose_for(proposal.evidence, 0.0)

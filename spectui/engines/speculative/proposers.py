@@ -58,6 +58,11 @@ class Proposer:
         stop_below=floor."""
         raise NotImplementedError
 
+    def propose_at(self, whole: Sequence[int], length: int, k: int) -> Proposal:
+        """propose(whole[:length], k) at T = 0, greedy (a replay's); a proposer that reads its
+        context in place skips the copy."""
+        return self.propose(whole[:length], k, 0.0, 1.0, None)
+
     def prefill(self, token_ids: Sequence[int]) -> None:
         """Read a new prompt before the first drafting step (a no-op for proposers without a cache)."""
 
