@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from spectui.engines.adaptive import PROBE_AFTER, AdaptiveK, expected_tokens
+from spectui.engines.adaptive import PRIOR_SPREAD, PROBE_AFTER, AdaptiveK, VerifyLine, expected_tokens
+from spectui.engines.speculative.loop import Draft, with_confidence_floor
 from spectui.core.events import AutoChoice, Control, GenerationParams, Source, Step
 from spectui.core.theory import best_k, expected_tokens as expected_tokens_alpha, speedup
 
@@ -623,11 +624,14 @@ def test_a_draft_that_ran_and_wrote_no_target_token_is_not_probed_again_at_once(
     chooser = AdaptiveK(prior_verify_slope=0.34)
     rng = random.Random(5)
     new_reply(chooser)
-    for _ in range(40):  # settled at k 0 (no k pays), probing now and then
+    for _ in range(40):  # settled at k 0 (nothing accepted), probing now and then
         choice = chooser.choose()
-        chooser.observe(cross_vocabulary_step(choice.k, 0.0, 0.02, 0.1, 0.34, rng))
-    while chooser.choose().k == 0:
+        chooser.observe(cross_vocabulary_step(choice.k, 0.0, 0.005, 0.1, 0.34, rng))
+    for _ in range(PROBE_AFTER * 4):
+        if chooser.choose().k:
+            break
         chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.1))
+    assert chooser.probing
     # the probe: k 1, the draft ran (0.03 s) and wrote nothing the target could verify
     chooser.observe(Step((1,), (Source.TARGET,), "", k=1, draft_seconds=0.03, verify_seconds=0.1))
     assert chooser.choose().k == 0
@@ -729,7 +733,8 @@ def test_a_draft_that_could_not_clear_the_drafting_margin_even_if_every_draft_we
 
 def test_a_measured_catch_up_prices_leaving_not_the_targets_verify_line():
     # On the 1.5B a verify row costs 0.77 of a step (pieces of 3), so V(24) guessed 19 plain steps
-    # for the draft's read of 24 tokens: drafting at a predicted 6% loss "paid" against leaving.
+    # for the draft's read of 24 tokens: drafting at a predicted 6% loss "paid" against leaving
+    # (before issue 58's start margin).
     # The draft's return after 30 plain steps took 0.4 plain steps over its draft: 1.3% of a step.
     chooser = AdaptiveK(accept=[0.74] * 8, seen=[20] * 8, draft_seconds=0.006, current_k=1, verify_piece=3,
                         verify_points=[(0, 0.04), (1, 0.0708), (2, 0.0996), (0, 0.04), (1, 0.0708)])
@@ -737,7 +742,10 @@ def test_a_measured_catch_up_prices_leaving_not_the_targets_verify_line():
     assert chooser.leaving_cost(costs) > 0.1  # the guess: the target's line
     rates = chooser.rates(costs, chooser.acceptance())
     assert 0.9 < max(rate for k, rate in rates.items() if k) / rates[0] < 0.97
-    assert [chooser.choose().k for _ in range(3)] == [1, 1, 1]  # held by the guessed catch-up
+    # Held by nothing now: a catch-up that dear would never let the draft start again (the best
+    # k with every draft accepted is under 1 + the catch-up), so leaving pays none of it.
+    assert costs.ceiling(8) < 1 + chooser.start_margin(costs)
+    assert [chooser.choose().k for _ in range(3)] == [1, 0, 0]
     for _ in range(30):
         chooser.observe(Step((1,), (Source.TARGET,), "", k=0, verify_seconds=0.04))
     back = Step((1, 2), (Source.DRAFT, Source.BONUS), "", drafted=(1,), k=1, draft_seconds=0.006 + 0.016, verify_seconds=0.0708)
@@ -768,12 +776,12 @@ def test_drafts_that_came_to_nothing_are_charged_to_drafting():
 
 
 def test_an_accepted_probe_is_not_followed_at_once_where_no_run_of_them_could_make_drafting_pay():
-    # The 1.5B's costs (a probe 0.9 of a step dearer than a plain one): an accepted probe at α 0.6
+    # The 1.5B's costs (a probe 0.85 of a step dearer than a plain one): an accepted probe at α 0.6
     # cannot bring drafting within reach in three more; the next probe waits its turn.
-    chooser = AdaptiveK(accept=[0.6] * 8, seen=[20] * 8, draft_seconds=0.006, current_k=0, plain_steps=PROBE_AFTER,
+    chooser = AdaptiveK(accept=[0.6] * 8, seen=[20] * 8, draft_seconds=0.004, current_k=0, plain_steps=PROBE_AFTER,
                         verify_piece=3, verify_points=[(0, 0.04), (1, 0.0708), (2, 0.0996), (0, 0.04)])
     assert chooser.choose().reason.endswith("probe k 1")
-    chooser.observe(Step((1, 2), (Source.DRAFT, Source.BONUS), "", drafted=(1,), k=1, draft_seconds=0.006, verify_seconds=0.0708))
+    chooser.observe(Step((1, 2), (Source.DRAFT, Source.BONUS), "", drafted=(1,), k=1, draft_seconds=0.004, verify_seconds=0.0708))
     assert [chooser.choose().k for _ in range(5)] == [0] * 5
 
 
@@ -797,3 +805,33 @@ def test_a_draft_models_costs_are_measured_with_one_draft_and_a_draft_that_canno
         missed = 0 if k else missed + len(step.token_ids)
         tokens, seconds = tokens + len(step.token_ids), seconds + step.draft_seconds + step.verify_seconds
     assert tokens / seconds * 0.04 >= 0.99
+
+
+def test_one_noisy_verify_among_plain_steps_does_not_outvote_the_slope_the_engine_timed_at_load():
+    # Traced on the real pair (issue 58): 22 plain steps and a reply's first probe, whose verify of
+    # 2 rows timed 1.50 plain steps where load timed 1.79; the line through them put V(1) at 1.50
+    # and the ceiling at 1.34 with a drafted token 0.22 of a step, and auto drafted at k 3-8 at a loss.
+    points = [(0, 0.04)] * 22 + [(1, 0.06)]
+    chooser = AdaptiveK(accept=[0.98] * 8, seen=[20] * 8, draft_seconds=0.0088, current_k=0, verify_piece=3,
+                        prior_verify_slope=0.79, verify_points=points)
+    assert chooser.costs().verify(1) / 0.04 == pytest.approx(1.5)
+    assert chooser.costs().ceiling(8) > 1.05
+    weighed = replace(chooser, prior_spread=PRIOR_SPREAD)
+    assert 1.65 < weighed.costs().verify(1) / 0.04 < 1.79
+    assert weighed.costs().ceiling(8) < 1.05 and weighed.choose().k == 0
+    # a few replies drafting at several k outvote it: the line follows what the verifies measured
+    measured = [(n, 0.04 * (1 + 0.5 * n)) for n in range(9)] * 2
+    assert VerifyLine.fit(measured, 0.79, PRIOR_SPREAD).slope / 0.04 == pytest.approx(0.5, abs=0.05)
+
+
+def test_drafting_held_at_a_predicted_loss_runs_the_k_chosen_not_what_a_sure_chain_could_reach():
+    # SmolLM2 for the 1.5B chose k 1 at a predicted loss (stopping costs a catch-up) and, 95% sure,
+    # drafted 5: refused at the first token three steps in a row, 3.5 plain steps for one token each.
+    chooser = AdaptiveK(accept=[0.84] * 8, seen=[20] * 8, draft_seconds=0.01, current_k=1, ramp=5,
+                        verify_points=[(0, 0.04), (1, 0.0716), (2, 0.0996)])
+    held = AutoChoice(1, 0.97, None, "α 0.84 → k 1 (stopping costs a catch-up)")
+    plan, stop = with_confidence_floor(Draft(1, 0.0, auto=held), chooser, room=100)
+    assert plan.k == 1 and stop
+    paying = AutoChoice(1, 1.1, None, "α 0.84 → k 1")
+    plan, _ = with_confidence_floor(Draft(1, 0.0, auto=paying), chooser, room=100)
+    assert plan.k == 5

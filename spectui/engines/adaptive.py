@@ -27,6 +27,10 @@ START_K = 4  # before anything is measured, for drafts already in hand (prompt l
 MEASURE_K = 1
 PRIOR_ACCEPT = 0.6
 PRIOR_VERIFY_SLOPE = 0.05  # V(k)/V(0) - 1 per drafted token before two ks are measured
+# What a slope the engine timed at load counts for in V(k)'s line, in squared drafts about their
+# mean: one noisy verify among a window of plain steps (~2) cannot outvote it, a few replies
+# drafting at several k (~50) do.
+PRIOR_SPREAD = 4.0
 ACCEPT_WEIGHT = 0.15  # weight of the newest observation: about the last dozen steps count
 # What a new reply keeps of the last one's estimates, in steps: a new prompt may be other text.
 FRESH_OBSERVATIONS = 2
@@ -49,8 +53,8 @@ CHEAP_PROBE_AFTER_MAX = 8
 EVIDENCE_PROBE_SHARE = 0.03
 FLOOR_MAX = 0.95  # the confidence floor stays below 1: a sure draft may always go on
 SWITCH_MARGIN = 0.02  # keep the current k unless another is predicted 2% faster: no flapping
-# A draft model starts drafting only when predicted this much faster than plain decoding: its
-# catch-up over the plain steps it sat out is time the model leaves out.
+# A draft model starts drafting only when predicted this much faster than plain decoding, or by
+# its catch-up per step sat out where that is more (AdaptiveK.start_margin).
 DRAFT_MARGIN = 0.05
 # ...and stops after this many steps in a row predict it slower (one refusal is not enough).
 LEAVE_AFTER = 2
@@ -103,10 +107,10 @@ def learn_acceptance(accept: list, seen: list[int], accepted: int, drafted: int,
             accept[i] = moving(accept[i], last, DRIFT_WEIGHT)
 
 
-def verify_line(points: Sequence[tuple[int, float]], prior_slope: float, k: int) -> float:
+def verify_line(points: Sequence[tuple[int, float]], prior_slope: float, k: int, prior_spread: float = 0.0) -> float:
     """V(k) in seconds: the least-squares line through the last verify forwards (a line, not a
     table per k: a k left behind keeps no stale figure); one k so far: the prior's slope."""
-    return VerifyLine.fit(points, prior_slope).at(k)
+    return VerifyLine.fit(points, prior_slope, prior_spread).at(k)
 
 
 @dataclass(frozen=True)
@@ -119,18 +123,21 @@ class VerifyLine:
     plain: float | None  # one k so far: V(0) along the prior's slope
 
     @staticmethod
-    def fit(points: Sequence[tuple[int, float]], prior_slope: float) -> VerifyLine:
+    def fit(points: Sequence[tuple[int, float]], prior_slope: float, prior_spread: float = 0.0) -> VerifyLine:
         # a step fits the same points twice (observe, then the next choice's Costs)
-        return _fit(tuple(points), prior_slope)
+        return _fit(tuple(points), prior_slope, prior_spread)
 
     @staticmethod
-    def fitted(points: Sequence[tuple[int, float]], prior_slope: float) -> VerifyLine:
+    def fitted(points: Sequence[tuple[int, float]], prior_slope: float, prior_spread: float = 0.0) -> VerifyLine:
+        """Least squares, the prior's slope weighing as prior_spread (0: only before two ks)."""
         mean_k = sum(n for n, _ in points) / len(points)
         mean_v = sum(v for _, v in points) / len(points)
         spread = sum((n - mean_k) ** 2 for n, _ in points)
+        prior_plain = mean_v / (1 + prior_slope * mean_k)
         if not spread:
-            return VerifyLine(mean_k, mean_v, prior_slope, mean_v / (1 + prior_slope * mean_k))
-        slope = sum((n - mean_k) * (v - mean_v) for n, v in points) / spread
+            return VerifyLine(mean_k, mean_v, prior_slope, prior_plain)
+        moment = sum((n - mean_k) * (v - mean_v) for n, v in points)
+        slope = (moment + prior_spread * prior_slope * prior_plain) / (spread + prior_spread)
         return VerifyLine(mean_k, mean_v, slope, None)
 
     def at(self, k: int) -> float:
@@ -142,8 +149,8 @@ class VerifyLine:
 
 
 @lru_cache(maxsize=16)
-def _fit(points: tuple[tuple[int, float], ...], prior_slope: float) -> VerifyLine:
-    return VerifyLine.fitted(points, prior_slope)
+def _fit(points: tuple[tuple[int, float], ...], prior_slope: float, prior_spread: float) -> VerifyLine:
+    return VerifyLine.fitted(points, prior_slope, prior_spread)
 
 
 @dataclass(frozen=True)
@@ -160,10 +167,11 @@ class Costs:
     # text held no whole target token); what the 1 - offered steps pay besides a plain step
     empty: float = 0.0
     catch_up: float | None = None  # a draft model's catch-up seconds per token it sat out, as measured
+    prior_spread: float = 0.0  # what prior_slope weighs in the line (PRIOR_SPREAD where the engine timed it)
 
     @cached_property
     def line(self) -> VerifyLine:
-        return VerifyLine.fit(self.verify_points, self.prior_slope)
+        return VerifyLine.fit(self.verify_points, self.prior_slope, self.prior_spread)
 
     def verify(self, k: int) -> float:
         return self.line.at(k)
@@ -258,6 +266,7 @@ class AdaptiveK:
     temperature: float = 0.0  # what `accept` and `seen` describe: each temperature has its own
     # V(k)/V(0) - 1 per drafted token until two ks are measured: the engine's own (ggml probes it), or a guess
     prior_verify_slope: float = PRIOR_VERIFY_SLOPE
+    prior_spread: float = 0.0  # its weight once two ks are measured: PRIOR_SPREAD where the engine timed it, else none
     verify_piece: int | None = None  # rows a T = 0 verify runs at a time, to its first rejection (Costs.piece)
 
     def __post_init__(self) -> None:
@@ -356,7 +365,7 @@ class AdaptiveK:
             return None
         piece = self.verify_piece if (self.temperature if temperature is None else temperature) == 0.0 else None
         return Costs(self.draft_seconds, tuple(self.verify_points), self.prior_verify_slope, self.overhead_seconds or 0.0, piece,
-                     self.empty_seconds, self.catch_up_seconds)
+                     self.empty_seconds, self.catch_up_seconds, self.prior_spread)
 
     def probe_cost(self) -> float | None:
         """A probe's cost over a plain step, in plain steps (None until both are measured)."""
@@ -369,6 +378,12 @@ class AdaptiveK:
 
     def leaving_cost(self, costs: Costs) -> float:
         return costs.leaving(self.probe_wait()[0])
+
+    def start_margin(self, costs: Costs) -> float:
+        """How much faster than plain decoding drafting must be predicted to start from k = 0: a
+        cheap probe's SWITCH_MARGIN; a draft model's DRAFT_MARGIN, or its catch-up per step sat out
+        where that is more: coming back, it must win back reading those steps in as many again."""
+        return SWITCH_MARGIN if self.cheap_probe() else max(DRAFT_MARGIN, self.leaving_cost(costs))
 
     def probe_wait(self) -> tuple[int, int]:
         """Plain steps before the first probe, and the longest wait refusals lead to."""
@@ -391,9 +406,10 @@ class AdaptiveK:
             self.new_reply = False  # this step is the reply's first look
             return self._measuring(MEASURE_K)
         cheap = self.cheap_probe()
-        # from k = 0 a draft model starts only past DRAFT_MARGIN: below it even a sure draft never
+        # from k = 0 drafting starts only past start_margin: below it even a sure draft never
         # would, and a probe, with its catch-up, would only lose
-        needed = 1 + (SWITCH_MARGIN if cheap or self.current_k else DRAFT_MARGIN)
+        start = self.start_margin(costs)
+        needed = 1 + (SWITCH_MARGIN if self.current_k else start)
         ceiling = costs.ceiling(self.k_max)
         if ceiling < needed:
             return stepping_aside(self, costs, every_rate, ceiling, needed)
@@ -409,13 +425,10 @@ class AdaptiveK:
         elif self.current_k:
             drafting = max((k for k in rates if k), key=lambda k: rates[k])
             # once left, a draft that could not start again is not probed: leaving costs no catch-up
-            leaving = self.leaving_cost(costs) if ceiling >= 1 + DRAFT_MARGIN else 0.0
-            if rates[drafting] < rates[0] * (1 - leaving):
-                self.leave_votes += 1
-            else:
-                self.leave_votes = 0
+            leaving = self.leaving_cost(costs) if ceiling >= 1 + start else 0.0
+            self.leave_votes = self.leave_votes + 1 if rates[drafting] < rates[0] * (1 - leaving) else 0
             best = 0 if self.leave_votes >= LEAVE_AFTER else best or drafting
-        elif best and rates[best] < rates[0] * (1 + DRAFT_MARGIN):
+        elif best and rates[best] < rates[0] * (1 + start):
             best = 0
         if best and not self.current_k:
             self.leave_votes = 0
@@ -488,7 +501,7 @@ def observe_costs(chooser: AdaptiveK, step: Step, steady: bool, evidence: Hashab
     # a row per draft the verify held, and one more (n-gram may find fewer; pieces stop early)
     chooser.verify_points.append((step.num_verified, step.verify_seconds))
     overhead = chooser.overhead_seconds or 0.0
-    plain = verify_line(chooser.verify_points, chooser.prior_verify_slope, 0) + overhead
+    plain = verify_line(chooser.verify_points, chooser.prior_verify_slope, 0, chooser.prior_spread) + overhead
     seconds = step.draft_seconds + step.verify_seconds + overhead
     if plain and seconds > 0:
         chooser.realised = moving(chooser.realised, len(step.token_ids) / seconds * plain, COST_WEIGHT)
@@ -505,8 +518,7 @@ def within_reach(chooser: AdaptiveK) -> bool:
     for _ in range(PROBE_REACH):
         learn_acceptance(accept, seen, 1, 1, chooser.k_max, copies=False)
     rates = chooser.rates(costs, filled(accept))
-    margin = SWITCH_MARGIN if chooser.cheap_probe() else DRAFT_MARGIN
-    return max(rate for k, rate in rates.items() if k) >= rates[0] * (1 + margin)
+    return max(rate for k, rate in rates.items() if k) >= rates[0] * (1 + chooser.start_margin(costs))
 
 
 def stopping_floor(chooser: AdaptiveK, choice: AutoChoice) -> float:

@@ -195,12 +195,14 @@ def draft_then_choose(proposer: Proposer, reply: LoopReply, plan: Draft, adaptiv
 
 def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[Draft, dict]:
     """For a proposer that stops early: the chain runs while the draft is sure enough, past the
-    planned k as far as this reply's slow start allows."""
+    planned k as far as this reply's slow start allows where drafting is predicted to pay."""
     choice = plan.auto
     floor = adaptive.confidence_floor(choice) if choice is not None else None
     if choice is None or not floor:
         return plan, {}
-    k = min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
+    # drafting held at a predicted loss (the leaving rule) runs the k chosen, no further
+    held = choice.predicted_speedup is not None and choice.predicted_speedup < 1
+    k = plan.k if held else min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
     auto = replace(choice, k=k, reason=f"{choice.reason}, up to {k} while {floor:.0%} sure")
     return replace(plan, k=k, auto=auto), {"stop_below": floor}
 
