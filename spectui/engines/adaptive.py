@@ -521,6 +521,13 @@ def within_reach(chooser: AdaptiveK) -> bool:
     return max(rate for k, rate in rates.items() if k) >= rates[0] * (1 + chooser.start_margin(costs))
 
 
+def chain_reach(chooser: AdaptiveK, choice: AutoChoice, k: int) -> int:
+    """How far a sure chain may run past the planned k: as far as this reply's slow start
+    allows where drafting is predicted to pay; held at a predicted loss (the leaving rule), k."""
+    held = choice.predicted_speedup is not None and choice.predicted_speedup < 1
+    return k if held else min(max(k, chooser.ramp), chooser.k_max)
+
+
 def stopping_floor(chooser: AdaptiveK, choice: AutoChoice) -> float:
     """For a draft model that can stop mid-step: the chain confidence (the product of the
     draft's probabilities for its drafts so far) below which one more draft does not pay;

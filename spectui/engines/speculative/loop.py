@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from spectui.core.events import NOTHING_TO_COPY, AutoChoice, Done, Event, FinishReason, GenerationParams, LiveControl, Prefill, Source, Step
-from spectui.engines.adaptive import AdaptiveK
+from spectui.engines.adaptive import AdaptiveK, chain_reach
 from spectui.engines.speculative.arrays import ops_of
 from spectui.engines.speculative.cached_model import CachedFeatures, CachedLogits, common_prefix_len
 from spectui.engines.speculative.detokenize import IncrementalDetokenizer
@@ -200,9 +200,7 @@ def with_confidence_floor(plan: Draft, adaptive: AdaptiveK, room: int) -> tuple[
     floor = adaptive.confidence_floor(choice) if choice is not None else None
     if choice is None or not floor:
         return plan, {}
-    # drafting held at a predicted loss (the leaving rule) runs the k chosen, no further
-    held = choice.predicted_speedup is not None and choice.predicted_speedup < 1
-    k = plan.k if held else min(max(plan.k, adaptive.ramp), adaptive.k_max, room)
+    k = min(chain_reach(adaptive, choice, plan.k), room)
     auto = replace(choice, k=k, reason=f"{choice.reason}, up to {k} while {floor:.0%} sure")
     return replace(plan, k=k, auto=auto), {"stop_below": floor}
 
