@@ -26,18 +26,21 @@ class JsonTooDeep(json.JSONDecodeError):
     """Nested deeper than the limit: refused before the parser could overflow its stack."""
 
 
-def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH, finite: bool = False):
+def loads(text: str | bytes, *, max_depth: int | None = MAX_DEPTH, finite: bool = False):
     """json.loads, refusing nesting deeper than `max_depth` (JsonTooDeep) and, with `finite`,
-    numbers that are not finite (NaN, Infinity, 1e400): a JSONDecodeError either way."""
+    numbers that are not finite (NaN, Infinity, 1e400): a JSONDecodeError either way.
+    max_depth None: no pass before the parser (a large file whose reader walks nothing nested);
+    nesting past the parser's own stack is still a JsonTooDeep."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    _check_depth(text, max_depth)
+    if max_depth is not None:
+        _check_depth(text, max_depth)
     try:
         if finite:
             return json.loads(text, parse_float=lambda s: _finite(s, text), parse_constant=lambda s: _finite(s, text))
         return json.loads(text)
     except RecursionError:  # the stack was already deep where this was called
-        raise JsonTooDeep(f"nested too deeply to read (over {max_depth} levels)", text, 0) from None
+        raise JsonTooDeep("nested too deeply to read", text, 0) from None
 
 
 def _check_depth(text: str, max_depth: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,6 +24,8 @@ from spectui.core.errors import ModelError
 from spectui.core.files import MODEL_JSON_LIMIT, read_capped
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy
 
     from spectui.models.registry import ResolvedModel
@@ -32,6 +35,7 @@ CONFIG_FILE = "tokenizer_config.json"
 MAP_FORMAT = 2  # in the cache file's name: a map written under another layout is rebuilt
 _PAD = re.compile(r"\[PAD\d+\]")  # the rows a GGUF conversion adds to fill the embedding
 _BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # sentencepiece's byte fallback
+_NOT_A_BYTE = 0xFFFD  # what a character outside the byte alphabet translates to: latin-1 refuses it
 
 
 @dataclass(frozen=True)
@@ -104,22 +108,24 @@ class VocabMap:
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's bytes_to_unicode, reversed: the printable stand-in of each byte -> the byte."""
+def _byte_translation() -> dict[int, int]:
+    """GPT-2's bytes_to_unicode, reversed, as a str.translate table: each byte's printable
+    stand-in -> the latin-1 character of that byte. A character below 256 that is not a
+    stand-in (a plain space) -> one latin-1 cannot encode, so it fails like any outside one."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    codes = list(printable)
+    table = {code: code for code in printable}
     extra = 0
     for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            codes.append(256 + extra)
+        if byte not in table:
+            table[256 + extra] = byte
+            table[byte] = _NOT_A_BYTE
             extra += 1
-    return {chr(code): byte for byte, code in zip(printable, codes)}
+    return table
 
 
-def scheme_of(vocab: dict[str, int]) -> str:
+def scheme_of(tokens: Iterable[str]) -> str:
     """"bytes" (byte-level BPE: "Ġ" for a space), "metaspace" (sentencepiece: "▁"), or "text"."""
-    sample = list(vocab)[:20000]
+    sample = list(itertools.islice(tokens, 20000))
     byte_level = sum(1 for token in sample if token.startswith(("Ġ", "Ċ")))
     metaspace = sum(1 for token in sample if token.startswith("▁"))
     if byte_level == metaspace == 0:
@@ -131,10 +137,9 @@ def piece_bytes(token: str, scheme: str) -> bytes | None:
     """What one vocabulary token decodes to; None when it is not written in the scheme (a
     byte-level token with a character outside the byte alphabet)."""
     if scheme == "bytes":
-        decoder = _byte_decoder()
         try:
-            return bytes(decoder[char] for char in token)
-        except KeyError:
+            return token.translate(_byte_translation()).encode("latin-1")
+        except UnicodeEncodeError:
             return None
     if scheme == "metaspace":
         byte = _BYTE.fullmatch(token)
@@ -145,7 +150,7 @@ def piece_bytes(token: str, scheme: str) -> bytes | None:
 def token_table(vocab: dict[str, int], added: set[int]) -> TokenTable:
     """Every id's bytes; added tokens keep their text but are not shareable."""
     size = max(vocab.values(), default=-1) + 1
-    scheme = scheme_of({token: index for token, index in vocab.items() if index not in added})
+    scheme = scheme_of(token for token, index in vocab.items() if index not in added)
     pieces, shareable, names = [b""] * size, [False] * size, [""] * size
     for token, index in vocab.items():
         names[index] = token
@@ -157,7 +162,7 @@ def token_table(vocab: dict[str, int], added: set[int]) -> TokenTable:
             pieces[index] = token.encode("utf-8")
             continue
         pieces[index] = piece
-        shareable[index] = bool(piece) and not _PAD.fullmatch(token)
+        shareable[index] = bool(piece) and not _is_pad(token)
     return TokenTable(pieces, shareable, names)
 
 
@@ -201,15 +206,22 @@ def same_width(target: TokenTable, draft: TokenTable) -> int:
     """How many leading ids are real tokens spelled alike in both, when the two are one tokenizer
     (one side padded: Qwen's 151,936 rows against 152,064 is the same tokenizer); 0 when not."""
     common = min(len(target.names), len(draft.names))
+    apart = next((index for index in range(common) if target.names[index] != draft.names[index]), None)
+    if apart is not None and not (_is_pad(target.names[apart]) or _is_pad(draft.names[apart])):
+        return 0  # two tokenizers, told at the first token they spell apart
     width = min(_first_pad(target.names, common), _first_pad(draft.names, common))
     if any(target.names[index] != draft.names[index] for index in range(common)
-           if index < width or not (_PAD.fullmatch(target.names[index]) or _PAD.fullmatch(draft.names[index]))):
+           if index < width or not (_is_pad(target.names[index]) or _is_pad(draft.names[index]))):
         return 0
     return width
 
 
 def _first_pad(names: list[str], limit: int) -> int:
-    return next((index for index in range(limit) if _PAD.fullmatch(names[index])), limit)
+    return next((index for index in range(limit) if _is_pad(names[index])), limit)
+
+
+def _is_pad(token: str) -> bool:
+    return token.startswith("[PAD") and _PAD.fullmatch(token) is not None
 
 
 def folder_table(folder: Path) -> TokenTable:
@@ -217,7 +229,7 @@ def folder_table(folder: Path) -> TokenTable:
     path = folder / TOKENIZER_FILE
     if path.is_file():
         try:
-            data = json_text.loads(read_capped(path, MODEL_JSON_LIMIT).decode("utf-8"))
+            data = json_text.loads(read_capped(path, MODEL_JSON_LIMIT), max_depth=None)  # 7 MB of merges: no pre-pass
         except (OSError, ValueError) as error:
             raise ModelError(f"cannot read {path}: {str(error).splitlines()[0][:200]}") from None
         vocab = (data.get("model") or {}).get("vocab")
