@@ -60,9 +60,12 @@ def test_smollm2_greedy_speculation_is_token_identical(smollm2, prompt):
     baseline, _ = tokens_of(engines["draft"], messages, 0, max_tokens)
     assert baseline == expected[: len(baseline)]
     assert len(baseline) == max_tokens or baseline[-1] in engines["draft"].stop_ids  # the stop token ends it
+    # The draft model at every k (every verify width); prompt lookup, which shares the verify and
+    # often finds nothing to propose in a short reply, at the narrowest, middle and widest.
+    ks = {"draft": range(1, 9), "ngram": (1, 4, 8)}
     for method, engine in engines.items():
         drafted = accepted = rejected = 0
-        for k in range(1, 9):
+        for k in ks[method]:
             ids, steps = tokens_of(engine, messages, k, max_tokens)
             assert ids == baseline, f"{method} k={k} differs from plain greedy"
             drafted += sum(s.num_drafted for s in steps)

@@ -1,4 +1,4 @@
-"""Soak: 200 consecutive replies through the pilot, a new chat every 10 as a user would start
+"""Soak: 120 consecutive replies through the pilot, a new chat every 10 as a user would start
 one. Memory stays within a bound and every reply is in the history, finished, with all its
 steps. What soaks is the app (screen, host, history); the replies are scripted steps of every
 source (a real engine's replies cost ~85 % of the soak's time and are what the engine tests check)."""
@@ -18,10 +18,10 @@ from spectui.tui.widgets.conversation import ReplyView
 from fake_engines import PlanEngine
 from tui_helpers import ready, reply_done, send
 
-REPLIES = 200
+REPLIES = 120
 PER_CHAT = 10
 WARM_UP = 20  # replies before the baseline: caches, fonts of the compositor, first allocations
-RSS_GROWTH_BOUND_MIB = 40  # after the warm-up, over the next 180 replies
+RSS_GROWTH_BOUND_MIB = 40  # after the warm-up, over the next 100 replies
 # A reply like the tiny embedded engine's at k 4: ~10 steps, 18 tokens, drafts accepted, rejected, all kept.
 PLAN = [None, 1, 0, 4, 0, 1, 2, 0, 1]
 PROMPTS = ["def add(a, b):", '{"name": "spectui", "tags": [', "The quick brown fox", "SELECT name FROM"]
@@ -33,7 +33,7 @@ def rss_mib() -> float:
 
 
 @pytest.mark.slow
-async def test_two_hundred_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path):
+async def test_a_hundred_and_twenty_replies_keep_memory_bounded_and_lose_no_history_row(make_app, tmp_path):
     engine = PlanEngine(PLAN)
     figures = {}
 
