@@ -206,9 +206,6 @@ def same_width(target: TokenTable, draft: TokenTable) -> int:
     """How many leading ids are real tokens spelled alike in both, when the two are one tokenizer
     (one side padded: Qwen's 151,936 rows against 152,064 is the same tokenizer); 0 when not."""
     common = min(len(target.names), len(draft.names))
-    apart = next((index for index in range(common) if target.names[index] != draft.names[index]), None)
-    if apart is not None and not (_is_pad(target.names[apart]) or _is_pad(draft.names[apart])):
-        return 0  # two tokenizers, told at the first token they spell apart
     width = min(_first_pad(target.names, common), _first_pad(draft.names, common))
     if any(target.names[index] != draft.names[index] for index in range(common)
            if index < width or not (_is_pad(target.names[index]) or _is_pad(draft.names[index]))):
