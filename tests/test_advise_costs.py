@@ -263,3 +263,18 @@ def test_a_kept_profile_of_an_older_version_is_measured_again(tmp_path, monkeypa
     assert measure.this_machine_profile(model, tmp_path, [1, 2, 3]) == (PROFILE, False)
     old.write_text(json.dumps({**PROFILE.as_dict(), "version": 1}))
     assert read_profile(old) == PROFILE
+
+
+def test_the_replays_adaptive_k_weighs_the_profiles_slope_as_the_engine_weighs_the_one_it_timed_at_load():
+    # The ggml engine's chooser counts its load-timed slope for PRIOR_SPREAD squared drafts
+    # (issue 58): one noisy verify among plain steps cannot pull V(1) off it. The replay's must too,
+    # or its auto arm chooses on another line than the engine would on the same steps.
+    from dataclasses import replace
+
+    from spectui.advise.advice import new_chooser
+
+    profile = CostProfile("m", "ggml", 0.04, {1: 1.0, 2: 1.79, 3: 2.49}, piece=3)
+    chooser = replace(new_chooser(profile), accept=[0.98] * 8, seen=[20] * 8, draft_seconds=0.0088, current_k=0,
+                      verify_points=[(0, 0.04)] * 22 + [(1, 0.06)])
+    assert 1.65 < chooser.costs().verify(1) / 0.04 < 1.79  # alone, the points put it at 1.50
+    assert chooser.choose().k == 0
