@@ -3,6 +3,9 @@ measured once per model and backend, then read back from beside the history."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from spectui.advise.advice import new_chooser
 from spectui.advise.costs import CostProfile, cached_profile_path, profile_from
 
 PROFILE = CostProfile("smollm2-135m", "ggml Q4_1 · 2 threads", 0.012, {1: 1.0, 2: 1.4, 3: 1.9}, piece=3,
@@ -269,10 +272,6 @@ def test_the_replays_adaptive_k_weighs_the_profiles_slope_as_the_engine_weighs_t
     # The ggml engine's chooser counts its load-timed slope for PRIOR_SPREAD squared drafts
     # (issue 58): one noisy verify among plain steps cannot pull V(1) off it. The replay's must too,
     # or its auto arm chooses on another line than the engine would on the same steps.
-    from dataclasses import replace
-
-    from spectui.advise.advice import new_chooser
-
     profile = CostProfile("m", "ggml", 0.04, {1: 1.0, 2: 1.79, 3: 2.49}, piece=3)
     chooser = replace(new_chooser(profile), accept=[0.98] * 8, seen=[20] * 8, draft_seconds=0.0088, current_k=0,
                       verify_points=[(0, 0.04)] * 22 + [(1, 0.06)])

@@ -18,7 +18,7 @@ from spectui.advise.draft_model import replay_teacher_forced
 from spectui.advise.lookups import LookupTable, SharedLookup
 from spectui.advise.replay import AUTO, ReplayedStep, ReplyTotals, replay_fixed, replay_reply
 from spectui.advise.suffixes import ConversationWalks, SharedHistory, SharedSuffix
-from spectui.engines.adaptive import PRIOR_SPREAD, AdaptiveK
+from spectui.engines.adaptive import AdaptiveK, chooser_for
 from spectui.engines.speculative.proposers import NgramProposer, Proposer
 from spectui.engines.speculative.suffix import SuffixProposer
 from spectui.settings.options import LOOKUP_MAX
@@ -260,7 +260,6 @@ def replay_arm(replies: Sequence[ChatReply], drafter: Drafter | None, k: int | s
 
 
 def new_chooser(costs: CostProfile) -> AdaptiveK:
-    """Adaptive k as the ggml engine builds it: its verify piece, and the verify's slope as its
-    prior, weighed as a slope timed on this machine (the profile's v(2) is timed, as ggml's at load)."""
-    return AdaptiveK(verify_piece=costs.piece, prior_verify_slope=max(0.0, costs.rows_cost(2) - 1),
-                     prior_spread=PRIOR_SPREAD)
+    """Adaptive k as the ggml engine builds it: the profile's v(2) is a slope timed on this
+    machine, as ggml's at load."""
+    return chooser_for(max(0.0, costs.rows_cost(2) - 1), timed=True, verify_piece=costs.piece)

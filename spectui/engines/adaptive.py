@@ -572,3 +572,9 @@ def evidence_probe_wait(chooser: AdaptiveK) -> int:
     if cost is None or cost < CHEAP_PROBE:
         return CHEAP_PROBE_AFTER
     return max(CHEAP_PROBE_AFTER, math.ceil(cost / EVIDENCE_PROBE_SHARE))
+
+
+def chooser_for(verify_slope: float, timed: bool, verify_piece: int | None) -> AdaptiveK:
+    """Adaptive k for a target whose verify costs verify_slope per drafted token: a slope timed
+    on this machine weighs PRIOR_SPREAD in V(k)'s line, a guess only until two ks are measured."""
+    return AdaptiveK(prior_verify_slope=verify_slope, prior_spread=PRIOR_SPREAD if timed else 0.0, verify_piece=verify_piece)

@@ -12,7 +12,7 @@ from spectui.core.engine import DecodeTimings, Engine, EngineInfo, Progress, wit
 from spectui.core.errors import REPLY_ADVICE, is_out_of_memory, out_of_memory
 from spectui.core.events import Done, Event, GenerationParams, LiveControl, Message, Step
 from spectui.core.pieces import StepPieces, tokenizer_decoder
-from spectui.engines.adaptive import PRIOR_SPREAD, AdaptiveK
+from spectui.engines.adaptive import AdaptiveK, chooser_for
 from spectui.engines.prompt import chat_prompt_ids, has_thinking_switch, stop_token_ids, stream_conversation
 from spectui.engines.speculative.backend import Backend
 from spectui.engines.speculative.cached_model import CachedLogits
@@ -158,10 +158,8 @@ class SpeculativeEngine(Engine):
     def chooser(self) -> AdaptiveK | None:
         if self.proposer is None:
             return None
-        timed = self.measured_verify_slope is not None
-        return self._choosers.setdefault(self.proposer.method, AdaptiveK(
-            prior_verify_slope=self.verify_slope, prior_spread=PRIOR_SPREAD if timed else 0.0,
-            verify_piece=self.target.exact_rows))
+        return self._choosers.setdefault(self.proposer.method, chooser_for(
+            self.verify_slope, self.measured_verify_slope is not None, self.target.exact_rows))
 
     def close(self) -> None:
         self.target.reset()
